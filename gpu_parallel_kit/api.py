@@ -1,0 +1,262 @@
+"""The plain Python API every front end calls: Experiment.run, Experiment.compare, Comparison."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from .devices import plan_devices
+from .errors import GpkError
+from .progress import RunProgress
+from .results import RunResult
+from .runner import RunInterrupted, run_isolated
+from .sources import ArrayStore, data_source, default_data_for, model_source
+from .spec import STRATEGIES, RunSpec, TrainingConfig
+from .store import RunLog
+from .tables import comparison_table, format_table
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class Experiment:
+    """A model, its data and how to train it; runs it under different strategies and devices.
+
+    >>> exp = Experiment(model="mlp", data="tabular", batch_size=256, epochs=1)
+    >>> exp.run(strategy="data", devices=2)
+    >>> exp.compare(strategies=["single", "data"], devices=[1, 2, 4]).table
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        data: Any = None,
+        batch_size: int = 256,
+        epochs: int = 1,
+        steps_per_epoch: int | None = None,
+        seed: int = 0,
+        *,
+        scaling: str = "strong",
+        optimizer: Any = None,
+        loss: Any = None,
+        metrics: Sequence[Any] = (),
+        samples: int | None = None,
+        shuffle: bool = True,
+        warmup_steps: int | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        log: str | None = None,
+        progress: bool = True,
+    ) -> None:
+        self.training = TrainingConfig(
+            batch_size=batch_size,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            seed=seed,
+            scaling=scaling,
+            optimizer=_portable(optimizer),
+            loss=_portable(loss),
+            metrics=tuple(_portable(m) for m in metrics),
+            shuffle=shuffle,
+            warmup_steps=warmup_steps,
+        )
+        self.model = model_source(model)
+        if data is None:
+            data = default_data_for(self.model)
+            if data is None:
+                raise GpkError(
+                    "data= is missing; pass (x, y) arrays, a built-in set name or a function "
+                    "returning a tf.data.Dataset"
+                )
+        self._arrays = ArrayStore()
+        self.data = data_source(data, seed=seed, store=self._arrays, samples=samples)
+        self.timeout = timeout
+        self.log = RunLog(log)
+        self.progress = progress
+        self.experiment_id = uuid.uuid4().hex[:12]
+
+    def __repr__(self) -> str:
+        return (
+            f"<Experiment {self.experiment_id} model={self.model.name} data={self.data!r} "
+            f"batch_size={self.training.batch_size} ({self.training.scaling} scaling) "
+            f"epochs={self.training.epochs}>"
+        )
+
+    def plan(
+        self,
+        strategy: str = "single",
+        devices: int | Sequence[int] = 1,
+        *,
+        mode: str = "fit",
+        all_reduce: str = "auto",
+        steps_per_execution: int = 1,
+        timeout: float | None = ...,
+        save_weights: str | None = None,
+    ) -> RunSpec:
+        """Validate one run without starting it; every mistake is one sentence raised here."""
+        if strategy not in STRATEGIES:
+            raise GpkError(
+                f"strategy={strategy!r} is not known; use one of {', '.join(STRATEGIES)}"
+            )
+        return RunSpec(
+            run_id=uuid.uuid4().hex[:12],
+            experiment_id=self.experiment_id,
+            strategy=strategy,
+            devices=plan_devices(devices),
+            model=self.model,
+            data=self.data,
+            training=self.training,
+            mode=mode,
+            all_reduce=all_reduce,
+            steps_per_execution=steps_per_execution,
+            timeout_s=self.timeout if timeout is ... else timeout,
+            save_weights=save_weights,
+        )
+
+    def run(
+        self,
+        strategy: str = "single",
+        devices: int | Sequence[int] = 1,
+        *,
+        cancel: threading.Event | None = None,
+        **plan: Any,
+    ) -> RunResult:
+        """Train once in a fresh worker process; the result is logged even when the run failed."""
+        spec = self.plan(strategy, devices, **plan)
+        try:
+            return self._execute(spec, cancel)
+        except RunInterrupted as interrupted:
+            raise KeyboardInterrupt("run cancelled; its row is in gpk.history()") from interrupted
+
+    def compare(
+        self,
+        strategies: Sequence[str] = ("single", "data"),
+        devices: Sequence[int | Sequence[int]] = (1, 2, 4),
+        *,
+        cancel: threading.Event | None = None,
+        **plan: Any,
+    ) -> Comparison:
+        """Run every strategy on every device count; `single` runs once, on one device.
+
+        All runs are planned (and so validated) before the first starts. Ctrl-C or `cancel`
+        stops the comparison within a couple of seconds and keeps every finished row.
+        """
+        specs = self._plan_grid(strategies, devices, plan)
+        results: list[RunResult] = []
+        for index, spec in enumerate(specs):
+            try:
+                results.append(self._execute(spec, cancel))
+            except RunInterrupted as interrupted:
+                results.append(interrupted.result)
+                results.extend(self._not_started(specs[index + 1 :]))
+                print(
+                    f"Comparison cancelled: {index} of {len(specs)} runs finished; "
+                    "their rows are kept.",
+                    file=sys.stderr,
+                )
+                break
+            if cancel is not None and cancel.is_set():
+                results.extend(self._not_started(specs[index + 1 :]))
+                break
+        return Comparison(results)
+
+    def _plan_grid(
+        self,
+        strategies: Sequence[str],
+        devices: Sequence[int | Sequence[int]],
+        plan: dict[str, Any],
+    ) -> list[RunSpec]:
+        if isinstance(strategies, str):
+            strategies = [strategies]
+        if isinstance(devices, int):
+            devices = [devices]
+        if not strategies or not devices:
+            raise GpkError("compare() needs at least one strategy and one device count")
+        specs = []
+        for strategy in strategies:
+            for choice in devices:
+                count = choice if isinstance(choice, int) else len(choice)
+                if strategy == "single" and count != 1:
+                    continue
+                specs.append(self.plan(strategy, choice, **plan))
+        if any(s.strategy == "single" for s in specs):
+            return specs
+        if "single" in strategies:
+            specs.insert(0, self.plan("single", 1, **plan))
+        return specs
+
+    def _execute(self, spec: RunSpec, cancel: threading.Event | None) -> RunResult:
+        label = f"{spec.strategy}×{spec.devices.count}" + (
+            " (virtual)" if spec.devices.virtual else ""
+        )
+        progress = RunProgress(label, enabled=self.progress)
+        try:
+            result = run_isolated(spec, progress, cancel)
+        except RunInterrupted as interrupted:
+            progress.close(interrupted.result)
+            self.log.append(interrupted.result)
+            raise
+        progress.close(result)
+        self.log.append(result)
+        return result
+
+    def _not_started(self, specs: Sequence[RunSpec]) -> list[RunResult]:
+        rows = []
+        for spec in specs:
+            row = RunResult(
+                run_id=spec.run_id,
+                experiment_id=spec.experiment_id,
+                strategy=spec.strategy,
+                devices=spec.devices.count,
+                virtual=spec.devices.virtual,
+                status="cancelled",
+                reason="not started: the comparison was cancelled",
+                device_kind=spec.devices.kind,
+                global_batch=spec.global_batch,
+                scaling=spec.training.scaling,
+                mode=spec.mode,
+            )
+            self.log.append(row)
+            rows.append(row)
+        return rows
+
+
+class Comparison:
+    """The runs of one comparison: a table, plots and a report folder, all from measured rows."""
+
+    def __init__(self, results: Sequence[RunResult]) -> None:
+        self.results = list(results)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return comparison_table(self.results)
+
+    def plot(self):
+        """Wall-clock time, throughput and speedup (with the ideal line), side by side."""
+        from .plots import comparison_figure
+
+        return comparison_figure(self.table)
+
+    def save_report(self, directory: str = "gpk_report") -> list:
+        """Write the table (CSV, Markdown) and the plots (PNG) to `directory`."""
+        from .report import write_report
+
+        return write_report(self.table, directory)
+
+    def __repr__(self) -> str:
+        return format_table(self.table)
+
+    def _repr_html_(self) -> str:
+        return self.table.to_html(index=False, na_rep="")
+
+
+def _portable(value: Any) -> Any:
+    """Keras objects cross to the worker as their config; strings, dicts, factories as is."""
+    if value is None or isinstance(value, str | dict) or not hasattr(value, "get_config"):
+        return value
+    import keras
+
+    return keras.saving.serialize_keras_object(value)

@@ -1,0 +1,49 @@
+"""Write a comparison to a directory: the table as CSV and markdown, and the plots as PNGs.
+
+A practitioner's question ("which strategy, how many GPUs?") ends in a report they paste
+somewhere; this puts every artefact of one comparison in one folder with fixed names, so a script,
+the `gpk` command and a notebook all produce the same files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from gpu_parallel_kit.plots import speedup_figure, throughput_figure, wall_time_figure
+from gpu_parallel_kit.tables import markdown_table
+
+DPI = 110
+_FIGURES: tuple[tuple[str, Callable[[pd.DataFrame], Figure]], ...] = (
+    ("wall_time.png", wall_time_figure),
+    ("throughput.png", throughput_figure),
+    ("speedup.png", speedup_figure),
+)
+
+
+def write_report(df: pd.DataFrame, directory: str | os.PathLike[str]) -> list[Path]:
+    """Write `table.csv`, `table.md` and the three plots into `directory` (created if missing).
+
+    The CSV keeps every column at full precision; the markdown is rounded for reading.
+    Existing files of the same names are replaced. Returns the paths written, in that order.
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    csv_path = folder / "table.csv"
+    df.to_csv(csv_path, index=False)
+    markdown_path = folder / "table.md"
+    markdown_path.write_text(markdown_table(df) + "\n", encoding="utf-8")
+    written = [csv_path, markdown_path]
+    for name, build in _FIGURES:
+        figure = build(df)
+        path = folder / name
+        figure.savefig(path, dpi=DPI, bbox_inches="tight")
+        # Object-API figures are not registered with pyplot, so there is nothing to close
+        # there; clearing drops the artists at once instead of waiting for the collector.
+        figure.clear()
+        written.append(path)
+    return written

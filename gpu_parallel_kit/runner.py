@@ -1,0 +1,220 @@
+"""Run one spec in a fresh worker process and turn whatever happens into a RunResult.
+
+A fresh process per run (DESIGN.md, decision 1) lets each run choose its own logical devices,
+keeps collectives of different sizes apart, gives clean memory figures, and isolates faults: a
+builder that raises, an out-of-memory error, a segfault, a hang or a Ctrl-C ends only that run.
+By default workers are forked from a server that has already imported TensorFlow (without starting
+its runtime), which cuts several seconds per run; GPK_START_METHOD=spawn uses plain new
+interpreters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .failures import classify_exit
+from .results import RunResult
+from .spec import RunSpec
+
+START_METHODS = ("forkserver", "spawn")
+POLL_INTERVAL_S = 0.1  # how often the parent checks for cancel and timeout: well under 2 s
+_context_lock = threading.Lock()
+_contexts: dict[str, multiprocessing.context.BaseContext] = {}
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the worker is already killed; `result` is the run's cancelled row."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__("run cancelled")
+        self.result = result
+
+
+def start_method() -> str:
+    method = os.environ.get("GPK_START_METHOD", "forkserver")
+    if method not in START_METHODS:
+        from .errors import GpkError
+
+        raise GpkError(f"GPK_START_METHOD={method!r} is not known; use forkserver or spawn")
+    return method
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    method = start_method()
+    with _context_lock:
+        if method not in _contexts:
+            context = multiprocessing.get_context(method)
+            if method == "forkserver":
+                # The server imports TensorFlow once; each run is forked from it before any
+                # runtime exists, so each still picks its own logical device layout.
+                context.set_forkserver_preload(["gpu_parallel_kit.worker"])
+            _contexts[method] = context
+        return _contexts[method]
+
+
+def run_isolated(
+    spec: RunSpec,
+    on_event: EventHandler | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Run `spec` in its own process; always returns a result, whatever the worker did.
+
+    Ctrl-C kills the worker's whole process group and raises RunInterrupted carrying the
+    cancelled row, so callers keep what finished before and stop what comes after.
+    """
+    from .worker import worker_main  # noqa: PLC0415 - imported by the server, not the kernel
+
+    context = _context()
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(
+        target=worker_main, args=(spec, sender), daemon=True, name=f"gpk-{spec.run_id}"
+    )
+    watch = _Watch(spec, on_event or (lambda event: None), cancel)
+    try:
+        with _main_module_hidden():
+            process.start()
+        sender.close()
+        result = watch.follow(process, receiver)
+    except KeyboardInterrupt:
+        _kill(process)
+        raise RunInterrupted(watch.failed("cancelled", "cancelled by Ctrl-C")) from None
+    finally:
+        receiver.close()
+    _kill(process)
+    return result
+
+
+class _Watch:
+    """Follows one worker: forwards its events, enforces the timeout, honours cancel."""
+
+    def __init__(
+        self, spec: RunSpec, on_event: EventHandler, cancel: threading.Event | None
+    ) -> None:
+        self.spec = spec
+        self.on_event = on_event
+        self.cancel = cancel
+        self.phase = "starting"
+        self.started = time.perf_counter()
+
+    def follow(self, process: Any, receiver: Any) -> RunResult:
+        self.started = time.perf_counter()
+        deadline = self.started + self.spec.timeout_s if self.spec.timeout_s else None
+        while True:
+            if self.cancel is not None and self.cancel.is_set():
+                _kill(process)
+                return self.failed("cancelled", f"cancelled while {self.phase}")
+            if deadline is not None and time.perf_counter() > deadline:
+                _kill(process)
+                return self.failed(
+                    "timeout",
+                    f"no result within the {self.spec.timeout_s:g} s timeout "
+                    f"(still {self.phase}); raise timeout= if the run needs longer",
+                )
+            message = _receive(receiver, POLL_INTERVAL_S)
+            if message is _CLOSED:
+                process.join(timeout=5)
+                return self.failed(*classify_exit(process.exitcode, self.phase))
+            if message is not None:
+                result = self._handle(message)
+                if result is not None:
+                    process.join(timeout=5)
+                    return result
+
+    def _handle(self, message: dict[str, Any]) -> RunResult | None:
+        if message.get("event") == "result":
+            result = RunResult.from_dict(message["result"])
+            elapsed = time.perf_counter() - self.started
+            extra = {**result.extra, "process_s": elapsed}
+            return dataclasses.replace(result, extra=extra)
+        if message.get("event") == "phase":
+            self.phase = message["phase"]
+        self.on_event(message)
+        return None
+
+    def failed(self, status: str, reason: str) -> RunResult:
+        spec = self.spec
+        return RunResult(
+            run_id=spec.run_id,
+            experiment_id=spec.experiment_id,
+            strategy=spec.strategy,
+            devices=spec.devices.count,
+            virtual=spec.devices.virtual,
+            status=status,
+            reason=reason,
+            device_kind=spec.devices.kind,
+            global_batch=spec.global_batch,
+            scaling=spec.training.scaling,
+            mode=spec.mode,
+            epochs=spec.training.epochs,
+            extra={"process_s": time.perf_counter() - self.started},
+            created_at=_now(),
+        )
+
+
+_CLOSED = object()
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start workers without re-running the caller's main script in them.
+
+    multiprocessing re-imports `__main__` in every child (and in the fork server) so that functions
+    defined there can be found; the kit never needs that, because builders travel by value through
+    cloudpickle. Hiding the script spares users the `if __name__ == "__main__":` guard and spares
+    every run from re-executing the user's whole script.
+    """
+    main = sys.modules.get("__main__")
+    saved = {
+        key: main.__dict__[key]
+        for key in ("__file__", "__spec__")
+        if main is not None and key in main.__dict__
+    }
+    try:
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__spec__ = None
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
+            if "__spec__" not in saved:
+                main.__dict__.pop("__spec__", None)
+
+
+def _receive(receiver: Any, timeout: float) -> Any:
+    """The next message, None when there is none yet, _CLOSED when the worker has gone."""
+    try:
+        if receiver.poll(timeout):
+            return receiver.recv()
+    except (EOFError, OSError):
+        return _CLOSED
+    return None
+
+
+def _kill(process: Any) -> None:
+    """Kill the worker and everything in its process group; harmless if it already ended."""
+    pid = process.pid
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if process.is_alive():
+        process.kill()
+    process.join(timeout=5)
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

@@ -1,0 +1,128 @@
+"""The complete, validated description of one run: what a worker process receives.
+
+Validation happens here, in the caller, on plain values, so every mistake is one sentence raised
+before a worker starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .devices import DevicePlan
+from .errors import GpkError
+from .sources import DataSource, ModelSource
+
+STRATEGIES = ("single", "data")
+MODES = ("fit", "explicit")
+ALL_REDUCE = ("auto", "nccl", "hierarchical", "reduce_to_one")
+SCALING = ("strong", "weak")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How to train, independent of where: shared by every run of an experiment."""
+
+    batch_size: int  # global batch (strong scaling) or per-device batch (weak scaling)
+    epochs: int = 1
+    steps_per_epoch: int | None = None  # None: as many full global batches as the data holds
+    seed: int = 0
+    scaling: str = "strong"
+    optimizer: Any = None  # str, config dict or zero-argument factory; None keeps the model's own
+    loss: Any = None
+    metrics: tuple[Any, ...] = ()
+    shuffle: bool = True
+    warmup_steps: int | None = None  # None: stats.default_warmup_steps
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name}={value!r} must be a whole number")
+            if value <= 0:
+                raise GpkError(f"{name}={value} must be at least 1")
+        if self.steps_per_epoch is not None and (
+            isinstance(self.steps_per_epoch, bool)
+            or not isinstance(self.steps_per_epoch, int)
+            or self.steps_per_epoch <= 0
+        ):
+            raise GpkError(
+                f"steps_per_epoch={self.steps_per_epoch!r} must be a positive whole number, "
+                "or None to use all the data"
+            )
+        if self.scaling not in SCALING:
+            raise GpkError(f"scaling={self.scaling!r} is not 'strong' or 'weak'; pick one of those")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise GpkError(f"warmup_steps={self.warmup_steps} must be 0 or more")
+
+    def global_batch(self, devices: int) -> int:
+        """Strong scaling keeps the global batch; weak scaling keeps each device's share."""
+        return self.batch_size * devices if self.scaling == "weak" else self.batch_size
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: a strategy on a device plan, with the experiment's model, data and training."""
+
+    run_id: str
+    experiment_id: str
+    strategy: str
+    devices: DevicePlan
+    model: ModelSource
+    data: DataSource
+    training: TrainingConfig
+    mode: str = "fit"  # fit: Keras model.fit; explicit: custom loop with a visible all-reduce
+    all_reduce: str = "auto"
+    steps_per_execution: int = 1
+    timeout_s: float | None = None  # None: no limit
+    save_weights: str | None = None  # .npz path for the trained weights, in model.weights order
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise GpkError(
+                f"strategy={self.strategy!r} is not known; use one of {', '.join(STRATEGIES)}"
+            )
+        if self.strategy == "single" and self.devices.count != 1:
+            raise GpkError(
+                f"strategy='single' runs on one device, not {self.devices.count}; "
+                "use devices=1, or strategy='data' for several"
+            )
+        if self.mode not in MODES:
+            raise GpkError(f"mode={self.mode!r} is not known; use 'fit' or 'explicit'")
+        if self.all_reduce not in ALL_REDUCE:
+            raise GpkError(
+                f"all_reduce={self.all_reduce!r} is not known; use one of {', '.join(ALL_REDUCE)}"
+            )
+        if self.all_reduce == "nccl" and self.devices.kind != "gpu":
+            raise GpkError("all_reduce='nccl' needs GPUs; use 'auto' or 'reduce_to_one' on the CPU")
+        if self.steps_per_execution < 1:
+            raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
+        check_batch(self.global_batch, self.devices.count)
+        check_enough_data(self.data.samples, self.global_batch)
+
+    @property
+    def global_batch(self) -> int:
+        return self.training.global_batch(self.devices.count)
+
+
+def check_batch(global_batch: int, devices: int) -> None:
+    """A global batch must split evenly over the replicas: each gets the same share."""
+    if global_batch % devices == 0:
+        return
+    lower = global_batch - global_batch % devices
+    upper = lower + devices
+    nearest = f"{lower} or {upper}" if lower > 0 else f"{upper}"
+    raise GpkError(
+        f"batch_size={global_batch} is not divisible by {devices} devices; "
+        f"use a multiple of {devices}, e.g. {nearest}"
+    )
+
+
+def check_enough_data(samples: int | None, global_batch: int) -> None:
+    if samples is not None and samples < global_batch:
+        raise GpkError(
+            f"the data has {samples} samples, fewer than one global batch of {global_batch}; "
+            f"use batch_size <= {samples} or more data"
+        )

@@ -1,0 +1,39 @@
+"""Step-time statistics on plain numbers: which steps count, their median and spread."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+
+def default_warmup_steps(total_steps: int) -> int:
+    """Steps to leave out: the first ones trace, compile and fill caches.
+
+    Two steps when there are plenty, fewer for very short runs, so that at least half the steps
+    are always measured.
+    """
+    return max(0, min(2, total_steps // 2))
+
+
+def step_durations(batch_ends: Sequence[float], first_begin: float) -> list[float]:
+    """Per-step durations from the timestamps at which each step ended.
+
+    Measured end to end, so input pipeline stalls and callback overhead count as part of a step,
+    as they do in the user's real training.
+    """
+    durations = []
+    previous = first_begin
+    for end in batch_ends:
+        durations.append(end - previous)
+        previous = end
+    return durations
+
+
+def median_and_spread(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Median and interquartile range; the spread says how much to trust the median."""
+    if not values:
+        return None, None
+    if len(values) == 1:
+        return float(values[0]), 0.0
+    quartiles = statistics.quantiles(values, n=4, method="inclusive")
+    return float(statistics.median(values)), float(quartiles[2] - quartiles[0])

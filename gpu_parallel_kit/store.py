@@ -1,0 +1,155 @@
+"""The run log: every finished run appended to a SQLite file, so nothing measured is lost.
+
+Why SQLite: each result is one INSERT committed at once, so a kernel restart or a crash halfway
+through a comparison keeps every run that finished; SQLite's file locking (with a timeout) lets
+several worker processes or notebooks append to the same file; and the rows are JSON text, readable
+by any tool and by later versions of the kit. Never pickle: loading a pickle runs code, and a run
+log is a file people share.
+
+The log lives in the current working directory (`gpk_runs.sqlite`) unless the environment variable
+`GPK_LOG` names another file. Both are read when a log is opened, not at import, so a notebook can
+`os.chdir` or set `GPK_LOG` after importing the kit.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import warnings
+from contextlib import closing
+from pathlib import Path
+
+import pandas as pd
+
+from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.results import RunResult
+from gpu_parallel_kit.tables import comparison_table
+
+LOG_ENV = "GPK_LOG"
+DEFAULT_FILENAME = "gpk_runs.sqlite"
+TIMEOUT_S = 30.0  # how long a writer waits for another process's lock before giving up
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    experiment_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    devices INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    result_json TEXT NOT NULL
+)
+"""
+_INSERT = (
+    "INSERT INTO runs (run_id, experiment_id, created_at, strategy, devices, status, result_json)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def log_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The absolute path of the log: `path`, else `$GPK_LOG`, else `./gpk_runs.sqlite`."""
+    chosen = path if path is not None else os.environ.get(LOG_ENV) or DEFAULT_FILENAME
+    return Path(chosen).expanduser().absolute()
+
+
+class RunLog:
+    """An append-only log of `RunResult`s in one SQLite file.
+
+    Each call opens and closes its own short-lived connection, so a `RunLog` holds no lock
+    between calls and can be shared freely between threads and processes.
+
+    >>> log = RunLog("runs.sqlite")  # doctest: +SKIP
+    >>> log.append(result)  # doctest: +SKIP
+    >>> log.table()  # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        # Resolved now: a later chdir must not move the log of an experiment in progress.
+        self.path = log_path(path)
+
+    def __repr__(self) -> str:
+        return f"<RunLog {self.path}>"
+
+    def append(self, result: RunResult) -> None:
+        """Store `result` and commit at once; the log file and table are created if missing."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        row = (
+            result.run_id,
+            result.experiment_id,
+            result.created_at,
+            result.strategy,
+            int(result.devices),
+            result.status,
+            result.to_json(),
+        )
+        with closing(sqlite3.connect(self.path, timeout=TIMEOUT_S)) as connection:
+            try:
+                with connection:  # commits on success, rolls back on error
+                    connection.execute(_CREATE)
+                    connection.execute(_INSERT, row)
+            except sqlite3.IntegrityError as error:
+                raise GpkError(
+                    f"run_id={result.run_id!r} is already in the run log {self.path}; "
+                    "give each run a new id"
+                ) from error
+            except sqlite3.DatabaseError as error:
+                if _is_not_sqlite(error):
+                    raise _not_a_log(self.path) from error
+                raise
+
+    def results(self) -> list[RunResult]:
+        """Every stored result, oldest first. Rows this version cannot read are skipped with a
+        warning rather than hiding the whole history."""
+        loaded = []
+        for run_id, text in self._rows():
+            try:
+                loaded.append(RunResult.from_json(text))
+            except (ValueError, TypeError) as error:
+                warnings.warn(
+                    f"run {run_id!r} in {self.path} cannot be read by this version of the kit "
+                    f"({error}); it is left out",
+                    stacklevel=2,
+                )
+        return loaded
+
+    def table(self) -> pd.DataFrame:
+        """The comparison table of every stored run (includes `experiment_id` and
+        `created_at`; speedup is computed within each experiment)."""
+        return comparison_table(self.results())
+
+    def _rows(self) -> list[tuple[str, str]]:
+        if not self.path.exists():
+            return []  # reading must not create an empty log file as a side effect
+        uri = f"{self.path.as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=TIMEOUT_S)) as connection:
+            try:
+                if not connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+                ).fetchone():
+                    return []
+                # rowid grows with each insert, so it is the insertion order.
+                return connection.execute(
+                    "SELECT run_id, result_json FROM runs ORDER BY rowid"
+                ).fetchall()
+            except sqlite3.DatabaseError as error:
+                if _is_not_sqlite(error):
+                    raise _not_a_log(self.path) from error
+                raise
+
+
+def history(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+    """The comparison table of every run in the log (by default the current directory's);
+    an empty table with the usual columns when there is no log yet."""
+    return RunLog(path).table()
+
+
+def _is_not_sqlite(error: sqlite3.DatabaseError) -> bool:
+    # Only this one is the user's to fix; a lock timeout or a full disk stays the error it is.
+    return getattr(error, "sqlite_errorname", "") == "SQLITE_NOTADB"
+
+
+def _not_a_log(path: Path) -> GpkError:
+    return GpkError(
+        f"{path} is not a gpk run log (not a SQLite file); "
+        f"move it away or set {LOG_ENV} to another file"
+    )

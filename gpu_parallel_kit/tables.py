@@ -1,0 +1,230 @@
+"""The comparison table: one row per run, with speedup and scaling efficiency worked out.
+
+The table is the kit's main output. Notebooks show it, reports paste it, plots and the run log are
+built from it. It is computed from plain `RunResult`s with pandas alone, never TensorFlow, so it can
+be rebuilt in any process from the run log long after the runs finished.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from gpu_parallel_kit.results import RunResult
+
+# The public contract (DESIGN.md): scripts and notebooks rely on these names and this order.
+COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "strategy",
+    "devices",
+    "virtual",
+    "schedule",
+    "micro_batches",
+    "global_batch",
+    "status",
+    "reason",
+    "wall_time_s",
+    "step_time_s",
+    "step_time_spread_s",
+    "throughput_samples_s",
+    "speedup",
+    "efficiency",
+    "peak_memory_bytes",
+    "comm_time_s",
+    "comm_share",
+    "comm_bytes",
+    "projected",
+)
+# Context that says how to read the figures (scaling mode, where and when the run happened).
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "scaling",
+    "mode",
+    "all_reduce",
+    "device_kind",
+    "epochs",
+    "steps_per_epoch",
+    "startup_s",
+    "experiment_id",
+    "created_at",
+)
+ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS
+
+# Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
+# timed out or ran out of memory is not comparable with the finished runs beside it.
+FIGURE_COLUMNS: tuple[str, ...] = (
+    "wall_time_s",
+    "step_time_s",
+    "step_time_spread_s",
+    "throughput_samples_s",
+    "peak_memory_bytes",
+    "comm_time_s",
+    "comm_share",
+    "comm_bytes",
+    "startup_s",
+)
+_MEASURED_SCALARS = tuple(
+    c for c in FIGURE_COLUMNS if c != "peak_memory_bytes"
+)  # the dict is reduced
+_FLOAT_COLUMNS = (*FIGURE_COLUMNS, "speedup", "efficiency")
+_INT_COLUMNS = ("devices", "micro_batches", "global_batch", "epochs", "steps_per_epoch")
+_BOOL_COLUMNS = ("virtual", "projected")
+_BYTE_COLUMNS = {"peak_memory_bytes": "peak_memory_mib", "comm_bytes": "comm_mib"}
+_MIB = 2**20
+
+# The markdown table is for pasting into reports: the contract plus the scaling mode, which the
+# reader needs to interpret speedup. The CSV keeps every column.
+MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "scaling")
+# Terminal view: (table column, short header).
+_TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("strategy", "strategy"),
+    ("devices", "devices"),
+    ("virtual", "virtual"),
+    ("global_batch", "batch"),
+    ("status", "status"),
+    ("step_time_s", "step_s"),
+    ("throughput_samples_s", "samples/s"),
+    ("speedup", "speedup"),
+    ("efficiency", "eff"),
+    ("peak_memory_bytes", "peak_MiB"),
+    ("reason", "reason"),
+)
+_REASON_WIDTH = 40
+
+
+def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per run in `results` order, contract columns first, then `EXTRA_COLUMNS`.
+
+    Speedup is throughput / baseline throughput within each `experiment_id`. The baseline is the
+    first finished run with strategy "single"; without one, the first finished run on one device of
+    any strategy. Comparing throughput (samples/s) rather than step time makes the one formula right
+    for both scalings: under strong scaling the global batch is fixed, so it is the step-time ratio;
+    under weak scaling the global batch grows with the devices, so it is the scaled speedup and
+    efficiency = speedup / devices equals t(1) / t(n), the usual weak-scaling efficiency.
+    Runs that did not finish, or have no baseline in their experiment, get NaN speedup and
+    efficiency. `projected` is False: every row here was measured, never modelled.
+    """
+    frame = pd.DataFrame([_row(result) for result in results], columns=list(ALL_COLUMNS))
+    frame = frame.astype(
+        {
+            **dict.fromkeys(_FLOAT_COLUMNS, "float64"),
+            **dict.fromkeys(_INT_COLUMNS, "int64"),
+            **dict.fromkeys(_BOOL_COLUMNS, "bool"),
+        }
+    )
+    return _with_speedup(frame)
+
+
+def _row(result: RunResult) -> dict[str, object]:
+    row: dict[str, object] = {
+        name: getattr(result, name)
+        for name in ALL_COLUMNS
+        if name not in _FLOAT_COLUMNS and name != "projected"
+    }
+    row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
+    row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
+    row.update(speedup=math.nan, efficiency=math.nan, projected=False)
+    if not result.ok:
+        row.update(dict.fromkeys(FIGURE_COLUMNS, math.nan))
+    return row
+
+
+def _number(value: float | int | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+    speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
+    for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
+        baseline = _baseline_throughput(group)
+        if baseline is None:
+            continue
+        finished = group.index[group["status"] == "ok"]
+        speedup[finished] = group.loc[finished, "throughput_samples_s"] / baseline
+    frame["speedup"] = speedup
+    # A zero device count would give an infinite efficiency; leave it undefined instead.
+    frame["efficiency"] = speedup / frame["devices"].where(frame["devices"] > 0)
+    return frame
+
+
+def _baseline_throughput(group: pd.DataFrame) -> float | None:
+    """Throughput of the run that speedup is measured against, or None when there is none."""
+    usable = group[(group["status"] == "ok") & (group["throughput_samples_s"] > 0)]
+    for candidates in (usable[usable["strategy"] == "single"], usable[usable["devices"] == 1]):
+        if len(candidates):
+            return float(candidates["throughput_samples_s"].iloc[0])
+    return None
+
+
+def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
+    """A GitHub markdown table of `df` for reports: 4 significant digits, bytes shown in MiB.
+
+    `columns` defaults to the contract columns plus `scaling` (those present in `df`).
+    """
+    chosen = [c for c in (columns or MARKDOWN_COLUMNS) if c in df.columns]
+    shown = _display_frame(df[chosen])
+    align = ["right" if _is_numeric(df, c) else "left" for c in chosen]
+    # disable_numparse: the cells are already formatted; tabulate must not re-round them.
+    return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """A compact plain-text table for terminals: the columns that answer "which is fastest".
+
+    Fits about 130 characters at worst; long failure reasons are cut (the full text is in `df`).
+    """
+    if df.empty:
+        return "(no runs)"
+    chosen = [(column, header) for column, header in _TERMINAL_COLUMNS if column in df.columns]
+    shown = _display_frame(df[[column for column, _ in chosen]])
+    if "reason" in df.columns:
+        shown["reason"] = shown["reason"].map(_shorten)
+    lines = [[header for _, header in chosen], *shown.itertuples(index=False)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(chosen))]
+    right = [_is_numeric(df, column) for column, _ in chosen]
+    return "\n".join(
+        "  ".join(
+            cell.rjust(width) if is_right else cell.ljust(width)
+            for cell, width, is_right in zip(line, widths, right, strict=True)
+        ).rstrip()
+        for line in lines
+    )
+
+
+def _display_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` as text cells, byte columns converted to MiB and renamed to say so."""
+    cells: dict[str, list[str]] = {}
+    for column in df.columns:
+        values = df[column]
+        if column in _BYTE_COLUMNS:
+            cells[_BYTE_COLUMNS[column]] = [_figure_text(v / _MIB) for v in values]
+        elif values.dtype == "bool":
+            cells[column] = ["yes" if v else "no" for v in values]
+        elif pd.api.types.is_float_dtype(values):
+            cells[column] = [_figure_text(v) for v in values]
+        else:
+            cells[column] = ["" if _missing(v) else str(v) for v in values]
+    return pd.DataFrame(cells, columns=list(cells), dtype=object)
+
+
+def _figure_text(value: float) -> str:
+    """4 significant digits, but whole numbers from 10 000 up, so throughput never shows 1.2e+04."""
+    if _missing(value):
+        return ""
+    if abs(value) >= 10_000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _is_numeric(df: pd.DataFrame, column: str) -> bool:
+    dtype = df[column].dtype
+    return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _REASON_WIDTH else text[: _REASON_WIDTH - 1] + "…"

@@ -1,0 +1,56 @@
+"""Model builders the tests hand to workers (importable, so they pickle by reference)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+FEATURES = 12
+CLASSES = 3
+
+
+def small_mlp():
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(CLASSES),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def small_data(samples: int = 256, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, FEATURES)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 1).astype("int32")
+    return x, y
+
+
+def raising_builder():
+    raise RuntimeError("the builder broke on purpose")
+
+
+def exiting_builder():
+    os._exit(3)
+
+
+def self_killing_builder():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sleeping_builder():
+    time.sleep(120)
+
+
+def memory_hungry_builder():
+    raise MemoryError("cannot allocate 64 GiB for the embedding table")

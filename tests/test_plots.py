@@ -1,0 +1,123 @@
+"""Figures from the table: titles name scaling and virtual devices; failures are drawn."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from gpu_parallel_kit.plots import (  # noqa: E402
+    comparison_figure,
+    speedup_figure,
+    throughput_figure,
+    wall_time_figure,
+)
+from gpu_parallel_kit.results import RunResult  # noqa: E402
+from gpu_parallel_kit.tables import comparison_table  # noqa: E402
+
+
+def run(run_id, strategy, devices, throughput, virtual=True, **kw) -> RunResult:
+    fields = {"status": "ok", "global_batch": 64, "scaling": "strong"}
+    fields.update(kw)
+    return RunResult(
+        run_id=run_id,
+        experiment_id="exp",
+        strategy=strategy,
+        devices=devices,
+        virtual=virtual,
+        throughput_samples_s=throughput,
+        wall_time_s=6400 / throughput if throughput else None,
+        **fields,
+    )
+
+
+@pytest.fixture
+def table():
+    return comparison_table(
+        [
+            run("s", "single", 1, 100.0),
+            run("d2", "data", 2, 180.0),
+            run("d4", "data", 4, None, status="oom", reason="out of memory"),
+            run("m2", "model", 2, 120.0, schedule="gpipe", micro_batches=4),
+        ]
+    )
+
+
+def hatched(ax):
+    return [patch for patch in ax.patches if patch.get_hatch()]
+
+
+def texts(ax):
+    return [text.get_text() for text in ax.texts]
+
+
+@pytest.mark.parametrize("build", [wall_time_figure, throughput_figure])
+def test_bar_figure_labels_runs_and_draws_the_failed_one_hatched(table, build):
+    figure = build(table)
+    assert isinstance(figure, Figure)
+    (ax,) = figure.axes
+    labels = [label.get_text() for label in ax.get_xticklabels()]
+    assert labels == ["single×1", "data×2", "data×4", "model×2"]
+    assert len(hatched(ax)) == 1
+    assert hatched(ax)[0].get_x() + hatched(ax)[0].get_width() / 2 == pytest.approx(2)
+    assert "oom" in texts(ax)
+    assert "(virtual devices)" in ax.get_title()
+    assert "strong scaling" in ax.get_title()
+
+
+def test_titles_do_not_claim_virtual_devices_for_real_ones():
+    df = comparison_table([run("s", "single", 1, 100.0, virtual=False)])
+    for figure in (wall_time_figure(df), throughput_figure(df), speedup_figure(df)):
+        assert "(virtual devices)" not in figure.axes[0].get_title()
+
+
+def test_weak_scaling_is_named_in_the_title():
+    df = comparison_table([run("s", "single", 1, 100.0, scaling="weak")])
+    assert "weak scaling" in speedup_figure(df).axes[0].get_title()
+
+
+def test_speedup_figure_has_one_line_per_strategy_and_a_dashed_ideal(table):
+    (ax,) = speedup_figure(table).axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"single", "data", "model (gpipe)", "ideal"}
+    ideal = lines["ideal"]
+    assert ideal.get_linestyle() == "--"
+    assert list(ideal.get_xdata()) == [1, 4]
+    assert list(ideal.get_ydata()) == [1, 4]
+    assert list(lines["data"].get_xdata()) == [2]
+    assert list(lines["data"].get_ydata()) == pytest.approx([1.8])
+    assert lines["data"].get_marker() == "o"
+    assert list(ax.get_xticks()) == [1, 2, 4]
+    assert "data×4 (oom)" in ax.get_xlabel()
+    assert "(virtual devices)" in ax.get_title()
+
+
+def test_comparison_figure_puts_three_panels_side_by_side(table):
+    figure = comparison_figure(table)
+    assert tuple(figure.get_size_inches()) == pytest.approx((15, 4.5))
+    titles = [ax.get_title() for ax in figure.axes]
+    assert [title.split("\n")[0] for title in titles] == ["Wall time", "Throughput", "Speedup"]
+    assert all("(virtual devices)" in title for title in titles)
+
+
+def test_figures_of_no_runs_say_so():
+    empty = comparison_table([])
+    for ax in comparison_figure(empty).axes:
+        assert "no runs" in texts(ax)
+
+
+def test_runs_of_different_scaling_are_separate_lines():
+    df = comparison_table(
+        [
+            run("s", "single", 1, 100.0),
+            run("d2", "data", 2, 180.0),
+            run("w2", "data", 2, 190.0, scaling="weak"),
+        ]
+    )
+    (ax,) = speedup_figure(df).axes
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["single, strong", "data, strong", "data, weak", "ideal"]
+    assert "strong and weak scaling" in ax.get_title()
