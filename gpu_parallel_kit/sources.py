@@ -2,8 +2,8 @@
 
 A model crosses as a cloudpickled zero-argument builder, a built-in name or a `.keras` path; data as
 NumPy arrays written once to memory-mappable `.npy` files, a built-in synthetic set, or a
-cloudpickled builder of a `tf.data.Dataset`. Every source is small, picklable and validated here, in the caller,
-so that mistakes surface before any worker starts.
+cloudpickled builder of a `tf.data.Dataset`. Every source is small, picklable and validated
+here, in the caller, so that mistakes surface before any worker starts.
 """
 
 from __future__ import annotations

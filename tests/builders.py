@@ -54,3 +54,12 @@ def sleeping_builder():
 
 def memory_hungry_builder():
     raise MemoryError("cannot allocate 64 GiB for the embedding table")
+
+
+def slow_when_distributed():
+    """Trains normally on one device and hangs on several: a comparison to interrupt midway."""
+    import tensorflow as tf
+
+    if tf.distribute.get_strategy().num_replicas_in_sync > 1:
+        time.sleep(120)
+    return small_mlp()

@@ -1,0 +1,95 @@
+"""Device choice on plain descriptions of machines: the one discovery seam is patched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpu_parallel_kit import devices
+from gpu_parallel_kit.devices import PhysicalDevice, plan_devices
+from gpu_parallel_kit.errors import GpkError
+
+CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
+
+
+def gpus(n, memory=16 << 30):
+    return [
+        PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "Fake GPU", memory) for i in range(n)
+    ]
+
+
+def test_cpu_machine_gets_virtual_cpu_devices():
+    plan = plan_devices(4, [CPU], max_virtual=8)
+    assert (plan.kind, plan.count, plan.virtual, plan.per_physical) == ("cpu", 4, True, 4)
+    assert plan.logical_names == ("/cpu:0", "/cpu:1", "/cpu:2", "/cpu:3")
+
+
+def test_one_cpu_device_is_not_virtual():
+    assert not plan_devices(1, [CPU], max_virtual=8).virtual
+
+
+def test_enough_gpus_are_used_as_they_are():
+    plan = plan_devices([1, 3], [CPU, *gpus(4)])
+    assert (plan.kind, plan.virtual, plan.physical_indices) == ("gpu", False, (1, 3))
+
+
+def test_too_few_gpus_are_split_into_virtual_gpus_with_memory_divided():
+    plan = plan_devices(4, [CPU, *gpus(1, memory=8 << 30)], max_virtual=8)
+    assert (plan.kind, plan.virtual, plan.per_physical) == ("gpu", True, 4)
+    assert plan.memory_per_logical_bytes == int((8 << 30) * 0.9) // 4
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (0, "devices=0 asks for no device"),
+        ([], "names no device"),
+        ([0, 0], "names a device twice"),
+        ([0, 9], "device index 9 is out of range"),
+        (16, "devices=16 is more than the 8 devices"),
+    ],
+)
+def test_bad_device_choices_say_what_to_do(request_, message):
+    with pytest.raises(GpkError, match=message):
+        plan_devices(request_, [CPU], max_virtual=8)
+
+
+def test_devices_must_be_a_count_or_indices():
+    with pytest.raises(TypeError, match="count like 2"):
+        plan_devices("2", [CPU])
+
+
+def test_list_devices_offers_virtual_cpu_devices(monkeypatch):
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (CPU,))
+    table = devices.list_devices(max_virtual=4)
+    assert list(table["name"]) == ["/cpu:0", "/cpu:1", "/cpu:2", "/cpu:3"]
+    assert table["virtual"].all()
+
+
+def test_list_devices_shows_real_gpus(monkeypatch):
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (CPU, *gpus(8)))
+    table = devices.list_devices()
+    assert len(table) == 8 and not table["virtual"].any()
+    assert set(table["memory_bytes"]) == {16 << 30}
+
+
+def test_virtual_limit_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("GPK_MAX_VIRTUAL", "two")
+    with pytest.raises(GpkError, match="GPK_MAX_VIRTUAL='two'"):
+        devices.virtual_device_limit()
+
+
+def test_discovery_does_not_start_the_tensorflow_runtime():
+    """Checked in a fresh interpreter: this one may already run TensorFlow for other tests."""
+    code = (
+        "import gpu_parallel_kit as gpk, tensorflow as tf\n"
+        "print(len(gpk.list_devices()))\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "virtual = [tf.config.LogicalDeviceConfiguration()] * 2\n"
+        "tf.config.set_logical_device_configuration(cpu, virtual)\n"
+        "print(len(tf.config.list_logical_devices('CPU')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-1] == "2"  # the layout could still be chosen after discovery

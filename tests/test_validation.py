@@ -1,0 +1,124 @@
+"""Every bad input is one clear sentence, raised before any worker process starts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit import api, devices
+from gpu_parallel_kit.devices import PhysicalDevice
+from tests.builders import small_data, small_mlp
+
+
+@pytest.fixture(autouse=True)
+def no_workers(monkeypatch):
+    """Fail loudly if validation lets anything through to a worker."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker was started for an invalid plan")
+
+    monkeypatch.setattr(api, "run_isolated", refuse)
+    cpu = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (cpu,))
+
+
+def _exp(**kwargs):
+    settings = dict(model=small_mlp, data=small_data(), batch_size=32, progress=False)
+    return gpk.Experiment(**{**settings, **kwargs})
+
+
+def _one_sentence(error):
+    text = str(error.value)
+    assert "\n" not in text and text.count(";") <= 1
+    return text
+
+
+def test_unknown_strategy():
+    with pytest.raises(gpk.GpkError, match="strategy='pipeline' is not known") as error:
+        _exp().run(strategy="pipeline", devices=2)
+    assert "single, data" in _one_sentence(error)
+
+
+@pytest.mark.parametrize(
+    ("devices_", "message"),
+    [
+        ([0, 12], "device index 12 is out of range"),
+        (0, "devices=0 asks for no device"),
+    ],
+)
+def test_bad_devices(devices_, message):
+    with pytest.raises(gpk.GpkError, match=message) as error:
+        _exp().run(strategy="data", devices=devices_)
+    _one_sentence(error)
+
+
+def test_indivisible_batch_names_the_nearest_valid_sizes():
+    with pytest.raises(gpk.GpkError) as error:
+        _exp(batch_size=250).run(strategy="data", devices=4)
+    assert _one_sentence(error) == (
+        "batch_size=250 is not divisible by 4 devices; use a multiple of 4, e.g. 248 or 252"
+    )
+
+
+def test_indivisible_batch_in_a_comparison_fails_before_the_first_run():
+    with pytest.raises(gpk.GpkError, match="not divisible by 4 devices"):
+        _exp(batch_size=30).compare(["single", "data"], [1, 2, 4])
+    assert len(gpk.history()) == 0
+
+
+def test_empty_data():
+    with pytest.raises(gpk.GpkError, match="is empty") as error:
+        _exp(data=(np.zeros((0, 3)), np.zeros(0)))
+    _one_sentence(error)
+
+
+def test_x_and_y_of_different_lengths():
+    with pytest.raises(gpk.GpkError, match="has 10 inputs but 9 targets") as error:
+        _exp(data=(np.zeros((10, 3)), np.zeros(9)))
+    _one_sentence(error)
+
+
+@pytest.mark.parametrize("epochs", [0, -1])
+def test_epochs_must_be_positive(epochs):
+    with pytest.raises(gpk.GpkError, match=f"epochs={epochs} must be at least 1"):
+        _exp(epochs=epochs)
+
+
+def test_fewer_samples_than_one_batch():
+    with pytest.raises(gpk.GpkError, match="fewer than one global batch of 512"):
+        _exp(batch_size=512).run(strategy="single")
+
+
+def test_single_strategy_on_several_devices():
+    with pytest.raises(gpk.GpkError, match="strategy='single' runs on one device, not 2"):
+        _exp().run(strategy="single", devices=2)
+
+
+def test_nccl_needs_gpus():
+    with pytest.raises(gpk.GpkError, match="all_reduce='nccl' needs GPUs"):
+        _exp().run(strategy="data", devices=2, all_reduce="nccl")
+
+
+def test_unknown_built_in_model():
+    with pytest.raises(gpk.GpkError, match="model='resnet' is neither a built-in model"):
+        gpk.Experiment(model="resnet")
+
+
+def test_a_built_model_instead_of_a_builder():
+    class FakeModel:
+        def fit(self):
+            pass
+
+    with pytest.raises(TypeError, match="pass a function that builds it"):
+        gpk.Experiment(model=FakeModel(), data=small_data())
+
+
+def test_custom_model_needs_data():
+    with pytest.raises(gpk.GpkError, match="data= is missing"):
+        gpk.Experiment(model=small_mlp)
+
+
+def test_unknown_synthetic_set():
+    with pytest.raises(gpk.GpkError, match="data='mnist' is not a built-in data set"):
+        gpk.Experiment(model="mlp", data="mnist")
