@@ -12,6 +12,8 @@ speedup measured on virtual devices carved out of one CPU means something else t
 
 from __future__ import annotations
 
+import io
+
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -28,30 +30,43 @@ _OTHER_COLOR = "tab:purple"
 _MISSING_STYLE = {"fill": False, "hatch": "//", "edgecolor": "0.55", "linewidth": 1.0}
 
 
+class DisplayFigure(Figure):
+    """A Figure that shows itself inline in Jupyter without pyplot's global state.
+
+    Figures built with the object API have no inline renderer unless pyplot's inline backend is
+    active; returning PNG bytes here makes `cmp.plot()` display in any notebook or Voila page.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        return buffer.getvalue()
+
+
 def wall_time_figure(df: pd.DataFrame) -> Figure:
     """Training wall time of each run, one bar per run."""
-    figure = Figure(figsize=SINGLE_FIGSIZE, layout="constrained")
+    figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
     _draw_wall_time(figure.subplots(), df)
     return figure
 
 
 def throughput_figure(df: pd.DataFrame) -> Figure:
     """Throughput (samples/s) of each run, one bar per run."""
-    figure = Figure(figsize=SINGLE_FIGSIZE, layout="constrained")
+    figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
     _draw_throughput(figure.subplots(), df)
     return figure
 
 
 def speedup_figure(df: pd.DataFrame) -> Figure:
     """Speedup against device count, one line per strategy, with the ideal y = x dashed."""
-    figure = Figure(figsize=SINGLE_FIGSIZE, layout="constrained")
+    figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
     _draw_speedup(figure.subplots(), df)
     return figure
 
 
 def comparison_figure(df: pd.DataFrame) -> Figure:
     """Wall time, throughput and speedup side by side: the one picture of a comparison."""
-    figure = Figure(figsize=COMPARISON_FIGSIZE, layout="constrained")
+    figure = DisplayFigure(figsize=COMPARISON_FIGSIZE, layout="constrained")
     wall_ax, throughput_ax, speedup_ax = figure.subplots(1, 3)
     _draw_wall_time(wall_ax, df)
     _draw_throughput(throughput_ax, df)

@@ -1,0 +1,25 @@
+"""The plain-spawn fallback works like the fork server, and the start method is validated."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.runner import start_method
+from tests.builders import small_data, small_mlp
+
+
+@pytest.mark.slow
+def test_spawned_worker_trains(monkeypatch):
+    monkeypatch.setenv("GPK_START_METHOD", "spawn")
+    exp = gpk.Experiment(model=small_mlp, data=small_data(), batch_size=32, epochs=1,
+                         steps_per_epoch=3, progress=False)
+    result = exp.run(strategy="data", devices=2)
+    assert result.status == "ok", result.reason
+    assert result.devices == 2 and len(result.step_times_s) == 3 - result.warmup_steps
+
+
+def test_unknown_start_method(monkeypatch):
+    monkeypatch.setenv("GPK_START_METHOD", "fork")
+    with pytest.raises(gpk.GpkError, match="GPK_START_METHOD='fork' is not known"):
+        start_method()
