@@ -38,15 +38,24 @@ def worker_main(spec: RunSpec, connection: Any) -> None:
     """Entry point of the worker process; always ends the process, never returns."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # own process group: the parent can kill the run and all it started
+
+    def emit(**event: Any) -> None:
+        try:
+            connection.send(event)
+        except OSError:
+            # The parent is gone (Ctrl-C while this worker was starting): nobody to report to.
+            os._exit(0)
+
     code = 0
     try:
-        result = run_in_this_process(spec, lambda **event: connection.send(event))
-        connection.send({"event": "result", "result": result.to_dict()})
+        result = run_in_this_process(spec, emit)
+        emit(event="result", result=result.to_dict())
     except BaseException:  # noqa: BLE001 - the parent turns a missing result into a row
         traceback.print_exc()
         code = 1
     finally:
-        connection.close()
+        with contextlib.suppress(OSError):
+            connection.close()
         # Skip interpreter teardown: after TensorFlow it costs a second or more and adds nothing.
         os._exit(code)
 

@@ -1,0 +1,224 @@
+"""The `gpk` command: help, one-line errors before any worker starts, exit statuses, output.
+
+Fast tests call `main([...])` in-process on a fake CPU-only machine (the one device seam patched)
+with the worker launcher replaced, so they neither import TensorFlow nor start a worker. One slow
+test runs the real command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpu_parallel_kit import api, devices
+from gpu_parallel_kit.cli import main
+from gpu_parallel_kit.devices import PhysicalDevice
+from gpu_parallel_kit.results import RunResult
+from gpu_parallel_kit.runner import RunInterrupted
+
+COMMANDS = ["devices", "run", "compare", "demo", "history"]
+FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)
+
+
+def _result(spec, status="ok", step_time_s=0.01):
+    return RunResult(
+        run_id=spec.run_id,
+        experiment_id=spec.experiment_id,
+        strategy=spec.strategy,
+        devices=spec.devices.count,
+        virtual=spec.devices.virtual,
+        status=status,
+        reason="" if status == "ok" else f"{status} on purpose",
+        global_batch=spec.global_batch,
+        wall_time_s=0.5 if status == "ok" else None,
+        step_time_s=step_time_s if status == "ok" else None,
+        throughput_samples_s=spec.global_batch / step_time_s if status == "ok" else None,
+        created_at="2025-01-01T00:00:00+00:00",
+    )
+
+
+@pytest.fixture(autouse=True)
+def fake_machine(monkeypatch):
+    """A CPU-only machine with 8 virtual devices; starting a worker fails the test."""
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda: FAKE_CPU)
+    monkeypatch.delenv("GPK_MAX_VIRTUAL", raising=False)
+    monkeypatch.delenv("GPK_QUICK", raising=False)
+
+    def refuse(spec, progress=None, cancel=None):
+        raise AssertionError(f"a worker was started for {spec.strategy}×{spec.devices.count}")
+
+    monkeypatch.setattr(api, "run_isolated", refuse)
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    """Workers replaced by instant results; `statuses` maps (strategy, devices) to a status."""
+    statuses: dict[tuple[str, int], str] = {}
+
+    def run(spec, progress=None, cancel=None):
+        status = statuses.get((spec.strategy, spec.devices.count), "ok")
+        if status == "ctrl-c":
+            raise RunInterrupted(_result(spec, "cancelled"))
+        return _result(spec, status)
+
+    monkeypatch.setattr(api, "run_isolated", run)
+    return statuses
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_of_each_command_exits_0(command, capsys):
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"usage: gpk {command}" in out
+
+
+def test_help_explains_the_options(capsys):
+    assert main(["compare", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--model", "--data", "--batch-size", "--strategies", "--devices", "--out"):
+        assert option in out
+    assert "module:function" in out and ".npz" in out
+
+
+def test_top_level_help_lists_the_commands(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(command in out for command in COMMANDS)
+
+
+def _npz_without_y(tmp_path):
+    path = tmp_path / "only_x.npz"
+    np.savez(path, x=np.zeros((8, 4), dtype="float32"))
+    return str(path)
+
+
+BAD_INPUTS = [
+    (["run", "--strategy", "model"], "model"),
+    (["run", "--devices", "0"], "devices=0"),
+    (["run", "--batch-size", "250", "--strategy", "data", "--devices", "4"], "248 or 252"),
+    (["run", "--model", "no_such_model"], "no_such_model"),
+    (["run", "--epochs", "0"], "epochs=0"),
+    (["run", "--data", "missing.npz"], "missing.npz"),
+    (["run", "--devices", "two"], "indices like 0,1"),
+    (["run", "--strategy", "single", "--devices", "2"], "strategy='data'"),
+    (["run", "--model", "no_such_module_xyz:build", "--data", "tabular"], "no_such_module_xyz"),
+    (["run", "--model", "json:no_such_builder", "--data", "tabular"], "no_such_builder"),
+    (["run", "--model", "json:dumps"], "--data is needed"),
+    (["run", "--data", "no_such_set"], "no_such_set"),
+    (["compare", "--devices", "1", "0"], "devices=0"),
+    (["compare", "--strategies", "single", "pipeline"], "pipeline"),
+    (["history", "--limit", "0"], "--limit"),
+    (["run", "--no-such-option"], "--no-such-option"),
+    (["frobnicate"], "frobnicate"),
+    ([], "choose a command"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"), BAD_INPUTS, ids=[" ".join(argv) or "(none)" for argv, _ in BAD_INPUTS]
+)
+def test_bad_input_is_one_line_and_exit_2(argv, named, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("gpk: error: ")
+    assert named in lines[0]
+    assert "Traceback" not in captured.err and "usage:" not in captured.err
+
+
+def test_npz_without_y_is_one_line(tmp_path, capsys):
+    assert main(["run", "--model", "mlp", "--data", _npz_without_y(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'y'" in err and "numpy.savez" in err
+
+
+def test_npz_data_and_builder_reach_the_experiment(tmp_path, capsys, fake_runs, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the CLI puts the working folder first
+    path = tmp_path / "train.npz"
+    x = np.random.default_rng(0).standard_normal((64, 12)).astype("float32")
+    np.savez(path, x=x, y=(x[:, 0] > 0).astype("int32"))
+    argv = ["run", "--model", "tests.builders:small_mlp", "--data", str(path), "--batch-size", "8"]
+    assert main([*argv, "--strategy", "data", "--devices", "0,1", "--no-progress"]) == 0
+    assert "data" in capsys.readouterr().out
+
+
+def test_run_prints_its_row_and_exit_status(capsys, fake_runs):
+    assert main(["run", "--strategy", "data", "--devices", "2", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["strategy", "devices"]
+    assert "data" in out and "ok" in out
+    fake_runs[("data", 2)] = "oom"
+    assert main(["run", "--strategy", "data", "--devices", "2", "--no-progress"]) == 1
+    assert "oom" in capsys.readouterr().out
+
+
+def test_compare_writes_a_report_only_with_out(tmp_path, capsys, fake_runs):
+    assert main(["compare", "--devices", "1", "2", "--no-progress"]) == 0
+    assert "Report" not in capsys.readouterr().out
+    assert not (tmp_path / "gpk_report").exists()
+    out_dir = tmp_path / "report"
+    assert main(["compare", "--devices", "1", "2", "--no-progress", "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    assert str(out_dir / "table.csv") in out
+    assert (out_dir / "speedup.png").stat().st_size > 0
+
+
+def test_compare_with_a_failed_run_exits_1(capsys, fake_runs):
+    fake_runs[("data", 4)] = "failed"
+    assert main(["compare", "--no-progress"]) == 1
+    assert "failed" in capsys.readouterr().out
+
+
+def test_ctrl_c_in_compare_prints_what_finished_and_exits_130(capsys, fake_runs):
+    fake_runs[("data", 2)] = "ctrl-c"
+    assert main(["compare", "--no-progress", "--out", "report"]) == 130
+    captured = capsys.readouterr()
+    assert "single" in captured.out and "cancelled" in captured.out
+    assert "interrupted" in captured.err
+
+
+def test_ctrl_c_in_run_prints_the_cancelled_row_and_exits_130(capsys, fake_runs):
+    fake_runs[("data", 2)] = "ctrl-c"
+    assert main(["run", "--strategy", "data", "--devices", "2", "--no-progress"]) == 130
+    captured = capsys.readouterr()
+    assert "cancelled" in captured.out and "interrupted" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_history_lists_logged_runs(capsys, fake_runs):
+    assert main(["history"]) == 0
+    assert "(no runs)" in capsys.readouterr().out
+    assert main(["compare", "--devices", "1", "2", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["history", "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 of 3 runs in ")
+    assert len(out.strip().splitlines()) == 4  # header line, table header, two rows
+
+
+def test_devices_lists_virtual_cpu_devices(capsys):
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "/cpu:0" in out and "/cpu:7" in out
+
+
+@pytest.mark.slow
+def test_gpk_run_in_a_subprocess(tmp_path):
+    argv = ["run", "--model", "mlp", "--strategy", "data", "--devices", "2"]
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpu_parallel_kit.cli", *argv, "--steps-per-epoch", "6"]
+        + ["--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    header, row = completed.stdout.strip().splitlines()
+    assert row.split()[:2] == ["data", "2"]
+    assert " ok " in row

@@ -1,0 +1,86 @@
+"""The demo: its plan (fast, workers faked) and end to end (`gpk demo` in a subprocess)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpu_parallel_kit import api, demo, devices
+from gpu_parallel_kit.cli import main
+from gpu_parallel_kit.devices import PhysicalDevice
+from gpu_parallel_kit.results import RunResult
+
+REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")
+
+
+@pytest.mark.parametrize(("quick", "steps"), [("", 32), ("1", 8)])
+def test_run_demo_plans_the_grid_and_writes_the_report(tmp_path, monkeypatch, quick, steps):
+    monkeypatch.setenv("GPK_QUICK", quick)
+    monkeypatch.setattr(
+        devices, "discover_physical_devices", lambda: (PhysicalDevice("cpu0", "cpu", 0),)
+    )
+    planned = []
+
+    def fake_run(spec, progress=None, cancel=None):
+        planned.append((spec.strategy, spec.devices.count, spec.training.steps_per_epoch))
+        return RunResult(
+            run_id=spec.run_id,
+            experiment_id=spec.experiment_id,
+            strategy=spec.strategy,
+            devices=spec.devices.count,
+            virtual=spec.devices.virtual,
+            status="ok",
+            global_batch=spec.global_batch,
+            step_time_s=0.01,
+            throughput_samples_s=spec.global_batch / 0.01,
+            wall_time_s=0.5,
+        )
+
+    monkeypatch.setattr(api, "run_isolated", fake_run)
+    comparison = demo.run_demo(str(tmp_path / "report"), progress=False)
+    grid = [("single", 1), ("data", 1), ("data", 2), ("data", 4)]
+    assert planned == [(strategy, count, steps) for strategy, count in grid]
+    assert set(comparison.table["global_batch"]) == {demo.BATCH_SIZE}
+    assert all((tmp_path / "report" / name).stat().st_size > 0 for name in REPORT_FILES)
+
+
+@pytest.mark.slow
+def test_demo_writes_a_report_and_logs_its_runs(tmp_path, capsys):
+    out_dir = tmp_path / "gpk_report"
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpu_parallel_kit.cli", "demo", "--out", str(out_dir)]
+        + ["--no-progress"],
+        cwd=tmp_path,
+        env={**os.environ, "GPK_QUICK": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    for name in REPORT_FILES:
+        assert (out_dir / name).stat().st_size > 0, name
+        assert str(out_dir / name) in completed.stdout
+
+    with open(out_dir / "table.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["strategy"], row["devices"]) for row in rows] == [
+        ("single", "1"),
+        ("data", "1"),
+        ("data", "2"),
+        ("data", "4"),
+    ]
+    assert all(row["status"] == "ok" for row in rows), [row["reason"] for row in rows]
+
+    assert main(["history"]) == 0  # the same log: GPK_LOG is set for the test and its child
+    listed = capsys.readouterr().out.strip().splitlines()
+    assert listed[0].startswith("4 of 4 runs in ")
+    assert [line.split()[:2] for line in listed[2:]] == [
+        ["single", "1"],
+        ["data", "1"],
+        ["data", "2"],
+        ["data", "4"],
+    ]
