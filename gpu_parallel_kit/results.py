@@ -31,7 +31,7 @@ class RunResult:
     mode: str = "fit"  # fit (Keras model.fit) | explicit (custom loop, visible all-reduce)
     all_reduce: str = ""  # the cross-device reduction used by data parallel runs
     schedule: str = ""  # pipeline schedule (model parallel only)
-    micro_batches: int = 0  # micro-batches per step (model parallel only)
+    micro_batches: int | None = None  # micro-batches per step (model parallel only)
     epochs: int = 0
     steps_per_epoch: int = 0
     wall_time_s: float | None = None  # training only: from the first step to the last, all epochs

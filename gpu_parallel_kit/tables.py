@@ -68,7 +68,8 @@ _MEASURED_SCALARS = tuple(
     c for c in FIGURE_COLUMNS if c != "peak_memory_bytes"
 )  # the dict is reduced
 _FLOAT_COLUMNS = (*FIGURE_COLUMNS, "speedup", "efficiency")
-_INT_COLUMNS = ("devices", "micro_batches", "global_batch", "epochs", "steps_per_epoch")
+_INT_COLUMNS = ("devices", "global_batch", "epochs", "steps_per_epoch")
+_OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected")
 _BYTE_COLUMNS = {"peak_memory_bytes": "peak_memory_mib", "comm_bytes": "comm_mib"}
 _MIB = 2**20
@@ -110,6 +111,7 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
         {
             **dict.fromkeys(_FLOAT_COLUMNS, "float64"),
             **dict.fromkeys(_INT_COLUMNS, "int64"),
+            **dict.fromkeys(_OPTIONAL_INT_COLUMNS, "Int64"),
             **dict.fromkeys(_BOOL_COLUMNS, "bool"),
         }
     )
