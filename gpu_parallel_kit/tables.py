@@ -220,7 +220,7 @@ def _figure_text(value: float) -> str:
 
 
 def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def _is_numeric(df: pd.DataFrame, column: str) -> bool:

@@ -191,3 +191,22 @@ def test_format_table_is_compact_and_cuts_long_reasons():
 
 def test_format_table_of_no_runs():
     assert format_table(comparison_table([])) == "(no runs)"
+
+
+def test_micro_batches_is_blank_for_strategies_without_them():
+    from gpu_parallel_kit.tables import markdown_table
+
+    row = RunResult(
+        run_id="a",
+        experiment_id="e",
+        strategy="single",
+        devices=1,
+        virtual=False,
+        status="ok",
+        step_time_s=0.1,
+        throughput_samples_s=100.0,
+        global_batch=10,
+    )
+    table = comparison_table([row])
+    assert table["micro_batches"].isna().all()
+    assert "<NA>" not in markdown_table(table)
