@@ -187,7 +187,7 @@ class Bench:
         )
         print(
             "round  side  samples/s  step ms (IQR)  epoch s               "
-            "warm-up s  beyond training s  total s"
+            "warm-up s  after s  beyond training s  total s"
         )
         kit_rows, hand_rows = [], []
         for index in range(args.rounds):
@@ -201,7 +201,8 @@ class Bench:
                 print(
                     f"{index:>5}  {side:<4}  {row['samples_per_s']:>9.0f}  "
                     f"{row['step_time_s'] * 1e3:>6.1f} ({row['step_spread_s'] * 1e3:>4.1f})  "
-                    f"{epochs:<20}  {row['warmup_s']:>9.2f}  {row['parent_fixed_s']:>17.2f}  "
+                    f"{epochs:<20}  {row['warmup_s']:>9.2f}  {row['after_training_s']:>7.2f}  "
+                    f"{row['parent_fixed_s']:>17.2f}  "
                     f"{row['parent_total_s']:>7.2f}"
                 )
         return {"kit": kit_rows, "hand": hand_rows}
@@ -254,7 +255,8 @@ class Bench:
         command += ["--inter-op-threads", str(args.hand_inter_op_threads)]
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-        total = time.perf_counter() - began
+        ended = time.perf_counter()
+        total = ended - began
         if done.returncode != 0:
             raise SystemExit(f"hand-written run failed ({done.returncode}):\n{done.stderr[-3000:]}")
         raw = json.loads(out.read_text())
@@ -271,6 +273,7 @@ class Bench:
             "startup_s": raw["startup_s"],
             "wall_time_s": wall,
             "fit_return_s": raw["fit_return_s"],
+            "after_training_s": ended - ends[-1],  # fit's return, interpreter teardown, exit
             "warmup_s": sum(durations[:warmup]),
             "epoch_first_steps_s": [durations[e * steps] for e in range(1, raw["epochs"])],
             "parent_fixed_s": total - wall,
@@ -304,6 +307,7 @@ def _summarise(report: dict[str, Any]) -> dict[str, Any]:
             summary[f"{side}_step_time_s"] = _median(rows, "step_time_s")
             summary[f"{side}_parent_fixed_s"] = _median(rows, "parent_fixed_s")
             summary[f"{side}_parent_total_s"] = _median(rows, "parent_total_s")
+            summary[f"{side}_after_training_s"] = _median(rows, "after_training_s")
             summary[f"{side}_epoch_first_step_s"] = statistics.median(
                 t for row in rows for t in row["epoch_first_steps_s"]
             )
@@ -360,6 +364,12 @@ def _print_summary(report: dict[str, Any]) -> None:
             f"kit {summary['kit_epoch_first_step_s'] * 1e3:.0f} ms, hand-written "
             f"{summary['hand_epoch_first_step_s'] * 1e3:.0f} ms (fit on arrays makes a new "
             "distributed iterator every epoch; the kit keeps one over repeating data)"
+        )
+        print(
+            "after the last step until the caller has the result (median): kit "
+            f"{summary['kit_after_training_s']:.2f} s, hand-written "
+            f"{summary['hand_after_training_s']:.2f} s (fit's return tears down its input "
+            "iterator; the hand-written program also tears down its interpreter)"
         )
         print(
             "beyond training, per throughput run (median, caller's clock): kit "
