@@ -70,14 +70,20 @@ class DevicePlan:
 
 @functools.lru_cache(maxsize=1)
 def discover_physical_devices() -> tuple[PhysicalDevice, ...]:
-    """List this machine's CPU and GPUs as TensorFlow sees them.
+    """List this machine's CPU and GPUs as TensorFlow sees them, asked in a worker process.
 
-    `tf.config.list_physical_devices` imports TensorFlow but does not start its runtime, so the
-    caller stays free to fork workers that choose their own logical layout. Cached: the hardware
-    does not change while a kernel lives.
+    The caller (a notebook kernel, `gpk`) never imports TensorFlow, let alone starts its runtime:
+    the worker fork server imports it once for all runs, and a child of it answers. Cached: the
+    hardware does not change while a kernel lives.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep the kernel's output readable
-    import tensorflow as tf  # noqa: PLC0415 - heavy import kept out of module import time
+    from .runner import call_in_worker  # noqa: PLC0415 - runner plans runs with this module
+
+    return call_in_worker(discover_with_tensorflow)
+
+
+def discover_with_tensorflow() -> tuple[PhysicalDevice, ...]:
+    """The discovery itself; `tf.config.list_physical_devices` does not start the runtime."""
+    import tensorflow as tf  # noqa: PLC0415 - only ever imported in worker processes
 
     gpus = tf.config.list_physical_devices("GPU")
     memory = _gpu_memory_from_nvidia_smi()

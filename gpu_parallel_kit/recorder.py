@@ -37,6 +37,8 @@ class StepRecorder:
         self.epoch_times: list[float] = []
         self.history: dict[str, list[float]] = {}
         self._last_progress = 0.0
+        # Called by StepTimer.on_train_end: the worker reports from there, not after fit returns.
+        self.on_train_end: Callable[[], None] | None = None
 
     def train_begin(self) -> None:
         self._first_begin = time.perf_counter()
@@ -118,3 +120,7 @@ class StepTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None) -> None:
         self.recorder.epoch_end(logs)
+
+    def on_train_end(self, logs=None) -> None:
+        if self.recorder.on_train_end is not None:
+            self.recorder.on_train_end()

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from .failures import classify_exit
 from .results import RunResult
@@ -31,6 +31,7 @@ _context_lock = threading.Lock()
 _contexts: dict[str, multiprocessing.context.BaseContext] = {}
 
 EventHandler = Callable[[dict[str, Any]], None]
+T = TypeVar("T")
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -73,12 +74,10 @@ def run_isolated(
     Ctrl-C kills the worker's whole process group and raises RunInterrupted carrying the
     cancelled row, so callers keep what finished before and stop what comes after.
     """
-    from .worker import worker_main  # noqa: PLC0415 - imported by the server, not the kernel
-
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
-        target=worker_main, args=(spec, sender), daemon=True, name=f"gpk-{spec.run_id}"
+        target=_worker_entry, args=(spec, sender), daemon=True, name=f"gpk-{spec.run_id}"
     )
     watch = _Watch(spec, on_event or (lambda event: None), cancel)
     try:
@@ -93,6 +92,51 @@ def run_isolated(
         receiver.close()
     _kill(process)
     return result
+
+
+def call_in_worker(function: Callable[[], T], timeout_s: float = 180.0) -> T:
+    """Call a module-level function in a worker process and return its (picklable) result.
+
+    For work that needs TensorFlow but should not load it into the caller, such as device
+    discovery: the fork server has TensorFlow imported already, so this costs a fork, not an import.
+    """
+    context = _context()
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_call_and_send, args=(function, sender), daemon=True)
+    try:
+        with _main_module_hidden():
+            process.start()
+        sender.close()
+        if not receiver.poll(timeout_s):
+            raise RuntimeError(f"a worker process did not answer within {timeout_s:g} s")
+        succeeded, value = receiver.recv()
+    except EOFError:
+        raise RuntimeError(
+            f"the worker process ended (exit code {process.exitcode}) before answering"
+        ) from None
+    finally:
+        receiver.close()
+        _kill(process)
+    if not succeeded:
+        raise RuntimeError(value)
+    return value
+
+
+def _worker_entry(spec: RunSpec, sender: Any) -> None:
+    """Runs in the child: the worker module (and TensorFlow) is never imported by the caller."""
+    from .worker import worker_main  # noqa: PLC0415 - preloaded by the fork server
+
+    worker_main(spec, sender)
+
+
+def _call_and_send(function: Callable[[], Any], sender: Any) -> None:
+    try:
+        answer = (True, function())
+    except BaseException as error:  # noqa: BLE001 - reported to the caller as text
+        answer = (False, f"{type(error).__name__}: {error}")
+    sender.send(answer)
+    sender.close()
+    os._exit(0)
 
 
 class _Watch:

@@ -81,15 +81,30 @@ def test_virtual_limit_comes_from_the_environment(monkeypatch):
         devices.virtual_device_limit()
 
 
-def test_discovery_does_not_start_the_tensorflow_runtime():
+@pytest.mark.slow
+def test_discovery_and_runs_keep_tensorflow_out_of_the_caller():
     """Checked in a fresh interpreter: this one may already run TensorFlow for other tests."""
     code = (
-        "import gpu_parallel_kit as gpk, tensorflow as tf\n"
-        "print(len(gpk.list_devices()))\n"
+        "import sys, gpu_parallel_kit as gpk\n"
+        "table = gpk.list_devices()\n"
+        "exp = gpk.Experiment(model='mlp', samples=512, steps_per_epoch=2, progress=False)\n"
+        "assert exp.run(strategy='data', devices=2).ok\n"
+        "print(len(table), 'tensorflow' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    rows, imported = out.stdout.split()
+    assert int(rows) >= 1 and imported == "False"
+
+
+def test_tensorflow_discovery_leaves_the_runtime_unstarted():
+    code = (
+        "import tensorflow as tf\n"
+        "from gpu_parallel_kit.devices import discover_with_tensorflow\n"
+        "print(discover_with_tensorflow()[0].kind)\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
         "virtual = [tf.config.LogicalDeviceConfiguration()] * 2\n"
         "tf.config.set_logical_device_configuration(cpu, virtual)\n"
         "print(len(tf.config.list_logical_devices('CPU')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split()[-1] == "2"  # the layout could still be chosen after discovery
+    assert out.stdout.split() == ["cpu", "2"]  # the layout could still be chosen after discovery

@@ -12,8 +12,14 @@ from tests.builders import small_data, small_mlp
 @pytest.mark.slow
 def test_spawned_worker_trains(monkeypatch):
     monkeypatch.setenv("GPK_START_METHOD", "spawn")
-    exp = gpk.Experiment(model=small_mlp, data=small_data(), batch_size=32, epochs=1,
-                         steps_per_epoch=3, progress=False)
+    exp = gpk.Experiment(
+        model=small_mlp,
+        data=small_data(),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=3,
+        progress=False,
+    )
     result = exp.run(strategy="data", devices=2)
     assert result.status == "ok", result.reason
     assert result.devices == 2 and len(result.step_times_s) == 3 - result.warmup_steps

@@ -1,0 +1,105 @@
+"""The headline figures of overhead.py, from its raw per-run figures; no TensorFlow here."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+FIXED_COST_TARGET_S = 3.0
+
+
+def _summarise(report: dict[str, Any]) -> dict[str, Any]:
+    """The headline figures, medians over runs or rounds."""
+    summary: dict[str, Any] = {}
+    for method, fixed in report.get("fixed", {}).items():
+        summary[f"{method}_first_run_total_s"] = fixed["first"]["parent_total_s"]
+        summary[f"{method}_first_run_fixed_s"] = fixed["first"]["fixed_s"]
+        summary[f"{method}_fixed_s"] = fixed["later_median"]["fixed_s"]
+        summary[f"{method}_parent_fixed_s"] = fixed["later_median"]["parent_fixed_s"]
+    if "throughput" in report:
+        kit, hand = report["throughput"]["kit"], report["throughput"]["hand"]
+        for side, rows in (("kit", kit), ("hand", hand)):
+            summary[f"{side}_samples_per_s"] = _median(rows, "samples_per_s")
+            summary[f"{side}_step_time_s"] = _median(rows, "step_time_s")
+            summary[f"{side}_parent_fixed_s"] = _median(rows, "parent_fixed_s")
+            summary[f"{side}_parent_total_s"] = _median(rows, "parent_total_s")
+            summary[f"{side}_after_training_s"] = _median(rows, "after_training_s")
+            summary[f"{side}_epoch_first_step_s"] = statistics.median(
+                t for row in rows for t in row["epoch_first_steps_s"]
+            )
+        summary["kit_fixed_s"] = _median(kit, "fixed_s")
+        summary["ratio_epoch_throughput"] = (
+            summary["kit_samples_per_s"] / summary["hand_samples_per_s"]
+        )
+        summary["ratio_step_throughput"] = summary["hand_step_time_s"] / summary["kit_step_time_s"]
+    return summary
+
+
+def print_summary(report: dict[str, Any], load: str) -> None:
+    summary = report["summary"] = _summarise(report)
+    print("\n== Summary")
+    print(
+        "caller's device discovery (imports TensorFlow once per kernel, before the first run): "
+        f"{report['caller_discovery_s']:.2f} s"
+    )
+    for method, fixed in report.get("fixed", {}).items():
+        first, later = fixed["first"], fixed["later_median"]
+        what = "starts the fork server, which imports TensorFlow"
+        if method == "spawn":
+            what = "a fresh interpreter, as every spawn run is"
+        print(
+            f"[{method}] first run ({what}): {first['parent_total_s']:.2f} s around exp.run, "
+            f"fixed cost {first['fixed_s']:.2f} s"
+        )
+        verdict = "meets" if later["fixed_s"] <= FIXED_COST_TARGET_S else "MISSES"
+        print(
+            f"[{method}] FIXED COST, median of {len(fixed['runs']) - 1} later runs: "
+            f"{later['fixed_s']:.2f} s = process - training ({verdict} the "
+            f"{FIXED_COST_TARGET_S:g} s target); {later['parent_fixed_s']:.2f} s beyond training "
+            f"around exp.run ({later['parent_total_s']:.2f} s in all)\n"
+            f"    to worker {later['to_worker_s']:.2f} s, devices {later['devices_s']:.2f} s, "
+            f"build+compile {later['build_s']:.2f} s, fit setup {later['fit_setup_s']:.2f} s, "
+            "after training "
+            f"{later['after_training_s']:.2f} s"
+        )
+    if "throughput" in report:
+        print(
+            "THROUGHPUT, samples/s over the epochs after the first (median of rounds): "
+            f"kit {summary['kit_samples_per_s']:.0f}, hand-written "
+            f"{summary['hand_samples_per_s']:.0f} -> ratio kit/hand "
+            f"{summary['ratio_epoch_throughput']:.3f}"
+        )
+        print(
+            "STEP TIME, median step (median of rounds): "
+            f"kit {summary['kit_step_time_s'] * 1e3:.1f} ms, hand-written "
+            f"{summary['hand_step_time_s'] * 1e3:.1f} ms -> ratio kit/hand "
+            f"{summary['ratio_step_throughput']:.3f}"
+        )
+        print("    (ratios >= 1.0: the kit is at least as fast)")
+        print(
+            "first step of each later epoch (median): "
+            f"kit {summary['kit_epoch_first_step_s'] * 1e3:.0f} ms, hand-written "
+            f"{summary['hand_epoch_first_step_s'] * 1e3:.0f} ms (fit on arrays makes a new "
+            "distributed iterator every epoch; the kit keeps one over repeating data)"
+        )
+        print(
+            "after the last step until the caller has the result (median): kit "
+            f"{summary['kit_after_training_s']:.2f} s, hand-written "
+            f"{summary['hand_after_training_s']:.2f} s (fit's return tears down its input "
+            "iterator; the hand-written program also tears down its interpreter)"
+        )
+        print(
+            "beyond training, per throughput run (median): kit "
+            f"{summary['kit_fixed_s']:.2f} s = process - training, "
+            f"{summary['kit_parent_fixed_s']:.2f} s around exp.run; hand-written "
+            f"{summary['hand_parent_fixed_s']:.2f} s (a fresh interpreter each time)"
+        )
+    print(
+        f"benchmark wall time: {report['benchmark_s']:.0f} s; load average now {load} "
+        "(other work on the machine's cores skews every figure: run it on a quiet machine)"
+    )
+
+
+def _median(rows: Sequence[dict[str, Any]], key: str) -> float:
+    return statistics.median(row[key] for row in rows)
