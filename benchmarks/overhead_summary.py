@@ -29,10 +29,15 @@ def _summarise(report: dict[str, Any]) -> dict[str, Any]:
                 t for row in rows for t in row["epoch_first_steps_s"]
             )
         summary["kit_fixed_s"] = _median(kit, "fixed_s")
-        summary["ratio_epoch_throughput"] = (
-            summary["kit_samples_per_s"] / summary["hand_samples_per_s"]
+        # Paired within each round (kit and hand run back to back), so drift of the machine's
+        # speed between rounds cancels out; then the median over rounds.
+        pairs = list(zip(kit, hand, strict=True))
+        summary["ratio_epoch_throughput"] = statistics.median(
+            k["samples_per_s"] / h["samples_per_s"] for k, h in pairs
         )
-        summary["ratio_step_throughput"] = summary["hand_step_time_s"] / summary["kit_step_time_s"]
+        summary["ratio_step_throughput"] = statistics.median(
+            h["step_time_s"] / k["step_time_s"] for k, h in pairs
+        )
     return summary
 
 
@@ -40,12 +45,13 @@ def print_summary(report: dict[str, Any], load: str) -> None:
     summary = report["summary"] = _summarise(report)
     print("\n== Summary")
     print(
-        "caller's device discovery (imports TensorFlow once per kernel, before the first run): "
+        "caller's device discovery (starts the fork server, which imports TensorFlow; once per "
+        "kernel, before the first run): "
         f"{report['caller_discovery_s']:.2f} s"
     )
     for method, fixed in report.get("fixed", {}).items():
         first, later = fixed["first"], fixed["later_median"]
-        what = "starts the fork server, which imports TensorFlow"
+        what = "the fork server is already up: device discovery started it"
         if method == "spawn":
             what = "a fresh interpreter, as every spawn run is"
         print(
@@ -65,13 +71,14 @@ def print_summary(report: dict[str, Any], load: str) -> None:
         )
     if "throughput" in report:
         print(
-            "THROUGHPUT, samples/s over the epochs after the first (median of rounds): "
+            "THROUGHPUT, samples/s over the epochs after the first (medians over rounds; the ratio "
+            "is the median of the per-round ratios): "
             f"kit {summary['kit_samples_per_s']:.0f}, hand-written "
             f"{summary['hand_samples_per_s']:.0f} -> ratio kit/hand "
             f"{summary['ratio_epoch_throughput']:.3f}"
         )
         print(
-            "STEP TIME, median step (median of rounds): "
+            "STEP TIME, median step (medians over rounds; ratio: median of per-round ratios): "
             f"kit {summary['kit_step_time_s'] * 1e3:.1f} ms, hand-written "
             f"{summary['hand_step_time_s'] * 1e3:.1f} ms -> ratio kit/hand "
             f"{summary['ratio_step_throughput']:.3f}"
