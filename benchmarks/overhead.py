@@ -8,9 +8,9 @@
 2. Fixed cost of one isolated run: everything the kit spends beyond training (start the worker,
    import, set up devices, build, compile, return the result, exit), from the runner's own figures.
 
-    /work/venv/bin/python benchmarks/overhead.py --devices 2 --rounds 3
-    GPK_START_METHOD=spawn /work/venv/bin/python benchmarks/overhead.py   # plain interpreters
-    /work/venv/bin/python benchmarks/overhead.py --spawn-runs 3           # both methods
+    python benchmarks/overhead.py --devices 2 --rounds 3
+    GPK_START_METHOD=spawn python benchmarks/overhead.py   # plain interpreters
+    python benchmarks/overhead.py --spawn-runs 3           # both methods
 """
 
 from __future__ import annotations
