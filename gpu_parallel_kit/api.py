@@ -95,8 +95,15 @@ class Experiment:
         steps_per_execution: int = 1,
         timeout: float | None = ...,
         save_weights: str | None = None,
+        schedule: str | None = None,
+        micro_batches: int | None = None,
+        balance: Any = "params",
     ) -> RunSpec:
-        """Validate one run without starting it; every mistake is one sentence raised here."""
+        """Validate one run without starting it; every mistake is one sentence raised here.
+
+        `schedule`, `micro_batches` and `balance` apply to strategy="model" only (a comparison
+        passes them to every run; the other strategies ignore them).
+        """
         if strategy not in STRATEGIES:
             raise GpkError(
                 f"strategy={strategy!r} is not known; use one of {', '.join(STRATEGIES)}"
@@ -114,6 +121,7 @@ class Experiment:
             steps_per_execution=steps_per_execution,
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
+            **_pipeline_plan(strategy, schedule, micro_batches, balance),
         )
 
     def run(
@@ -251,6 +259,21 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         return self.table.to_html(index=False, na_rep="")
+
+
+def _pipeline_plan(
+    strategy: str, schedule: str | None, micro_batches: int | None, balance: Any
+) -> dict[str, Any]:
+    """Model-parallel settings: naive without micro-batches, gpipe when micro-batches are asked."""
+    if strategy != "model":
+        return {}
+    if schedule is None:
+        schedule = "gpipe" if micro_batches not in (None, 1) else "naive"
+    return {
+        "schedule": schedule,
+        "micro_batches": 1 if micro_batches is None else micro_batches,
+        "balance": list(balance) if isinstance(balance, tuple) else balance,
+    }
 
 
 def _portable(value: Any) -> Any:

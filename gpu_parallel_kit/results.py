@@ -77,6 +77,26 @@ class RunResult:
     def max_peak_memory_bytes(self) -> int | None:
         return max(self.peak_memory_bytes.values()) if self.peak_memory_bytes else None
 
+    @property
+    def timeline(self):
+        """The measured pipeline tasks (model parallel): device, stage, micro-batch, kind, start,
+        end, as a pandas DataFrame; empty for other strategies."""
+        import pandas as pd
+
+        columns = ["step", "device", "stage", "micro_batch", "kind", "start", "end"]
+        return pd.DataFrame(self.extra.get("timeline", []), columns=columns)
+
+    def plot_timeline(self):
+        """Planned, measured and simulated Gantt charts of one pipeline step."""
+        from .timeline_plot import timeline_figure
+
+        kind = "virtual " if self.virtual else ""
+        title = (
+            f"{self.schedule} schedule, {self.devices} {kind}{self.device_kind} devices, "
+            f"{self.micro_batches} micro-batch(es)"
+        )
+        return timeline_figure(self.extra, title)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists)."""
         return json.loads(json.dumps(dataclasses.asdict(self)))

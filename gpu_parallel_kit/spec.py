@@ -11,9 +11,10 @@ from typing import Any
 
 from .devices import DevicePlan
 from .errors import GpkError
+from .schedules import SCHEDULES, build_schedule
 from .sources import DataSource, ModelSource
 
-STRATEGIES = ("single", "data")
+STRATEGIES = ("single", "data", "model")
 MODES = ("fit", "explicit")
 ALL_REDUCE = ("auto", "nccl", "hierarchical", "reduce_to_one")
 SCALING = ("strong", "weak")
@@ -76,6 +77,9 @@ class RunSpec:
     steps_per_execution: int = 1
     timeout_s: float | None = None  # None: no limit
     save_weights: str | None = None  # .npz path for the trained weights, in model.weights order
+    schedule: str = ""  # model parallel: naive | gpipe | 1f1b
+    micro_batches: int | None = None  # model parallel: micro-batches per global batch
+    balance: Any = "params"  # model parallel: params | time | stage start indices
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -99,8 +103,27 @@ class RunSpec:
             raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
-        check_batch(self.global_batch, self.devices.count)
+        if self.strategy == "model":
+            self._check_pipeline()
+        else:
+            check_batch(self.global_batch, self.devices.count)
         check_enough_data(self.data.samples, self.global_batch)
+
+    def _check_pipeline(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise GpkError(
+                f"schedule={self.schedule!r} is not known; use one of {', '.join(SCHEDULES)}"
+            )
+        m = self.micro_batches
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise GpkError(f"micro_batches={m!r} must be a whole number of at least 1")
+        build_schedule(self.schedule, self.devices.count, m)  # naive with M > 1 is refused here
+        if self.global_batch % m:
+            lower = self.global_batch - self.global_batch % m
+            raise GpkError(
+                f"batch_size={self.global_batch} does not split into {m} micro-batches; use a "
+                f"multiple of {m}, e.g. {lower or m} or {lower + m}"
+            )
 
     @property
     def global_batch(self) -> int:

@@ -49,7 +49,16 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "experiment_id",
     "created_at",
 )
-ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS
+# Pipeline figures (model parallel only): the bubble measured on these devices, the bubble and
+# step time of the same schedule replayed on independent devices (simulated, never mixed with the
+# measured columns), and the theory (K-1)/(M+K-1).
+PIPELINE_COLUMNS: tuple[str, ...] = (
+    "bubble_fraction",
+    "bubble_theoretical",
+    "bubble_simulated",
+    "simulated_step_time_s",
+)
+ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -67,7 +76,7 @@ FIGURE_COLUMNS: tuple[str, ...] = (
 _MEASURED_SCALARS = tuple(
     c for c in FIGURE_COLUMNS if c != "peak_memory_bytes"
 )  # the dict is reduced
-_FLOAT_COLUMNS = (*FIGURE_COLUMNS, "speedup", "efficiency")
+_FLOAT_COLUMNS = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, "speedup", "efficiency")
 _INT_COLUMNS = ("devices", "global_batch", "epochs", "steps_per_epoch")
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected")
@@ -126,9 +135,10 @@ def _row(result: RunResult) -> dict[str, object]:
     }
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
+    row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
     row.update(speedup=math.nan, efficiency=math.nan, projected=False)
     if not result.ok:
-        row.update(dict.fromkeys(FIGURE_COLUMNS, math.nan))
+        row.update(dict.fromkeys((*FIGURE_COLUMNS, *PIPELINE_COLUMNS), math.nan))
     return row
 
 

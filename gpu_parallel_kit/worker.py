@@ -86,7 +86,7 @@ def run_in_this_process(
         engine = make_engine(spec, device_names)
         phase = "building the model"
         emit(event="phase", phase=phase)
-        with engine.strategy.scope():
+        with engine.build_scope():
             keras.utils.set_random_seed(spec.training.seed)
             model = load_model(spec.model)
             compile_model(model, spec.model, spec.training, spec.steps_per_execution)
@@ -118,6 +118,7 @@ def run_in_this_process(
                 peak_memory_bytes=memory,
                 memory_source=memory_source,
                 **summary,
+                **engine.result_fields(step_time),
             )
 
         if report_and_exit is not None:

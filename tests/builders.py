@@ -63,3 +63,50 @@ def slow_when_distributed():
     if tf.distribute.get_strategy().num_replicas_in_sync > 1:
         time.sleep(120)
     return small_mlp()
+
+
+def deep_mlp():
+    """Seven Dense layers: enough to cut into 2 or 4 stages."""
+    import keras
+
+    model = keras.Sequential(
+        [keras.Input((FEATURES,))]
+        + [keras.layers.Dense(16, activation="relu") for _ in range(6)]
+        + [keras.layers.Dense(CLASSES)]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def batch_norm_first():
+    """BatchNormalization on the raw inputs, so its statistics can be checked by hand."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.BatchNormalization(momentum=0.5),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(CLASSES),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def residual_model():
+    """A skip connection between layers: cannot be cut into stages."""
+    import keras
+
+    inputs = keras.Input((FEATURES,))
+    hidden = keras.layers.Dense(FEATURES, activation="relu")(inputs)
+    outputs = keras.layers.Dense(CLASSES)(keras.layers.Add()([inputs, hidden]))
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    return model

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import pytest
@@ -45,6 +47,7 @@ def test_columns_come_in_contract_order_then_extras():
     assert list(df.columns[len(COLUMNS) :]) == [
         "scaling", "mode", "all_reduce", "device_kind", "epochs", "steps_per_epoch",
         "startup_s", "experiment_id", "created_at",
+        "bubble_fraction", "bubble_theoretical", "bubble_simulated", "simulated_step_time_s",
     ]  # fmt: skip
 
 
@@ -210,3 +213,20 @@ def test_micro_batches_is_blank_for_strategies_without_them():
     table = comparison_table([row])
     assert table["micro_batches"].isna().all()
     assert "<NA>" not in markdown_table(table)
+
+
+def test_pipeline_figures_come_from_the_result_and_stay_blank_elsewhere():
+    pipeline = dataclasses.replace(
+        run("b", "model", 2, 80.0),
+        schedule="gpipe",
+        micro_batches=4,
+        extra={
+            "bubble_fraction": 0.3,
+            "bubble_theoretical": 0.2,
+            "bubble_simulated": 0.25,
+            "simulated_step_time_s": 0.05,
+        },
+    )
+    df = comparison_table([run("a", "single", 1, 100.0), pipeline])
+    assert df.loc[1, "bubble_fraction"] == 0.3 and df.loc[1, "simulated_step_time_s"] == 0.05
+    assert df.loc[0, ["bubble_fraction", "bubble_simulated"]].isna().all()

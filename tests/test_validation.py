@@ -37,7 +37,7 @@ def _one_sentence(error):
 def test_unknown_strategy():
     with pytest.raises(gpk.GpkError, match="strategy='pipeline' is not known") as error:
         _exp().run(strategy="pipeline", devices=2)
-    assert "single, data" in _one_sentence(error)
+    assert "single, data, model" in _one_sentence(error)
 
 
 @pytest.mark.parametrize(
@@ -122,3 +122,29 @@ def test_custom_model_needs_data():
 def test_unknown_synthetic_set():
     with pytest.raises(gpk.GpkError, match="data='mnist' is not a built-in data set"):
         gpk.Experiment(model="mlp", data="mnist")
+
+
+def test_naive_schedule_with_micro_batches():
+    with pytest.raises(gpk.GpkError, match="schedule='naive' runs one micro-batch") as error:
+        _exp().run(strategy="model", devices=2, schedule="naive", micro_batches=8)
+    _one_sentence(error)
+
+
+def test_batch_that_does_not_split_into_micro_batches():
+    with pytest.raises(gpk.GpkError) as error:
+        _exp(batch_size=30).run(strategy="model", devices=2, micro_batches=4)
+    assert _one_sentence(error) == (
+        "batch_size=30 does not split into 4 micro-batches; use a multiple of 4, e.g. 28 or 32"
+    )
+
+
+def test_unknown_schedule():
+    with pytest.raises(gpk.GpkError, match="schedule='zigzag' is not known"):
+        _exp().run(strategy="model", devices=2, schedule="zigzag")
+
+
+def test_model_parallel_defaults_to_gpipe_when_micro_batches_are_asked():
+    spec = _exp().plan("model", 2, micro_batches=4)
+    assert (spec.schedule, spec.micro_batches) == ("gpipe", 4)
+    assert _exp().plan("model", 2).schedule == "naive"
+    assert _exp().plan("data", 2, micro_batches=4).schedule == ""

@@ -5,9 +5,14 @@ from __future__ import annotations
 from ..spec import RunSpec
 from .base import Engine
 from .data import DataParallelEngine
+from .model import ModelParallelEngine
 from .single import SingleDeviceEngine
 
-ENGINES: dict[str, type[Engine]] = {"single": SingleDeviceEngine, "data": DataParallelEngine}
+ENGINES: dict[str, type[Engine]] = {
+    "single": SingleDeviceEngine,
+    "data": DataParallelEngine,
+    "model": ModelParallelEngine,
+}
 
 
 def make_engine(spec: RunSpec, device_names: tuple[str, ...]) -> Engine:

@@ -10,6 +10,7 @@ batch.
 from __future__ import annotations
 
 import abc
+import contextlib
 from typing import Any
 
 import keras
@@ -35,6 +36,14 @@ class Engine(abc.ABC):
 
     def describe_all_reduce(self) -> str:
         return ""
+
+    def build_scope(self) -> contextlib.AbstractContextManager:
+        """Where the user's model is built and compiled: inside the strategy, for replicas."""
+        return self.strategy.scope()
+
+    def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
+        """RunResult fields only this engine measures (after train)."""
+        return {}
 
     def train(
         self,

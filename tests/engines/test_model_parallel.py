@@ -1,0 +1,155 @@
+"""Model parallelism on virtual CPU devices: the weights of single-device training, for every
+schedule, with each stage's variables really on its own device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpu_parallel_kit as gpk
+from tests import builders
+
+pytestmark = pytest.mark.slow
+
+CASES = [
+    ("naive", 2, 1),
+    ("naive", 4, 1),
+    ("gpipe", 2, 1),
+    ("gpipe", 2, 4),
+    ("gpipe", 4, 1),
+    ("gpipe", 4, 4),
+    ("1f1b", 2, 1),
+    ("1f1b", 2, 4),
+    ("1f1b", 4, 1),
+    ("1f1b", 4, 4),
+]
+
+
+def _weights(path):
+    with np.load(path) as saved:
+        return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+
+@pytest.fixture(scope="module")
+def experiment():
+    return gpk.Experiment(
+        model=builders.deep_mlp,
+        data=builders.small_data(),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=5,
+        progress=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def reference(experiment, tmp_path_factory):
+    path = tmp_path_factory.mktemp("reference") / "single.npz"
+    assert experiment.run(strategy="single", save_weights=str(path)).ok
+    return _weights(path)
+
+
+@pytest.mark.parametrize(("schedule", "stages", "micro_batches"), CASES)
+def test_pipeline_matches_single_device(
+    experiment, reference, tmp_path, schedule, stages, micro_batches
+):
+    path = tmp_path / "model.npz"
+    result = experiment.run(
+        strategy="model",
+        devices=stages,
+        schedule=schedule,
+        micro_batches=micro_batches,
+        save_weights=str(path),
+    )
+    assert result.status == "ok", result.reason
+    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(_weights(path), reference, strict=True))
+    assert diff <= 1e-5
+    assert (result.schedule, result.micro_batches) == (schedule, micro_batches)
+    for stage in result.extra["stages"]:
+        # Variables and optimizer slots sit on the stage's own device, nowhere else.
+        assert [d.rsplit("/", 1)[-1] for d in stage["variable_devices"]] == [
+            f"device:CPU:{stage['stage']}"
+        ]
+
+
+def test_timeline_bubble_and_bytes_are_reported(experiment):
+    result = experiment.run(strategy="model", devices=4, schedule="gpipe", micro_batches=4)
+    assert result.ok, result.reason
+    timeline = result.timeline
+    first_step = timeline[timeline["step"] == 0]
+    assert len(first_step) == 4 * 4 * 2  # every stage ran F and B of every micro-batch
+    assert (first_step["end"] >= first_step["start"]).all()
+    assert set(first_step["kind"]) == {"forward", "backward"}
+    assert result.extra["bubble_theoretical"] == pytest.approx(3 / 7)
+    assert 0 <= result.extra["bubble_fraction"] < 1
+    assert 0 <= result.extra["bubble_simulated"] < 1
+    # Cut c carries the micro-batches' activations (16 floats each) and their gradients back.
+    assert result.extra["cut_bytes"] == [32 * 16 * 4 * 2] * 3
+    assert result.comm_bytes == 3 * 32 * 16 * 4 * 2
+    row = gpk.Comparison([result]).table.iloc[0]
+    assert row["schedule"] == "gpipe" and row["micro_batches"] == 4
+    assert row["bubble_theoretical"] == pytest.approx(3 / 7)
+    figure = result.plot_timeline()
+    assert len(figure.axes) == 3
+
+
+def test_1f1b_holds_fewer_micro_batches_than_gpipe(experiment):
+    live = {}
+    for schedule in ("gpipe", "1f1b"):
+        result = experiment.run(strategy="model", devices=4, schedule=schedule, micro_batches=4)
+        assert result.ok, result.reason
+        live[schedule] = [s["peak_live_micro_batches"] for s in result.extra["stages"]]
+    assert live == {"gpipe": [4, 4, 4, 4], "1f1b": [4, 3, 2, 1]}
+
+
+def test_batch_norm_uses_micro_batch_statistics(tmp_path):
+    x, y = builders.small_data()
+    exp = gpk.Experiment(
+        model=builders.batch_norm_first,
+        data=(x, y),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=1,
+        shuffle=False,
+        progress=False,
+    )
+    path = tmp_path / "bn.npz"
+    result = exp.run(
+        strategy="model", devices=2, schedule="gpipe", micro_batches=4, save_weights=str(path)
+    )
+    assert result.ok, result.reason
+    moving_mean = _weights(path)[2]
+    expected = np.zeros(x.shape[1], dtype="float32")
+    for micro in np.split(x[:32], 4):  # momentum 0.5, one update per micro-batch
+        expected = expected * 0.5 + micro.mean(axis=0) * 0.5
+    np.testing.assert_allclose(moving_mean, expected, atol=1e-5)
+    whole_batch = x[:32].mean(axis=0) * 0.5
+    assert not np.allclose(moving_mean, whole_batch, atol=1e-3)
+
+
+def test_a_model_with_a_skip_connection_cannot_be_split():
+    exp = gpk.Experiment(
+        model=builders.residual_model,
+        data=builders.small_data(),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=2,
+        progress=False,
+    )
+    result = exp.run(strategy="model", devices=2)
+    assert result.status == "failed"
+    assert "not a chain of layers" in result.reason and "strategy='data'" in result.reason
+
+
+def test_fewer_layers_than_stages():
+    exp = gpk.Experiment(
+        model=builders.small_mlp,
+        data=builders.small_data(),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=2,
+        progress=False,
+    )
+    result = exp.run(strategy="model", devices=4)
+    assert result.status == "failed"
+    assert "2 layers, fewer than 4 stages" in result.reason

@@ -1,0 +1,215 @@
+"""Pipeline schedules compared with literal task lists, and the checks that reject bad ones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.schedules import (
+    SCHEDULES,
+    Task,
+    build_schedule,
+    dependencies,
+    execution_order,
+    format_grid,
+    max_live_micro_batches,
+    validate_schedule,
+)
+
+
+def texts(tasks) -> list[str]:
+    return [str(t) for t in tasks]
+
+
+def parse_rows(*rows: str) -> tuple[tuple[Task, ...], ...]:
+    return tuple(tuple(Task.parse(word) for word in row.split()) for row in rows)
+
+
+def test_task_text_round_trips():
+    task = Task(1, "F", 0)
+    assert str(task) == "1F0"
+    assert Task.parse("1F0") == task
+    assert Task.parse("12B34") == Task(12, "B", 34)
+    for text in ["0F0", "3B7", "10F11"]:
+        assert str(Task.parse(text)) == text
+
+
+@pytest.mark.parametrize("text", ["1X0", "F0", "1F", "-1F0", "1f0", "1F0B1", ""])
+def test_a_bad_task_text_is_named_in_the_error(text):
+    with pytest.raises(ValueError, match=f"cannot read task {text!r}; write stage"):
+        Task.parse(text)
+
+
+def test_a_task_rejects_an_unknown_kind_and_negative_indices():
+    with pytest.raises(GpkError, match="task kind 'X' is not known; use 'F' or 'B'"):
+        Task(0, "X", 0)
+    with pytest.raises(GpkError, match="negative index"):
+        Task(-1, "F", 0)
+
+
+def test_naive_runs_forward_then_backward_on_each_stage():
+    assert [texts(s) for s in build_schedule("naive", 3, 1)] == [
+        ["0F0", "0B0"],
+        ["1F0", "1B0"],
+        ["2F0", "2B0"],
+    ]
+
+
+def test_gpipe_runs_all_forwards_then_backwards_in_reverse():
+    assert texts(build_schedule("gpipe", 2, 2)[0]) == ["0F0", "0F1", "0B1", "0B0"]
+    assert [texts(s) for s in build_schedule("gpipe", 2, 3)] == [
+        ["0F0", "0F1", "0F2", "0B2", "0B1", "0B0"],
+        ["1F0", "1F1", "1F2", "1B2", "1B1", "1B0"],
+    ]
+
+
+def test_1f1b_with_4_stages_and_8_micro_batches():
+    schedule = build_schedule("1f1b", 4, 8)
+    assert texts(schedule[0]) == [
+        "0F0", "0F1", "0F2",  # warm-up: K-1-s = 3 forwards
+        "0F3", "0B0", "0F4", "0B1", "0F5", "0B2", "0F6", "0B3", "0F7", "0B4",  # steady
+        "0B5", "0B6", "0B7",  # cool-down
+    ]  # fmt: skip
+    assert texts(schedule[1]) == [
+        "1F0", "1F1",
+        "1F2", "1B0", "1F3", "1B1", "1F4", "1B2", "1F5", "1B3", "1F6", "1B4", "1F7", "1B5",
+        "1B6", "1B7",
+    ]  # fmt: skip
+    assert texts(schedule[3]) == [
+        "3F0", "3B0", "3F1", "3B1", "3F2", "3B2", "3F3", "3B3",
+        "3F4", "3B4", "3F5", "3B5", "3F6", "3B6", "3F7", "3B7",
+    ]  # fmt: skip
+
+
+def test_1f1b_with_fewer_micro_batches_than_stages_warms_up_with_all_of_them():
+    assert [texts(s) for s in build_schedule("1f1b", 3, 1)] == [
+        ["0F0", "0B0"],
+        ["1F0", "1B0"],
+        ["2F0", "2B0"],
+    ]
+    assert texts(build_schedule("1f1b", 4, 2)[0]) == ["0F0", "0F1", "0B0", "0B1"]
+
+
+@pytest.mark.parametrize(
+    ("name", "stages", "micro_batches"),
+    [
+        (name, stages, micro_batches)
+        for name in SCHEDULES
+        for stages, micro_batches in [(1, 1), (2, 1), (4, 1), (1, 5), (3, 4)]
+        if name != "naive" or micro_batches == 1  # naive runs one micro-batch
+    ],
+)
+def test_every_built_schedule_is_valid(name, stages, micro_batches):
+    schedule = build_schedule(name, stages, micro_batches)
+    validate_schedule(schedule, stages, micro_batches)
+    assert len(execution_order(schedule)) == 2 * stages * micro_batches
+
+
+@pytest.mark.parametrize(("stages", "micro_batches"), [(4, 8), (2, 5), (8, 3), (5, 5)])
+def test_big_1f1b_and_gpipe_are_valid(stages, micro_batches):
+    for name in ("gpipe", "1f1b"):
+        validate_schedule(build_schedule(name, stages, micro_batches), stages, micro_batches)
+
+
+def test_build_schedule_errors_carry_the_values_and_the_fix():
+    with pytest.raises(
+        GpkError,
+        match=r"^schedule='naive' runs one micro-batch; use micro_batches=1, "
+        r"or schedule='gpipe' for 8$",
+    ):
+        build_schedule("naive", 2, 8)
+    with pytest.raises(
+        GpkError, match=r"^schedule='zigzag' is not known; use one of 'naive', 'gpipe', '1f1b'$"
+    ):
+        build_schedule("zigzag", 2, 2)
+    with pytest.raises(GpkError, match=r"^stages=0 is too few; use stages=1 or more$"):
+        build_schedule("gpipe", 0, 2)
+    with pytest.raises(GpkError, match=r"^micro_batches=0 is too few"):
+        build_schedule("gpipe", 2, 0)
+    with pytest.raises(TypeError, match="stages must be an int, not float"):
+        build_schedule("gpipe", 2.0, 2)
+
+
+def test_dependencies_follow_the_pipeline():
+    assert dependencies(Task(0, "F", 3), 4) == ()
+    assert dependencies(Task(2, "F", 3), 4) == (Task(1, "F", 3),)
+    assert dependencies(Task(3, "B", 3), 4) == (Task(3, "F", 3),)
+    assert dependencies(Task(1, "B", 3), 4) == (Task(2, "B", 3), Task(1, "F", 3))
+
+
+def test_format_grid_of_a_schedule_lists_each_stage_in_its_own_column():
+    assert format_grid(build_schedule("gpipe", 2, 2)) == (
+        "step  stage 0  stage 1\n"
+        "0     0F0      1F0\n"
+        "1     0F1      1F1\n"
+        "2     0B1      1B1\n"
+        "3     0B0      1B0"
+    )
+    uneven = parse_rows("0F0 0B0", "1F0")
+    assert format_grid(uneven).splitlines()[-1] == "1     0B0"
+
+
+def test_a_deadlock_is_reported_with_who_waits_for_what_and_the_grid():
+    schedule = parse_rows("0F0 0B0 0F1 0B1", "1F1 1F0 1B0 1B1")
+    with pytest.raises(ValueError) as caught:
+        validate_schedule(schedule, 2, 2)
+    message = str(caught.value)
+    assert message.startswith(
+        "the schedule deadlocks (stage 0 waits at 0B0 for 1B0; stage 1 waits at 1F1 for 0F1)"
+    )
+    assert message.splitlines()[1:] == format_grid(schedule).splitlines()
+    assert "0     0F0      1F1" in message
+
+
+def test_a_missing_or_repeated_task_is_named():
+    with pytest.raises(ValueError, match=r"task 1B1 appears 0 times; list it exactly once:\n"):
+        validate_schedule(parse_rows("0F0 0F1 0B1 0B0", "1F0 1F1 1B0"), 2, 2)
+    with pytest.raises(ValueError, match="task 0F0 appears 2 times"):
+        validate_schedule(parse_rows("0F0 0F0 0B0"), 1, 1)
+
+
+def test_a_task_on_the_wrong_stage_or_micro_batch_is_named():
+    with pytest.raises(ValueError, match="task 1F0 does not belong in stage 0's list"):
+        validate_schedule(parse_rows("1F0 0F0 0B0", "1F0 1B0"), 2, 1)
+    with pytest.raises(ValueError, match="task 0F2 does not belong in stage 0's list of 2"):
+        validate_schedule(parse_rows("0F0 0F1 0F2 0B0 0B1"), 1, 2)
+
+
+def test_a_backward_before_its_forward_is_named():
+    with pytest.raises(ValueError, match="0B1 comes before 0F1; put each backward after"):
+        validate_schedule(parse_rows("0F0 0B1 0F1 0B0"), 1, 2)
+
+
+def test_the_number_of_stage_lists_must_match():
+    with pytest.raises(ValueError, match="the schedule has 1 stage lists, not 2"):
+        validate_schedule(parse_rows("0F0 0B0"), 2, 1)
+
+
+def test_max_live_micro_batches():
+    gpipe = build_schedule("gpipe", 4, 8)
+    assert [max_live_micro_batches(s) for s in gpipe] == [8, 8, 8, 8]
+    one_f_one_b = build_schedule("1f1b", 4, 8)
+    assert [max_live_micro_batches(s) for s in one_f_one_b] == [4, 3, 2, 1]
+    assert [max_live_micro_batches(s) for s in build_schedule("1f1b", 4, 2)] == [2, 2, 2, 1]
+    assert max_live_micro_batches([]) == 0
+
+
+@pytest.mark.parametrize(("stages", "micro_batches"), [(2, 1), (3, 7), (6, 4), (8, 8)])
+def test_1f1b_holds_at_most_k_minus_s_micro_batches(stages, micro_batches):
+    schedule = build_schedule("1f1b", stages, micro_batches)
+    for s, tasks in enumerate(schedule):
+        assert max_live_micro_batches(tasks) == min(stages - s, micro_batches)
+
+
+def test_schedules_do_not_import_tensorflow():
+    code = (
+        "import sys\n"
+        "import gpu_parallel_kit.schedules, gpu_parallel_kit.pipeline_sim\n"
+        "import gpu_parallel_kit.partition\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
