@@ -101,8 +101,8 @@ def stage_sizes(
         costs = layer_times(layers, sample)
     else:
         raise GpkError(
-            f"balance={balance!r} is not known; use 'params', 'time' or a list of the layer "
-            "indices where stages 2..K start"
+            f"balance={balance!r} is not known; use 'params', 'time' or the layer indices (from 0) "
+            "where stages 1..K-1 start"
         )
     return solve(costs, stages)
 
