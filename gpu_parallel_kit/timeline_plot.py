@@ -17,7 +17,11 @@ from .plots import DisplayFigure
 PANELS = (
     ("planned_timeline", "planned (forward 1, backward 2 time units)", "time units"),
     ("timeline", "measured on these devices", "seconds from the step's start"),
-    ("simulated_timeline", "simulated on independent devices (measured task times)", "seconds"),
+    (
+        "simulated_timeline",
+        "simulated: each task's time measured alone, replayed on independent devices",
+        "seconds",
+    ),
 )
 
 
@@ -36,12 +40,7 @@ def timeline_figure(extra: dict[str, Any], title: str) -> DisplayFigure:
         _draw(axis, tasks, micro_batches)
         axis.set_title(label, fontsize=10, loc="left")
         axis.set_xlabel(unit)
-    axes[0].legend(
-        handles=_legend(micro_batches),
-        loc="upper right",
-        fontsize=8,
-        ncols=min(micro_batches + 1, 9),
-    )
+    figure.legend(handles=_legend(micro_batches), loc="outside right upper", fontsize=8)
     figure.suptitle(title)
     return figure
 

@@ -59,6 +59,9 @@ class ModelParallelEngine(Engine):
         schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
         runner = PipelineRunner(stages, schedule, micro_batches, model.loss)
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
+        # The last warm-up step runs its tasks one at a time: their times, free of other stages
+        # sharing the cores, feed the simulated view. Warm-up steps stay out of the statistics.
+        serial = recorder.warmup_steps - 1 if recorder.warmup_steps >= 2 else None
         reports: list[StepReport] = []
         try:
             recorder.train_begin()
@@ -68,7 +71,9 @@ class ModelParallelEngine(Engine):
                 losses = []
                 for _ in range(steps_per_epoch):
                     x, y = next(iterator)
-                    report = runner.step(x, y, timed=step_index in timed)
+                    report = runner.step(
+                        x, y, timed=step_index in timed, serial=step_index == serial
+                    )
                     reports.append(report)
                     losses.append(report.loss)
                     recorder.step_end()
@@ -111,10 +116,11 @@ def _figures(
 ) -> dict[str, Any]:
     """Timeline, bubble (measured, simulated, theoretical), bytes across cuts, memory per stage."""
     k = len(stages)
-    timed = [r.tasks for r in reports if r.tasks]
+    timed = [r.tasks for r in reports if r.tasks and not r.serial]
     measured = [_records_as_dicts(tasks, step) for step, tasks in enumerate(timed)]
-    durations = _median_durations(timed)
-    simulated = simulate(schedule, lambda t: durations.get((t.stage, t.kind), 0.0))
+    alone = [r.tasks for r in reports if r.serial]
+    durations = _median_durations(alone)
+    simulated = simulate(schedule, lambda t: durations[(t.stage, t.kind)]) if alone else []
     planned = simulate(schedule, lambda t: PLANNED_DURATION[t.kind])
     measured_bubbles = [_measured_bubble(tasks, k) for tasks in timed]
     activation_bytes = _activation_bytes_per_micro_batch(stages, sample)
@@ -124,9 +130,9 @@ def _figures(
         "planned_timeline": [_timed_as_dict(t) for t in planned],
         "simulated_timeline": [_timed_as_dict(t) for t in simulated],
         "bubble_fraction": statistics.median(measured_bubbles) if measured_bubbles else None,
-        "bubble_simulated": bubble_fraction(simulated, k),
+        "bubble_simulated": bubble_fraction(simulated, k) if simulated else None,
         "bubble_theoretical": theoretical_bubble(k, micro_batches),
-        "simulated_step_time_s": makespan(simulated),
+        "simulated_step_time_s": makespan(simulated) if simulated else None,
         "cut_bytes": reports[-1].cut_bytes if reports else [],
         "comm_time_s": statistics.median(sum(t.transfer_s for t in tasks) for tasks in timed)
         if timed

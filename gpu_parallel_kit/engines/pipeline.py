@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import tensorflow as tf
 
-from ..schedules import Task
+from ..schedules import Task, execution_order
 from .stages import Stage
 
 MAILBOX_POLL_S = 0.5
@@ -77,6 +77,7 @@ class StepReport:
     tasks: list[TaskRecord] = field(default_factory=list)
     cut_bytes: list[int] = field(default_factory=list)  # per cut: activations + their gradients
     peak_live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
+    serial: bool = False  # the tasks ran one at a time (their times are uncontended)
 
 
 class PipelineRunner:
@@ -98,15 +99,32 @@ class PipelineRunner:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def step(self, x: tf.Tensor, y: tf.Tensor, timed: bool = False) -> StepReport:
+    def step(
+        self, x: tf.Tensor, y: tf.Tensor, timed: bool = False, serial: bool = False
+    ) -> StepReport:
+        """One global batch. `serial` runs the same tasks one at a time in one thread: slower,
+        but each task's time is then its own, not shared with other stages on the same cores."""
         mailbox = Mailbox()
         xs = tf.split(x, self.micro_batches)
         ys = tf.split(y, self.micro_batches)
         clock = time.perf_counter()
-        futures = [
-            self._pool.submit(self._run_stage, stage, xs, ys, mailbox, clock, timed)
+        stage_runs = [
+            self._stage_tasks(stage, xs, ys, mailbox, clock, timed or serial)
             for stage in self.stages
         ]
+        results = self._serially(stage_runs) if serial else self._concurrently(stage_runs, mailbox)
+        losses, records, activations_in, gradients_in, live = zip(*results, strict=True)
+        return StepReport(
+            loss=float(sum(losses)),
+            tasks=[record for stage_records in records for record in stage_records],
+            # Cut c lies between stages c and c+1: activations go down it, their gradients back.
+            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(len(live) - 1)],
+            peak_live=list(live),
+            serial=serial,
+        )
+
+    def _concurrently(self, stage_runs: list[Generator], mailbox: Mailbox) -> list[tuple]:
+        futures = [self._pool.submit(_drain, run, mailbox) for run in stage_runs]
         results, errors = [], []
         for future in futures:
             try:
@@ -115,25 +133,18 @@ class PipelineRunner:
                 errors.append(error)
         if errors:
             raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])
-        losses, records, activations_in, gradients_in, live = zip(*results, strict=True)
-        return StepReport(
-            loss=float(sum(losses)),
-            tasks=[record for stage_records in records for record in stage_records],
-            # Cut c lies between stages c and c+1: activations go down it, their gradients back.
-            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(len(live) - 1)],
-            peak_live=list(live),
-        )
+        return results
 
-    def _run_stage(self, stage: Stage, xs, ys, mailbox: Mailbox, clock: float, timed: bool):
-        try:
-            return self._stage_tasks(stage, xs, ys, mailbox, clock, timed)
-        except BaseException:
-            mailbox.abort()  # the other stages would otherwise wait for this one forever
-            raise
+    def _serially(self, stage_runs: list[Generator]) -> list[tuple]:
+        for task in execution_order(self.schedule):
+            next(stage_runs[task.stage])
+        return [_drain(run, None) for run in stage_runs]
 
-    def _stage_tasks(self, stage: Stage, xs, ys, mailbox: Mailbox, clock: float, timed: bool):
-        """One stage's whole step: (loss part, task records, bytes in, gradient bytes in, peak
-        number of micro-batches whose activations were held at once)."""
+    def _stage_tasks(
+        self, stage: Stage, xs, ys, mailbox: Mailbox, clock: float, timed: bool
+    ) -> Generator[None, None, tuple]:
+        """One stage's step, pausing after each task; returns (loss part, task records, bytes in,
+        gradient bytes in, peak number of micro-batches whose activations were held at once)."""
         last = stage.index == len(self.stages) - 1
         tapes: dict[int, tuple] = {}
         accumulated = [tf.zeros_like(v) for v in stage.variables]
@@ -193,9 +204,23 @@ class PipelineRunner:
                         size,
                     )
                 )
+            yield
         with tf.device(stage.device):
             stage.optimizer.apply_gradients(zip(accumulated, stage.variables, strict=True))
         return loss_total, records, activations_in, gradients_in, peak_live
+
+
+def _drain(stage_run: Generator, mailbox: Mailbox | None) -> tuple:
+    """Run a stage's remaining tasks; its result is the generator's return value."""
+    try:
+        while True:
+            next(stage_run)
+    except StopIteration as finished:
+        return finished.value
+    except BaseException:
+        if mailbox is not None:
+            mailbox.abort()  # the other stages would otherwise wait for this one forever
+        raise
 
 
 def _nbytes(tensor: tf.Tensor) -> int:
