@@ -20,8 +20,10 @@ import json
 import os
 import pathlib
 import platform
+import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,10 +41,22 @@ SCHEDULES = ("naive", "gpipe", "1f1b")
 
 CPU_STORY = (
     "Virtual CPU devices share the machine's {cores} cores: stages run in threads that take turns "
-    "on the same cores, so pipelining cannot beat one device here, and the measured bubble is idle "
-    "time of the virtual devices (threads waiting), not idle hardware. The simulated columns "
+    "on the same cores, so pipelining cannot beat one device here, and the measured bubble is not "
+    "idle hardware: the cores stay busy with another stage's thread. The simulated columns "
     "replay each stage's median measured task times on K independent devices (no transfer time): "
     "a model of real hardware, not a measurement."
+)
+
+LEGEND = (
+    "Medians over the steps after warm-up. naive/this: naive's step time (same K) / this one's, "
+    ">1 = faster. bubble measured: 1 - busy / (K x task span) over the timed steps, as the kit "
+    "computes it (a task's time includes its wait for its input, so waiting counts as busy). "
+    "task span: first task start to last task end in a timed step; outside tasks: "
+    "step - task span (optimizer updates, splitting the batch, the data). SIMULATED step: the "
+    "schedule replayed on K independent devices with each task's time measured alone (tasks "
+    "only: no update, no transfer). act. held: bytes of the layer outputs of the micro-batches "
+    "one stage holds at its peak (peak live micro-batches x one micro-batch's outputs), max over "
+    "stages; act. 1f1b/gpipe: that figure for 1f1b over gpipe's at the same K and M."
 )
 
 
@@ -97,6 +111,7 @@ class Row:
     bubble_simulated: float | None = None
     bubble_theoretical: float | None = None
     simulated_step_s: float | None = None
+    task_span_s: float | None = None  # median over timed steps: first task start to last end
     activation_bytes: list[int] = field(default_factory=list)  # per stage, held at peak
     live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
     parameter_bytes: list[int] = field(default_factory=list)
@@ -117,6 +132,7 @@ class Row:
             bubble_simulated=extra.get("bubble_simulated"),
             bubble_theoretical=extra.get("bubble_theoretical"),
             simulated_step_s=extra.get("simulated_step_time_s"),
+            task_span_s=_task_span(extra.get("timeline", [])),
             activation_bytes=[s["activation_bytes_held"] for s in stages],
             live=[s["peak_live_micro_batches"] for s in stages],
             parameter_bytes=[s["parameter_bytes"] for s in stages],
@@ -125,8 +141,23 @@ class Row:
         )
 
     @property
+    def outside_tasks_s(self) -> float | None:
+        """Step time not covered by any task: the optimizer updates, splitting, the data."""
+        if self.step_s is None or self.task_span_s is None:
+            return None
+        return self.step_s - self.task_span_s
+
+    @property
     def peak_activation_bytes(self) -> int | None:
         return max(self.activation_bytes) if self.activation_bytes else None
+
+
+def _task_span(timeline: Sequence[dict[str, Any]]) -> float | None:
+    steps: dict[int, list[dict[str, Any]]] = {}
+    for task in timeline:
+        steps.setdefault(task["step"], []).append(task)
+    spans = [max(t["end"] for t in ts) - min(t["start"] for t in ts) for ts in steps.values()]
+    return statistics.median(spans) if spans else None
 
 
 def plan_cases(
@@ -212,6 +243,8 @@ HEADER = (
     "M",
     "step ms (IQR)",
     "naive/this",
+    "task span ms",
+    "outside tasks ms",
     "bubble measured",
     "bubble SIMULATED",
     "bubble theory",
@@ -249,6 +282,8 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
                 str(r.case.micro_batches),
                 f"{r.step_s * 1e3:.1f} ({r.spread_s * 1e3:.1f})",
                 _ratio(base.step_s if base else None, r.step_s),
+                _number(r.task_span_s and r.task_span_s * 1e3, "{:.1f}"),
+                _number(r.outside_tasks_s and r.outside_tasks_s * 1e3, "{:.1f}"),
                 _fraction(r.bubble_measured),
                 _fraction(r.bubble_simulated),
                 _fraction(r.bubble_theoretical),
@@ -313,30 +348,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.batch}, {args.steps} steps per run (warm-up left out by the kit), virtual CPU "
         f"devices on {cores} cores, Python {platform.python_version()}; load average {_load()}"
     )
-    print(_wrap(CPU_STORY.format(cores=cores)) + "\n")
+    print("CPU only: the K devices share the same cores; see the note under the table.\n")
     with tempfile.TemporaryDirectory(prefix="gpk_pipeline_") as folder:
         report = run_all(args, pathlib.Path(folder))
     single, rows = report["single"], report["rows"]
     wall = time.perf_counter() - began
     print()
     if single.ok:
+        spread = single.step_time_spread_s * 1e3
         print(
-            f"single device (Keras fit, one compiled graph per step): "
-            f"{single.step_time_s * 1e3:.1f} ms per step (IQR {single.step_time_spread_s * 1e3:.1f})"
+            "single device (Keras fit, one compiled graph per step): "
+            f"{single.step_time_s * 1e3:.1f} ms per step (IQR {spread:.1f})"
         )
     else:
         print(f"single device: {single.status}: {single.reason}")
     print("\n".join(stage_lines(rows)) + "\n")
-    print("\n".join(table_lines(rows)))
-    print(
-        "\n"
-        + _wrap(
-            "naive/this: naive's median step / this one's (>1 = faster). SIMULATED: K independent "
-            "devices replaying the measured task times. act. held: layer outputs of the "
-            "micro-batches one stage holds at its peak, max over stages."
-        )
-    )
-    print(_wrap(CPU_STORY.format(cores=cores)))
+    print("\n".join(table_lines(rows)) + "\n")
+    print("\n".join(_wrap(text) for text in (LEGEND, CPU_STORY.format(cores=cores))))
     print(f"\nwall time {wall:.0f} s; load average {_load()}")
     if args.json:
         dump = {
@@ -352,8 +380,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _wrap(text: str, width: int = 100) -> str:
-    import textwrap
-
     return textwrap.fill(text, width)
 
 

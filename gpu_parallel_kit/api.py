@@ -98,6 +98,7 @@ class Experiment:
         schedule: str | None = None,
         micro_batches: int | None = None,
         balance: Any = "params",
+        memory_budget: int | None = None,
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
@@ -121,6 +122,7 @@ class Experiment:
             steps_per_execution=steps_per_execution,
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
+            memory_budget=memory_budget,
             **_pipeline_plan(strategy, schedule, micro_batches, balance),
         )
 

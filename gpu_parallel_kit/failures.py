@@ -11,6 +11,8 @@ def classify_exception(error: BaseException, phase: str) -> tuple[str, str]:
     """Status and reason for an exception raised inside a worker while it was in `phase`."""
     cause = error.__cause__ if error.__cause__ is not None else error
     text = f"{type(cause).__name__} {cause}".lower()
+    if type(cause).__name__ == "MemoryBudgetExceeded":
+        return "oom", str(cause)
     if isinstance(cause, MemoryError) or any(marker in text for marker in OOM_MARKERS):
         return "oom", f"ran out of memory while {phase}: {_first_line(cause)}"
     if isinstance(error, KeyboardInterrupt):

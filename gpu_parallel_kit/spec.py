@@ -80,6 +80,7 @@ class RunSpec:
     schedule: str = ""  # model parallel: naive | gpipe | 1f1b
     micro_batches: int | None = None  # model parallel: micro-batches per global batch
     balance: Any = "params"  # model parallel: params | time | stage start indices
+    memory_budget: int | None = None  # bytes of parameters + optimizer state allowed per device
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -99,6 +100,15 @@ class RunSpec:
             )
         if self.all_reduce == "nccl" and self.devices.kind != "gpu":
             raise GpkError("all_reduce='nccl' needs GPUs; use 'auto' or 'reduce_to_one' on the CPU")
+        if self.memory_budget is not None and (
+            isinstance(self.memory_budget, bool)
+            or not isinstance(self.memory_budget, int)
+            or self.memory_budget <= 0
+        ):
+            raise GpkError(
+                f"memory_budget={self.memory_budget!r} must be a positive number of bytes, "
+                "e.g. 64 * 2**20"
+            )
         if self.steps_per_execution < 1:
             raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
         if self.timeout_s is not None and self.timeout_s <= 0:

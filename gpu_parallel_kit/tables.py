@@ -58,7 +58,9 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
     "bubble_simulated",
     "simulated_step_time_s",
 )
-ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS
+# Parameters and optimizer state on the fullest device: what model parallelism divides.
+MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
+ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -76,11 +78,15 @@ FIGURE_COLUMNS: tuple[str, ...] = (
 _MEASURED_SCALARS = tuple(
     c for c in FIGURE_COLUMNS if c != "peak_memory_bytes"
 )  # the dict is reduced
-_FLOAT_COLUMNS = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, "speedup", "efficiency")
+_FLOAT_COLUMNS = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, *MEMORY_COLUMNS, "speedup", "efficiency")
 _INT_COLUMNS = ("devices", "global_batch", "epochs", "steps_per_epoch")
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected")
-_BYTE_COLUMNS = {"peak_memory_bytes": "peak_memory_mib", "comm_bytes": "comm_mib"}
+_BYTE_COLUMNS = {
+    "peak_memory_bytes": "peak_memory_mib",
+    "comm_bytes": "comm_mib",
+    "state_bytes": "state_mib",
+}
 _MIB = 2**20
 
 # The markdown table is for pasting into reports: the contract plus the scaling mode, which the
@@ -136,6 +142,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
     row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
+    row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
     row.update(speedup=math.nan, efficiency=math.nan, projected=False)
     if not result.ok:
         row.update(dict.fromkeys((*FIGURE_COLUMNS, *PIPELINE_COLUMNS), math.nan))

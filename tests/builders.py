@@ -110,3 +110,19 @@ def residual_model():
     model = keras.Model(inputs, outputs)
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     return model
+
+
+def wide_mlp():
+    """About 2.4 MiB of parameters and Adam state: over a 1 MiB budget unless split in four."""
+    import keras
+
+    model = keras.Sequential(
+        [keras.Input((FEATURES,))]
+        + [keras.layers.Dense(256, activation="relu") for _ in range(4)]
+        + [keras.layers.Dense(CLASSES)]
+    )
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from ..recorder import StepRecorder, StepTimer
 from ..spec import RunSpec
+from .budget import check_budget, variable_bytes
 
 
 class Engine(abc.ABC):
@@ -43,7 +44,7 @@ class Engine(abc.ABC):
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         """RunResult fields only this engine measures (after train)."""
-        return {}
+        return {"extra": {"state_bytes": self.state_bytes}}
 
     def train(
         self,
@@ -52,6 +53,12 @@ class Engine(abc.ABC):
         steps_per_epoch: int,
         recorder: StepRecorder,
     ) -> None:
+        with self.strategy.scope():
+            model.optimizer.build(model.trainable_variables)  # slots beside their variables
+        # Every replica holds the whole model and its optimizer state.
+        state = variable_bytes([*model.weights, *model.optimizer.variables])
+        self.state_bytes = dict.fromkeys(self.device_names, state)
+        check_budget(self.state_bytes, self.spec.memory_budget)
         if self.spec.mode == "explicit":
             self._train_explicit(model, dataset, steps_per_epoch, recorder)
         else:
@@ -72,8 +79,6 @@ class Engine(abc.ABC):
         recorder: StepRecorder,
     ) -> None:
         strategy = self.strategy
-        with strategy.scope():
-            model.optimizer.build(model.trainable_variables)  # slots beside their variables
         step = _explicit_step(strategy, model)
         distributed = strategy.experimental_distribute_dataset(dataset)
         iterator = iter(distributed)  # one iterator over the repeating data, as fit keeps

@@ -19,6 +19,7 @@ from ..pipeline_sim import bubble_fraction, makespan, simulate, theoretical_bubb
 from ..recorder import StepRecorder
 from ..schedules import Task, build_schedule
 from .base import Engine
+from .budget import check_budget
 from .pipeline import PipelineRunner, StepReport, TaskRecord
 from .stages import Stage, build_stages, chain_layers, stage_sizes, variable_devices
 
@@ -56,6 +57,8 @@ class ModelParallelEngine(Engine):
         sample = first_x[: spec.global_batch // micro_batches]
         sizes = stage_sizes(layers, spec.devices.count, spec.balance, sample)
         stages = build_stages(model, layers, sizes, self.device_names)
+        self.state_bytes = {s.device: s.parameter_bytes + s.optimizer_bytes for s in stages}
+        check_budget(self.state_bytes, spec.memory_budget)
         schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
         runner = PipelineRunner(stages, schedule, micro_batches, model.loss)
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
@@ -95,7 +98,7 @@ class ModelParallelEngine(Engine):
             "comm_share": comm_time / step_time_s
             if step_time_s and comm_time is not None
             else None,
-            "extra": figures,
+            "extra": {**figures, "state_bytes": self.state_bytes},
         }
 
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from ..errors import GpkError
 from ..partition import check_splittable, sizes_from_boundaries, solve
+from .budget import variable_bytes
 
 
 @dataclass
@@ -34,21 +35,11 @@ class Stage:
 
     @property
     def parameter_bytes(self) -> int:
-        return int(sum(np.prod(v.shape) * v.dtype_size for v in _sized(self.model.weights)))
+        return variable_bytes(self.model.weights)
 
     @property
     def optimizer_bytes(self) -> int:
-        return int(sum(np.prod(v.shape) * v.dtype_size for v in _sized(self.optimizer.variables)))
-
-
-class _SizedVariable:
-    def __init__(self, variable) -> None:
-        self.shape = tuple(variable.shape)
-        self.dtype_size = tf.as_dtype(variable.dtype).size
-
-
-def _sized(variables) -> list[_SizedVariable]:
-    return [_SizedVariable(v) for v in variables]
+        return variable_bytes(self.optimizer.variables)
 
 
 def chain_layers(model: keras.Model) -> list[keras.layers.Layer]:

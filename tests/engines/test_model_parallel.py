@@ -153,3 +153,23 @@ def test_fewer_layers_than_stages():
     result = exp.run(strategy="model", devices=4)
     assert result.status == "failed"
     assert "2 layers, fewer than 4 stages" in result.reason
+
+
+def test_a_model_over_the_per_device_budget_fits_once_split():
+    exp = gpk.Experiment(
+        model=builders.wide_mlp,
+        data=builders.small_data(),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=2,
+        progress=False,
+    )
+    cmp = exp.compare(["single", "model"], [4], memory_budget=2**20)
+    single, split = cmp.results
+    assert single.status == "oom"
+    assert "over the memory_budget of 1.0 MiB per device" in single.reason
+    assert split.status == "ok", split.reason
+    table = cmp.table.set_index("strategy")
+    assert table.loc["single", "state_bytes"] != table.loc["single", "state_bytes"]  # NaN: failed
+    assert table.loc["model", "state_bytes"] <= 2**20
+    assert sum(split.extra["state_bytes"].values()) > 2**20  # the whole would not have fit
