@@ -144,7 +144,15 @@ def _load_npz(path: Path) -> tuple[Any, Any]:
 
 
 def _plan(args: argparse.Namespace) -> dict[str, Any]:
-    return {"mode": args.mode, "all_reduce": args.all_reduce}
+    budget = None if args.memory_budget is None else args.memory_budget * 2**20
+    return {
+        "mode": args.mode,
+        "all_reduce": args.all_reduce,
+        "schedule": args.schedule,
+        "micro_batches": args.micro_batches,
+        "balance": args.balance,
+        "memory_budget": budget,
+    }
 
 
 # ---- execution: one small handler per command ------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .api import DEFAULT_TIMEOUT_S
+from .schedules import SCHEDULES
 from .spec import ALL_REDUCE, MODES, SCALING, STRATEGIES  # the API's own choices, for the help
 from .synthetic import SYNTHETIC_SETS
 
@@ -62,8 +63,9 @@ def build_parser(
         "--strategy",
         choices=STRATEGIES,
         default="single",
-        help="how to spread training over the devices: single (one device) or data (replicas "
-        "with an all-reduce of the gradients); default: %(default)s",
+        help="how to spread training over the devices: single (one device), data (replicas "
+        "with an all-reduce of the gradients) or model (the layers cut into stages on the "
+        "devices); default: %(default)s",
     )
     run.add_argument(
         "--devices",
@@ -89,10 +91,9 @@ def build_parser(
         "--strategies",
         nargs="+",
         choices=STRATEGIES,
-        default=list(STRATEGIES),
+        default=["single", "data"],
         metavar="STRATEGY",
-        help=f"strategies to compare, from {', '.join(STRATEGIES)}; "
-        f"default: {' '.join(STRATEGIES)}",
+        help=f"strategies to compare, from {', '.join(STRATEGIES)}; default: single data",
     )
     compare.add_argument(
         "--devices",
@@ -210,6 +211,35 @@ def _training_options() -> argparse.ArgumentParser:
         "default: %(default)s",
     )
     options.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        help="model parallel: naive (one batch, stage after stage), gpipe (all forwards, then "
+        "all backwards) or 1f1b (fewer activations held); default: naive, or gpipe with "
+        "--micro-batches",
+    )
+    options.add_argument(
+        "--micro-batches",
+        type=_positive,
+        metavar="M",
+        help="model parallel: micro-batches each global batch is cut into; default: 1",
+    )
+    options.add_argument(
+        "--balance",
+        type=_balance,
+        default="params",
+        metavar="params|time|I,J",
+        help="model parallel: split the layers into stages of equal parameter count (params), "
+        "equal measured time (time), or at the given layer indices where stages 1.. start; "
+        "default: %(default)s",
+    )
+    options.add_argument(
+        "--memory-budget",
+        type=_positive,
+        metavar="MIB",
+        help="refuse a run whose parameters and optimizer state need more than this many MiB "
+        "on any device (shows why a model must be split); default: no budget",
+    )
+    options.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
@@ -242,6 +272,17 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive whole number")
     return value
+
+
+def _balance(text: str) -> str | list[int]:
+    if text in ("params", "time"):
+        return text
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not params, time or layer indices like 3,6"
+        ) from None
 
 
 def _device_choice(text: str) -> int | list[int]:

@@ -97,6 +97,8 @@ _TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("strategy", "strategy"),
     ("devices", "devices"),
     ("virtual", "virtual"),
+    ("schedule", "schedule"),
+    ("micro_batches", "M"),
     ("global_batch", "batch"),
     ("status", "status"),
     ("step_time_s", "step_s"),

@@ -96,7 +96,22 @@ def _npz_without_y(tmp_path):
 
 
 BAD_INPUTS = [
-    (["run", "--strategy", "model"], "model"),
+    (["run", "--strategy", "pipeline"], "pipeline"),
+    (
+        [
+            "run",
+            "--strategy",
+            "model",
+            "--devices",
+            "2",
+            "--schedule",
+            "naive",
+            "--micro-batches",
+            "4",
+        ],
+        "schedule='naive' runs one micro-batch",
+    ),
+    (["run", "--strategy", "model", "--balance", "3,x"], "3,x"),
     (["run", "--devices", "0"], "devices=0"),
     (["run", "--batch-size", "250", "--strategy", "data", "--devices", "4"], "248 or 252"),
     (["run", "--model", "no_such_model"], "no_such_model"),
