@@ -182,8 +182,8 @@ def test_format_table_is_compact_and_cuts_long_reasons():
     text = format_table(sample_table())
     lines = text.splitlines()
     assert lines[0].split() == [
-        "strategy", "devices", "virtual", "batch", "status", "step_s", "samples/s", "speedup",
-        "eff", "peak_MiB", "reason",
+        "strategy", "devices", "virtual", "schedule", "M", "batch", "status", "step_s",
+        "samples/s", "speedup", "eff", "peak_MiB", "reason",
     ]  # fmt: skip
     assert len(lines) == 4
     assert max(len(line) for line in lines) <= 140
