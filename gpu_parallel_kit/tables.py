@@ -108,7 +108,7 @@ _TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("peak_memory_bytes", "peak_MiB"),
     ("reason", "reason"),
 )
-_REASON_WIDTH = 40
+_REASON_WIDTH = 36
 
 
 def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
