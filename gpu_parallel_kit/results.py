@@ -86,6 +86,14 @@ class RunResult:
         columns = ["step", "device", "stage", "micro_batch", "kind", "start", "end"]
         return pd.DataFrame(self.extra.get("timeline", []), columns=columns)
 
+    @property
+    def stages(self):
+        """Per stage (model parallel): device, layers, parameter/optimizer/activation bytes, busy
+        and idle seconds per step, as a pandas DataFrame; empty for other strategies."""
+        import pandas as pd
+
+        return pd.DataFrame(self.extra.get("stages", []))
+
     def plot_timeline(self):
         """Planned, measured and simulated Gantt charts of one pipeline step."""
         from .timeline_plot import timeline_figure

@@ -150,14 +150,22 @@ def _figures(
                 "variable_devices": sorted(variable_devices(s)),
                 "peak_live_micro_batches": peak_live[s.index],
                 "activation_bytes_held": peak_live[s.index] * activation_bytes[s.index],
-                "busy_s": statistics.median(
-                    sum(t.end - t.start for t in tasks if t.stage == s.index) for tasks in timed
-                )
-                if timed
-                else None,
+                **_busy_and_idle(timed, s.index),
             }
             for s in stages
         ],
+    }
+
+
+def _busy_and_idle(timed: list[list[TaskRecord]], stage: int) -> dict[str, float | None]:
+    """Median over the timed steps of the stage's working time and of the rest of the step."""
+    if not timed:
+        return {"busy_s": None, "idle_s": None}
+    busy = [sum(t.end - t.start for t in tasks if t.stage == stage) for tasks in timed]
+    spans = [max(t.end for t in tasks) - min(t.start for t in tasks) for tasks in timed]
+    return {
+        "busy_s": statistics.median(busy),
+        "idle_s": statistics.median(span - b for span, b in zip(spans, busy, strict=True)),
     }
 
 

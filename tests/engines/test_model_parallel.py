@@ -89,6 +89,13 @@ def test_timeline_bubble_and_bytes_are_reported(experiment):
     row = gpk.Comparison([result]).table.iloc[0]
     assert row["schedule"] == "gpipe" and row["micro_batches"] == 4
     assert row["bubble_theoretical"] == pytest.approx(3 / 7)
+    stages = result.stages
+    assert list(stages["device"]) == ["/cpu:0", "/cpu:1", "/cpu:2", "/cpu:3"]
+    assert (stages["busy_s"] > 0).all() and (stages["idle_s"] >= 0).all()
+    # Adam keeps two slots per parameter (plus its step counter and learning rate).
+    assert (stages["optimizer_bytes"] > 2 * stages["parameter_bytes"]).all()
+    state = dict(zip(stages["device"], stages["parameter_bytes"] + stages["optimizer_bytes"]))
+    assert state == result.extra["state_bytes"]
     figure = result.plot_timeline()
     assert len(figure.axes) == 3
 
