@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -49,7 +49,7 @@ class Experiment:
         warmup_steps: int | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         log: str | None = None,
-        progress: bool = True,
+        progress: bool | Callable[[RunSpec], Any] = True,
     ) -> None:
         self.training = TrainingConfig(
             batch_size=batch_size,
@@ -202,7 +202,12 @@ class Experiment:
         label = f"{spec.strategy}×{spec.devices.count}" + (
             " (virtual)" if spec.devices.virtual else ""
         )
-        progress = RunProgress(label, enabled=self.progress)
+        if callable(self.progress):
+            # A front end's own display (e.g. a widget panel): called with the run's spec, it
+            # returns a handler of the worker's events with a close(result) method.
+            progress = self.progress(spec)
+        else:
+            progress = RunProgress(label, enabled=bool(self.progress))
         try:
             result = run_isolated(spec, progress, cancel)
         except RunInterrupted as interrupted:

@@ -29,3 +29,30 @@ def test_unknown_start_method(monkeypatch):
     monkeypatch.setenv("GPK_START_METHOD", "fork")
     with pytest.raises(gpk.GpkError, match="GPK_START_METHOD='fork' is not known"):
         start_method()
+
+
+@pytest.mark.slow
+def test_a_front_end_can_follow_each_run_with_its_own_display():
+    seen = []
+
+    class Display:
+        def __init__(self, spec):
+            self.spec = spec
+
+        def __call__(self, event):
+            seen.append(event["event"])
+
+        def close(self, result):
+            seen.append(("closed", self.spec.strategy, result.status))
+
+    exp = gpk.Experiment(
+        model=small_mlp,
+        data=small_data(),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=3,
+        progress=Display,
+    )
+    exp.run(strategy="data", devices=2)
+    assert "phase" in seen and "progress" in seen
+    assert seen[-1] == ("closed", "data", "ok")
