@@ -94,7 +94,8 @@ def test_timeline_bubble_and_bytes_are_reported(experiment):
     assert (stages["busy_s"] > 0).all() and (stages["idle_s"] >= 0).all()
     # Adam keeps two slots per parameter (plus its step counter and learning rate).
     assert (stages["optimizer_bytes"] > 2 * stages["parameter_bytes"]).all()
-    state = dict(zip(stages["device"], stages["parameter_bytes"] + stages["optimizer_bytes"]))
+    per_stage = stages["parameter_bytes"] + stages["optimizer_bytes"]
+    state = dict(zip(stages["device"], per_stage, strict=True))
     assert state == result.extra["state_bytes"]
     figure = result.plot_timeline()
     assert len(figure.axes) == 3
