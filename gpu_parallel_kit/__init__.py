@@ -13,3 +13,10 @@ from .results import RunResult  # noqa: E402
 from .store import history  # noqa: E402
 
 __all__ = ["Comparison", "Experiment", "GpkError", "RunResult", "history", "list_devices"]
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext gpu_parallel_kit`: registers the `%gpk` magics (TensorFlow stays unloaded)."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)

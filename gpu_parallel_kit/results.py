@@ -47,6 +47,7 @@ class RunResult:
     comm_time_s: float | None = None
     comm_share: float | None = None
     comm_bytes: int | None = None
+    projected: bool = False  # True for rows a cost model projected; never for measured rows
     history: dict[str, list[float]] = field(default_factory=dict)  # per-epoch loss and metrics
     versions: dict[str, str] = field(default_factory=dict)  # python, tensorflow, keras, kit
     extra: dict[str, Any] = field(default_factory=dict)  # engine-specific figures

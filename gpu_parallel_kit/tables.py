@@ -121,7 +121,7 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
     under weak scaling the global batch grows with the devices, so it is the scaled speedup and
     efficiency = speedup / devices equals t(1) / t(n), the usual weak-scaling efficiency.
     Runs that did not finish, or have no baseline in their experiment, get NaN speedup and
-    efficiency. `projected` is False: every row here was measured, never modelled.
+    efficiency. `projected` comes from the result: True only for rows a cost model projected.
     """
     frame = pd.DataFrame([_row(result) for result in results], columns=list(ALL_COLUMNS))
     frame = frame.astype(
@@ -145,7 +145,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
     row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
     row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
-    row.update(speedup=math.nan, efficiency=math.nan, projected=False)
+    row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
     if not result.ok:
         row.update(dict.fromkeys((*FIGURE_COLUMNS, *PIPELINE_COLUMNS), math.nan))
     return row

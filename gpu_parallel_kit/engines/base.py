@@ -44,7 +44,7 @@ class Engine(abc.ABC):
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         """RunResult fields only this engine measures (after train)."""
-        return {"extra": {"state_bytes": self.state_bytes}}
+        return {"extra": {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}}
 
     def train(
         self,
@@ -57,6 +57,8 @@ class Engine(abc.ABC):
             model.optimizer.build(model.trainable_variables)  # slots beside their variables
         # Every replica holds the whole model and its optimizer state.
         state = variable_bytes([*model.weights, *model.optimizer.variables])
+        # What an all-reduce moves per step: one gradient per trainable parameter.
+        self.parameter_bytes = variable_bytes(model.trainable_variables)
         self.state_bytes = dict.fromkeys(self.device_names, state)
         check_budget(self.state_bytes, self.spec.memory_budget)
         if self.spec.mode == "explicit":

@@ -98,7 +98,11 @@ class ModelParallelEngine(Engine):
             "comm_share": comm_time / step_time_s
             if step_time_s and comm_time is not None
             else None,
-            "extra": {**figures, "state_bytes": self.state_bytes},
+            "extra": {
+                **figures,
+                "state_bytes": self.state_bytes,
+                "parameter_bytes": sum(s["parameter_bytes"] for s in figures["stages"]),
+            },
         }
 
 
