@@ -104,6 +104,8 @@ def run_in_this_process(
             if spec.save_weights:
                 phase = "saving the weights"
                 np.savez(spec.save_weights, *[np.asarray(w) for w in model.get_weights()])
+            phase = "measuring communication"
+            engine.after_training(model, dataset)
             memory, memory_source = peak_memory(spec.devices.kind, device_names)
             summary = recorder.summary()
             step_time = summary["step_time_s"]

@@ -19,6 +19,7 @@ import tensorflow as tf
 from ..recorder import StepRecorder, StepTimer
 from ..spec import RunSpec
 from .budget import check_budget, variable_bytes
+from .comm import destination
 
 
 class Engine(abc.ABC):
@@ -41,6 +42,10 @@ class Engine(abc.ABC):
     def build_scope(self) -> contextlib.AbstractContextManager:
         """Where the user's model is built and compiled: inside the strategy, for replicas."""
         return self.strategy.scope()
+
+    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        """Measurements that need the trained model but must not change it (before reporting)."""
+        return None
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         """RunResult fields only this engine measures (after train)."""
@@ -111,7 +116,7 @@ def _explicit_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
         gradients, losses = strategy.run(replica_gradients, args=batch)
         # Reduce onto the devices each gradient already lives on: every replica gets the sum.
         summed = strategy.extended.batch_reduce_to(
-            tf.distribute.ReduceOp.SUM, [(g, g) for g in gradients]
+            tf.distribute.ReduceOp.SUM, [(g, destination(g, strategy)) for g in gradients]
         )
         model.optimizer.apply_gradients(zip(summed, variables, strict=True))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)

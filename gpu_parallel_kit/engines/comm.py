@@ -1,0 +1,109 @@
+"""What the gradient all-reduce of a data-parallel step costs, measured in the run's own worker.
+
+Two figures, after training, on one real batch:
+- *exposed* communication: the same step (per-replica gradients) with and without the all-reduce,
+  alternated in blocks so drift hits both, median per step; the difference is what the reduction
+  adds to a step. On one device the reduction is a no-op, so the 1-device run is the control that
+  shows the noise floor.
+- *standalone* all-reduce: the reduction alone, on gradient-shaped tensors: what communication
+  would cost if nothing overlapped it.
+On virtual devices the replicas share the same cores and memory, so these figures are runtime
+overhead on shared cores, not a network's cost.
+Nothing here changes the model: no update is applied.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+BLOCKS = 5  # alternations of (without, with)
+STEPS_PER_BLOCK = 3
+
+
+def measure_all_reduce(
+    strategy: tf.distribute.Strategy, model: keras.Model, batch: Any
+) -> dict[str, float]:
+    variables = model.trainable_variables
+
+    def replica_gradients(x, y):
+        with tf.GradientTape() as tape:
+            predictions = model(x, training=False)
+            loss = model.compute_loss(x=x, y=y, y_pred=predictions, training=False)
+        return tape.gradient(loss, variables)
+
+    @tf.function
+    def without_reduce(data):
+        return strategy.run(replica_gradients, args=data)
+
+    @tf.function
+    def with_reduce(data):
+        gradients = strategy.run(replica_gradients, args=data)
+        return strategy.extended.batch_reduce_to(
+            tf.distribute.ReduceOp.SUM, [(g, destination(g, strategy)) for g in gradients]
+        )
+
+    @tf.function
+    def reduce_only(gradients):
+        return strategy.extended.batch_reduce_to(
+            tf.distribute.ReduceOp.SUM, [(g, destination(g, strategy)) for g in gradients]
+        )
+
+    gradients = without_reduce(batch)  # traces; also the tensors the standalone reduce sums
+    with_reduce(batch)
+    reduce_only(gradients)
+    plain, reduced = [], []
+    for _ in range(BLOCKS):
+        plain.append(_per_call(without_reduce, batch))
+        reduced.append(_per_call(with_reduce, batch))
+    standalone = statistics.median(_per_call(reduce_only, gradients) for _ in range(BLOCKS))
+    differences = [r - p for r, p in zip(reduced, plain, strict=True)]
+    return {
+        "comm_time_s": statistics.median(reduced) - statistics.median(plain),
+        # Half the range of the per-block differences: how far apart repeated figures fall.
+        "comm_noise_s": (max(differences) - min(differences)) / 2,
+        "standalone_all_reduce_s": standalone,
+        "step_without_all_reduce_s": statistics.median(plain),
+        "step_with_all_reduce_s": statistics.median(reduced),
+    }
+
+
+def destination(value: Any, strategy: tf.distribute.Strategy) -> Any:
+    """Reduce onto the devices a value already lives on: each replica gets the sum. A single
+    replica's value is a plain tensor; its one device is named instead."""
+    if isinstance(value, tf.distribute.DistributedValues):
+        return value
+    return strategy.extended.worker_devices[0]
+
+
+def _per_call(function, argument) -> float:
+    start = time.perf_counter()
+    for _ in range(STEPS_PER_BLOCK):
+        _sync(function(argument))
+    return (time.perf_counter() - start) / STEPS_PER_BLOCK
+
+
+def _sync(outputs) -> None:
+    """Wait until the call's work is done (GPU kernels are queued asynchronously)."""
+    sync_devices = getattr(tf.test.experimental, "sync_devices", None)
+    if sync_devices is not None and tf.config.list_logical_devices("GPU"):
+        sync_devices()
+
+
+def traffic_per_device(algorithm: str, gradient_bytes: int, devices: int) -> int:
+    """Bytes each device sends per step under the reduction algorithm (textbook counts).
+
+    Ring (NCCL): 2(N-1)/N * S. Reduction to one device: the N-1 others send S each and receive S
+    back, so the busiest device moves 2(N-1) * S; it is reported here. Hierarchical copy: counted
+    like reduction to one device. One device moves nothing.
+    """
+    n = devices
+    if n <= 1:
+        return 0
+    if "nccl" in algorithm:
+        return int(2 * (n - 1) / n * gradient_bytes)
+    return int(2 * (n - 1) * gradient_bytes)
