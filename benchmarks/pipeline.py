@@ -52,11 +52,12 @@ LEGEND = (
     ">1 = faster. bubble measured: 1 - busy / (K x task span) over the timed steps, as the kit "
     "computes it (a task's time includes its wait for its input, so waiting counts as busy). "
     "task span: first task start to last task end in a timed step; outside tasks: "
-    "step - task span (optimizer updates, splitting the batch, the data). SIMULATED step: the "
-    "schedule replayed on K independent devices with each task's time measured alone (tasks "
-    "only: no update, no transfer). act. held: bytes of the layer outputs of the micro-batches "
-    "one stage holds at its peak (peak live micro-batches x one micro-batch's outputs), max over "
-    "stages; act. 1f1b/gpipe: that figure for 1f1b over gpipe's at the same K and M."
+    "step - task span (optimizer updates, splitting the batch, the data). work alone: the sum of "
+    "all task times of the kit's serial warm-up step, each task measured alone. SIMULATED step: "
+    "the schedule replayed on K independent devices with those task times (medians per stage "
+    "and kind; tasks only: no update, no transfer). act. held: bytes of the layer outputs of the "
+    "micro-batches one stage holds at its peak (peak live micro-batches x one micro-batch's "
+    "outputs), max over stages; act. 1f1b/gpipe: 1f1b's figure over gpipe's at the same K and M."
 )
 
 
@@ -98,7 +99,7 @@ class Case:
         return f"{self.schedule} K={self.stages} M={self.micro_batches}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Row:
     """What the table shows for one case, from its RunResult (None: not measured)."""
 
@@ -112,10 +113,10 @@ class Row:
     bubble_theoretical: float | None = None
     simulated_step_s: float | None = None
     task_span_s: float | None = None  # median over timed steps: first task start to last end
+    work_alone_s: float | None = None  # sum of all task times of the serial step (each alone)
     activation_bytes: list[int] = field(default_factory=list)  # per stage, held at peak
     live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
     parameter_bytes: list[int] = field(default_factory=list)
-    busy_s: list[float | None] = field(default_factory=list)
     layers: list[int] = field(default_factory=list)  # layers per stage
 
     @classmethod
@@ -133,10 +134,10 @@ class Row:
             bubble_theoretical=extra.get("bubble_theoretical"),
             simulated_step_s=extra.get("simulated_step_time_s"),
             task_span_s=_task_span(extra.get("timeline", [])),
+            work_alone_s=_work(extra.get("simulated_timeline", [])),
             activation_bytes=[s["activation_bytes_held"] for s in stages],
             live=[s["peak_live_micro_batches"] for s in stages],
             parameter_bytes=[s["parameter_bytes"] for s in stages],
-            busy_s=[s["busy_s"] for s in stages],
             layers=[len(s["layers"]) for s in stages],
         )
 
@@ -158,6 +159,10 @@ def _task_span(timeline: Sequence[dict[str, Any]]) -> float | None:
         steps.setdefault(task["step"], []).append(task)
     spans = [max(t["end"] for t in ts) - min(t["start"] for t in ts) for ts in steps.values()]
     return statistics.median(spans) if spans else None
+
+
+def _work(timeline: Sequence[dict[str, Any]]) -> float | None:
+    return sum(t["end"] - t["start"] for t in timeline) if timeline else None
 
 
 def plan_cases(
@@ -243,6 +248,7 @@ HEADER = (
     "bubble measured",
     "bubble SIMULATED",
     "bubble theory",
+    "work alone ms",
     "SIMULATED step ms",
     "SIMULATED naive/this",
     "act. held max/stage",
@@ -282,6 +288,7 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
                 _fraction(r.bubble_measured),
                 _fraction(r.bubble_simulated),
                 _fraction(r.bubble_theoretical),
+                _number(r.work_alone_s and r.work_alone_s * 1e3, "{:.1f}"),
                 _number(r.simulated_step_s and r.simulated_step_s * 1e3, "{:.1f}"),
                 _ratio(base.simulated_step_s if base else None, r.simulated_step_s),
                 _bytes(r.peak_activation_bytes),
