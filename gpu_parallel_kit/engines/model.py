@@ -15,7 +15,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ..pipeline_sim import bubble_fraction, makespan, simulate, theoretical_bubble
+from ..pipeline_sim import bubble_fraction, simulate, theoretical_bubble
 from ..recorder import StepRecorder
 from ..schedules import Task, build_schedule
 from .base import Engine
@@ -24,6 +24,7 @@ from .pipeline import PipelineRunner, StepReport, TaskRecord
 from .stages import Stage, build_stages, chain_layers, stage_sizes, variable_devices
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
+SERIAL_REPEATS = 3  # untimed-by-others passes whose task times feed the simulated view
 PLANNED_DURATION = {"F": 1.0, "B": 2.0}  # the planned chart: a backward costs about two forwards
 
 
@@ -62,9 +63,6 @@ class ModelParallelEngine(Engine):
         schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
         runner = PipelineRunner(stages, schedule, micro_batches, model.loss)
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
-        # The last warm-up step runs its tasks one at a time: their times, free of other stages
-        # sharing the cores, feed the simulated view. Warm-up steps stay out of the statistics.
-        serial = recorder.warmup_steps - 1 if recorder.warmup_steps >= 2 else None
         reports: list[StepReport] = []
         try:
             recorder.train_begin()
@@ -74,18 +72,42 @@ class ModelParallelEngine(Engine):
                 losses = []
                 for _ in range(steps_per_epoch):
                     x, y = next(iterator)
-                    report = runner.step(
-                        x, y, timed=step_index in timed, serial=step_index == serial
-                    )
+                    report = runner.step(x, y, timed=step_index in timed)
                     reports.append(report)
                     losses.append(report.loss)
                     recorder.step_end()
                     step_index += 1
                 recorder.epoch_end({"loss": sum(losses) / len(losses)})
+        except BaseException:
+            runner.close()
+            raise
+        _copy_back(stages, layers)
+        self._pipeline = (
+            stages,
+            schedule,
+            runner,
+            reports,
+            micro_batches,
+            sample,
+            first_x,
+            first_y,
+        )
+
+    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        """Time every task alone (one at a time, on one batch, a few times) for the simulated
+        view, then put the weights back: the measurement must not train the model."""
+        stages, schedule, runner, reports, micro_batches, sample, x, y = self._pipeline
+        saved = [[v.numpy() for v in (*s.model.weights, *s.optimizer.variables)] for s in stages]
+        try:
+            alone = [runner.step(x, y, serial=True) for _ in range(SERIAL_REPEATS)]
         finally:
             runner.close()
-        _copy_back(stages, layers)
-        self._figures = _figures(stages, schedule, reports, micro_batches, sample)
+            for stage, values in zip(stages, saved, strict=True):
+                for variable, value in zip(
+                    (*stage.model.weights, *stage.optimizer.variables), values, strict=True
+                ):
+                    variable.assign(value)
+        self._figures = _figures(stages, schedule, reports + alone, micro_batches, sample)
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         figures = dict(self._figures)
@@ -125,13 +147,15 @@ def _figures(
     k = len(stages)
     timed = [r.tasks for r in reports if r.tasks and not r.serial]
     measured = [_records_as_dicts(tasks, step) for step, tasks in enumerate(timed)]
-    alone = [r.tasks for r in reports if r.serial]
-    durations = _median_durations(alone)
+    alone = [r for r in reports if r.serial]
+    durations = _median_durations([r.tasks for r in alone])
     simulated = simulate(schedule, lambda t: durations[(t.stage, t.kind)]) if alone else []
+    updates = [statistics.median(r.update_s[s] for r in alone) for s in range(k)] if alone else []
     planned = simulate(schedule, lambda t: PLANNED_DURATION[t.kind])
     measured_bubbles = [_measured_bubble(tasks, k) for tasks in timed]
     activation_bytes = _activation_bytes_per_micro_batch(stages, sample)
-    peak_live = [max(r.peak_live[s] for r in reports) for s in range(k)] if reports else [0] * k
+    trained = [r for r in reports if not r.serial]
+    peak_live = [max(r.peak_live[s] for r in trained) for s in range(k)] if trained else [0] * k
     return {
         "timeline": [row for step in measured for row in step],
         "planned_timeline": [_timed_as_dict(t) for t in planned],
@@ -139,8 +163,13 @@ def _figures(
         "bubble_fraction": statistics.median(measured_bubbles) if measured_bubbles else None,
         "bubble_simulated": bubble_fraction(simulated, k) if simulated else None,
         "bubble_theoretical": theoretical_bubble(k, micro_batches),
-        "simulated_step_time_s": makespan(simulated) if simulated else None,
-        "cut_bytes": reports[-1].cut_bytes if reports else [],
+        # Each stage applies its update after its last task: the step ends with the last update.
+        "simulated_step_time_s": max(
+            max(t.end for t in simulated if t.stage == s) + updates[s] for s in range(k)
+        )
+        if simulated
+        else None,
+        "cut_bytes": trained[-1].cut_bytes if trained else [],
         "comm_time_s": statistics.median(sum(t.transfer_s for t in tasks) for tasks in timed)
         if timed
         else None,

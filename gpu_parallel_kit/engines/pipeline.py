@@ -77,6 +77,7 @@ class StepReport:
     tasks: list[TaskRecord] = field(default_factory=list)
     cut_bytes: list[int] = field(default_factory=list)  # per cut: activations + their gradients
     peak_live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
+    update_s: list[float] = field(default_factory=list)  # per stage: its optimizer update
     serial: bool = False  # the tasks ran one at a time (their times are uncontended)
 
 
@@ -113,13 +114,14 @@ class PipelineRunner:
             for stage in self.stages
         ]
         results = self._serially(stage_runs) if serial else self._concurrently(stage_runs, mailbox)
-        losses, records, activations_in, gradients_in, live = zip(*results, strict=True)
+        losses, records, activations_in, gradients_in, live, updates = zip(*results, strict=True)
         return StepReport(
             loss=float(sum(losses)),
             tasks=[record for stage_records in records for record in stage_records],
             # Cut c lies between stages c and c+1: activations go down it, their gradients back.
             cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(len(live) - 1)],
             peak_live=list(live),
+            update_s=list(updates),
             serial=serial,
         )
 
@@ -151,13 +153,13 @@ class PipelineRunner:
         records: list[TaskRecord] = []
         loss_total, activations_in, gradients_in, peak_live = 0.0, 0, 0, 0
         for task in self.schedule[stage.index]:
-            start = time.perf_counter()
             if task.kind == "F":
                 incoming = (
                     xs[task.micro_batch]
                     if stage.index == 0
                     else mailbox.get(("act", stage.index, task.micro_batch))
                 )
+                start = time.perf_counter()  # a task's time starts once its input is here
                 with tf.device(stage.device):
                     moved = time.perf_counter()
                     x = tf.identity(incoming)  # the copy across the cut onto this device
@@ -180,6 +182,7 @@ class PipelineRunner:
             else:
                 tape, x, out = tapes.pop(task.micro_batch)
                 incoming = None if last else mailbox.get(("grad", stage.index, task.micro_batch))
+                start = time.perf_counter()
                 with tf.device(stage.device):
                     moved = time.perf_counter()
                     upstream = None if incoming is None else tf.identity(incoming)
@@ -205,9 +208,13 @@ class PipelineRunner:
                     )
                 )
             yield
+        start = time.perf_counter()
         with tf.device(stage.device):
             stage.optimizer.apply_gradients(zip(accumulated, stage.variables, strict=True))
-        return loss_total, records, activations_in, gradients_in, peak_live
+        if timed:
+            _wait_for(stage.variables[0].value if stage.variables else accumulated)
+        update_s = time.perf_counter() - start
+        return loss_total, records, activations_in, gradients_in, peak_live, update_s
 
 
 def _drain(stage_run: Generator, mailbox: Mailbox | None) -> tuple:
@@ -227,7 +234,9 @@ def _nbytes(tensor: tf.Tensor) -> int:
     return int(tensor.shape.num_elements() or 0) * tensor.dtype.size
 
 
-def _wait_for(tensor: tf.Tensor) -> None:
+def _wait_for(tensor) -> None:
     """On GPUs ops return before they finish; a timed task must end when its work does."""
-    if "GPU" in tensor.device:
+    if isinstance(tensor, list):
+        tensor = tensor[0] if tensor else None
+    if tensor is not None and "GPU" in tensor.device:
         tensor[..., :1].numpy()
