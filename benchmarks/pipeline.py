@@ -50,12 +50,13 @@ CPU_STORY = (
 LEGEND = (
     "Medians over the steps after warm-up. naive/this: naive's step time (same K) / this one's, "
     ">1 = faster. bubble measured: 1 - busy / (K x task span) over the timed steps, as the kit "
-    "computes it (a task's time includes its wait for its input, so waiting counts as busy). "
+    "computes it (a task's time starts once its input has arrived). "
     "task span: first task start to last task end in a timed step; outside tasks: "
     "step - task span (optimizer updates, splitting the batch, the data). work alone: the sum of "
-    "all task times of the kit's serial warm-up step, each task measured alone. SIMULATED step: "
-    "the schedule replayed on K independent devices with those task times (medians per stage "
-    "and kind; tasks only: no update, no transfer). act. held: bytes of the layer outputs of the "
+    "task times of one of the kit's serial passes (run after training, weights restored), each "
+    "task measured alone. SIMULATED step: the schedule replayed on K independent devices with "
+    "those task times (medians per stage and kind over three passes), ending with each stage's "
+    "measured update; no transfer time. act. held: bytes of the layer outputs of the "
     "micro-batches one stage holds at its peak (peak live micro-batches x one micro-batch's "
     "outputs), max over stages; act. 1f1b/gpipe: 1f1b's figure over gpipe's at the same K and M."
 )
@@ -113,7 +114,7 @@ class Row:
     bubble_theoretical: float | None = None
     simulated_step_s: float | None = None
     task_span_s: float | None = None  # median over timed steps: first task start to last end
-    work_alone_s: float | None = None  # sum of all task times of the serial step (each alone)
+    work_alone_s: float | None = None  # sum of all task times of a serial pass (each alone)
     activation_bytes: list[int] = field(default_factory=list)  # per stage, held at peak
     live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
     parameter_bytes: list[int] = field(default_factory=list)

@@ -8,6 +8,12 @@ Runs that did not finish are drawn, not dropped: a hatched empty bar labelled wi
 comparison whose 4-device run ran out of memory says so instead of quietly showing three bars.
 Every title says which scaling the runs used and whether the devices were virtual, because a
 speedup measured on virtual devices carved out of one CPU means something else than one on GPUs.
+
+Rows a cost model projected (`projected` column) are drawn apart from measured ones, never
+silently mixed: dashed lines with hollow markers in the speedup panel, pale dotted bars tagged
+with the projection's label in the throughput panel, and left out of the wall-time panel (a
+projection has a step time, not a wall time). Every title then says "dashed: projected".
+Speedups of projected rows are against the projected single device (`projection.py`).
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ _STRATEGY_COLORS = {
     "data": "tab:blue",
     "model": "tab:orange",
     "multiworker": "tab:green",
+    "data+model": "tab:red",
 }
 _OTHER_COLOR = "tab:purple"
 _MISSING_STYLE = {"fill": False, "hatch": "//", "edgecolor": "0.55", "linewidth": 1.0}
+_PROJECTED_DASHES = ["--", "-.", (0, (6, 2, 1, 2, 1, 2))]  # one per projection in a figure
+_PROJECTED_BAR = {"alpha": 0.4, "hatch": "..", "linestyle": "--", "linewidth": 1.0}
 
 
 class DisplayFigure(Figure):
@@ -75,7 +84,11 @@ def comparison_figure(df: pd.DataFrame) -> Figure:
 
 
 def _draw_wall_time(ax: Axes, df: pd.DataFrame) -> None:
-    _draw_bars(ax, df, "wall_time_s", "wall time (s)", "Wall time")
+    projected = _projected(df)
+    _draw_bars(ax, df[~projected], "wall_time_s", "wall time (s)", "Wall time")
+    if projected.any():
+        # A projection models one step; it has no wall time to compare.
+        ax.set_xlabel(f"{int(projected.sum())} projected row(s) not shown: no wall time")
 
 
 def _draw_throughput(ax: Axes, df: pd.DataFrame) -> None:
@@ -91,14 +104,41 @@ def _title(text: str, df: pd.DataFrame) -> str:
             notes.append(" and ".join(modes) + " scaling")
     if "virtual" in df.columns and df["virtual"].astype(bool).any():
         notes.append("(virtual devices)")
-    return f"{text}\n{' '.join(notes)}" if notes else text
+    lines = [text, " ".join(notes)] if notes else [text]
+    labels = _projection_labels(df)
+    if labels:
+        lines.append(f"dashed: projected ({', '.join(labels)}), not measured")
+    return "\n".join(lines)
+
+
+def _projected(df: pd.DataFrame) -> pd.Series:
+    """Which rows a cost model projected (False for tables without the column)."""
+    if "projected" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return df["projected"].fillna(False).astype(bool)
+
+
+def _projection_labels(df: pd.DataFrame) -> list[str]:
+    return list(
+        dict.fromkeys(_projection_label(e) for e in df.loc[_projected(df), "experiment_id"])
+    )
+
+
+def _projection_label(experiment_id: object) -> str:
+    """What a projection was onto: projected experiment ids end in ":<label>" (projection.py)."""
+    text = str(experiment_id)
+    return text.rsplit(":", 1)[1] if ":" in text else "projected"
 
 
 def _run_labels(df: pd.DataFrame) -> list[str]:
-    """Bar labels such as "data×2"."""
+    """Bar labels such as "data×2", and "data×8 [nvlink4]" for a projected row."""
+    tags = [
+        f" [{_projection_label(e)}]" if p else ""
+        for e, p in zip(df.get("experiment_id", [""] * len(df)), _projected(df), strict=True)
+    ]
     return [
-        f"{strategy}×{devices}"
-        for strategy, devices in zip(df["strategy"], df["devices"], strict=True)
+        f"{strategy}×{devices}{tag}"
+        for strategy, devices, tag in zip(df["strategy"], df["devices"], tags, strict=True)
     ]
 
 
@@ -112,12 +152,26 @@ def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: st
     done = (df["status"] == "ok").to_numpy() & ~pd.isna(values)
     positions = list(range(len(df)))
     colors = [_STRATEGY_COLORS.get(s, _OTHER_COLOR) for s in df["strategy"]]
-    measured = ax.bar(
-        [p for p, d in zip(positions, done, strict=True) if d],
-        values[done],
-        color=[c for c, d in zip(colors, done, strict=True) if d],
-    )
-    ax.bar_label(measured, labels=[_value_text(v) for v in values[done]], fontsize=8, padding=2)
+    projected = _projected(df).to_numpy()
+    crowded = len(df) > 6
+    for kind, style in ((~projected, {}), (projected, _PROJECTED_BAR)):
+        chosen = done & kind
+        bars = ax.bar(
+            [p for p, c in zip(positions, chosen, strict=True) if c],
+            values[chosen],
+            color=[c for c, keep in zip(colors, chosen, strict=True) if keep],
+            edgecolor=[c for c, keep in zip(colors, chosen, strict=True) if keep]
+            if style
+            else None,
+            **style,
+        )
+        ax.bar_label(
+            bars,
+            labels=[_value_text(v) for v in values[chosen]],
+            fontsize=7 if crowded else 8,
+            padding=2,
+            rotation=90 if crowded else 0,
+        )
     # A missing figure gets a ghost bar as tall as the tallest measured one, so it is seen.
     height = float(values[done].max()) if done.any() else 1.0
     for position, status, ok in zip(positions, df["status"], done, strict=True):
@@ -125,7 +179,6 @@ def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: st
             ax.bar(position, height, **_MISSING_STYLE)
             label = "no data" if status == "ok" else str(status)
             ax.text(position, height / 2, label, rotation=90, ha="center", va="center")
-    crowded = len(df) > 6
     ax.set_xticks(
         positions,
         _run_labels(df),
@@ -143,17 +196,30 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
         _say_no_runs(ax)
         return
     plotted = (df["status"] == "ok") & df["speedup"].notna()
-    several = {key: df[key].nunique() > 1 for key in ("experiment_id", "scaling")}
-    for _, group in df[plotted].groupby(_series_keys(df), sort=False, dropna=False):
+    # A projected single device is the (1, 1) every projected line starts from: no own entry.
+    shown = plotted & ~(_projected(df) & (df["strategy"] == "single"))
+    dashes = dict(zip(_projection_labels(df), _PROJECTED_DASHES * len(df), strict=False))
+    measured = df[~_projected(df)]
+    several = {key: measured[key].nunique() > 1 for key in ("experiment_id", "scaling")}
+    several["micro_batches"] = df.loc[plotted, "micro_batches"].nunique() > 1
+    for _, group in df[shown].groupby(_series_keys(df), sort=False, dropna=False):
         ordered = group.sort_values("devices")
         strategy = ordered["strategy"].iloc[0]
+        weak = ordered["scaling"].iloc[0] == "weak"
+        color = _STRATEGY_COLORS.get(strategy, _OTHER_COLOR)
+        projected = bool(_projected(ordered).iloc[0])
         ax.plot(
             ordered["devices"],
             ordered["speedup"],
-            marker="s" if ordered["scaling"].iloc[0] == "weak" else "o",
-            linestyle=":" if ordered["scaling"].iloc[0] == "weak" else "-",
-            color=_STRATEGY_COLORS.get(strategy, _OTHER_COLOR),
-            label=_series_label(ordered, several),
+            marker="s" if weak else "o",
+            linestyle=dashes[_projection_label(ordered["experiment_id"].iloc[0])]
+            if projected
+            else ":"
+            if weak
+            else "-",
+            color=color,
+            markerfacecolor="none" if projected else color,
+            label=_series_label(ordered, several, projected),
         )
     counts = sorted(int(n) for n in df["devices"].unique() if n > 0)
     top = max(counts, default=1)
@@ -167,18 +233,34 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
 def _series_keys(df: pd.DataFrame) -> list[pd.Series]:
     # One line per strategy (and schedule, for pipelines) within one experiment and scaling, so
     # points that are not comparable are never joined into one zigzag.
-    return [df["experiment_id"], df["scaling"], df["strategy"], df["schedule"]]
+    # Projected rows have their own experiment id, so they never join a measured line.
+    return [
+        df["experiment_id"],
+        df["scaling"],
+        df["strategy"],
+        df["schedule"],
+        df["micro_batches"],
+    ]
 
 
-def _series_label(group: pd.DataFrame, several: dict[str, bool]) -> str:
+def _series_label(group: pd.DataFrame, several: dict[str, bool], projected: bool) -> str:
     first = group.iloc[0]
     label = str(first["strategy"])
     if isinstance(first["schedule"], str) and first["schedule"]:
-        label += f" ({first['schedule']})"
+        m = first["micro_batches"]
+        label += (
+            f" ({first['schedule']}, M={m})"
+            if several["micro_batches"]
+            else f" ({first['schedule']})"
+        )
     if several["scaling"]:
         label += f", {first['scaling']}"
+    experiment = str(first["experiment_id"])
+    if projected:
+        label += f", projected {_projection_label(experiment)}"
+        experiment = experiment.rsplit(":", 1)[0]
     if several["experiment_id"]:
-        label += f" [{first['experiment_id']}]"
+        label += f" [{experiment}]"
     return label
 
 

@@ -121,3 +121,64 @@ def test_runs_of_different_scaling_are_separate_lines():
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["single, strong", "data, strong", "data, weak", "ideal"]
     assert "strong and weak scaling" in ax.get_title()
+
+
+def projected(run_id, strategy, devices, throughput, **kw) -> RunResult:
+    """A row as projection.py makes it: its own experiment id ending in the preset's name."""
+    return RunResult(
+        run_id=f"exp:nvlink4:{run_id}",
+        experiment_id="exp:nvlink4",
+        strategy=strategy,
+        devices=devices,
+        virtual=False,
+        status="ok",
+        global_batch=64,
+        step_time_s=64 / throughput,
+        throughput_samples_s=throughput,
+        projected=True,
+        **kw,
+    )
+
+
+@pytest.fixture
+def with_projection():
+    return comparison_table(
+        [
+            run("s", "single", 1, 100.0),
+            run("d2", "data", 2, 150.0),
+            projected("single-1", "single", 1, 100.0),
+            projected("data-2", "data", 2, 199.0),
+            projected("data-4", "data", 4, 396.0),
+            projected("data-8", "data", 8, 780.0),
+        ]
+    )
+
+
+def test_projected_speedups_are_dashed_hollow_and_labelled(with_projection):
+    (ax,) = speedup_figure(with_projection).axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"single", "data", "data, projected nvlink4", "ideal"}
+    measured, modelled = lines["data"], lines["data, projected nvlink4"]
+    assert measured.get_linestyle() == "-"
+    assert modelled.get_linestyle() == "--"
+    assert modelled.get_markerfacecolor() == "none"
+    assert modelled.get_color() == measured.get_color()
+    assert list(modelled.get_xdata()) == [2, 4, 8]
+    assert list(modelled.get_ydata()) == pytest.approx([1.99, 3.96, 7.8])
+    assert list(lines["ideal"].get_xdata()) == [1, 8]
+    assert "dashed: projected (nvlink4), not measured" in ax.get_title()
+
+
+def test_projected_bars_are_tagged_and_pale_and_have_no_wall_time(with_projection):
+    (ax,) = throughput_figure(with_projection).axes
+    labels = [label.get_text() for label in ax.get_xticklabels()]
+    assert labels[:2] == ["single×1", "data×2"]
+    runs = (("single", 1), ("data", 2), ("data", 4), ("data", 8))
+    assert labels[2:] == [f"{s}×{n} [nvlink4]" for s, n in runs]
+    pale = [bar for bar in ax.patches if bar.get_hatch() == ".."]
+    assert len(pale) == 4 and all(bar.get_alpha() == 0.4 for bar in pale)
+    assert "dashed: projected (nvlink4)" in ax.get_title()
+    (wall,) = wall_time_figure(with_projection).axes
+    assert [label.get_text() for label in wall.get_xticklabels()] == ["single×1", "data×2"]
+    assert wall.get_xlabel() == "4 projected row(s) not shown: no wall time"
+    assert not hatched(wall)
