@@ -255,6 +255,22 @@ class Comparison:
 
         return comparison_figure(self.table)
 
+    def project(
+        self, preset: Any = "nvlink4", devices: Sequence[int] = (1, 2, 4, 8), **options: Any
+    ) -> Comparison:
+        """The measured rows plus rows a cost model projected onto other hardware.
+
+        Projected rows have `projected=True`, their own experiment id (`<id>:<preset>`) and a
+        projected one-device baseline, so their speedups never mix with measured ones; they are
+        not written to the run log. `preset` is an interconnect name (nvlink4, nvlink3, pcie5,
+        pcie4, pcie3, net100g, net400g) or a dict such as {"bandwidth_gb_s": 40, "latency_us": 4};
+        see `projection.project_results` for the options (overlap, compute_scale, device, ...).
+        """
+        from .projection import project_results
+
+        projected = project_results(self.results, preset, list(devices), **options)
+        return Comparison(self.results + projected)
+
     def save_report(self, directory: str = "gpk_report") -> list:
         """Write the table (CSV, Markdown) and the plots (PNG) to `directory`."""
         from .report import write_report

@@ -186,6 +186,8 @@ def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: st
         ha="right" if crowded else "center",
         rotation_mode="anchor",
     )
+    if len(df) > 12:
+        ax.tick_params(axis="x", labelsize=7)
     ax.margins(y=0.12)
 
 
