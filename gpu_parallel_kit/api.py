@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import sys
 import threading
 import uuid
@@ -255,6 +256,20 @@ class Comparison:
 
         return comparison_figure(self.table)
 
+    def plot_communication(self):
+        """Where each run's step goes (compute | exposed communication | idle), and the
+        communication share against the device count."""
+        from .comm_plots import communication_figure
+
+        return communication_figure(self.table)
+
+    @property
+    def advice(self) -> str:
+        """One sentence: which strategy and device count to pick here, and why."""
+        from .advice import advice
+
+        return advice(self.table)
+
     def project(
         self, preset: Any = "nvlink4", devices: Sequence[int] = (1, 2, 4, 8), **options: Any
     ) -> Comparison:
@@ -278,10 +293,11 @@ class Comparison:
         return write_report(self.table, directory)
 
     def __repr__(self) -> str:
-        return format_table(self.table)
+        return f"{format_table(self.table)}\n\n{self.advice}".rstrip()
 
     def _repr_html_(self) -> str:
-        return self.table.to_html(index=False, na_rep="")
+        table = self.table.to_html(index=False, na_rep="")
+        return f"{table}<p><b>{html.escape(self.advice)}</b></p>" if self.advice else table
 
 
 def _pipeline_plan(

@@ -219,7 +219,7 @@ def _compare(
         comparison = experiment.compare(strategies, devices, **plan)
     except KeyboardInterrupt:
         return _interrupted(experiment)
-    print(format_table(comparison.table))
+    print(comparison)  # the table and the advice sentence under it
     statuses = {result.status for result in comparison.results}
     if "cancelled" in statuses:  # compare() turns Ctrl-C into cancelled rows
         print("gpk: interrupted; no report written", file=sys.stderr)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from gpu_parallel_kit.advice import advice
+from gpu_parallel_kit.comm_plots import communication_figure
 from gpu_parallel_kit.plots import speedup_figure, throughput_figure, wall_time_figure
 from gpu_parallel_kit.tables import markdown_table
 
@@ -22,11 +24,13 @@ _FIGURES: tuple[tuple[str, Callable[[pd.DataFrame], Figure]], ...] = (
     ("wall_time.png", wall_time_figure),
     ("throughput.png", throughput_figure),
     ("speedup.png", speedup_figure),
+    ("communication.png", communication_figure),
 )
 
 
 def write_report(df: pd.DataFrame, directory: str | os.PathLike[str]) -> list[Path]:
-    """Write `table.csv`, `table.md` and the three plots into `directory` (created if missing).
+    """Write `table.csv`, `table.md` (with the advice sentence under the table) and the plots
+    (wall time, throughput, speedup, communication) into `directory` (created if missing).
 
     The CSV keeps every column at full precision; the markdown is rounded for reading.
     Existing files of the same names are replaced. Returns the paths written, in that order.
@@ -36,7 +40,8 @@ def write_report(df: pd.DataFrame, directory: str | os.PathLike[str]) -> list[Pa
     csv_path = folder / "table.csv"
     df.to_csv(csv_path, index=False)
     markdown_path = folder / "table.md"
-    markdown_path.write_text(markdown_table(df) + "\n", encoding="utf-8")
+    sentence = advice(df) if not df.empty else ""
+    markdown_path.write_text(markdown_table(df) + "\n\n" + sentence + "\n", encoding="utf-8")
     written = [csv_path, markdown_path]
     for name, build in _FIGURES:
         figure = build(df)

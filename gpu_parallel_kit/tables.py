@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from gpu_parallel_kit.breakdown import effective_bandwidth, step_breakdown
 from gpu_parallel_kit.results import RunResult
 
 # The public contract (DESIGN.md): scripts and notebooks rely on these names and this order.
@@ -60,7 +61,12 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
 )
 # Parameters and optimizer state on the fullest device: what model parallelism divides.
 MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
-ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS
+# Where the step goes (breakdown.py): compute beside the exposed communication, and the bandwidth
+# that communication achieved.
+COMM_COLUMNS: tuple[str, ...] = ("compute_time_s", "effective_bandwidth_bytes_s")
+ALL_COLUMNS: tuple[str, ...] = (
+    COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS + COMM_COLUMNS
+)
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -78,7 +84,14 @@ FIGURE_COLUMNS: tuple[str, ...] = (
 _MEASURED_SCALARS = tuple(
     c for c in FIGURE_COLUMNS if c != "peak_memory_bytes"
 )  # the dict is reduced
-_FLOAT_COLUMNS = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, *MEMORY_COLUMNS, "speedup", "efficiency")
+_FLOAT_COLUMNS = (
+    *FIGURE_COLUMNS,
+    *PIPELINE_COLUMNS,
+    *MEMORY_COLUMNS,
+    *COMM_COLUMNS,
+    "speedup",
+    "efficiency",
+)
 _INT_COLUMNS = ("devices", "global_batch", "epochs", "steps_per_epoch")
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected")
@@ -146,8 +159,10 @@ def _row(result: RunResult) -> dict[str, object]:
     row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
     row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
+    row["compute_time_s"] = step_breakdown(row)[0]
+    row["effective_bandwidth_bytes_s"] = effective_bandwidth(row)
     if not result.ok:
-        row.update(dict.fromkeys((*FIGURE_COLUMNS, *PIPELINE_COLUMNS), math.nan))
+        row.update(dict.fromkeys((*FIGURE_COLUMNS, *PIPELINE_COLUMNS, *COMM_COLUMNS), math.nan))
     return row
 
 

@@ -38,6 +38,7 @@ def test_report_writes_table_and_plots_into_a_new_folder(tmp_path):
         "wall_time.png",
         "throughput.png",
         "speedup.png",
+        "communication.png",
     ]
     assert all(path.parent == folder and path.stat().st_size > 0 for path in written)
     for png in written[2:]:
@@ -51,7 +52,7 @@ def test_report_writes_table_and_plots_into_a_new_folder(tmp_path):
 
 def test_report_of_no_runs_still_writes_every_file(tmp_path):
     written = write_report(comparison_table([]), tmp_path)
-    assert len(written) == 5
+    assert len(written) == 6
     assert all(path.exists() for path in written)
 
 

@@ -1,0 +1,138 @@
+"""The panel's controls, and the plan they describe (STYLE.md item 8: widgets only produce a plan).
+
+`Controls.plan` reads the widgets' values into a `PanelPlan`: a `Request` (the same object the
+magic builds), the ticked strategies and the device choices. The panel hands that plan to the API
+and nothing else; the small pure helpers here are tested without a browser or a kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import ipywidgets as widgets
+import pandas as pd
+
+from ..errors import GpkError
+from ..schedules import SCHEDULES
+from ..spec import STRATEGIES
+from .request import Request, device_sets
+
+DEFAULT_STRATEGIES = ("single", "data")
+DEFAULT_PICKED = 4  # devices picked at first: enough for a 1, 2, 4 comparison
+ACTIONS = ("run", "compare")
+
+
+@dataclass(frozen=True)
+class PanelPlan:
+    """What one click asks for; `describe()` is the sentence the panel shows while it runs."""
+
+    action: str  # "run": the strategies on the picked devices; "compare": on 1, 2, 4, ... of them
+    request: Request  # the experiment and the plan of its runs, as the magic builds it
+    strategies: tuple[str, ...]
+    devices: tuple[tuple[int, ...], ...]  # device choices, as indices
+
+    def describe(self) -> str:
+        counts = ", ".join(str(len(choice)) for choice in self.devices)
+        verb = "Running" if self.action == "run" else "Comparing"
+        return f"{verb} {', '.join(self.strategies)} on {counts} device(s)"
+
+
+def device_options(devices: pd.DataFrame) -> list[tuple[str, int]]:
+    """SelectMultiple options from `list_devices()`: "/gpu:0 · NVIDIA A100 · 40 GiB"."""
+    options = []
+    for row in devices.itertuples(index=False):
+        parts = [str(row.name), str(row.description)]
+        memory = row.memory_bytes
+        if memory is not None and memory == memory:  # neither None nor NaN
+            parts.append(f"{memory / 2**30:.0f} GiB")
+        options.append((" · ".join(parts), int(row.index)))
+    return options
+
+
+def default_schedule(request: Request) -> str:
+    """The API's default, shown in the dropdown: naive, or gpipe when micro-batches are asked."""
+    if request.schedule:
+        return request.schedule
+    return "gpipe" if (request.micro_batches or 1) > 1 else "naive"
+
+
+class Controls:
+    """Devices, strategies, model-parallel options and training sizes, laid out in one box."""
+
+    def __init__(self, request: Request, devices: pd.DataFrame) -> None:
+        self.request = request
+        options = device_options(devices)
+        self.devices = widgets.SelectMultiple(
+            options=options,
+            value=[index for _, index in options[:DEFAULT_PICKED]],
+            rows=min(max(len(options), 2), 8),
+            description="devices",
+            layout=widgets.Layout(width="26em"),
+        )
+        self.strategies = {
+            name: widgets.Checkbox(value=name in DEFAULT_STRATEGIES, description=name, indent=False)
+            for name in STRATEGIES
+        }
+        for box in self.strategies.values():
+            box.layout.width = "6em"
+        self.schedule = widgets.Dropdown(
+            options=SCHEDULES, value=default_schedule(request), description="schedule"
+        )
+        self.micro_batches = widgets.BoundedIntText(
+            value=request.micro_batches or 1, min=1, max=4096, description="micro-batches"
+        )
+        self.batch_size = widgets.BoundedIntText(
+            value=request.batch_size, min=1, max=2**24, description="batch size"
+        )
+        self.epochs = widgets.BoundedIntText(
+            value=request.epochs, min=1, max=10_000, description="epochs"
+        )
+        self.steps_per_epoch = widgets.BoundedIntText(
+            value=request.steps_per_epoch or 0, min=0, max=10**7, description="steps/epoch"
+        )
+        self.steps_per_epoch.tooltip = "0: every full global batch of the data"
+        self.model_options = widgets.HBox([self.schedule, self.micro_batches])
+        self.hint = widgets.HTML()
+        strategies = widgets.HBox([widgets.Label("strategies"), *self.strategies.values()])
+        sizes = widgets.VBox([self.batch_size, self.epochs, self.steps_per_epoch])
+        self.widget = widgets.HBox(
+            [self.devices, widgets.VBox([strategies, self.model_options, sizes])]
+        )
+        for control in (self.devices, *self.strategies.values()):
+            control.observe(self._refresh, names="value")
+        self._refresh()
+
+    def plan(self, action: str) -> PanelPlan:
+        """The plan of a click on Run or Compare; an empty choice is one sentence."""
+        if action not in ACTIONS:
+            raise ValueError(f"action={action!r} must be 'run' or 'compare'")
+        strategies = tuple(name for name, box in self.strategies.items() if box.value)
+        if not strategies:
+            raise GpkError("no strategy is ticked; tick single, data or model")
+        picked = list(self.devices.value)
+        if not picked:
+            raise GpkError("no device is picked; pick one or more in the devices list")
+        choices = [picked] if action == "run" else device_sets(picked)
+        request = dataclasses.replace(
+            self.request,
+            batch_size=self.batch_size.value,
+            epochs=self.epochs.value,
+            steps_per_epoch=self.steps_per_epoch.value or None,
+            schedule=self.schedule.value,
+            micro_batches=self.micro_batches.value,
+        )
+        return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
+
+    def _refresh(self, _change: object = None) -> None:
+        """Show the model-only options for model, and say what each button will run."""
+        self.model_options.layout.display = None if self.strategies["model"].value else "none"
+        picked = list(self.devices.value)
+        if not picked:
+            self.hint.value = "<i>Pick at least one device.</i>"
+            return
+        counts = ", ".join(str(len(choice)) for choice in device_sets(picked))
+        self.hint.value = (
+            f"<i>Run: the ticked strategies on the {len(picked)} picked device(s). "
+            f"Compare: on {counts} of them. <code>single</code> always uses one.</i>"
+        )

@@ -1,0 +1,230 @@
+"""The `%gpk` line magic: devices, run, compare, panel, history and virtual, as in the CLI.
+
+Each sub-command is a small function with its own `magic_arguments` parser: it parses, builds a
+`Request` (or calls the API directly), and displays what comes back. A bad argument or a plan the
+kit refuses is raised as IPython's `UsageError` carrying the kit's one sentence, so the user sees
+one line instead of a traceback. Nothing here imports TensorFlow: devices are listed by a worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..api import Experiment
+from ..devices import list_devices, virtual_device_limit
+from ..errors import GpkError
+from ..sources import model_source
+from ..spec import STRATEGIES
+from ..store import history as run_history
+from .options import device_choice, help_option, positive, request_from, training, whole
+from .request import Request, one_sentence
+from .views import ShownComparison, show_run
+
+Handler = Callable[[Any, argparse.Namespace], Any]
+
+
+@magic_arguments("gpk devices")
+@help_option
+def devices(shell: Any, args: argparse.Namespace) -> Any:
+    """List the devices runs can use (returns a DataFrame).
+
+    The real GPUs, or without them virtual devices made from the CPU (see `%gpk virtual`).
+    """
+    return list_devices()
+
+
+@magic_arguments("gpk virtual")
+@help_option
+@argument("count", nargs="?", type=positive, help="how many; without it, show the current limit")
+def virtual(shell: Any, args: argparse.Namespace) -> None:
+    """Show or set how many virtual devices are offered without GPUs.
+
+    Sets GPK_MAX_VIRTUAL for this kernel; the kit reads it at each call.
+    """
+    if args.count is not None:
+        os.environ["GPK_MAX_VIRTUAL"] = str(args.count)
+    print(
+        f"Up to {virtual_device_limit()} virtual devices are offered when GPUs are missing "
+        "(GPK_MAX_VIRTUAL); they share this machine's cores and memory."
+    )
+
+
+@magic_arguments("gpk run")
+@help_option
+@training
+@argument("--strategy", choices=STRATEGIES, default="single", help="default: single")
+@argument(
+    "--devices",
+    type=device_choice,
+    default=1,
+    metavar="N|I,J",
+    help="a count (2) or indices (0,1); default: 1",
+)
+@argument("--no-progress", action="store_true", help="no progress bar")
+def run(shell: Any, args: argparse.Namespace) -> Any:
+    """Train once under one strategy (returns the RunResult).
+
+    Shows the run's row, and its pipeline chart for strategy model. Example:
+    r = %gpk run build_model --data x y --strategy model --devices 2 --micro-batches 4
+    """
+    request = request_from(args, shell.user_ns)
+    experiment = _experiment(request, progress=not args.no_progress)
+    result = experiment.run(args.strategy, args.devices, **request.plan())
+    show_run(result)
+    return result
+
+
+@magic_arguments("gpk compare")
+@help_option
+@training
+@argument(
+    "--strategies",
+    nargs="+",
+    choices=STRATEGIES,
+    default=["single", "data"],
+    metavar="STRATEGY",
+    help=f"from {', '.join(STRATEGIES)}; default: single data",
+)
+@argument(
+    "--devices",
+    nargs="+",
+    type=positive,
+    default=[1, 2, 4],
+    metavar="N",
+    help="device counts; default: 1 2 4",
+)
+@argument("--out", metavar="DIR", help="also write a report (CSV, Markdown, PNGs) there")
+@argument("--no-progress", action="store_true", help="no progress bars")
+def compare(shell: Any, args: argparse.Namespace) -> Any:
+    """Run every strategy on every device count (returns the Comparison).
+
+    `single` runs once, on one device: the baseline of speedup. Shows the table and the plots
+    of wall time, throughput and speedup. Example:
+    cmp = %gpk compare build_model --data x y --strategies single data model --devices 1 2 4
+    """
+    request = request_from(args, shell.user_ns)
+    experiment = _experiment(request, progress=not args.no_progress)
+    comparison = experiment.compare(args.strategies, args.devices, **request.plan())
+    shown = ShownComparison(comparison.results)
+    shown.show()
+    if args.out:
+        paths = shown.save_report(args.out)
+        print(f"Report written to {args.out}: {', '.join(os.path.basename(p) for p in paths)}")
+    return shown
+
+
+@magic_arguments("gpk panel")
+@help_option
+@training
+def panel(shell: Any, args: argparse.Namespace) -> Any:
+    """Open a panel to pick devices and strategies, then run or compare (returns the Panel).
+
+    Training runs in the background: the notebook stays usable, and Stop cancels. The options
+    set the panel's starting values. Example: %gpk panel build_model --data x y
+    """
+    from .panel import Panel  # ipywidgets only when a panel is asked for
+
+    request = request_from(args, shell.user_ns)
+    _checked_model(request)
+    shown = Panel(request, title=_title(args))
+    shown.show()
+    return shown
+
+
+@magic_arguments("gpk history")
+@help_option
+@argument("--limit", type=whole, help="only the last N runs; default: all")
+@argument("--log", metavar="PATH", help="run log file; default: $GPK_LOG or gpk_runs.sqlite")
+def history(shell: Any, args: argparse.Namespace) -> Any:
+    """Every run in the run log, oldest first (returns a DataFrame).
+
+    Speedup is computed within each experiment; the log survives kernel restarts.
+    """
+    table = run_history(args.log)
+    return table.tail(args.limit) if args.limit else table
+
+
+COMMANDS: dict[str, Handler] = {
+    "devices": devices,
+    "run": run,
+    "compare": compare,
+    "panel": panel,
+    "history": history,
+    "virtual": virtual,
+}
+
+
+def _experiment(request: Request, progress: bool) -> Experiment:
+    """The API's Experiment; its wrong-type errors (a built model instead of a builder, a dict
+    as data) are the user's to fix, so they are one line too, as in the CLI."""
+    try:
+        return request.experiment(progress)
+    except TypeError as error:
+        raise UsageError(one_sentence(error)) from None
+
+
+def _checked_model(request: Request) -> None:
+    """A panel is opened before anything runs: refuse a model that could never run, now."""
+    try:
+        model_source(request.model)
+    except TypeError as error:
+        raise UsageError(one_sentence(error)) from None
+
+
+def _title(args: argparse.Namespace) -> str:
+    data = " ".join(args.data) if args.data else "its own data"
+    return f"{args.model} on {data}"
+
+
+@magics_class
+class GpkMagics(Magics):
+    """Holds `%gpk`; IPython instantiates it with the shell when the extension loads."""
+
+    @magic_arguments("gpk")
+    @argument("command", choices=list(COMMANDS), metavar="COMMAND", help="see Commands below")
+    @argument("arguments", nargs=argparse.REMAINDER, help="the command's own arguments")
+    @line_magic
+    def gpk(self, line: str) -> Any:
+        """Try data- and model-parallel training of a Keras model from this notebook.
+
+        %gpk devices
+        cmp = %gpk compare build_model --data x y --strategies single data model --devices 1 2 4
+        %gpk panel build_model --data x y
+
+        Names (build_model, x, y) are looked up in the notebook; built-in models (mlp, cnn,
+        transformer) and data sets (tabular, images, tokens) work too. Every run trains in a
+        fresh worker process; the notebook never imports TensorFlow. `%gpk COMMAND --help`
+        shows one command's options.
+        """
+        if not line.strip():
+            print(GpkMagics.gpk.__doc__)
+            return None
+        args = parse_argstring(GpkMagics.gpk, line)
+        handler = COMMANDS[args.command]
+        options = handler.parser.parse_args(args.arguments)
+        if options.help:
+            print(handler.__doc__)
+            return None
+        try:
+            return handler(self.shell, options)
+        except GpkError as error:
+            raise UsageError(one_sentence(error)) from None
+
+
+def _overview() -> str:
+    """`%gpk?`: the magic's help, then one line per command (its options: `--help`)."""
+    lines = [
+        f"  {name:<8} {handler.parser.description.strip().splitlines()[0]}"
+        for name, handler in COMMANDS.items()
+    ]
+    return f"{GpkMagics.gpk.__doc__}\nCommands:\n" + "\n".join(lines) + "\n"
+
+
+GpkMagics.gpk.__doc__ = _overview()

@@ -1,0 +1,169 @@
+"""The widget panel: pick devices and strategies, click Run or Compare, watch, read the tabs.
+
+A click turns the controls into a plan (`Controls.plan`) and hands it to the API on a background
+thread, so the kernel keeps answering while workers train: other cells run, widgets respond, and
+Stop can set the `cancel` event the API watches (a run stops within a fraction of a second). The
+thread only sets widget traits, which ipywidgets allows from any thread. Any error is one red
+sentence in the panel, which stays usable.
+
+>>> panel = Panel(Request(model="mlp"))  # doctest: +SKIP
+>>> panel.compare_button.click(); panel.wait(); panel.comparison.table  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+
+import ipywidgets as widgets
+import pandas as pd
+from IPython.display import display
+
+from ..api import Comparison
+from ..devices import list_devices
+from ..results import RunResult
+from ..spec import RunSpec
+from . import result_tabs
+from .controls import Controls, PanelPlan
+from .progress_rows import RunRow
+from .request import Request, one_sentence
+from .views import ShowOnce
+
+ERROR_STYLE = "color:#c62828;font-weight:bold"
+
+
+class Panel(ShowOnce):
+    """Devices, strategies, batch size and epochs in; a table and four plots out.
+
+    `widget` is the whole panel (CSS class `gpk-panel`); `comparison` the last finished
+    comparison; `plan("run" | "compare")` what a click would run.
+    """
+
+    def __init__(
+        self, request: Request, devices: pd.DataFrame | None = None, title: str = ""
+    ) -> None:
+        found = list_devices() if devices is None else devices
+        self.controls = Controls(request, found)
+        self.run_button = widgets.Button(description="Run", button_style="primary", icon="play")
+        self.compare_button = widgets.Button(
+            description="Compare", button_style="info", icon="bar-chart"
+        )
+        self.stop_button = widgets.Button(
+            description="Stop", button_style="danger", icon="stop", disabled=True
+        )
+        self.status = widgets.HTML()
+        self.runs = widgets.VBox()
+        self.tabs, self.outputs = result_tabs.make_tabs()
+        self.comparison: Comparison | None = None
+        self._thread: threading.Thread | None = None
+        self._cancel = threading.Event()
+        buttons = widgets.HBox([self.run_button, self.compare_button, self.stop_button])
+        header = widgets.HTML(f"<b>gpu_parallel_kit</b> · {html.escape(title)} · {_where(found)}")
+        self.widget = widgets.VBox(
+            [header, self.controls.widget, buttons, self.controls.hint, self.status, self.runs]
+            + [self.tabs]
+        )
+        self.widget.add_class("gpk-panel")
+        self.run_button.on_click(lambda _: self.start("run"))
+        self.compare_button.on_click(lambda _: self.start("compare"))
+        self.stop_button.on_click(lambda _: self.stop())
+
+    def _show(self) -> None:
+        display(self.widget)
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def plan(self, action: str = "compare") -> PanelPlan:
+        """What a click on Run or Compare would hand to the API, with the current values."""
+        return self.controls.plan(action)
+
+    def start(self, action: str) -> None:
+        """Run or Compare: plan in this thread (mistakes show at once), train in another."""
+        if self.busy:
+            return
+        try:
+            plan = self.plan(action)
+        except ValueError as error:  # GpkError included: an empty choice
+            self._error(error)
+            return
+        self._cancel = threading.Event()
+        self._set_busy(True)
+        self.runs.children = ()
+        result_tabs.clear(self.outputs)
+        self.status.value = html.escape(plan.describe()) + "…"
+        self._thread = threading.Thread(
+            target=self._work, args=(plan,), name="gpk-panel", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Cancel the running comparison: the API kills the worker and keeps finished rows."""
+        if self.busy:
+            self._cancel.set()
+            self.stop_button.disabled = True
+            self.status.value = "Stopping…"
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the current click's work is done (for scripts and tests); True if so."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.busy
+
+    def _work(self, plan: PanelPlan) -> None:
+        started = time.perf_counter()
+        try:
+            comparison = plan.request.compare(
+                plan.strategies, plan.devices, progress=self._row, cancel=self._cancel
+            )
+            self.comparison = comparison
+            result_tabs.fill(self.outputs, comparison)
+            self.tabs.selected_index = 0
+            self.status.value = html.escape(_summary(comparison.results, started))
+        except Exception as error:  # noqa: BLE001 - every failure is one sentence in the panel
+            self._error(error)
+        finally:
+            self._set_busy(False)
+
+    def _row(self, spec: RunSpec) -> RunRow:
+        """The API's progress factory: one new row per run, fed that run's events."""
+        return RunRow(spec, self.runs)
+
+    def _set_busy(self, busy: bool) -> None:
+        self.run_button.disabled = busy
+        self.compare_button.disabled = busy
+        self.stop_button.disabled = not busy
+
+    def _error(self, error: BaseException) -> None:
+        sentence = html.escape(one_sentence(error))
+        self.status.value = f"<span class='gpk-error' style='{ERROR_STYLE}'>{sentence}</span>"
+
+
+def _where(devices: pd.DataFrame) -> str:
+    """The header's device note: real GPUs, or virtual devices (which cannot show real speed)."""
+    if devices.empty:
+        return "no device found"
+    if bool(devices["virtual"].all()):
+        return (
+            f"{len(devices)} virtual {devices['kind'].iloc[0]} devices "
+            "(they share this machine's cores: shapes and costs, not real speedups)"
+        )
+    return f"{len(devices)} {devices['kind'].iloc[0].upper()}(s)"
+
+
+def _summary(results: list[RunResult], started: float) -> str:
+    elapsed = time.perf_counter() - started
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.status] = counts.get(result.status, 0) + 1
+    statuses = ", ".join(f"{n} {status}" for status, n in counts.items())
+    if counts.get("cancelled"):
+        finished = len(results) - counts["cancelled"]
+        return (
+            f"Stopped after {elapsed:.0f} s: {finished} of {len(results)} runs finished "
+            f"({statuses}); the table keeps them."
+        )
+    return f"Done in {elapsed:.0f} s: {len(results)} run(s), {statuses}."

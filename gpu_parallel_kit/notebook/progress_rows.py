@@ -1,0 +1,63 @@
+"""A progress bar per run in the panel, fed by the worker's events through the API's hook.
+
+`Experiment(progress=factory)` calls the factory with each run's RunSpec and sends that run's
+events to what it returns, so the panel sees phases, steps and step times exactly as the command
+line's bars do, without touching the runner. The events arrive on the panel's background thread;
+ipywidgets lets that thread set traits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..results import RunResult
+from ..spec import RunSpec
+
+_STYLE = {"ok": "success", "cancelled": "warning"}  # every other status is an error: "danger"
+
+
+def run_label(spec: RunSpec) -> str:
+    """ "data×2 (virtual)": the same words as the table and the plots."""
+    label = f"{spec.strategy}×{spec.devices.count}"
+    if spec.strategy == "model":
+        label += f" {spec.schedule}"
+        if spec.micro_batches and spec.micro_batches > 1:
+            label += f" M={spec.micro_batches}"
+    return label + (" (virtual)" if spec.devices.virtual else "")
+
+
+class RunRow:
+    """One run's row: its label, a bar of steps done, and the phase or the live step time."""
+
+    def __init__(self, spec: RunSpec, container: widgets.Box) -> None:
+        self.label = widgets.Label(run_label(spec), layout=widgets.Layout(width="15em"))
+        self.bar = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="18em"))
+        self.text = widgets.Label("starting")
+        self.row = widgets.HBox([self.label, self.bar, self.text])
+        self.row.add_class("gpk-run")
+        container.children = (*container.children, self.row)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "phase":
+            if event.get("total"):
+                self.bar.max = int(event["total"])
+            self.text.value = str(event["phase"])
+        elif kind == "progress":
+            total = int(event.get("total") or self.bar.max)
+            self.bar.max = max(total, 1)
+            self.bar.value = min(int(event["step"]), self.bar.max)
+            step_ms = float(event["step_time_s"]) * 1000
+            self.text.value = f"step {event['step']}/{total} · {step_ms:.1f} ms per step"
+
+    def close(self, result: RunResult) -> None:
+        """The run's outcome on its row: green and the median step, or the status and why."""
+        self.bar.bar_style = _STYLE.get(result.status, "danger")
+        if result.ok:
+            self.bar.value = self.bar.max
+            median = (result.step_time_s or 0.0) * 1000
+            self.text.value = f"ok · median step {median:.1f} ms"
+        else:
+            self.text.value = f"{result.status}: {result.reason}"

@@ -1,0 +1,111 @@
+"""What the magic and the panel show: a compact results table, and "displayed once" results.
+
+`cmp = %gpk compare ...` must show the table and plot *and* return the comparison, but IPython
+only displays a line's value when it is not assigned. So the magic displays its result itself;
+when the line is not assigned, IPython's display hook then asks the same object to display itself
+a second time, in the same cell. `ShowOnce` skips exactly that one repeat (the mark is cleared
+after every cell by `forget_shown`, registered as a post_execute hook by the extension), so the
+result appears once either way and displays normally when evaluated later.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from IPython.display import HTML, display
+
+from ..api import Comparison
+from ..plots import comparison_figure
+
+# The columns that answer "which is fastest, and did it work" (the full table has 33).
+SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("strategy", "strategy"),
+    ("devices", "devices"),
+    ("virtual", "virtual"),
+    ("schedule", "schedule"),
+    ("micro_batches", "micro-batches"),
+    ("global_batch", "global batch"),
+    ("status", "status"),
+    ("step_time_s", "step time (s)"),
+    ("throughput_samples_s", "samples/s"),
+    ("speedup", "speedup"),
+    ("efficiency", "efficiency"),
+    ("bubble_fraction", "bubble"),
+    ("state_bytes", "state (MiB)"),
+    ("peak_memory_bytes", "peak memory (MiB)"),
+    ("reason", "reason"),
+)
+_BYTES = ("state_bytes", "peak_memory_bytes")
+_just_shown: int | None = None  # id() of the object the magic displayed in the running cell
+
+
+def summary_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table's key columns, bytes in MiB, headers in words; empty columns of
+    strategies that were not run (e.g. the bubble without a model run) are left out."""
+    frame = pd.DataFrame(index=table.index)
+    for column, header in SUMMARY_COLUMNS:
+        if column not in table.columns:
+            continue
+        values = table[column]
+        if column in _BYTES:
+            values = values / 2**20
+        if (
+            column in ("schedule", "micro_batches", "bubble_fraction", "reason")
+            and not (values.notna() & (values.astype(str) != "")).any()
+        ):
+            continue
+        frame[header] = values
+    return frame
+
+
+def summary_html(table: pd.DataFrame) -> str:
+    """The summary as an HTML table (class `gpk-table`), four significant digits."""
+    if table.empty:
+        return "<p class='gpk-table'>(no runs)</p>"
+    return summary_frame(table).to_html(
+        index=False,
+        na_rep="",
+        classes="gpk-table",
+        float_format=lambda value: f"{value:.4g}",
+        border=0,
+    )
+
+
+class ShowOnce:
+    """Mixin: the magic calls `show()`; IPython's same-cell repeat of it is skipped."""
+
+    def _show(self) -> None:
+        raise NotImplementedError
+
+    def show(self) -> None:
+        """Display now, and let the display hook's repeat in this cell pass silently."""
+        global _just_shown
+        self._show()
+        _just_shown = id(self)
+
+    def _ipython_display_(self) -> None:
+        global _just_shown
+        if _just_shown == id(self):
+            _just_shown = None
+            return
+        self._show()
+
+
+def forget_shown(*_: object) -> None:
+    """post_execute hook: a later cell that evaluates the result displays it again."""
+    global _just_shown
+    _just_shown = None
+
+
+class ShownComparison(ShowOnce, Comparison):
+    """The Comparison `%gpk compare` returns: the API's object, shown as summary and plot."""
+
+    def _show(self) -> None:
+        display(HTML(summary_html(self.table)))
+        display(comparison_figure(self.table))
+
+
+def show_run(result) -> None:
+    """One run's summary row, and its pipeline chart when it has one (model parallel)."""
+    display(HTML(summary_html(Comparison([result]).table)))
+    if result.ok and result.extra.get("planned_timeline"):
+        display(result.plot_timeline())

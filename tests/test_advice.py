@@ -1,0 +1,72 @@
+"""The advice sentence and the communication figure, from literal rows."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.results import RunResult
+
+
+def _row(strategy, devices, throughput, virtual=True, status="ok", comm=None, **extra):
+    step = 256 / throughput if throughput else None
+    return RunResult(
+        run_id=f"{strategy}{devices}{status}",
+        experiment_id="e",
+        strategy=strategy,
+        devices=devices,
+        virtual=virtual and devices > 1,
+        status=status,
+        global_batch=256,
+        step_time_s=step,
+        throughput_samples_s=throughput,
+        comm_time_s=comm,
+        comm_share=None if comm is None or step is None else comm / step,
+        extra=extra,
+    )
+
+
+def test_virtual_devices_that_do_not_help_are_named_as_the_reason():
+    cmp = gpk.Comparison([_row("single", 1, 1000.0), _row("data", 2, 800.0, comm=0.0)])
+    assert cmp.advice == (
+        "Pick single on 1 device(s) (1,000 samples/s, speedup 1.00): data on 2 devices was "
+        "slower because its virtual devices share the same cores, so extra devices add "
+        "coordination but no compute."
+    )
+
+
+def test_communication_bound_on_real_devices():
+    slow = _row("data", 4, 900.0, virtual=False, comm=0.15)
+    cmp = gpk.Comparison([_row("single", 1, 1000.0, virtual=False), slow])
+    assert "communication-bound: 53% of its step" in cmp.advice
+
+
+def test_scaling_well_is_compute_bound():
+    cmp = gpk.Comparison(
+        [
+            _row("single", 1, 1000.0, virtual=False),
+            _row("data", 4, 3600.0, virtual=False, comm=0.001),
+        ]
+    )
+    assert cmp.advice.startswith("Pick data on 4 device(s) (3,600 samples/s, speedup 3.60)")
+    assert "compute-bound" in cmp.advice
+
+
+def test_memory_bound_points_to_model_parallel():
+    refused = dataclasses.replace(_row("single", 1, None, status="oom"), reason="over budget")
+    cmp = gpk.Comparison([refused, _row("model", 4, 500.0)])
+    assert "memory-bound" in cmp.advice and cmp.advice.startswith("Pick model on 4")
+
+
+def test_advice_is_shown_under_the_table():
+    cmp = gpk.Comparison([_row("single", 1, 1000.0), _row("data", 2, 800.0, comm=0.0)])
+    assert repr(cmp).endswith(cmp.advice)
+    assert cmp.advice in cmp._repr_html_()
+
+
+def test_communication_figure_has_both_panels_and_says_how_it_was_measured():
+    cmp = gpk.Comparison([_row("single", 1, 1000.0), _row("data", 2, 800.0, comm=0.01)])
+    figure = cmp.plot_communication()
+    assert len(figure.axes) == 2
+    caption = figure.get_supxlabel()
+    assert "with minus without the all-reduce" in caption and "shared cores" in caption
