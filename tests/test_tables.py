@@ -47,7 +47,7 @@ def test_columns_come_in_contract_order_then_extras():
         "scaling", "mode", "all_reduce", "device_kind", "epochs", "steps_per_epoch",
         "startup_s", "experiment_id", "created_at",
         "bubble_fraction", "bubble_theoretical", "bubble_simulated", "simulated_step_time_s",
-        "state_bytes",
+        "state_bytes", "compute_time_s", "effective_bandwidth_bytes_s",
     ]  # fmt: skip
 
 
