@@ -170,7 +170,11 @@ def _figures(
         if simulated
         else None,
         "cut_bytes": trained[-1].cut_bytes if trained else [],
-        "comm_time_s": statistics.median(sum(t.transfer_s for t in tasks) for tasks in timed)
+        "cut_time_s": _cut_times(timed, k),
+        # Copies across cuts only: stage 0's copy of its input is feeding, not communication.
+        "comm_time_s": statistics.median(
+            sum(t.transfer_s for t in tasks if (t.stage, t.kind) != (0, "F")) for tasks in timed
+        )
         if timed
         else None,
         "stages": [
@@ -200,6 +204,20 @@ def _busy_and_idle(timed: list[list[TaskRecord]], stage: int) -> dict[str, float
         "busy_s": statistics.median(busy),
         "idle_s": statistics.median(span - b for span, b in zip(spans, busy, strict=True)),
     }
+
+
+def _cut_times(timed: list[list[TaskRecord]], stages: int) -> list[float | None]:
+    """Per cut, the median per step of the time spent copying across it: activations into the
+    next stage's forwards, gradients into this stage's backwards."""
+    if not timed:
+        return [None] * (stages - 1)
+    return [
+        statistics.median(
+            sum(t.transfer_s for t in tasks if (t.stage, t.kind) in ((cut + 1, "F"), (cut, "B")))
+            for tasks in timed
+        )
+        for cut in range(stages - 1)
+    ]
 
 
 def _records_as_dicts(tasks: list[TaskRecord], step: int) -> list[dict[str, Any]]:

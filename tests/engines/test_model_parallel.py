@@ -86,6 +86,9 @@ def test_timeline_bubble_and_bytes_are_reported(experiment):
     # Cut c carries the micro-batches' activations (16 floats each) and their gradients back.
     assert result.extra["cut_bytes"] == [32 * 16 * 4 * 2] * 3
     assert result.comm_bytes == 3 * 32 * 16 * 4 * 2
+    assert len(result.extra["cut_time_s"]) == 3
+    assert all(t >= 0 for t in result.extra["cut_time_s"])
+    assert result.comm_time_s > 0
     row = gpk.Comparison([result]).table.iloc[0]
     assert row["schedule"] == "gpipe" and row["micro_batches"] == 4
     assert row["bubble_theoretical"] == pytest.approx(3 / 7)
