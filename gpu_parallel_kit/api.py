@@ -223,17 +223,9 @@ class Experiment:
         rows = []
         for spec in specs:
             row = RunResult(
-                run_id=spec.run_id,
-                experiment_id=spec.experiment_id,
-                strategy=spec.strategy,
-                devices=spec.devices.count,
-                virtual=spec.devices.virtual,
+                **spec.result_identity(),
                 status="cancelled",
                 reason="not started: the comparison was cancelled",
-                device_kind=spec.devices.kind,
-                global_batch=spec.global_batch,
-                scaling=spec.training.scaling,
-                mode=spec.mode,
             )
             self.log.append(row)
             rows.append(row)

@@ -187,20 +187,10 @@ class _Watch:
         return None
 
     def failed(self, status: str, reason: str) -> RunResult:
-        spec = self.spec
         return RunResult(
-            run_id=spec.run_id,
-            experiment_id=spec.experiment_id,
-            strategy=spec.strategy,
-            devices=spec.devices.count,
-            virtual=spec.devices.virtual,
+            **self.spec.result_identity(),
             status=status,
             reason=reason,
-            device_kind=spec.devices.kind,
-            global_batch=spec.global_batch,
-            scaling=spec.training.scaling,
-            mode=spec.mode,
-            epochs=spec.training.epochs,
             extra={"process_s": time.perf_counter() - self.started},
             created_at=_now(),
         )

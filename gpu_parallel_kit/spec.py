@@ -139,6 +139,23 @@ class RunSpec:
     def global_batch(self) -> int:
         return self.training.global_batch(self.devices.count)
 
+    def result_identity(self) -> dict[str, Any]:
+        """The RunResult fields every row of this run carries, whether it finished or not."""
+        return dict(
+            run_id=self.run_id,
+            experiment_id=self.experiment_id,
+            strategy=self.strategy,
+            devices=self.devices.count,
+            virtual=self.devices.virtual,
+            device_kind=self.devices.kind,
+            global_batch=self.global_batch,
+            scaling=self.training.scaling,
+            mode=self.mode,
+            epochs=self.training.epochs,
+            schedule=self.schedule,
+            micro_batches=self.micro_batches,
+        )
+
 
 def check_batch(global_batch: int, devices: int) -> None:
     """A global batch must split evenly over the replicas: each gets the same share."""

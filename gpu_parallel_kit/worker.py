@@ -135,16 +135,7 @@ def run_in_this_process(
 
 def _base_fields(spec: RunSpec) -> dict[str, Any]:
     return dict(
-        run_id=spec.run_id,
-        experiment_id=spec.experiment_id,
-        strategy=spec.strategy,
-        devices=spec.devices.count,
-        virtual=spec.devices.virtual,
-        device_kind=spec.devices.kind,
-        global_batch=spec.global_batch,
-        scaling=spec.training.scaling,
-        mode=spec.mode,
-        epochs=spec.training.epochs,
+        **spec.result_identity(),
         versions=versions(),
         created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )

@@ -113,8 +113,6 @@ class ModelParallelEngine(Engine):
         figures = dict(self._figures)
         comm_time = figures.pop("comm_time_s")
         return {
-            "schedule": self.spec.schedule,
-            "micro_batches": self.spec.micro_batches or 1,
             "comm_bytes": sum(figures["cut_bytes"]) if figures["cut_bytes"] else None,
             "comm_time_s": comm_time,
             "comm_share": comm_time / step_time_s
