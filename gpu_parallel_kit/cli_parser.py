@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .api import DEFAULT_TIMEOUT_S
+from .argtypes import balance, device_choice, positive, whole
 from .schedules import SCHEDULES
 from .spec import ALL_REDUCE, MODES, SCALING, STRATEGIES  # the API's own choices, for the help
 from .synthetic import SYNTHETIC_SETS
@@ -69,7 +70,7 @@ def build_parser(
     )
     run.add_argument(
         "--devices",
-        type=_device_choice,
+        type=device_choice,
         default=1,
         metavar="N|I,J",
         help="a device count like 2, or device indices like 0,1 (see 'gpk devices'); "
@@ -98,7 +99,7 @@ def build_parser(
     compare.add_argument(
         "--devices",
         nargs="+",
-        type=_whole,
+        type=whole,
         default=[1, 2, 4],
         metavar="N",
         help="device counts to compare; default: 1 2 4",
@@ -125,7 +126,7 @@ def build_parser(
         "Show the runs in the run log, oldest first; speedup is computed within each experiment.",
     )
     history.add_argument(
-        "--limit", type=_positive, metavar="N", help="show only the last N runs; default: all"
+        "--limit", type=positive, metavar="N", help="show only the last N runs; default: all"
     )
     history.add_argument("--log", metavar="PATH", help=_LOG_HELP)
     return parser
@@ -163,7 +164,7 @@ def _training_options() -> argparse.ArgumentParser:
     )
     options.add_argument(
         "--batch-size",
-        type=_whole,
+        type=whole,
         default=256,
         metavar="N",
         help="global batch under strong scaling, per-device batch under weak scaling; it must "
@@ -171,20 +172,20 @@ def _training_options() -> argparse.ArgumentParser:
     )
     options.add_argument(
         "--epochs",
-        type=_whole,
+        type=whole,
         default=1,
         metavar="N",
         help="passes over the data; default: %(default)s",
     )
     options.add_argument(
         "--steps-per-epoch",
-        type=_whole,
+        type=whole,
         metavar="N",
         help="optimizer steps per epoch; default: as many full global batches as the data holds",
     )
     options.add_argument(
         "--seed",
-        type=_whole,
+        type=whole,
         default=0,
         metavar="N",
         help="seed of the weights, data and batch order; default: %(default)s",
@@ -219,13 +220,13 @@ def _training_options() -> argparse.ArgumentParser:
     )
     options.add_argument(
         "--micro-batches",
-        type=_positive,
+        type=positive,
         metavar="M",
         help="model parallel: micro-batches each global batch is cut into; default: 1",
     )
     options.add_argument(
         "--balance",
-        type=_balance,
+        type=balance,
         default="params",
         metavar="params|time|I,J",
         help="model parallel: split the layers into stages of equal parameter count (params), "
@@ -234,7 +235,7 @@ def _training_options() -> argparse.ArgumentParser:
     )
     options.add_argument(
         "--memory-budget",
-        type=_positive,
+        type=positive,
         metavar="MIB",
         help="refuse a run whose parameters and optimizer state need more than this many MiB "
         "on any device (shows why a model must be split); default: no budget",
@@ -258,40 +259,3 @@ def _add_output_options(parser: argparse.ArgumentParser) -> None:
         help="do not draw a progress bar per run (on stderr)",
     )
     parser.add_argument("--log", metavar="PATH", help=_LOG_HELP)
-
-
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def _positive(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive whole number")
-    return value
-
-
-def _balance(text: str) -> str | list[int]:
-    if text in ("params", "time"):
-        return text
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not params, time or layer indices like 3,6"
-        ) from None
-
-
-def _device_choice(text: str) -> int | list[int]:
-    """'2' is a count; '0,1' (or '1,' for one index) are device indices."""
-    try:
-        if "," not in text:
-            return int(text)
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a count like 2 or indices like 0,1"
-        ) from None

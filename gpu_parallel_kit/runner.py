@@ -28,6 +28,7 @@ from .spec import RunSpec
 START_METHODS = ("forkserver", "spawn")
 POLL_INTERVAL_S = 0.1  # how often the parent checks for cancel and timeout: well under 2 s
 _context_lock = threading.Lock()
+_starting = threading.Lock()
 _contexts: dict[str, multiprocessing.context.BaseContext] = {}
 
 EventHandler = Callable[[dict[str, Any]], None]
@@ -208,6 +209,11 @@ def _main_module_hidden() -> Iterator[None]:
     cloudpickle. Hiding the script spares users the `if __name__ == "__main__":` guard and spares
     every run from re-executing the user's whole script.
     """
+    with _starting:  # a panel's thread and the kernel may both start runs at once
+        yield from _hidden_main()
+
+
+def _hidden_main() -> Iterator[None]:
     main = sys.modules.get("__main__")
     saved = {
         key: main.__dict__[key]

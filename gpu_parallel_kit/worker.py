@@ -26,6 +26,8 @@ import tensorflow as tf  # noqa: E402
 from . import __version__  # noqa: E402
 from .device_setup import configure_worker_devices  # noqa: E402
 from .engines import make_engine  # noqa: E402
+from .engines.budget import MemoryBudgetExceeded  # noqa: E402
+from .errors import GpkError  # noqa: E402
 from .failures import classify_exception  # noqa: E402
 from .loading import compile_model, load_model, make_dataset  # noqa: E402
 from .memory import peak_memory  # noqa: E402
@@ -129,7 +131,8 @@ def run_in_this_process(
         return finish()
     except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
         status, reason = classify_exception(error, phase)
-        traceback.print_exc()
+        if not isinstance(error, GpkError | MemoryBudgetExceeded):
+            traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
         return RunResult(**base, status=status, reason=reason)
 
 

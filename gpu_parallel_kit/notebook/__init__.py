@@ -18,3 +18,17 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(GpkMagics)
     if forget_shown not in ipython.events.callbacks["post_execute"]:
         ipython.events.register("post_execute", forget_shown)
+
+
+def __getattr__(name: str) -> Any:
+    """`from gpu_parallel_kit.notebook import Panel, Request`, imported only when asked for, so
+    loading the extension does not import ipywidgets."""
+    if name == "Panel":
+        from .panel import Panel
+
+        return Panel
+    if name == "Request":
+        from .request import Request
+
+        return Request
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 import pandas as pd
 
+from ..devices import virtual_device_limit
 from ..errors import GpkError
 from ..schedules import SCHEDULES
 from ..spec import STRATEGIES
@@ -38,8 +39,14 @@ class PanelPlan:
         return f"{verb} {', '.join(self.strategies)} on {counts} device(s)"
 
 
-def device_options(devices: pd.DataFrame) -> list[tuple[str, int]]:
-    """SelectMultiple options from `list_devices()`: "/gpu:0 · NVIDIA A100 · 40 GiB"."""
+def device_options(devices: pd.DataFrame, limit: int) -> list[tuple[str, int]]:
+    """SelectMultiple options from `list_devices()`: "/gpu:0 · NVIDIA A100 · 40 GiB".
+
+    With fewer GPUs than `limit` (GPK_MAX_VIRTUAL), the rest are offered as virtual GPUs, as
+    `plan_devices` makes them: picking more devices than there are GPUs splits the GPUs, so a
+    one-GPU lab can still compare 1, 2 and 4 devices. (Without GPUs, `list_devices` already
+    lists `limit` virtual CPU devices.)
+    """
     options = []
     for row in devices.itertuples(index=False):
         parts = [str(row.name), str(row.description)]
@@ -47,6 +54,9 @@ def device_options(devices: pd.DataFrame) -> list[tuple[str, int]]:
         if memory is not None and memory == memory:  # neither None nor NaN
             parts.append(f"{memory / 2**30:.0f} GiB")
         options.append((" · ".join(parts), int(row.index)))
+    if len(devices) and (devices["kind"] == "gpu").all():
+        for index in range(len(devices), limit):
+            options.append((f"/gpu:{index} · virtual: the GPUs above, split", index))
     return options
 
 
@@ -62,7 +72,7 @@ class Controls:
 
     def __init__(self, request: Request, devices: pd.DataFrame) -> None:
         self.request = request
-        options = device_options(devices)
+        options = device_options(devices, virtual_device_limit())
         self.devices = widgets.SelectMultiple(
             options=options,
             value=[index for _, index in options[:DEFAULT_PICKED]],
@@ -77,10 +87,18 @@ class Controls:
         for box in self.strategies.values():
             box.layout.width = "6em"
         self.schedule = widgets.Dropdown(
-            options=SCHEDULES, value=default_schedule(request), description="schedule"
+            options=SCHEDULES,
+            value=default_schedule(request),
+            description="schedule",
+            layout=widgets.Layout(width="16em"),
         )
         self.micro_batches = widgets.BoundedIntText(
-            value=request.micro_batches or 1, min=1, max=4096, description="micro-batches"
+            value=request.micro_batches or 1,
+            min=1,
+            max=4096,
+            description="micro-batches",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="12em"),
         )
         self.batch_size = widgets.BoundedIntText(
             value=request.batch_size, min=1, max=2**24, description="batch size"

@@ -8,6 +8,7 @@ trains: the API does both, and every mistake comes back as its one-sentence `Gpk
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,18 @@ class Request:
     balance: Any = "params"  # model parallel: params | time | stage start indices
     memory_budget: int | None = None  # bytes of parameters + optimizer state per device
     log: str | None = None  # run log file; None: $GPK_LOG or ./gpk_runs.sqlite
+
+    def __repr__(self) -> str:
+        # Short: the default repr would print the data arrays themselves.
+        changed = [
+            f"{field.name}={getattr(self, field.name)!r}"
+            for field in dataclasses.fields(self)[2:]
+            if getattr(self, field.name) != field.default
+        ]
+        return (
+            " ".join([f"<Request {_describe(self.model)} on {_describe(self.data)}", *changed])
+            + ">"
+        )
 
     def experiment(self, progress: Progress = True) -> Experiment:
         """The API's Experiment; its constructor checks every training setting."""
@@ -104,3 +117,14 @@ def one_sentence(error: BaseException) -> str:
     """An error's message on one line, as the panel and the magic show it."""
     text = " ".join(str(error).split())
     return text or type(error).__name__
+
+
+def _describe(value: Any) -> str:
+    """A model or data source in a few words: a function's name, an array's shape."""
+    if value is None:
+        return "its own data"
+    if isinstance(value, tuple | list):
+        return "(" + ", ".join(_describe(item) for item in value) + ")"
+    if hasattr(value, "shape"):
+        return f"array{tuple(value.shape)}"
+    return getattr(value, "__name__", None) or repr(value)

@@ -2,7 +2,10 @@
 
 Filled from the panel's background thread, so content goes in through the Output widget's
 `append_display_data`/`append_stdout` (and a reset of its `outputs`), never its context manager,
-which captures whatever the kernel's main thread prints at the same time.
+which captures whatever the kernel's main thread prints at the same time. Figures go in as
+`IPython.display.Image`: a figure's own PNG is raw bytes, which the widget's JSON state cannot
+carry (the browser would get `data:image/png;base64,[object Object]`); an Image holds base64
+text, as a kernel's own display message would.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import ipywidgets as widgets
-from IPython.display import HTML
+from IPython.display import HTML, Image
+from matplotlib.figure import Figure
 
 from ..api import Comparison
 from ..plots import speedup_figure, wall_time_figure
@@ -39,13 +43,18 @@ def fill(outputs: Mapping[str, widgets.Output], comparison: Comparison) -> None:
     clear(outputs)
     table = comparison.table
     outputs["table"].append_display_data(HTML(summary_html(table)))
-    outputs["wall-clock"].append_display_data(wall_time_figure(table))
-    outputs["speedup"].append_display_data(speedup_figure(table))
+    _append_figure(outputs["wall-clock"], wall_time_figure(table), "wall-clock time per run")
+    _append_figure(outputs["speedup"], speedup_figure(table), "speedup against devices")
     pipelines = [r for r in comparison.results if r.ok and r.extra.get("planned_timeline")]
+    pipelines.sort(key=lambda r: -r.devices)  # the widest pipeline first: one stage shows no bubble
     for result in pipelines:
-        outputs["pipeline timeline"].append_display_data(result.plot_timeline())
+        _append_figure(outputs["pipeline timeline"], result.plot_timeline(), "pipeline timeline")
     if not pipelines:
         outputs["pipeline timeline"].append_stdout(
             "No finished model-parallel run here: tick model and run again to see its pipeline.\n"
         )
-    outputs["memory"].append_display_data(memory_figure(comparison.results))
+    _append_figure(outputs["memory"], memory_figure(comparison.results), "memory per device")
+
+
+def _append_figure(output: widgets.Output, figure: Figure, alt: str) -> None:
+    output.append_display_data(Image(data=figure._repr_png_(), format="png", alt=alt))

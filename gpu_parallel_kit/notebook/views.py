@@ -15,6 +15,7 @@ from IPython.display import HTML, display
 
 from ..api import Comparison
 from ..plots import comparison_figure
+from ..results import RunResult
 
 # The columns that answer "which is fastest, and did it work" (the full table has 33).
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -53,8 +54,24 @@ def summary_frame(table: pd.DataFrame) -> pd.DataFrame:
             and not (values.notna() & (values.astype(str) != "")).any()
         ):
             continue
+        if pd.api.types.is_extension_array_dtype(values) or values.dtype == bool:
+            # pandas' <NA> and True/False read badly in a table meant for people
+            values = values.astype(object).map(_cell)
         frame[header] = values
     return frame
+
+
+def _cell(value: object) -> object:
+    if value is pd.NA:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return value
+
+
+def _number(value: float) -> str:
+    """Four significant digits, but whole numbers from 10 000 up (throughput, not 1.2e+04)."""
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
 
 
 def summary_html(table: pd.DataFrame) -> str:
@@ -65,7 +82,7 @@ def summary_html(table: pd.DataFrame) -> str:
         index=False,
         na_rep="",
         classes="gpk-table",
-        float_format=lambda value: f"{value:.4g}",
+        float_format=_number,
         border=0,
     )
 
@@ -104,7 +121,7 @@ class ShownComparison(ShowOnce, Comparison):
         display(comparison_figure(self.table))
 
 
-def show_run(result) -> None:
+def show_run(result: RunResult) -> None:
     """One run's summary row, and its pipeline chart when it has one (model parallel)."""
     display(HTML(summary_html(Comparison([result]).table)))
     if result.ok and result.extra.get("planned_timeline"):

@@ -1,0 +1,172 @@
+"""The panel in a real browser: JupyterLab on 127.0.0.1, Debian's Chromium driven by Playwright.
+
+Follows /work/shared/notes/browser-testing.md: the server gets its own config, runtime, IPython
+and settings folders (news pop-up silenced), the notebook is opened with `?reset`, and every
+selector is scoped to the visible notebook and the panel's `gpk-panel` class. The notebook is a
+copy in the test's folder, so Lab's autosave never touches the repository's file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "panel.ipynb"
+TOKEN = "gpk-browser-test"
+NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True}
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+PANEL = f"{NB} .gpk-panel"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return answer.read() if answer.status == 200 else None
+    except OSError:
+        return None
+
+
+def _delete(url: str) -> None:
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10)
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A JupyterLab server with a copy of the panel notebook; yields its base URL."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (see .ci/run)")
+    pytest.importorskip("playwright", reason="pip install playwright (never `playwright install`)")
+    root, state = tmp_path / "root", tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    settings = state / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps(NOTIFICATIONS))
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(state / "config"),
+        "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+        "IPYTHONDIR": str(state / "ipython"),
+        "GPK_QUICK": "1",
+        "GPK_LOG": str(tmp_path / "gpk_runs.sqlite"),
+    }
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+        f"--port={port}", f"--ServerApp.token={TOKEN}", "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}", f"--LabApp.workspaces_dir={state / 'ws'}",
+        f"--LabApp.user_settings_dir={state / 'settings'}",
+    ]  # fmt: skip
+    log = (tmp_path / "lab.log").open("w")
+    server = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while _get(f"{base}/api/status?token={TOKEN}") is None:
+            assert server.poll() is None, (tmp_path / "lab.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "JupyterLab did not answer within 60 s"
+            time.sleep(0.3)
+        yield base
+    finally:
+        kernels = json.loads(_get(f"{base}/api/kernels?token={TOKEN}") or b"[]")
+        for kernel in kernels:  # the kernel ends its run workers with it
+            _delete(f"{base}/api/kernels/{kernel['id']}?token={TOKEN}")
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{lab}/lab/tree/{NOTEBOOK.name}?reset&token={TOKEN}")
+            kernel_status = page.locator(".jp-StatusBar-TextItem[title^='Change kernel']")
+            expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=90_000)
+
+            page.locator("li.lm-MenuBar-item", has_text="Run").click()
+            page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+            panel = page.locator(PANEL)
+            expect(panel).to_be_visible(timeout=90_000)
+            _wait_for_all_cells(page)
+
+            compare = panel.locator("button.widget-button", has_text="Compare")
+            expect(compare).to_be_enabled()
+            compare.click()
+            expect(compare).to_be_disabled(timeout=10_000)
+            table = panel.locator(".widget-output table.gpk-table")
+            expect(table).to_be_visible(timeout=240_000)
+            expect(compare).to_be_enabled(timeout=60_000)
+            expect(panel.locator(".gpk-error")).to_have_count(0)
+            expect(panel).to_contain_text("Done in")
+            expect(table).to_contain_text("single")
+            expect(table.locator("tbody tr")).to_have_count(4)  # single, data×1, ×2, ×4
+            expect(panel.locator(".widget-hprogress .progress-bar")).to_have_count(4)
+            panel.screenshot(path=str(tmp_path / "panel-table.png"))
+
+            panel.locator(".lm-TabBar-tab", has_text="speedup").click()
+            image = panel.locator(".gpk-tab-speedup img")
+            expect(image).to_be_visible(timeout=10_000)
+            assert image.evaluate("img => img.naturalWidth") > 300
+            panel.scroll_into_view_if_needed()
+            shot = tmp_path / "panel.png"
+            page.screenshot(path=str(shot), full_page=True)
+            panel.screenshot(path=str(tmp_path / "panel-only.png"))
+            assert shot.stat().st_size > 10_000
+            print(f"screenshots in {tmp_path}")
+        finally:
+            browser.close()
+
+
+def _wait_for_all_cells(page, timeout_s: float = 180) -> None:
+    """Every code cell has run: a number in each prompt, none still '*' (running or queued)."""
+    page.wait_for_function(
+        """selector => {
+            const prompts = [...document.querySelectorAll(selector)];
+            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+        }""",
+        arg=f"{NB} .jp-CodeCell .jp-InputPrompt",
+        timeout=timeout_s * 1000,
+    )
