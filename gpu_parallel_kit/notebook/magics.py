@@ -18,12 +18,13 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..api import Experiment
+from ..argtypes import device_choice, positive, whole
 from ..devices import list_devices, virtual_device_limit
 from ..errors import GpkError
 from ..sources import model_source
 from ..spec import STRATEGIES
 from ..store import history as run_history
-from .options import device_choice, help_option, positive, request_from, training, whole
+from .options import help_option, request_from, training
 from .request import Request, one_sentence
 from .views import ShownComparison, show_run
 
