@@ -1,4 +1,5 @@
-"""The panel's result tabs: table, wall-clock, speedup, pipeline timeline, memory per device.
+"""The panel's result tabs: table (with the advice), wall-clock, speedup, communication, pipeline
+timeline, memory per device.
 
 Filled from the panel's background thread, so content goes in through the Output widget's
 `append_display_data`/`append_stdout` (and a reset of its `outputs`), never its context manager,
@@ -11,17 +12,19 @@ text, as a kernel's own display message would.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from html import escape
 
 import ipywidgets as widgets
 from IPython.display import HTML, Image
 from matplotlib.figure import Figure
 
 from ..api import Comparison
+from ..comm_plots import communication_figure
 from ..plots import speedup_figure, wall_time_figure
 from .memory_plot import memory_figure
 from .views import summary_html
 
-TABS = ("table", "wall-clock", "speedup", "pipeline timeline", "memory")
+TABS = ("table", "wall-clock", "speedup", "communication", "pipeline timeline", "memory")
 
 
 def make_tabs() -> tuple[widgets.Tab, dict[str, widgets.Output]]:
@@ -43,8 +46,11 @@ def fill(outputs: Mapping[str, widgets.Output], comparison: Comparison) -> None:
     clear(outputs)
     table = comparison.table
     outputs["table"].append_display_data(HTML(summary_html(table)))
+    if comparison.advice:
+        outputs["table"].append_display_data(HTML(f"<p><b>{escape(comparison.advice)}</b></p>"))
     _append_figure(outputs["wall-clock"], wall_time_figure(table), "wall-clock time per run")
     _append_figure(outputs["speedup"], speedup_figure(table), "speedup against devices")
+    _append_figure(outputs["communication"], communication_figure(table), "where each step goes")
     pipelines = [r for r in comparison.results if r.ok and r.extra.get("planned_timeline")]
     pipelines.sort(key=lambda r: -r.devices)  # the widest pipeline first: one stage shows no bubble
     for result in pipelines:
