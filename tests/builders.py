@@ -12,21 +12,34 @@ FEATURES = 12
 CLASSES = 3
 
 
-def small_mlp():
+def dense_chain(widths, optimizer):
+    """A Sequential of ReLU Dense layers of `widths`, then logits: cuttable between any layers."""
     import keras
 
     model = keras.Sequential(
-        [
-            keras.Input((FEATURES,)),
-            keras.layers.Dense(16, activation="relu"),
-            keras.layers.Dense(CLASSES),
-        ]
+        [keras.Input((FEATURES,))]
+        + [keras.layers.Dense(width, activation="relu") for width in widths]
+        + [keras.layers.Dense(CLASSES)]
     )
     model.compile(
-        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        optimizer=optimizer,
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model
+
+
+def small_mlp():
+    import keras
+
+    return dense_chain([16], keras.optimizers.SGD(learning_rate=0.1))
+
+
+def small_experiment(model, **settings):
+    """The tests' usual experiment: small data, global batch 32, a few steps, no progress bar."""
+    import gpu_parallel_kit as gpk
+
+    defaults = dict(data=small_data(), batch_size=32, epochs=1, steps_per_epoch=3, progress=False)
+    return gpk.Experiment(model=model, **{**defaults, **settings})
 
 
 def small_data(samples: int = 256, seed: int = 0):
@@ -69,16 +82,7 @@ def deep_mlp():
     """Seven Dense layers: enough to cut into 2 or 4 stages."""
     import keras
 
-    model = keras.Sequential(
-        [keras.Input((FEATURES,))]
-        + [keras.layers.Dense(16, activation="relu") for _ in range(6)]
-        + [keras.layers.Dense(CLASSES)]
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=0.01),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-    )
-    return model
+    return dense_chain([16] * 6, keras.optimizers.Adam(learning_rate=0.01))
 
 
 def batch_norm_first():
@@ -114,15 +118,4 @@ def residual_model():
 
 def wide_mlp():
     """About 2.4 MiB of parameters and Adam state: over a 1 MiB budget unless split in four."""
-    import keras
-
-    model = keras.Sequential(
-        [keras.Input((FEATURES,))]
-        + [keras.layers.Dense(256, activation="relu") for _ in range(4)]
-        + [keras.layers.Dense(CLASSES)]
-    )
-    model.compile(
-        optimizer="adam",
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-    )
-    return model
+    return dense_chain([256] * 4, "adam")

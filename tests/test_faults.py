@@ -9,20 +9,9 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from tests import builders
+from tests.builders import small_experiment
 
 pytestmark = pytest.mark.slow
-
-
-def _experiment(model, **kwargs):
-    return gpk.Experiment(
-        model=model,
-        data=builders.small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=3,
-        progress=False,
-        **kwargs,
-    )
 
 
 @pytest.mark.parametrize(
@@ -35,7 +24,7 @@ def _experiment(model, **kwargs):
     ],
 )
 def test_failed_run_becomes_a_row(builder, status, reason_part):
-    result = _experiment(builder).run(strategy="data", devices=2)
+    result = small_experiment(builder).run(strategy="data", devices=2)
     assert result.status == status
     assert reason_part in result.reason
     assert "\n" not in result.reason
@@ -45,15 +34,15 @@ def test_failed_run_becomes_a_row(builder, status, reason_part):
 
 def test_hanging_run_times_out():
     started = time.perf_counter()
-    result = _experiment(builders.sleeping_builder, timeout=3).run(strategy="single")
+    result = small_experiment(builders.sleeping_builder, timeout=3).run(strategy="single")
     assert result.status == "timeout"
     assert "3 s timeout" in result.reason and "building the model" in result.reason
     assert time.perf_counter() - started < 15
 
 
 def test_comparison_goes_on_after_a_failure(monkeypatch):
-    exp = _experiment(builders.small_mlp)
-    broken = _experiment(builders.raising_builder)
+    exp = small_experiment(builders.small_mlp)
+    broken = small_experiment(builders.raising_builder)
     rows = [broken.run(strategy="single"), *exp.compare(["single", "data"], [2]).results]
     # "single" runs once, on one device, even when only 2 devices are asked for.
     assert [(r.strategy, r.devices, r.status) for r in rows] == [
@@ -65,7 +54,7 @@ def test_comparison_goes_on_after_a_failure(monkeypatch):
 
 
 def test_cancel_stops_a_comparison_within_two_seconds():
-    exp = _experiment(builders.sleeping_builder, timeout=60)
+    exp = small_experiment(builders.sleeping_builder, timeout=60)
     cancel = threading.Event()
     pressed = []
 

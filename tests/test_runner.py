@@ -6,20 +6,13 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.runner import start_method
-from tests.builders import small_data, small_mlp
+from tests.builders import small_experiment, small_mlp
 
 
 @pytest.mark.slow
 def test_spawned_worker_trains(monkeypatch):
     monkeypatch.setenv("GPK_START_METHOD", "spawn")
-    exp = gpk.Experiment(
-        model=small_mlp,
-        data=small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=3,
-        progress=False,
-    )
+    exp = small_experiment(small_mlp)
     result = exp.run(strategy="data", devices=2)
     assert result.status == "ok", result.reason
     assert result.devices == 2 and len(result.step_times_s) == 3 - result.warmup_steps
@@ -45,14 +38,7 @@ def test_a_front_end_can_follow_each_run_with_its_own_display():
         def close(self, result):
             seen.append(("closed", self.spec.strategy, result.status))
 
-    exp = gpk.Experiment(
-        model=small_mlp,
-        data=small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=3,
-        progress=Display,
-    )
+    exp = small_experiment(small_mlp, progress=Display)
     exp.run(strategy="data", devices=2)
     assert "phase" in seen and "progress" in seen
     assert seen[-1] == ("closed", "data", "ok")

@@ -8,6 +8,7 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from tests import builders
+from tests.builders import small_experiment
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +33,7 @@ def _weights(path):
 
 @pytest.fixture(scope="module")
 def experiment():
-    return gpk.Experiment(
-        model=builders.deep_mlp,
-        data=builders.small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=5,
-        progress=False,
-    )
+    return small_experiment(builders.deep_mlp, steps_per_epoch=5)
 
 
 @pytest.fixture(scope="module")
@@ -139,42 +133,21 @@ def test_batch_norm_uses_micro_batch_statistics(tmp_path):
 
 
 def test_a_model_with_a_skip_connection_cannot_be_split():
-    exp = gpk.Experiment(
-        model=builders.residual_model,
-        data=builders.small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=2,
-        progress=False,
-    )
+    exp = small_experiment(builders.residual_model, steps_per_epoch=2)
     result = exp.run(strategy="model", devices=2)
     assert result.status == "failed"
     assert "not a chain of layers" in result.reason and "strategy='data'" in result.reason
 
 
 def test_fewer_layers_than_stages():
-    exp = gpk.Experiment(
-        model=builders.small_mlp,
-        data=builders.small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=2,
-        progress=False,
-    )
+    exp = small_experiment(builders.small_mlp, steps_per_epoch=2)
     result = exp.run(strategy="model", devices=4)
     assert result.status == "failed"
     assert "2 layers, fewer than 4 stages" in result.reason
 
 
 def test_a_model_over_the_per_device_budget_fits_once_split():
-    exp = gpk.Experiment(
-        model=builders.wide_mlp,
-        data=builders.small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=2,
-        progress=False,
-    )
+    exp = small_experiment(builders.wide_mlp, steps_per_epoch=2)
     cmp = exp.compare(["single", "model"], [4], memory_budget=2**20)
     single, split = cmp.results
     assert single.status == "oom"
