@@ -75,10 +75,15 @@ def run_isolated(
     Ctrl-C kills the worker's whole process group and raises RunInterrupted carrying the
     cancelled row, so callers keep what finished before and stop what comes after.
     """
+    if spec.strategy == "multiworker" and spec.cluster is not None:
+        from .coordinator import run_on_cluster  # noqa: PLC0415 - named clusters only
+
+        return run_on_cluster(spec, on_event, cancel)
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
+    entry = _local_cluster_entry if spec.strategy == "multiworker" else _worker_entry
     process = context.Process(
-        target=_worker_entry, args=(spec, sender), daemon=True, name=f"gpk-{spec.run_id}"
+        target=entry, args=(spec, sender), daemon=True, name=f"gpk-{spec.run_id}"
     )
     watch = _Watch(spec, on_event or (lambda event: None), cancel)
     try:
@@ -128,6 +133,13 @@ def _worker_entry(spec: RunSpec, sender: Any) -> None:
     from .worker import worker_main  # noqa: PLC0415 - preloaded by the fork server
 
     worker_main(spec, sender)
+
+
+def _local_cluster_entry(spec: RunSpec, sender: Any) -> None:
+    """Runs in the child: a launcher that starts the run's local workers (local_cluster.py)."""
+    from .local_cluster import launch_local_cluster  # noqa: PLC0415
+
+    launch_local_cluster(spec, sender)
 
 
 def _call_and_send(function: Callable[[], Any], sender: Any) -> None:

@@ -6,12 +6,14 @@ from ..spec import RunSpec
 from .base import Engine
 from .data import DataParallelEngine
 from .model import ModelParallelEngine
+from .multiworker import MultiWorkerEngine
 from .single import SingleDeviceEngine
 
 ENGINES: dict[str, type[Engine]] = {
     "single": SingleDeviceEngine,
     "data": DataParallelEngine,
     "model": ModelParallelEngine,
+    "multiworker": MultiWorkerEngine,
 }
 
 

@@ -1,0 +1,215 @@
+"""A multi-worker run on this machine: W worker processes, loopback only, one row.
+
+Runs inside the launcher process the runner starts for the run (so a timeout or Ctrl-C kills the
+launcher's process group, workers included). The launcher moves into a loopback-only network
+(private_network.py), picks free ports there, forks the workers, relays the chief's progress, and
+stops every worker as soon as one fails. Workers die with the launcher (PR_SET_PDEATHSIG), so
+nothing is left behind even when the launcher itself is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import dataclasses
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cluster import local_workers, tf_config
+from .cluster_results import merge_worker_results
+from .failures import classify_exit
+from .private_network import (
+    OPEN_PORTS_VARIABLE,
+    enter_loopback_only_network,
+    open_ports_allowed,
+)
+from .results import RunResult
+from .spec import RunSpec
+
+FAILURE_GRACE_S = 1.0  # after a first failure, how long peers get to report their own cause
+COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class _Member:
+    index: int
+    pid: int
+    reader: Any
+    identity: dict[str, Any]  # the run's row fields, for a row of this worker's own
+    phase: str = "starting"
+    result: RunResult | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def launch_local_cluster(spec: RunSpec, connection: Any) -> None:
+    """Entry point of the launcher process; always ends the process, never returns."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # the runner kills this group: the launcher and every worker
+
+    def emit(**event: Any) -> None:
+        try:
+            connection.send(event)
+        except OSError:
+            os._exit(0)  # the caller is gone: nobody to report to
+
+    code = 0
+    try:
+        result = _run_cluster(spec, emit)
+        emit(event="result", result=result.to_dict())
+    except BaseException:  # noqa: BLE001 - the runner turns a missing result into a row
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(OSError):
+            connection.close()
+        os._exit(code)
+
+
+def _run_cluster(spec: RunSpec, emit: Any) -> RunResult:
+    try:
+        isolation = enter_loopback_only_network()
+    except OSError as error:
+        if not open_ports_allowed():
+            return RunResult(
+                **spec.result_identity(),
+                status="failed",
+                reason=(
+                    f"local workers need a loopback-only network and this system refused one "
+                    f"({error.strerror or error}); TensorFlow's servers would listen on every "
+                    f"interface: set {OPEN_PORTS_VARIABLE}=1 to accept that, or name a cluster"
+                ),
+            )
+        isolation = f"none: ports open on every interface ({error.strerror or error})"
+    addresses = local_workers(spec.workers)
+    emit(event="cluster", workers=list(addresses), isolation=isolation)
+    emit(event="phase", phase=f"starting {spec.workers} workers")
+    members = [_start_member(spec, addresses, index) for index in range(spec.workers)]
+    emit(event="workers", pids=[m.pid for m in members])
+    results = _follow(members, emit)
+    row = merge_worker_results(results, spec.workers)
+    return dataclasses.replace(
+        row, extra={**row.extra, "network_isolation": isolation, "workers_addresses": addresses}
+    )
+
+
+def _start_member(spec: RunSpec, addresses: tuple[str, ...], index: int) -> _Member:
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    pid = os.fork()
+    if pid == 0:  # the worker
+        reader.close()
+        _die_with_parent()
+        code = 0
+        try:
+            run_member(spec, addresses, index, writer.send)
+        except BaseException:  # noqa: BLE001 - the launcher sees the exit code
+            traceback.print_exc()
+            code = 1
+        finally:
+            os._exit(code)
+    writer.close()
+    return _Member(index=index, pid=pid, reader=reader, identity=spec.result_identity())
+
+
+def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any) -> None:
+    """Train as worker `index` of the cluster at `addresses`, sending events and the result.
+
+    Shared by local workers and `gpk worker` on a named cluster's hosts.
+    """
+    from .worker import run_in_this_process  # noqa: PLC0415 - imports TensorFlow
+
+    os.environ["TF_CONFIG"] = tf_config(addresses, index)
+    import tensorflow as tf  # noqa: PLC0415
+
+    tf.config.threading.set_inter_op_parallelism_threads(COLLECTIVE_INTER_OP_THREADS)
+    member = spec if index == 0 else dataclasses.replace(spec, save_weights=None)
+
+    def emit(**event: Any) -> None:
+        send({**event, "worker": index})
+
+    def report_and_exit(result: RunResult) -> None:
+        emit(event="result", result=result.to_dict())
+        os._exit(0)
+
+    report_and_exit(run_in_this_process(member, emit, report_and_exit))
+
+
+def _follow(members: list[_Member], emit: Any) -> dict[int, RunResult]:
+    """Relay the chief's events, collect every worker's result, stop all on a first failure."""
+    pending = {m.index: m for m in members}
+    failed_at: float | None = None
+    while pending:
+        by_reader = {m.reader: m for m in pending.values()}
+        for reader in multiprocessing.connection.wait(list(by_reader), timeout=0.2):
+            member = by_reader[reader]
+            try:
+                message = reader.recv()
+            except (EOFError, OSError):
+                member.result = _exited(member)
+            else:
+                _handle(member, message, emit)
+            if member.result is not None:
+                del pending[member.index]
+                _reap(member.pid)
+                if not member.result.ok and failed_at is None:
+                    failed_at = time.monotonic()
+        if failed_at is not None and pending and time.monotonic() - failed_at > FAILURE_GRACE_S:
+            for member in pending.values():
+                _stop(member.pid)
+                member.result = _stopped(member)
+            pending.clear()
+    return {m.index: m.result for m in members if m.result is not None}
+
+
+def _handle(member: _Member, message: dict[str, Any], emit: Any) -> None:
+    if message.get("event") == "result":
+        member.result = RunResult.from_dict(message["result"])
+        return
+    if message.get("event") == "phase":
+        member.phase = message["phase"]
+    if member.index == 0:
+        emit(**message)
+
+
+def _exited(member: _Member) -> RunResult:
+    _, status = os.waitpid(member.pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    state, reason = classify_exit(code, member.phase)
+    member.pid = 0
+    return _row(member, state, reason)
+
+
+def _stopped(member: _Member) -> RunResult:
+    return _row(member, "cancelled", f"stopped after another worker failed (was {member.phase})")
+
+
+def _row(member: _Member, status: str, reason: str) -> RunResult:
+    return RunResult(**member.identity, status=status, reason=reason)
+
+
+def _stop(pid: int) -> None:
+    if pid:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Wait for a worker that has reported (it exits right after) or been killed."""
+    if pid:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the launcher dies, however it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
