@@ -152,6 +152,8 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
         "micro_batches": args.micro_batches,
         "balance": args.balance,
         "memory_budget": budget,
+        "workers": args.workers,
+        "cluster": args.cluster,
     }
 
 
@@ -159,7 +161,9 @@ def _plan(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _no_command(args: argparse.Namespace) -> int:
-    raise UsageError("choose a command: devices, run, compare, demo or history (see gpk --help)")
+    raise UsageError(
+        "choose a command: devices, run, compare, demo, history or worker (see gpk --help)"
+    )
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
@@ -196,6 +200,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     experiment = demo.demo_experiment(progress=args.progress, log=args.log)
     print(demo.describe(experiment), flush=True)
     return _compare(experiment, demo.STRATEGIES, demo.DEVICES, {}, args.out)
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from .cluster import load_cluster
+    from .cluster_worker import serve
+
+    cluster = load_cluster(args.cluster)
+    return serve(cluster, args.index, args.join_timeout, args.once, say=_say)
+
+
+def _say(line: str) -> None:
+    print(f"gpk worker: {line}", flush=True)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -247,6 +263,7 @@ HANDLERS = {
     "compare": _cmd_compare,
     "demo": _cmd_demo,
     "history": _cmd_history,
+    "worker": _cmd_worker,
 }
 
 if __name__ == "__main__":

@@ -118,6 +118,35 @@ def build_parser(
         "--out", metavar="DIR", default="gpk_report", help=_OUT_HELP + "; default: %(default)s"
     )
     _add_output_options(demo)
+    worker = _add(
+        commands,
+        "worker",
+        handlers["worker"],
+        "serve multiworker runs as one worker of a named cluster",
+        "Join the coordinator named in the cluster file (the notebook or gpk that starts the "
+        "runs), then train each multiworker run it hands out as worker INDEX, until stopped. "
+        "Start one on every host of the cluster (ssh, srun, a Kubernetes indexed Job); every "
+        "host needs the same GPK_CLUSTER_KEY.",
+        epilog="Example: GPK_CLUSTER_KEY=secret gpk worker --cluster cluster.json --index 1",
+    )
+    worker.add_argument("--cluster", required=True, metavar="FILE", help="the cluster file")
+    worker.add_argument(
+        "--index",
+        required=True,
+        type=int,
+        metavar="I",
+        help="this host's place in the file's worker list (0 is the chief)",
+    )
+    worker.add_argument(
+        "--join-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="give up when no coordinator answers for this long; default: %(default)g",
+    )
+    worker.add_argument(
+        "--once", action="store_true", help="exit after one run instead of serving the next"
+    )
     history = _add(
         commands,
         "history",
@@ -200,9 +229,8 @@ def _training_options() -> argparse.ArgumentParser:
     options.add_argument(
         "--mode",
         choices=MODES,
-        default="fit",
         help="fit: Keras model.fit; explicit: a custom training loop whose gradient all-reduce "
-        "is visible and timed; default: %(default)s",
+        "is visible and timed; default: fit, and explicit for multiworker (its only loop)",
     )
     options.add_argument(
         "--all-reduce",
@@ -210,6 +238,19 @@ def _training_options() -> argparse.ArgumentParser:
         default="auto",
         help="how data parallel runs sum gradients across devices (nccl needs GPUs); "
         "default: %(default)s",
+    )
+    options.add_argument(
+        "--workers",
+        type=positive,
+        metavar="W",
+        help="multiworker: worker processes started on this machine, each with --devices "
+        "devices; default: 2, or the cluster's count with --cluster",
+    )
+    options.add_argument(
+        "--cluster",
+        metavar="FILE",
+        help='multiworker: a JSON file {"worker": ["host1:23456", ...], "coordinator": '
+        '"host0:23400"} naming the hosts, where `gpk worker` runs; default: local workers',
     )
     options.add_argument(
         "--schedule",

@@ -128,6 +128,22 @@ def call_in_worker(function: Callable[[], T], timeout_s: float = 180.0) -> T:
     return value
 
 
+def start_child(target: Callable[..., None], *args: Any) -> tuple[Any, Any]:
+    """Start `target(*args, sender)` in a fresh worker process; (process, receiving end)."""
+    context = _context()
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=target, args=(*args, sender), daemon=True)
+    with _main_module_hidden():
+        process.start()
+    sender.close()
+    return process, receiver
+
+
+def stop_child(process: Any) -> None:
+    """Kill a started child and everything in its process group; harmless if it has ended."""
+    _kill(process)
+
+
 def _worker_entry(spec: RunSpec, sender: Any) -> None:
     """Runs in the child: the worker module (and TensorFlow) is never imported by the caller."""
     from .worker import worker_main  # noqa: PLC0415 - preloaded by the fork server

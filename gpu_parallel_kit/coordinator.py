@@ -1,0 +1,179 @@
+"""A multi-worker run on a named cluster, seen from the process that starts it (a notebook, `gpk`).
+
+The starting process listens on the cluster's coordinator address; `gpk worker --cluster FILE
+--index i`, started on every host by ssh, Slurm or Kubernetes, connects to it, proves it knows the
+cluster's key, and receives the run (spec and data files). The workers train with
+MultiWorkerMirroredStrategy among themselves, stream the chief's progress back, and send their
+results; the row lands in the starting process's table and run log like any other. Connections
+use the standard library's authenticated `multiprocessing.connection`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection, Listener, wait
+from typing import Any
+
+from .cluster import ClusterSpec
+from .cluster_results import merge_worker_results
+from .job_transfer import pack_job
+from .results import RunResult
+from .runner import RunInterrupted
+from .spec import RunSpec
+
+FAILURE_GRACE_S = 1.0  # after a first failure, how long peers get to report their own cause
+POLL_S = 0.1
+
+
+def run_on_cluster(
+    spec: RunSpec,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Hand `spec` to the cluster's workers and return the run's row; never raises for a worker."""
+    cluster: ClusterSpec = spec.cluster
+    on_event = on_event or (lambda event: None)
+    started = time.perf_counter()
+    deadline = started + spec.timeout_s if spec.timeout_s else None
+    listener = Listener(cluster.coordinator_address, authkey=cluster.key.encode())
+    joined: dict[int, Connection] = {}
+    accepting = threading.Thread(
+        target=_accept_workers, args=(listener, len(cluster.workers), joined), daemon=True
+    )
+    accepting.start()
+    phase = f"waiting for {len(cluster.workers)} workers to join at {cluster.coordinator}"
+    on_event({"event": "phase", "phase": phase})
+    try:
+        while len(joined) < len(cluster.workers):
+            stop = _stopped(spec, cancel, deadline, phase)
+            if stop is not None:
+                missing = [i for i in range(len(cluster.workers)) if i not in joined]
+                hint = "; ".join(
+                    f"start `gpk worker --cluster {cluster.source or 'FILE'} --index {i}` on "
+                    f"{cluster.workers[i].rsplit(':', 1)[0]}"
+                    for i in missing
+                )
+                return _row(spec, *stop, hint=f"workers {missing} never joined: {hint}")
+            time.sleep(POLL_S)
+        job = pack_job(spec)
+        for connection in joined.values():
+            connection.send({"job": job})
+        results = _follow(spec, joined, on_event, cancel, deadline)
+    except KeyboardInterrupt:
+        _abort(joined, {}, "cancelled by Ctrl-C")
+        raise RunInterrupted(_row(spec, "cancelled", "cancelled by Ctrl-C")) from None
+    finally:
+        with contextlib.suppress(OSError):
+            listener.close()
+        for connection in list(joined.values()):
+            with contextlib.suppress(OSError):
+                connection.close()
+    if isinstance(results, RunResult):
+        return results
+    row = merge_worker_results(results, len(cluster.workers))
+    extra = {**row.extra, "workers_addresses": list(cluster.workers)}
+    extra["process_s"] = time.perf_counter() - started
+    return dataclasses.replace(row, extra=extra)
+
+
+def _accept_workers(listener: Listener, count: int, joined: dict[int, Connection]) -> None:
+    """Accept connections until every index has joined; wrong keys and strays are turned away."""
+    while len(joined) < count:
+        try:
+            connection = listener.accept()
+        except OSError:
+            return  # closed: the run was stopped or has finished
+        except Exception:  # noqa: BLE001 - a wrong key or a stray client
+            continue
+        try:
+            hello = connection.recv() if connection.poll(10) else {}
+        except (EOFError, OSError):
+            continue
+        index = hello.get("index") if isinstance(hello, dict) else None
+        if not isinstance(index, int) or not 0 <= index < count or index in joined:
+            with contextlib.suppress(OSError):
+                connection.send({"refused": f"index {index!r} is taken or outside 0..{count - 1}"})
+                connection.close()
+            continue
+        joined[index] = connection
+
+
+def _follow(
+    spec: RunSpec,
+    joined: dict[int, Connection],
+    on_event: Callable[[dict[str, Any]], None],
+    cancel: threading.Event | None,
+    deadline: float | None,
+) -> dict[int, RunResult] | RunResult:
+    results: dict[int, RunResult] = {}
+    phases = dict.fromkeys(joined, "starting")
+    failed_at: float | None = None
+    while len(results) < len(joined):
+        stop = _stopped(spec, cancel, deadline, phases.get(0, "starting"))
+        if stop is not None:
+            _abort(joined, results, stop[1])
+            return _row(spec, *stop)
+        pending = {c: i for i, c in joined.items() if i not in results}
+        for connection in wait(list(pending), timeout=POLL_S):
+            index = pending[connection]
+            try:
+                message = connection.recv()
+            except (EOFError, OSError):
+                results[index] = RunResult(
+                    **spec.result_identity(),
+                    status="crashed",
+                    reason=f"the worker's connection closed while {phases[index]}",
+                )
+                continue
+            if message.get("event") == "result":
+                results[index] = RunResult.from_dict(message["result"])
+                continue
+            if message.get("event") == "phase":
+                phases[index] = message["phase"]
+            if index == 0:
+                on_event(message)
+        if failed_at is None and any(not r.ok for r in results.values()):
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_S:
+            _abort(joined, results, "another worker failed")
+            for index in joined:
+                results.setdefault(
+                    index,
+                    RunResult(
+                        **spec.result_identity(),
+                        status="cancelled",
+                        reason=f"stopped after another worker failed (was {phases[index]})",
+                    ),
+                )
+    return results
+
+
+def _abort(joined: dict[int, Connection], results: dict[int, RunResult], why: str) -> None:
+    for index, connection in joined.items():
+        if index not in results:
+            with contextlib.suppress(OSError):
+                connection.send({"abort": why})
+
+
+def _stopped(
+    spec: RunSpec, cancel: threading.Event | None, deadline: float | None, phase: str
+) -> tuple[str, str] | None:
+    if cancel is not None and cancel.is_set():
+        return "cancelled", f"cancelled while {phase}"
+    if deadline is not None and time.perf_counter() > deadline:
+        return (
+            "timeout",
+            f"no result within the {spec.timeout_s:g} s timeout (still {phase}); "
+            "raise timeout= if the run needs longer",
+        )
+    return None
+
+
+def _row(spec: RunSpec, status: str, reason: str, hint: str = "") -> RunResult:
+    return RunResult(
+        **spec.result_identity(), status=status, reason=f"{reason}; {hint}" if hint else reason
+    )
