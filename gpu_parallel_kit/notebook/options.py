@@ -63,7 +63,13 @@ _TRAINING_OPTIONS = (
         default="strong",
         help="strong: same global batch on more devices; weak: same batch per device",
     ),
-    argument("--mode", choices=MODES, default="fit", help="fit (model.fit) or explicit (loop)"),
+    argument(
+        "--mode",
+        choices=MODES,
+        help="fit (model.fit) or explicit (loop); default: fit, explicit for multiworker",
+    ),
+    argument("--workers", type=positive, help="multiworker: local worker processes (default 2)"),
+    argument("--cluster", metavar="FILE", help="multiworker: JSON file naming the hosts"),
     argument("--all-reduce", choices=ALL_REDUCE, default="auto", help="gradient reduction"),
     argument(
         "--schedule",
@@ -130,5 +136,7 @@ def request_from(args: argparse.Namespace, namespace: Mapping[str, Any]) -> Requ
         micro_batches=args.micro_batches,
         balance=args.balance,
         memory_budget=None if args.memory_budget is None else args.memory_budget * MIB,
+        workers=args.workers,
+        cluster=args.cluster,
         log=args.log,
     )

@@ -24,8 +24,8 @@ Progress = bool | Callable[[Any], Any]  # Experiment(progress=...): a bar, none,
 class Request:
     """One experiment and the plan shared by its runs; defaults are the API's own.
 
-    >>> Request(model="mlp", batch_size=512).plan()["mode"]
-    'fit'
+    >>> Request(model="mlp", batch_size=512).plan()["all_reduce"]
+    'auto'
     """
 
     model: Any  # a builder function, a built-in name or a .keras path (already resolved)
@@ -36,12 +36,14 @@ class Request:
     seed: int = 0
     scaling: str = "strong"
     timeout: float | None = DEFAULT_TIMEOUT_S  # seconds per run
-    mode: str = "fit"  # fit | explicit (data parallel recipe written out)
+    mode: str | None = None  # fit | explicit (data parallel recipe written out); None: per strategy
     all_reduce: str = "auto"
     schedule: str | None = None  # model parallel; None: naive, or gpipe with micro-batches
     micro_batches: int | None = None  # model parallel; None: 1
     balance: Any = "params"  # model parallel: params | time | stage start indices
     memory_budget: int | None = None  # bytes of parameters + optimizer state per device
+    workers: int | None = None  # multiworker: local worker processes; None: 2 (or the cluster's)
+    cluster: str | None = None  # multiworker: cluster file of named hosts; None: local workers
     log: str | None = None  # run log file; None: $GPK_LOG or ./gpk_runs.sqlite
 
     def __repr__(self) -> str:
@@ -80,6 +82,8 @@ class Request:
             "micro_batches": self.micro_batches,
             "balance": self.balance,
             "memory_budget": self.memory_budget,
+            "workers": self.workers,
+            "cluster": self.cluster,
         }
 
     def compare(

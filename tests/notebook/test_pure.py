@@ -58,12 +58,14 @@ def test_names_resolve_in_the_namespace_first():
 def test_a_request_is_the_apis_arguments():
     request = Request(model="mlp", memory_budget=64 * MIB, schedule="gpipe", micro_batches=4)
     assert request.plan() == {
-        "mode": "fit",
+        "mode": None,  # the API picks: fit, or explicit for multiworker
         "all_reduce": "auto",
         "schedule": "gpipe",
         "micro_batches": 4,
         "balance": "params",
         "memory_budget": 64 * 2**20,
+        "workers": None,
+        "cluster": None,
     }
     experiment = request.experiment(progress=False)
     assert experiment.training.batch_size == 256 and experiment.model.name == "mlp"
