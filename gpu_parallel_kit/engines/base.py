@@ -1,10 +1,8 @@
 """What every engine shares: a tf.distribute strategy, and two ways to train under it.
 
 `fit` is Keras's own loop, the idiomatic fast path. `explicit` is the data-parallel recipe written
-out: each replica computes gradients on its share of the global batch (`strategy.run`), the
-gradients are summed across replicas by an explicit all-reduce, and one update is applied to every
-copy of the variables. Both give the same weights as single-device training on the same global
-batch.
+out (custom_loop.py), shared with multi-worker training. Both give the same weights as
+single-device training on the same global batch.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import tensorflow as tf
 from ..recorder import StepRecorder, StepTimer
 from ..spec import RunSpec
 from .budget import check_budget, variable_bytes
-from .comm import destination
+from .custom_loop import train_custom_loop
 
 
 class Engine(abc.ABC):
@@ -47,6 +45,27 @@ class Engine(abc.ABC):
         """Measurements that need the trained model but must not change it (before reporting)."""
         return None
 
+    def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
+        """Predictions for validation and the model's regularization loss, without training.
+
+        Outside the strategy's replicas: every replica holds the same weights, so the first
+        answers (engines/evaluation.py).
+        """
+        if getattr(self, "_predict_fn", None) is None:
+
+            @tf.function(reduce_retracing=True)
+            def predict_fn(inputs):
+                predictions = model(inputs, training=False)
+                extra = [tf.cast(loss, tf.float32) for loss in model.losses]
+                return predictions, tf.add_n(extra) if extra else tf.constant(0.0)
+
+            self._predict_fn = predict_fn
+        return self._predict_fn(x)
+
+    def live_optimizer(self, model: keras.Model) -> keras.optimizers.Optimizer:
+        """The optimizer whose learning rate is in force: the model's, unless stages own one."""
+        return model.optimizer
+
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         """RunResult fields only this engine measures (after train)."""
         return {"extra": {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}}
@@ -67,7 +86,15 @@ class Engine(abc.ABC):
         self.state_bytes = dict.fromkeys(self.device_names, state)
         check_budget(self.state_bytes, self.spec.memory_budget)
         if self.spec.mode == "explicit":
-            self._train_explicit(model, dataset, steps_per_epoch, recorder)
+            batches = iter(self.strategy.experimental_distribute_dataset(dataset))
+            train_custom_loop(
+                self.strategy,
+                model,
+                batches,
+                self.spec.training.epochs,
+                steps_per_epoch,
+                recorder,
+            )
         else:
             model.fit(
                 dataset,
@@ -77,48 +104,3 @@ class Engine(abc.ABC):
                 verbose=0,
                 shuffle=False,
             )
-
-    def _train_explicit(
-        self,
-        model: keras.Model,
-        dataset: tf.data.Dataset,
-        steps_per_epoch: int,
-        recorder: StepRecorder,
-    ) -> None:
-        strategy = self.strategy
-        step = _explicit_step(strategy, model)
-        distributed = strategy.experimental_distribute_dataset(dataset)
-        iterator = iter(distributed)  # one iterator over the repeating data, as fit keeps
-        recorder.train_begin()
-        for _ in range(self.spec.training.epochs):
-            recorder.epoch_begin()
-            losses = []
-            for _ in range(steps_per_epoch):
-                losses.append(float(step(next(iterator))))  # float() waits for the step to end
-                recorder.step_end()
-            recorder.epoch_end({"loss": sum(losses) / len(losses)})
-
-
-def _explicit_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
-    """One compiled training step: per-replica gradients, an explicit sum, one update."""
-    variables = model.trainable_variables
-
-    def replica_gradients(x, y):
-        with tf.GradientTape() as tape:
-            predictions = model(x, training=True)
-            # The compiled loss already divides by the replica count under a strategy, so the
-            # replicas' gradients sum to the gradient of the global batch's mean loss.
-            loss = model.compute_loss(x=x, y=y, y_pred=predictions, training=True)
-        return tape.gradient(loss, variables), loss
-
-    @tf.function
-    def step(batch):
-        gradients, losses = strategy.run(replica_gradients, args=batch)
-        # Reduce onto the devices each gradient already lives on: every replica gets the sum.
-        summed = strategy.extended.batch_reduce_to(
-            tf.distribute.ReduceOp.SUM, [(g, destination(g, strategy)) for g in gradients]
-        )
-        model.optimizer.apply_gradients(zip(summed, variables, strict=True))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
-
-    return step

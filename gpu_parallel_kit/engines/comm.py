@@ -97,13 +97,14 @@ def _sync(outputs) -> None:
 def traffic_per_device(algorithm: str, gradient_bytes: int, devices: int) -> int:
     """Bytes each device sends per step under the reduction algorithm (textbook counts).
 
-    Ring (NCCL): 2(N-1)/N * S. Reduction to one device: the N-1 others send S each and receive S
-    back, so the busiest device moves 2(N-1) * S; it is reported here. Hierarchical copy: counted
-    like reduction to one device. One device moves nothing.
+    Ring (NCCL, or multi-worker runs' ring collective): 2(N-1)/N * S. Reduction to one device:
+    the N-1 others send S each and receive S back, so the busiest device moves 2(N-1) * S; it is
+    reported here. Hierarchical copy: counted like reduction to one device. One device moves
+    nothing.
     """
     n = devices
     if n <= 1:
         return 0
-    if "nccl" in algorithm:
+    if "nccl" in algorithm or "ring" in algorithm:
         return int(2 * (n - 1) / n * gradient_bytes)
     return int(2 * (n - 1) * gradient_bytes)

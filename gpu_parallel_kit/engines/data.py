@@ -50,7 +50,7 @@ class DataParallelEngine(Engine):
         exposed = comm.pop("comm_time_s")
         algorithm = self.describe_all_reduce()
         comm["traffic_bytes_per_device"] = traffic_per_device(
-            algorithm, self.parameter_bytes, self.spec.devices.count
+            algorithm, self.parameter_bytes, self.spec.replicas
         )
         comm["comm_method"] = (
             "exposed: median step with minus without the all-reduce, alternated in blocks; "

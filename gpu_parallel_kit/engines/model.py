@@ -58,6 +58,7 @@ class ModelParallelEngine(Engine):
         sample = first_x[: spec.global_batch // micro_batches]
         sizes = stage_sizes(layers, spec.devices.count, spec.balance, sample)
         stages = build_stages(model, layers, sizes, self.device_names)
+        self._stages = stages  # validation runs their forward passes in order (predict)
         self.state_bytes = {s.device: s.parameter_bytes + s.optimizer_bytes for s in stages}
         check_budget(self.state_bytes, spec.memory_budget)
         schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
@@ -92,6 +93,20 @@ class ModelParallelEngine(Engine):
             first_x,
             first_y,
         )
+
+    def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
+        """The stages' forward passes in order, each on its device, and their regularization."""
+        regularization = tf.constant(0.0)
+        for stage in self._stages:
+            with tf.device(stage.device):
+                x = stage.model(x, training=False)
+                for loss in stage.model.losses:
+                    regularization += tf.cast(loss, tf.float32)
+        return x, regularization
+
+    def live_optimizer(self, model: keras.Model) -> keras.optimizers.Optimizer:
+        # Each stage has its own copy of the optimizer, all on the same schedule.
+        return self._stages[0].optimizer if getattr(self, "_stages", None) else model.optimizer
 
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Time every task alone (one at a time, on one batch, a few times) for the simulated

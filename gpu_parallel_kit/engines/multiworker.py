@@ -19,9 +19,10 @@ import tensorflow as tf
 
 from ..private_network import listening_addresses, network_interfaces, reachable_from_network
 from ..recorder import StepRecorder
-from .base import Engine
 from .budget import check_budget, variable_bytes
+from .comm import measure_all_reduce
 from .custom_loop import train_custom_loop
+from .data import DataParallelEngine
 
 # A dead or stuck peer turns into an error after this long instead of a hang.
 COLLECTIVE_TIMEOUT_S = 120.0
@@ -35,8 +36,9 @@ def collective_implementation(choice: str, kind: str) -> Any:
     return implementation.NCCL if choice == "nccl" else implementation.RING
 
 
-class MultiWorkerEngine(Engine):
-    """MultiWorkerMirroredStrategy over the workers named in TF_CONFIG.
+class MultiWorkerEngine(DataParallelEngine):
+    """MultiWorkerMirroredStrategy over the workers named in TF_CONFIG; measures communication
+    like the data engine, every worker taking part in the same timed all-reduces.
 
     >>> exp.run(strategy="multiworker", workers=2, devices=1)
     """
@@ -85,12 +87,15 @@ class MultiWorkerEngine(Engine):
 
             return dataset.flat_map(slices)
 
+        self._slices = this_workers_slices
         batches = iter(strategy.distribute_datasets_from_function(this_workers_slices))
         train_custom_loop(
             strategy, model, batches, self.spec.training.epochs, steps_per_epoch, recorder
         )
 
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        batch = next(iter(self.strategy.distribute_datasets_from_function(self._slices)))
+        self._comm = measure_all_reduce(self.strategy, model, batch)
         digest = hashlib.sha256()
         for weight in model.get_weights():
             digest.update(np.ascontiguousarray(weight).tobytes())
@@ -102,9 +107,12 @@ class MultiWorkerEngine(Engine):
             **_listening(),
             worker_index=self.index,
             weights_digest=self._digest,
-            comm_method="collective all-reduce between worker processes, inside each step",
+            devices_per_worker=self.spec.devices.count,
         )
-        return {**fields, "comm_bytes": self.parameter_bytes}
+        fields["extra"]["comm_method"] = fields["extra"]["comm_method"].replace(
+            "the all-reduce", "the collective all-reduce between worker processes", 1
+        )
+        return fields
 
 
 def _listening() -> dict[str, Any]:
@@ -115,7 +123,10 @@ def _listening() -> dict[str, Any]:
     except OSError:
         return {}
     return {
-        "listening": [f"{address}:{port}" for address, port in listening],
+        "listening": [
+            f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+            for address, port in listening
+        ],
         "network_interfaces": interfaces,
         "reachable_from_network": reachable_from_network(listening, interfaces),
     }
