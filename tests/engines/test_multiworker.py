@@ -14,7 +14,7 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.private_network import listening_addresses
-from tests.builders import small_data, small_mlp
+from tests.builders import slow_when_distributed, small_data, small_mlp
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +34,13 @@ def experiment():
 def _weights(path):
     with np.load(path) as saved:
         return [saved[k] for k in sorted(saved.files, key=lambda k: int(k.split("_")[1]))]
+
+
+def _alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_two_workers_train_the_weights_of_one_device(experiment, tmp_path):
@@ -116,10 +123,7 @@ def test_a_killed_worker_fails_the_run_and_leaves_no_process(tmp_path):
     assert result.extra["failed_worker"] == 1
     assert elapsed < 60
     time.sleep(0.5)
-    alive = [
-        pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
-    ]
-    assert alive == []
+    assert not [pid for pid in pids if _alive(pid)]
     children = psutil.Process().children(recursive=True)
     assert not [c for c in children if c.pid in pids]
 
@@ -138,3 +142,22 @@ def test_two_workers_with_two_devices_each(experiment, tmp_path):
         for a, b in zip(_weights(tmp_path / "m.npz"), _weights(tmp_path / "s.npz"), strict=True)
     )
     assert diff <= 1e-5
+
+
+def test_a_timed_out_run_takes_every_worker_down():
+    exp = gpk.Experiment(
+        model=slow_when_distributed, data=small_data(), batch_size=32, steps_per_epoch=2,
+        progress=False, timeout=8,
+    )  # fmt: skip
+    pids = []
+
+    def on_event(event):
+        if event.get("event") == "workers":
+            pids.extend(event["pids"])
+
+    result = gpk.runner.run_isolated(exp.plan("multiworker", 1, workers=2), on_event)
+    assert result.status == "timeout", result.reason
+    assert "still building the model" in result.reason
+    assert len(pids) == 2
+    time.sleep(0.5)
+    assert not [pid for pid in pids if _alive(pid)]
