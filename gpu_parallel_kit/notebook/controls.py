@@ -127,7 +127,7 @@ class Controls:
             raise ValueError(f"action={action!r} must be 'run' or 'compare'")
         strategies = tuple(name for name, box in self.strategies.items() if box.value)
         if not strategies:
-            raise GpkError("no strategy is ticked; tick single, data or model")
+            raise GpkError(f"no strategy is ticked; tick one of {', '.join(STRATEGIES)}")
         picked = list(self.devices.value)
         if not picked:
             raise GpkError("no device is picked; pick one or more in the devices list")
