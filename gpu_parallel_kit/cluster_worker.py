@@ -131,8 +131,10 @@ def _member_entry(spec: RunSpec, workers: tuple[str, ...], index: int, sender: A
     """Runs in the child: its own process group, so `_kill` takes everything it started."""
     import os  # noqa: PLC0415
 
-    from .local_cluster import run_member  # noqa: PLC0415
+    from .local_cluster import die_with_parent, run_member  # noqa: PLC0415
 
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
+    # The parent is the fork server, which ends with `gpk worker`: so does this run, then.
+    die_with_parent()
     run_member(spec, workers, index, sender.send)

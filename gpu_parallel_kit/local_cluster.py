@@ -105,7 +105,7 @@ def _start_member(spec: RunSpec, addresses: tuple[str, ...], index: int) -> _Mem
     pid = os.fork()
     if pid == 0:  # the worker
         reader.close()
-        _die_with_parent()
+        die_with_parent()
         code = 0
         try:
             run_member(spec, addresses, index, writer.send)
@@ -211,7 +211,7 @@ def _reap(pid: int) -> None:
             os.waitpid(pid, 0)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: the kernel kills this worker when the launcher dies, however it dies."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)

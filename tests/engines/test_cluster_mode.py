@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 import gpu_parallel_kit as gpk
@@ -104,3 +105,39 @@ def test_a_worker_with_the_wrong_key_cannot_join(cluster_file):
         intruder.communicate()
     assert result.status == "timeout"
     assert "workers [0, 1] never joined" in result.reason
+
+
+def test_a_killed_gpk_worker_fails_the_run_and_stops_the_others(cluster_file):
+    exp = small_experiment(small_mlp, steps_per_epoch=5000, timeout=90)
+    workers = [_start_worker(cluster_file, i) for i in (0, 1)]
+    started = []
+
+    def on_event(event):
+        if event.get("event") == "progress" and event["step"] >= 3 and not started:
+            # Everything each `gpk worker` started: its fork server and the training process.
+            started.extend(psutil.Process(w.pid).children(recursive=True) for w in workers)
+            workers[1].kill()
+
+    try:
+        result = gpk.runner.run_isolated(
+            exp.plan("multiworker", 1, cluster=str(cluster_file)), on_event
+        )
+        survivor_exit = workers[0].wait(timeout=30)
+    finally:
+        for w in workers:
+            w.kill()
+            w.communicate()
+    assert result.status == "crashed", result.reason
+    assert result.reason.startswith("worker 1 of 2: the worker's connection closed"), result.reason
+    assert survivor_exit == 0  # told to stop, it ended its run and, with --once, itself
+    assert all(len(group) >= 2 for group in started)  # a fork server and a training process
+    time.sleep(1.0)
+    leftovers = [p for group in started for p in group if _alive(p)]
+    assert leftovers == []
+
+
+def _alive(process):
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
