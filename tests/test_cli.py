@@ -19,7 +19,7 @@ from gpu_parallel_kit.devices import PhysicalDevice
 from gpu_parallel_kit.results import RunResult
 from gpu_parallel_kit.runner import RunInterrupted
 
-COMMANDS = ["devices", "run", "compare", "demo", "history"]
+COMMANDS = ["devices", "run", "compare", "demo", "history", "worker"]
 FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)
 
 
@@ -126,6 +126,9 @@ BAD_INPUTS = [
     (["compare", "--devices", "1", "0"], "devices=0"),
     (["compare", "--strategies", "single", "pipeline"], "pipeline"),
     (["history", "--limit", "0"], "--limit"),
+    (["run", "--strategy", "multiworker", "--devices", "2"], "per worker needs GPUs"),
+    (["run", "--strategy", "multiworker", "--cluster", "missing.json"], "missing.json"),
+    (["worker", "--cluster", "missing.json", "--index", "0"], "missing.json"),
     (["run", "--no-such-option"], "--no-such-option"),
     (["frobnicate"], "frobnicate"),
     ([], "choose a command"),
@@ -222,9 +225,25 @@ def test_devices_lists_virtual_cpu_devices(capsys):
     assert "/cpu:0" in out and "/cpu:7" in out
 
 
+def test_multiworker_options_reach_the_plan(capsys, monkeypatch):
+    seen = []
+
+    def run(spec, progress=None, cancel=None):
+        seen.append(spec)
+        return _result(spec)
+
+    monkeypatch.setattr(api, "run_isolated", run)
+    assert main(["run", "--strategy", "multiworker", "--workers", "4", "--no-progress"]) == 0
+    assert (seen[0].workers, seen[0].replicas, seen[0].mode) == (4, 4, "explicit")
+
+
 @pytest.mark.slow
-def test_gpk_run_in_a_subprocess(tmp_path):
-    argv = ["run", "--model", "mlp", "--strategy", "data", "--devices", "2"]
+@pytest.mark.parametrize(
+    "plan",
+    [["--strategy", "data", "--devices", "2"], ["--strategy", "multiworker", "--workers", "2"]],
+)
+def test_gpk_run_in_a_subprocess(tmp_path, plan):
+    argv = ["run", "--model", "mlp", *plan]
     completed = subprocess.run(
         [sys.executable, "-m", "gpu_parallel_kit.cli", *argv, "--steps-per-epoch", "6"]
         + ["--no-progress"],
@@ -235,5 +254,5 @@ def test_gpk_run_in_a_subprocess(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     header, row = completed.stdout.strip().splitlines()
-    assert row.split()[:2] == ["data", "2"]
+    assert row.split()[:2] == [plan[1], "2"]
     assert " ok " in row
