@@ -12,6 +12,7 @@ import contextlib
 import tempfile
 import time
 from collections.abc import Callable
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, wait
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,11 @@ def _join(
         except (ConnectionRefusedError, ConnectionResetError, FileNotFoundError, EOFError):
             time.sleep(RETRY_S)
             continue
+        except AuthenticationError:
+            raise GpkError(
+                f"the coordinator at {cluster.coordinator} refused this worker's key; set the "
+                "same GPK_CLUSTER_KEY on every host and where the runs start"
+            ) from None
         connection.send({"index": index})
         return connection
     return None

@@ -41,8 +41,11 @@ def run_on_cluster(
     deadline = started + spec.timeout_s if spec.timeout_s else None
     listener = Listener(cluster.coordinator_address, authkey=cluster.key.encode())
     joined: dict[int, Connection] = {}
+    closing = threading.Event()
     accepting = threading.Thread(
-        target=_accept_workers, args=(listener, len(cluster.workers), joined), daemon=True
+        target=_accept_workers,
+        args=(listener, len(cluster.workers), joined, closing),
+        daemon=True,
     )
     accepting.start()
     phase = f"waiting for {len(cluster.workers)} workers to join at {cluster.coordinator}"
@@ -67,6 +70,7 @@ def run_on_cluster(
         _abort(joined, {}, "cancelled by Ctrl-C")
         raise RunInterrupted(_row(spec, "cancelled", "cancelled by Ctrl-C")) from None
     finally:
+        closing.set()
         with contextlib.suppress(OSError):
             listener.close()
         for connection in list(joined.values()):
@@ -80,14 +84,14 @@ def run_on_cluster(
     return dataclasses.replace(row, extra=extra)
 
 
-def _accept_workers(listener: Listener, count: int, joined: dict[int, Connection]) -> None:
+def _accept_workers(
+    listener: Listener, count: int, joined: dict[int, Connection], closing: threading.Event
+) -> None:
     """Accept connections until every index has joined; wrong keys and strays are turned away."""
-    while len(joined) < count:
+    while len(joined) < count and not closing.is_set():
         try:
             connection = listener.accept()
-        except OSError:
-            return  # closed: the run was stopped or has finished
-        except Exception:  # noqa: BLE001 - a wrong key or a stray client
+        except Exception:  # noqa: BLE001 - a wrong key, a stray client, or the listener closed
             continue
         try:
             hello = connection.recv() if connection.poll(10) else {}

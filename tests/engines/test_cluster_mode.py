@@ -100,11 +100,13 @@ def test_a_worker_with_the_wrong_key_cannot_join(cluster_file):
     intruder = _start_worker(cluster_file, 1, key="wrong")
     try:
         result = exp.run(strategy="multiworker", cluster=str(cluster_file))
+        said, _ = intruder.communicate(timeout=30)
     finally:
         intruder.kill()
-        intruder.communicate()
     assert result.status == "timeout"
     assert "workers [0, 1] never joined" in result.reason
+    assert intruder.returncode == 2
+    assert "refused this worker's key; set the same GPK_CLUSTER_KEY" in said
 
 
 def test_a_killed_gpk_worker_fails_the_run_and_stops_the_others(cluster_file):
