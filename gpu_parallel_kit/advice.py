@@ -20,6 +20,9 @@ def advice(df: pd.DataFrame) -> str:
     measured = df[~df["projected"].astype(bool) & (df["status"] == "ok")]
     if measured.empty:
         return ""
+    by_target = _time_to_target_advice(measured)
+    if by_target:
+        return by_target
     best = measured.loc[measured["throughput_samples_s"].idxmax()]
     pick = f"Pick {best['strategy']} on {int(best['devices'])} device(s)"
     figures = f"{best['throughput_samples_s']:,.0f} samples/s"
@@ -71,3 +74,34 @@ def _projection_hint(df: pd.DataFrame) -> str:
         f"; projected onto {label}, {top['strategy']} on {int(top['devices'])} devices would "
         f"reach a speedup of {top['speedup']:.1f}"
     )
+
+
+def _time_to_target_advice(measured: pd.DataFrame) -> str:
+    """With a target, the pick is the run that reached it first, not the most samples/s."""
+    if "target" not in measured.columns:
+        return ""
+    with_target = measured[measured["target"].fillna("").astype(str) != ""]
+    if with_target.empty:
+        return ""
+    target = with_target["target"].iloc[0]
+    reached = with_target[(with_target["target_reached"] == True).fillna(False)]  # noqa: E712
+    if reached.empty:
+        return (
+            f"No run reached {target}; train for more epochs or revisit the learning rate "
+            "before choosing a strategy."
+        )
+    best = reached.loc[reached["time_to_target_s"].idxmin()]
+    pick = (
+        f"Pick {best['strategy']} on {int(best['devices'])} device(s) "
+        f"({best['time_to_target_s']:.3g} s to {target}, epoch {best['epochs_to_target']:.3g})"
+    )
+    fastest = with_target.loc[with_target["throughput_samples_s"].idxmax()]
+    if fastest.name == best.name:
+        return f"{pick}: it reached the target first and also processes the most samples/s."
+    label = f"{fastest['strategy']} on {int(fastest['devices'])} devices"
+    ratio = fastest["throughput_samples_s"] / best["throughput_samples_s"]
+    if fastest["target_reached"] is not pd.NA and bool(fastest["target_reached"]):
+        later = f"needed {fastest['epochs_to_target']:.3g} epochs to reach it"
+    else:
+        later = "never reached it"
+    return f"{pick}: {label} processes {ratio:.2f}× the samples/s but {later}."

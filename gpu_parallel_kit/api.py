@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import sys
 import threading
@@ -11,15 +12,17 @@ from typing import Any
 
 import pandas as pd
 
+from .convergence import convergence_summary, parse_target
 from .devices import plan_devices
 from .errors import GpkError
 from .progress import RunProgress
 from .results import RunResult
 from .runner import RunInterrupted, run_isolated
-from .sources import ArrayStore, data_source, default_data_for, model_source
+from .sources import ArrayStore, default_data_for, model_source
 from .spec import STRATEGIES, RunSpec, TrainingConfig
 from .store import RunLog
 from .tables import comparison_table, format_table
+from .validation import training_and_validation
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -48,6 +51,12 @@ class Experiment:
         samples: int | None = None,
         shuffle: bool = True,
         warmup_steps: int | None = None,
+        validation: Any = None,
+        validation_every_steps: int | None = None,
+        lr_scaling: str = "none",
+        warmup_epochs: float = 0.0,
+        target: Any = None,
+        deterministic: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         log: str | None = None,
         progress: bool | Callable[[RunSpec], Any] = True,
@@ -63,6 +72,10 @@ class Experiment:
             metrics=tuple(_portable(m) for m in metrics),
             shuffle=shuffle,
             warmup_steps=warmup_steps,
+            lr_scaling=lr_scaling,
+            warmup_epochs=warmup_epochs,
+            validation_every_steps=validation_every_steps,
+            deterministic=deterministic,
         )
         self.model = model_source(model)
         if data is None:
@@ -73,7 +86,13 @@ class Experiment:
                     "returning a tf.data.Dataset"
                 )
         self._arrays = ArrayStore()
-        self.data = data_source(data, seed=seed, store=self._arrays, samples=samples)
+        self.data, held_out = training_and_validation(
+            data, validation, seed=seed, store=self._arrays, samples=samples
+        )
+        # The target is checked with the validation data known (a val_* target needs some).
+        self.training = dataclasses.replace(
+            self.training, validation=held_out, target=parse_target(target)
+        )
         self.timeout = timeout
         self.log = RunLog(log)
         self.progress = progress
@@ -91,7 +110,7 @@ class Experiment:
         strategy: str = "single",
         devices: int | Sequence[int] = 1,
         *,
-        mode: str = "fit",
+        mode: str | None = None,
         all_reduce: str = "auto",
         steps_per_execution: int = 1,
         timeout: float | None = ...,
@@ -100,11 +119,22 @@ class Experiment:
         micro_batches: int | None = None,
         balance: Any = "params",
         memory_budget: int | None = None,
+        workers: int | None = None,
+        cluster: Any = None,
+        scaling: str | None = None,
+        lr_scaling: str | None = None,
+        warmup_epochs: float | None = None,
+        target: Any = None,
+        deterministic: bool | None = None,
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
-        `schedule`, `micro_batches` and `balance` apply to strategy="model" only (a comparison
-        passes them to every run; the other strategies ignore them).
+        `schedule`, `micro_batches` and `balance` apply to strategy="model" only, `workers` and
+        `cluster` to strategy="multiworker" only (a comparison passes them to every run; the
+        other strategies ignore them). `mode` defaults to "fit", and to "explicit" (the only
+        loop that works under MultiWorkerMirroredStrategy) for multiworker. `scaling`,
+        `lr_scaling`, `warmup_epochs`, `target` and `deterministic` override the experiment's own
+        for this run (None keeps them).
         """
         if strategy not in STRATEGIES:
             raise GpkError(
@@ -117,15 +147,29 @@ class Experiment:
             devices=plan_devices(devices),
             model=self.model,
             data=self.data,
-            training=self.training,
-            mode=mode,
+            training=self._run_training(
+                scaling=scaling,
+                lr_scaling=lr_scaling,
+                warmup_epochs=warmup_epochs,
+                target=target,
+                deterministic=deterministic,
+            ),
+            mode=mode or ("explicit" if strategy == "multiworker" else "fit"),
             all_reduce=all_reduce,
             steps_per_execution=steps_per_execution,
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,
             **_pipeline_plan(strategy, schedule, micro_batches, balance),
+            **_cluster_plan(strategy, workers, cluster),
         )
+
+    def _run_training(self, **overrides: Any) -> TrainingConfig:
+        """The experiment's training settings with one run's own values (None: the experiment's)."""
+        changes = {key: value for key, value in overrides.items() if value is not None}
+        if "target" in changes:
+            changes["target"] = parse_target(changes["target"])
+        return dataclasses.replace(self.training, **changes) if changes else self.training
 
     def run(
         self,
@@ -192,6 +236,9 @@ class Experiment:
                 count = choice if isinstance(choice, int) else len(choice)
                 if strategy == "single" and count != 1:
                     continue
+                if strategy == "multiworker" and count > 1 and _on_cpu(choice):
+                    # One replica per worker on the CPU: the other counts would only fail.
+                    continue
                 specs.append(self.plan(strategy, choice, **plan))
         if any(s.strategy == "single" for s in specs):
             return specs
@@ -200,7 +247,8 @@ class Experiment:
         return specs
 
     def _execute(self, spec: RunSpec, cancel: threading.Event | None) -> RunResult:
-        label = f"{spec.strategy}×{spec.devices.count}" + (
+        workers = f" {spec.workers} workers" if spec.strategy == "multiworker" else ""
+        label = f"{spec.strategy}{workers}×{spec.devices.count}" + (
             " (virtual)" if spec.devices.virtual else ""
         )
         if callable(self.progress):
@@ -255,6 +303,26 @@ class Comparison:
 
         return communication_figure(self.table)
 
+    def plot_convergence(self, metrics: str | Sequence[str] | None = None):
+        """Loss or metric against training time and against epochs, one line per run, with the
+        target as a dashed line. `metrics` defaults to the target's metric (else the validation
+        loss, else the training loss); several give one row of panels each."""
+        from .convergence_plots import convergence_figure
+
+        return convergence_figure(self.results, metrics)
+
+    def plot_time_to_target(self):
+        """Time to target per run ("not reached" drawn as an empty bar), and speedup measured in
+        time to target beside speedup measured in samples per second."""
+        from .convergence_plots import time_to_target_figure
+
+        return time_to_target_figure(self.table)
+
+    @property
+    def convergence(self) -> str:
+        """The learning-rate rule as applied and who reached the target when, in a sentence."""
+        return convergence_summary(self.table)
+
     @property
     def advice(self) -> str:
         """One sentence: which strategy and device count to pick here, and why."""
@@ -282,14 +350,18 @@ class Comparison:
         """Write the table (CSV, Markdown) and the plots (PNG) to `directory`."""
         from .report import write_report
 
-        return write_report(self.table, directory)
+        return write_report(self.table, directory, self.results)
 
     def __repr__(self) -> str:
-        return f"{format_table(self.table)}\n\n{self.advice}".rstrip()
+        table = self.table
+        notes = "\n".join(s for s in (self.advice, convergence_summary(table)) if s)
+        return f"{format_table(table)}\n\n{notes}".rstrip()
 
     def _repr_html_(self) -> str:
-        table = self.table.to_html(index=False, na_rep="")
-        return f"{table}<p><b>{html.escape(self.advice)}</b></p>" if self.advice else table
+        table = self.table
+        notes = [s for s in (self.advice, convergence_summary(table)) if s]
+        paragraphs = "".join(f"<p><b>{html.escape(s)}</b></p>" for s in notes)
+        return table.to_html(index=False, na_rep="") + paragraphs
 
 
 def _pipeline_plan(
@@ -305,6 +377,22 @@ def _pipeline_plan(
         "micro_batches": 1 if micro_batches is None else micro_batches,
         "balance": list(balance) if isinstance(balance, tuple) else balance,
     }
+
+
+def _on_cpu(devices: int | Sequence[int]) -> bool:
+    return plan_devices(devices).kind == "cpu"
+
+
+def _cluster_plan(strategy: str, workers: int | None, cluster: Any) -> dict[str, Any]:
+    """Multi-worker settings: a named cluster decides the worker count; locally 2 by default."""
+    if strategy != "multiworker":
+        return {}
+    if cluster is not None:
+        from .cluster import load_cluster
+
+        spec = load_cluster(cluster)
+        return {"cluster": spec, "workers": len(spec.workers) if workers is None else workers}
+    return {"workers": 2 if workers is None else workers}
 
 
 def _portable(value: Any) -> Any:

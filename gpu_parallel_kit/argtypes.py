@@ -50,3 +50,37 @@ def timeout(text: str) -> float | None:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds or none") from None
+
+
+def fraction(text: str) -> float:
+    """A share of the training data strictly between 0 and 1, such as 0.1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction like 0.1") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction between 0 and 1, e.g. 0.1")
+    return value
+
+
+def epochs(text: str) -> float:
+    """A number of epochs, fractions allowed (0.5), 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of epochs like 1") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} epochs is negative; use 0 or more")
+    return value
+
+
+def target(text: str) -> str:
+    """METRIC=VALUE (direction from the name), METRIC>=VALUE or METRIC<=VALUE, checked here."""
+    from .convergence import parse_target
+    from .errors import GpkError
+
+    try:
+        parse_target(text)
+    except GpkError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text

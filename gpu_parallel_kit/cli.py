@@ -70,9 +70,25 @@ def _experiment(args: argparse.Namespace) -> Experiment:
             timeout=args.timeout,
             log=args.log,
             progress=args.progress,
+            **_convergence(args),
         )
     except TypeError as error:  # the API's wrong-type errors are the user's to fix here
         raise UsageError(str(error)) from error
+
+
+def _convergence(args: argparse.Namespace) -> dict[str, Any]:
+    """The time-to-accuracy options as Experiment arguments."""
+    validation = args.validation_split
+    if args.validation_data is not None:
+        validation = _load_npz(Path(args.validation_data), "--validation-data")
+    return {
+        "validation": validation,
+        "validation_every_steps": args.validation_every_steps,
+        "lr_scaling": args.lr_scaling,
+        "warmup_epochs": args.warmup_epochs,
+        "target": args.target,
+        "deterministic": args.deterministic,
+    }
 
 
 def _model(text: str) -> Any:
@@ -125,22 +141,22 @@ def _data(text: str | None, model: str) -> Any:
     return _load_npz(Path(text))
 
 
-def _load_npz(path: Path) -> tuple[Any, Any]:
+def _load_npz(path: Path, option: str = "--data") -> tuple[Any, Any]:
     import numpy as np
 
     if not path.is_file():
-        raise UsageError(f"--data '{path}' does not exist; give a .npz file with arrays x and y")
+        raise UsageError(f"{option} '{path}' does not exist; give a .npz file with arrays x and y")
     try:
         with np.load(path, allow_pickle=False) as saved:
             missing = [key for key in ("x", "y") if key not in saved.files]
             if missing:
                 raise UsageError(
-                    f"--data '{path}' holds {', '.join(saved.files) or 'no arrays'} but no "
+                    f"{option} '{path}' holds {', '.join(saved.files) or 'no arrays'} but no "
                     f"{missing[0]!r}; save it with numpy.savez(path, x=inputs, y=targets)"
                 )
             return saved["x"], saved["y"]
     except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise UsageError(f"--data '{path}' is not a readable .npz file ({error})") from None
+        raise UsageError(f"{option} '{path}' is not a readable .npz file ({error})") from None
 
 
 def _plan(args: argparse.Namespace) -> dict[str, Any]:

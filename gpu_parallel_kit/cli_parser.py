@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .api import DEFAULT_TIMEOUT_S
-from .argtypes import balance, device_choice, positive, whole
+from .argtypes import balance, device_choice, epochs, fraction, positive, target, whole
+from .lr_rules import LR_RULES
 from .schedules import SCHEDULES
 from .spec import ALL_REDUCE, MODES, SCALING, STRATEGIES  # the API's own choices, for the help
 from .synthetic import SYNTHETIC_SETS
@@ -288,8 +289,61 @@ def _training_options() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stop a run that has not finished after this long; default: %(default)g",
     )
+    _add_convergence_options(options)
     _add_output_options(options)
     return options
+
+
+def _add_convergence_options(options: argparse.ArgumentParser) -> None:
+    """Time to accuracy: validation data, the learning-rate rule, the target, determinism."""
+    group = options.add_argument_group("time to accuracy")
+    held_out = group.add_mutually_exclusive_group()
+    held_out.add_argument(
+        "--validation-split",
+        type=fraction,
+        metavar="F",
+        help="hold out this fraction of the training data (chosen at random from the seed) and "
+        "evaluate on it during training; default: no validation",
+    )
+    held_out.add_argument(
+        "--validation-data",
+        metavar="PATH",
+        help="a .npz file with arrays x and y to evaluate on during training",
+    )
+    group.add_argument(
+        "--validation-every-steps",
+        type=positive,
+        metavar="N",
+        help="evaluate every N optimizer steps (and after the last); default: each epoch end",
+    )
+    group.add_argument(
+        "--lr-scaling",
+        choices=LR_RULES,
+        default="none",
+        help="scale the learning rate when the global batch grows by k (weak scaling): linear "
+        "(k times, Goyal et al. 2017), sqrt (by the square root of k) or none; default: "
+        "%(default)s",
+    )
+    group.add_argument(
+        "--warmup-epochs",
+        type=epochs,
+        default=0.0,
+        metavar="E",
+        help="ramp the learning rate from the base to the scaled rate over the first E epochs; "
+        "default: %(default)g",
+    )
+    group.add_argument(
+        "--target",
+        type=target,
+        metavar="METRIC=VALUE",
+        help="report when each run first reached it, e.g. val_accuracy=0.9 (direction from the "
+        "name) or val_loss<=0.3; default: none",
+    )
+    group.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="TensorFlow's op determinism: the same seed gives the same curve",
+    )
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:

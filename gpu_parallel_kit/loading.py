@@ -106,6 +106,21 @@ def make_dataset(
     return dataset.repeat().prefetch(tf.data.AUTOTUNE), steps
 
 
+def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
+    """The validation samples in batches of `batch` (the last one may be smaller), one pass."""
+    if source.kind == "dataset_builder":
+        dataset = _dataset_from_builder(source)
+        if int(dataset.cardinality().numpy()) == int(tf.data.INFINITE_CARDINALITY):
+            raise GpkError(
+                f"the validation dataset of {source.name} never ends; make it finite, "
+                "e.g. with .take(1000)"
+            )
+        return dataset.batch(batch).prefetch(tf.data.AUTOTUNE)
+    x, y = _arrays(source)
+    dataset = tf.data.Dataset.from_tensor_slices((np.asarray(x), np.asarray(y)))
+    return dataset.batch(batch).cache().prefetch(tf.data.AUTOTUNE)
+
+
 def _builder_pipeline(
     source: DataSource, training: TrainingConfig, global_batch: int
 ) -> tuple[tf.data.Dataset, int]:

@@ -19,12 +19,21 @@ PROGRESS_INTERVAL_S = 0.25
 
 
 class StepRecorder:
-    """Collects step and epoch timestamps and the loss history of one run."""
+    """Collects step and epoch timestamps, the loss history and the evaluations of one run.
+
+    Time spent evaluating (and reading the learning rate) is paused out of the clock, so it never
+    counts in a step, an epoch or the wall time, and evaluation timestamps are training seconds.
+    """
 
     def __init__(
-        self, total_steps: int, emit: Callable[..., None], warmup_steps: int | None = None
+        self,
+        total_steps: int,
+        emit: Callable[..., None],
+        warmup_steps: int | None = None,
+        steps_per_epoch: int | None = None,
     ) -> None:
         self.total_steps = total_steps
+        self.steps_per_epoch = steps_per_epoch or total_steps or 1
         self.warmup_steps = (
             default_warmup_steps(total_steps)
             if warmup_steps is None
@@ -34,21 +43,32 @@ class StepRecorder:
         self._first_begin: float | None = None
         self._batch_ends: list[float] = []
         self._epoch_begin = 0.0
+        self._paused_s = 0.0  # spent on evaluations: left out of every timing
         self.epoch_times: list[float] = []
         self.history: dict[str, list[float]] = {}
+        self.history_time_s: list[float] = []
+        self.evaluations: list[dict[str, float]] = []
         self._last_progress = 0.0
         # Called by StepTimer.on_train_end: the worker reports from there, not after fit returns.
         self.on_train_end: Callable[[], None] | None = None
+        # Installed by the worker when the run has validation data: returns {"val_loss": ...}.
+        self.evaluate: Callable[[], dict[str, float]] | None = None
+        self.evaluate_every_steps: int | None = None  # None: at each epoch end
+        # Installed by the worker: the optimizer's current learning rate.
+        self.learning_rate: Callable[[], float] | None = None
+
+    def _clock(self) -> float:
+        return time.perf_counter() - self._paused_s
 
     def train_begin(self) -> None:
-        self._first_begin = time.perf_counter()
+        self._first_begin = self._clock()
 
     def epoch_begin(self) -> None:
-        self._epoch_begin = time.perf_counter()
+        self._epoch_begin = self._clock()
 
     def step_end(self, steps: int = 1) -> None:
         """Record the end of `steps` optimizer steps (more than one with steps_per_execution)."""
-        now = time.perf_counter()
+        now = self._clock()
         previous = self._batch_ends[-1] if self._batch_ends else self._first_begin or now
         for i in range(1, steps + 1):
             self._batch_ends.append(previous + (now - previous) * i / steps)
@@ -60,14 +80,54 @@ class StepRecorder:
                 total=self.total_steps,
                 step_time_s=(now - previous) / steps,
             )
+        every = self.evaluate_every_steps
+        if self.evaluate is not None and every:
+            done = len(self._batch_ends)
+            if done // every > (done - steps) // every or (self.done and done % every):
+                self._paused(self._evaluation)
 
     def epoch_end(self, logs: dict[str, Any] | None) -> None:
-        self.epoch_times.append(time.perf_counter() - self._epoch_begin)
+        now = self._clock()
+        self.epoch_times.append(now - self._epoch_begin)
+        self.history_time_s.append(now - (now if self._first_begin is None else self._first_begin))
         for key, value in (logs or {}).items():
             try:
                 self.history.setdefault(key, []).append(float(value))
             except (TypeError, ValueError):
                 continue
+        self._paused(self._epoch_bookkeeping)
+
+    def _epoch_bookkeeping(self) -> None:
+        if self.learning_rate is not None:
+            self.history.setdefault("learning_rate", []).append(self.learning_rate())
+        if self.evaluate is not None and not self.evaluate_every_steps:
+            for key, value in self._evaluation().items():
+                self.history.setdefault(key, []).append(value)
+
+    def _evaluation(self) -> dict[str, float]:
+        """Evaluate now and record the values with the training time and epoch they belong to."""
+        done = len(self._batch_ends)
+        training = self._clock()
+        begin = training if self._first_begin is None else self._first_begin
+        record: dict[str, float] = {
+            "epoch": done / self.steps_per_epoch,
+            "step": done,
+            "time_s": training - begin,  # training only: earlier evaluations left out
+            "wall_time_s": training + self._paused_s - begin,  # as the wall clock saw it
+        }
+        values = self.evaluate() if self.evaluate is not None else {}
+        record.update(values)
+        if self.learning_rate is not None:
+            record["learning_rate"] = self.learning_rate()
+        self.evaluations.append(record)
+        return values
+
+    def _paused(self, work: Callable[[], Any]) -> None:
+        start = time.perf_counter()
+        try:
+            work()
+        finally:
+            self._paused_s += time.perf_counter() - start
 
     @property
     def done(self) -> bool:
@@ -83,6 +143,8 @@ class StepRecorder:
         measured = durations[self.warmup_steps :]
         median, spread = median_and_spread(measured)
         wall = (self._batch_ends[-1] - self._first_begin) if self._batch_ends else None
+        # The first step traces and compiles: its time beyond a typical step is a one-off cost.
+        compile_time = max(0.0, durations[0] - median) if durations and median else None
         return {
             "step_times_s": tuple(measured),
             "warmup_steps": self.warmup_steps,
@@ -91,6 +153,10 @@ class StepRecorder:
             "wall_time_s": wall,
             "epoch_times_s": tuple(self.epoch_times),
             "history": self.history,
+            "history_time_s": tuple(self.history_time_s),
+            "evaluations": tuple(self.evaluations),
+            "evaluation_time_s": self._paused_s if self.evaluate is not None else None,
+            "compile_time_s": compile_time,
         }
 
 

@@ -8,7 +8,7 @@ the `gpk` command and a notebook all produce the same files.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +16,10 @@ from matplotlib.figure import Figure
 
 from gpu_parallel_kit.advice import advice
 from gpu_parallel_kit.comm_plots import communication_figure
+from gpu_parallel_kit.convergence import convergence_summary
+from gpu_parallel_kit.convergence_plots import convergence_figure, time_to_target_figure
 from gpu_parallel_kit.plots import speedup_figure, throughput_figure, wall_time_figure
+from gpu_parallel_kit.results import RunResult
 from gpu_parallel_kit.tables import markdown_table
 
 DPI = 110
@@ -28,9 +31,13 @@ _FIGURES: tuple[tuple[str, Callable[[pd.DataFrame], Figure]], ...] = (
 )
 
 
-def write_report(df: pd.DataFrame, directory: str | os.PathLike[str]) -> list[Path]:
+def write_report(
+    df: pd.DataFrame, directory: str | os.PathLike[str], results: Sequence[RunResult] = ()
+) -> list[Path]:
     """Write `table.csv`, `table.md` (with the advice sentence under the table) and the plots
     (wall time, throughput, speedup, communication) into `directory` (created if missing).
+    With the runs' `results`, also `convergence.png` when they recorded curves, and
+    `time_to_target.png` when they had a target.
 
     The CSV keeps every column at full precision; the markdown is rounded for reading.
     Existing files of the same names are replaced. Returns the paths written, in that order.
@@ -41,9 +48,15 @@ def write_report(df: pd.DataFrame, directory: str | os.PathLike[str]) -> list[Pa
     df.to_csv(csv_path, index=False)
     markdown_path = folder / "table.md"
     sentence = advice(df) if not df.empty else ""
+    sentence = "\n\n".join(s for s in (sentence, convergence_summary(df)) if s)
     markdown_path.write_text(markdown_table(df) + "\n\n" + sentence + "\n", encoding="utf-8")
     written = [csv_path, markdown_path]
-    for name, build in _FIGURES:
+    figures = list(_FIGURES)
+    if any(r.ok and r.history_time_s for r in results):
+        figures.append(("convergence.png", lambda _: convergence_figure(results)))
+        if "target" in df.columns and (df["target"].fillna("").astype(str) != "").any():
+            figures.append(("time_to_target.png", time_to_target_figure))
+    for name, build in figures:
         figure = build(df)
         path = folder / name
         figure.savefig(path, dpi=DPI, bbox_inches="tight")

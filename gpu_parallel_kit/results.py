@@ -20,12 +20,13 @@ class RunResult:
     run_id: str  # unique per run; the key in the run log
     experiment_id: str  # runs of one Experiment share it; speedup compares within it
     strategy: str  # single | data | model | multiworker
-    devices: int  # number of devices (replicas or stages) the run used
+    devices: int  # number of devices (replicas or stages) the run used, over all workers
     virtual: bool  # True when the devices were logical devices carved out of fewer physical ones
     status: str  # one of STATUSES
     reason: str = ""  # one sentence when status is not "ok"
     device_kind: str = "cpu"  # cpu | gpu
     device_names: tuple[str, ...] = ()  # TensorFlow names of the devices the run used
+    workers: int = 1  # processes (multiworker: hosts or local processes) the devices belong to
     global_batch: int = 0  # samples per optimizer step, over all devices
     scaling: str = "strong"  # strong: global batch fixed; weak: per-device batch fixed
     mode: str = "fit"  # fit (Keras model.fit) | explicit (custom loop, visible all-reduce)
@@ -52,6 +53,19 @@ class RunResult:
     versions: dict[str, str] = field(default_factory=dict)  # python, tensorflow, keras, kit
     extra: dict[str, Any] = field(default_factory=dict)  # engine-specific figures
     created_at: str = ""  # ISO time the run finished
+    # Time to accuracy (convergence.py): the learning-rate rule as applied, the target, and the
+    # curves with their timestamps (seconds of training since the first step, evaluations excluded).
+    lr_scaling: str = "none"  # none | linear | sqrt
+    lr_factor: float = 1.0  # the rule's multiplier for this run's global batch (1: rate kept)
+    warmup_epochs: float = 0.0  # epochs the rate ramped from the base to the scaled one
+    base_learning_rate: float | None = None  # the optimizer's own rate, before the rule
+    learning_rate: float | None = None  # the effective peak rate: base × lr_factor
+    target: dict[str, Any] = field(default_factory=dict)  # metric, value, direction; {} for none
+    history_time_s: tuple[float, ...] = ()  # training seconds at each epoch end of `history`
+    evaluations: tuple[dict[str, float], ...] = ()  # epoch, step, time_s, val_* per evaluation
+    evaluation_time_s: float | None = None  # seconds spent evaluating, left out of every timing
+    compile_time_s: float | None = None  # the first step's time beyond the median step (tracing)
+    deterministic: bool = False  # trained with TensorFlow's op determinism
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -118,7 +132,13 @@ class RunResult:
         """Rebuild a result from `to_dict` output, ignoring keys newer versions may have added."""
         names = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        for key in ("device_names", "step_times_s", "epoch_times_s"):
+        for key in (
+            "device_names",
+            "step_times_s",
+            "epoch_times_s",
+            "history_time_s",
+            "evaluations",
+        ):
             if key in kwargs and kwargs[key] is not None:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)

@@ -99,9 +99,16 @@ class ArrayStore:
 
 
 def data_source(
-    data: Any, seed: int, store: ArrayStore | None, samples: int | None = None
+    data: Any,
+    seed: int,
+    store: ArrayStore | None,
+    samples: int | None = None,
+    names: tuple[str, str] = ("x", "y"),
 ) -> DataSource:
-    """Accept (x, y) arrays, a built-in synthetic set name, or a dataset builder function."""
+    """Accept (x, y) arrays, a built-in synthetic set name, or a dataset builder function.
+
+    `names` are the files the arrays are stored as (validation arrays get their own).
+    """
     if isinstance(data, str):
         synthetic_spec(data)  # raises a clear error for an unknown name
         count = samples or default_samples(data)
@@ -110,9 +117,9 @@ def data_source(
         return DataSource(kind="synthetic", name=data, samples=count, seed=seed)
     if isinstance(data, tuple | list) and len(data) == 2:
         x, y = (np.asarray(a) for a in data)
-        _check_arrays(x, y)
+        check_arrays(x, y)
         store = store or ArrayStore()
-        paths = (store.save("x", x), store.save("y", y))
+        paths = (store.save(names[0], x), store.save(names[1], y))
         return DataSource(kind="arrays", paths=paths, samples=len(x), seed=seed)
     if callable(data):
         return DataSource(
@@ -125,7 +132,7 @@ def data_source(
     )
 
 
-def _check_arrays(x: np.ndarray, y: np.ndarray) -> None:
+def check_arrays(x: np.ndarray, y: np.ndarray) -> None:
     if x.ndim == 0 or len(x) == 0:
         raise GpkError("data=(x, y) is empty; pass at least one global batch of samples")
     if y.ndim == 0 or len(x) != len(y):

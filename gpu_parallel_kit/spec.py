@@ -9,14 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .convergence import Target
 from .devices import DevicePlan
 from .errors import GpkError
+from .lr_rules import check_rule, check_warmup, lr_factor
 from .schedules import SCHEDULES, build_schedule
 from .sources import DataSource, ModelSource
 
-STRATEGIES = ("single", "data", "model")
+STRATEGIES = ("single", "data", "model", "multiworker")
 MODES = ("fit", "explicit")
-ALL_REDUCE = ("auto", "nccl", "hierarchical", "reduce_to_one")
+ALL_REDUCE = ("auto", "nccl", "hierarchical", "reduce_to_one", "ring")
+# MultiWorkerMirroredStrategy's collective implementations: ring (gRPC) or NCCL on GPUs.
+MULTIWORKER_ALL_REDUCE = ("auto", "ring", "nccl")
 SCALING = ("strong", "weak")
 
 
@@ -34,6 +38,14 @@ class TrainingConfig:
     metrics: tuple[Any, ...] = ()
     shuffle: bool = True
     warmup_steps: int | None = None  # None: stats.default_warmup_steps
+    # Time to accuracy (convergence.py, lr_rules.py): how the rate follows the global batch,
+    # what is evaluated during training, and the target a run must reach.
+    lr_scaling: str = "none"  # none | linear | sqrt, for k = global batch / batch_size
+    warmup_epochs: float = 0.0  # epochs over which the rate ramps from the base to the scaled one
+    target: Target | None = None  # e.g. val_accuracy >= 0.9; judged in the caller
+    validation: DataSource | None = None  # held-out data evaluated in the worker during training
+    validation_every_steps: int | None = None  # None: evaluate at each epoch end
+    deterministic: bool = False  # TensorFlow's op determinism: same seed, same curve
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "epochs"):
@@ -55,10 +67,46 @@ class TrainingConfig:
             raise GpkError(f"scaling={self.scaling!r} is not 'strong' or 'weak'; pick one of those")
         if self.warmup_steps is not None and self.warmup_steps < 0:
             raise GpkError(f"warmup_steps={self.warmup_steps} must be 0 or more")
+        self._check_convergence_options()
+
+    def _check_convergence_options(self) -> None:
+        check_rule(self.lr_scaling)
+        check_warmup(self.warmup_epochs, self.epochs)
+        if self.target is not None and not isinstance(self.target, Target):
+            raise TypeError(f"target={self.target!r} must be a Target (see parse_target)")
+        every = self.validation_every_steps
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int)):
+            raise TypeError(f"validation_every_steps={every!r} must be a whole number of steps")
+        if every is not None and every < 1:
+            raise GpkError(
+                f"validation_every_steps={every} must be at least 1, or None for every epoch"
+            )
+        if not isinstance(self.deterministic, bool):
+            raise TypeError(f"deterministic={self.deterministic!r} must be True or False")
+        if self.target and self.target.metric.startswith("val_") and self.validation is None:
+            raise GpkError(
+                f"target {self.target} needs validation data; pass validation=(x_val, y_val), a "
+                "fraction such as 0.1, or a dataset builder, or target a training metric (loss)"
+            )
 
     def global_batch(self, devices: int) -> int:
         """Strong scaling keeps the global batch; weak scaling keeps each device's share."""
         return self.batch_size * devices if self.scaling == "weak" else self.batch_size
+
+    def lr_factor(self, global_batch: int) -> float:
+        """The learning-rate multiplier for `global_batch`: k = global batch / batch_size under
+        the rule (1 under strong scaling, where the global batch is the base batch)."""
+        return lr_factor(self.lr_scaling, global_batch, self.batch_size)
+
+    def result_identity(self, global_batch: int) -> dict[str, Any]:
+        """The RunResult fields a run's training settings give it, whether it finished or not."""
+        return dict(
+            lr_scaling=self.lr_scaling,
+            lr_factor=self.lr_factor(global_batch),
+            warmup_epochs=float(self.warmup_epochs),
+            target=self.target.to_dict() if self.target else {},
+            deterministic=self.deterministic,
+        )
 
 
 @dataclass(frozen=True)
@@ -81,6 +129,8 @@ class RunSpec:
     micro_batches: int | None = None  # model parallel: micro-batches per global batch
     balance: Any = "params"  # model parallel: params | time | stage start indices
     memory_budget: int | None = None  # bytes of parameters + optimizer state allowed per device
+    workers: int = 1  # multiworker: processes, each with `devices` devices
+    cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -98,6 +148,15 @@ class RunSpec:
             raise GpkError(
                 f"all_reduce={self.all_reduce!r} is not known; use one of {', '.join(ALL_REDUCE)}"
             )
+        if self.strategy == "multiworker":
+            self._check_multiworker()
+        elif self.workers != 1 or self.cluster is not None:
+            raise GpkError(
+                f"workers={self.workers} applies to strategy='multiworker' only; "
+                f"drop it or use strategy='multiworker' instead of {self.strategy!r}"
+            )
+        elif self.all_reduce == "ring":
+            raise GpkError("all_reduce='ring' is for strategy='multiworker'; use 'auto' here")
         if self.all_reduce == "nccl" and self.devices.kind != "gpu":
             raise GpkError("all_reduce='nccl' needs GPUs; use 'auto' or 'reduce_to_one' on the CPU")
         if self.memory_budget is not None and (
@@ -116,7 +175,7 @@ class RunSpec:
         if self.strategy == "model":
             self._check_pipeline()
         else:
-            check_batch(self.global_batch, self.devices.count)
+            check_batch(self.global_batch, self.replicas)
         check_enough_data(self.data.samples, self.global_batch)
 
     def _check_pipeline(self) -> None:
@@ -135,9 +194,40 @@ class RunSpec:
                 f"multiple of {m}, e.g. {lower or m} or {lower + m}"
             )
 
+    def _check_multiworker(self) -> None:
+        w = self.workers
+        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+            raise GpkError(f"workers={w!r} must be a whole number of at least 1, e.g. 2")
+        if self.cluster is not None and len(self.cluster.workers) != w:
+            raise GpkError(
+                f"workers={w} but the cluster {self.cluster.source or ''} lists "
+                f"{len(self.cluster.workers)}; drop workers= or make them agree"
+            )
+        if self.all_reduce not in MULTIWORKER_ALL_REDUCE:
+            raise GpkError(
+                f"all_reduce={self.all_reduce!r} is not available with strategy='multiworker'; "
+                f"use one of {', '.join(MULTIWORKER_ALL_REDUCE)}"
+            )
+        if self.mode != "explicit":
+            raise GpkError(
+                f"mode={self.mode!r} is not available with strategy='multiworker' (Keras's fit "
+                "fails under MultiWorkerMirroredStrategy); use mode='explicit'"
+            )
+        if self.devices.kind == "cpu" and self.devices.count > 1:
+            raise GpkError(
+                f"devices={self.devices.count} per worker needs GPUs: on the CPU "
+                "MultiWorkerMirroredStrategy trains one replica per worker; use "
+                f"workers={w * self.devices.count}, devices=1 for {w * self.devices.count} replicas"
+            )
+
+    @property
+    def replicas(self) -> int:
+        """Model copies trained in step: the devices of every worker."""
+        return self.devices.count * self.workers
+
     @property
     def global_batch(self) -> int:
-        return self.training.global_batch(self.devices.count)
+        return self.training.global_batch(self.replicas)
 
     def result_identity(self) -> dict[str, Any]:
         """The RunResult fields every row of this run carries, whether it finished or not."""
@@ -145,7 +235,8 @@ class RunSpec:
             run_id=self.run_id,
             experiment_id=self.experiment_id,
             strategy=self.strategy,
-            devices=self.devices.count,
+            devices=self.replicas,
+            workers=self.workers,
             virtual=self.devices.virtual,
             device_kind=self.devices.kind,
             global_batch=self.global_batch,
@@ -154,6 +245,7 @@ class RunSpec:
             epochs=self.training.epochs,
             schedule=self.schedule,
             micro_batches=self.micro_batches,
+            **self.training.result_identity(self.global_batch),
         )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from gpu_parallel_kit.breakdown import effective_bandwidth, step_breakdown
+from gpu_parallel_kit.convergence import Target, reach_of
 from gpu_parallel_kit.results import RunResult
 
 # The public contract (DESIGN.md): scripts and notebooks rely on these names and this order.
@@ -40,6 +41,7 @@ COLUMNS: tuple[str, ...] = (
 )
 # Context that says how to read the figures (scaling mode, where and when the run happened).
 EXTRA_COLUMNS: tuple[str, ...] = (
+    "workers",
     "scaling",
     "mode",
     "all_reduce",
@@ -64,8 +66,24 @@ MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
 # Where the step goes (breakdown.py): compute beside the exposed communication, and the bandwidth
 # that communication achieved.
 COMM_COLUMNS: tuple[str, ...] = ("compute_time_s", "effective_bandwidth_bytes_s")
+# Time to accuracy (convergence.py): the learning-rate rule as applied (the effective peak rate and
+# the factor k gave it) and when each run first met the target. A run that never met it has NaN
+# figures and target_reached False ("not reached" in the text tables); rows without a target or
+# that did not finish have <NA> there. The speedup is in time to target, against the same baseline
+# run as `speedup`, which is in samples per second.
+CONVERGENCE_COLUMNS: tuple[str, ...] = (
+    "learning_rate",
+    "lr_scaling",
+    "lr_factor",
+    "warmup_epochs",
+    "target",
+    "target_reached",
+    "time_to_target_s",
+    "epochs_to_target",
+    "time_to_target_speedup",
+)
 ALL_COLUMNS: tuple[str, ...] = (
-    COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS + COMM_COLUMNS
+    COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS + COMM_COLUMNS + CONVERGENCE_COLUMNS
 )
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
@@ -91,8 +109,14 @@ _FLOAT_COLUMNS = (
     *COMM_COLUMNS,
     "speedup",
     "efficiency",
+    "learning_rate",
+    "lr_factor",
+    "warmup_epochs",
+    "time_to_target_s",
+    "epochs_to_target",
+    "time_to_target_speedup",
 )
-_INT_COLUMNS = ("devices", "global_batch", "epochs", "steps_per_epoch")
+_INT_COLUMNS = ("devices", "workers", "global_batch", "epochs", "steps_per_epoch")
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected")
 _BYTE_COLUMNS = {
@@ -122,6 +146,23 @@ _TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("reason", "reason"),
 )
 _REASON_WIDTH = 36
+# With a target or a learning-rate rule the text tables add what they need to be read; a run that
+# never met the target says so in words where its time would be.
+_MARKDOWN_CONVERGENCE = (
+    "learning_rate",
+    "lr_scaling",
+    "target",
+    "time_to_target_s",
+    "epochs_to_target",
+    "time_to_target_speedup",
+)
+_TERMINAL_CONVERGENCE: tuple[tuple[str, str], ...] = (
+    ("learning_rate", "lr"),
+    ("time_to_target_s", "to_target_s"),
+    ("epochs_to_target", "epochs"),
+    ("time_to_target_speedup", "tt_speedup"),
+)
+NOT_REACHED = "not reached"
 
 
 def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -143,17 +184,19 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
             **dict.fromkeys(_INT_COLUMNS, "int64"),
             **dict.fromkeys(_OPTIONAL_INT_COLUMNS, "Int64"),
             **dict.fromkeys(_BOOL_COLUMNS, "bool"),
+            "target_reached": "boolean",
         }
     )
-    return _with_speedup(frame)
+    return _with_time_to_target_speedup(_with_speedup(frame))
 
 
 def _row(result: RunResult) -> dict[str, object]:
     row: dict[str, object] = {
         name: getattr(result, name)
         for name in ALL_COLUMNS
-        if name not in _FLOAT_COLUMNS and name != "projected"
+        if name not in _FLOAT_COLUMNS and name not in CONVERGENCE_COLUMNS and name != "projected"
     }
+    row.update(_convergence_cells(result))
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
     row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
@@ -170,6 +213,22 @@ def _number(value: float | int | None) -> float:
     return math.nan if value is None else float(value)
 
 
+def _convergence_cells(result: RunResult) -> dict[str, object]:
+    target = Target.from_dict(result.target)
+    reach = reach_of(result) if result.ok else None
+    return {
+        "learning_rate": _number(result.learning_rate),
+        "lr_scaling": result.lr_scaling,
+        "lr_factor": _number(result.lr_factor),
+        "warmup_epochs": _number(result.warmup_epochs),
+        "target": str(target) if target else "",
+        "target_reached": pd.NA if reach is None else reach.reached,
+        "time_to_target_s": _number(reach.time_s if reach else None),
+        "epochs_to_target": _number(reach.epoch if reach else None),
+        "time_to_target_speedup": math.nan,  # needs the baseline: _with_time_to_target_speedup
+    }
+
+
 def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
     for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
@@ -181,6 +240,21 @@ def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     frame["speedup"] = speedup
     # A zero device count would give an infinite efficiency; leave it undefined instead.
     frame["efficiency"] = speedup / frame["devices"].where(frame["devices"] > 0)
+    return frame
+
+
+def _with_time_to_target_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+    """Baseline time to target / each run's, within each experiment; NaN unless both reached it."""
+    speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
+    for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
+        usable = group[(group["status"] == "ok") & (group["throughput_samples_s"] > 0)]
+        for candidates in (usable[usable["strategy"] == "single"], usable[usable["devices"] == 1]):
+            if len(candidates):
+                baseline = float(candidates["time_to_target_s"].iloc[0])
+                if baseline > 0:  # NaN when the baseline never reached the target
+                    speedup[group.index] = baseline / group["time_to_target_s"]
+                break
+    frame["time_to_target_speedup"] = speedup
     return frame
 
 
@@ -196,10 +270,12 @@ def _baseline_throughput(group: pd.DataFrame) -> float | None:
 def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
     """A GitHub markdown table of `df` for reports: 4 significant digits, bytes shown in MiB.
 
-    `columns` defaults to the contract columns plus `scaling` (those present in `df`).
+    `columns` defaults to the contract columns plus `scaling` (those present in `df`), and the
+    time-to-target columns when a run has a target or a learning-rate rule.
     """
-    chosen = [c for c in (columns or MARKDOWN_COLUMNS) if c in df.columns]
-    shown = _display_frame(df[chosen])
+    default = (*MARKDOWN_COLUMNS, *(_MARKDOWN_CONVERGENCE if _has_convergence(df) else ()))
+    chosen = [c for c in (columns or default) if c in df.columns]
+    shown = _mark_not_reached(_display_frame(df[chosen]), df)
     align = ["right" if _is_numeric(df, c) else "left" for c in chosen]
     # disable_numparse: the cells are already formatted; tabulate must not re-round them.
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
@@ -208,12 +284,16 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
 def format_table(df: pd.DataFrame) -> str:
     """A compact plain-text table for terminals: the columns that answer "which is fastest".
 
-    Fits about 130 characters at worst; long failure reasons are cut (the full text is in `df`).
+    Fits about 130 characters at worst (about 165 with a target, whose columns come before the
+    reason); long failure reasons are cut (the full text is in `df`).
     """
     if df.empty:
         return "(no runs)"
-    chosen = [(column, header) for column, header in _TERMINAL_COLUMNS if column in df.columns]
-    shown = _display_frame(df[[column for column, _ in chosen]])
+    columns = list(_TERMINAL_COLUMNS)
+    if _has_convergence(df):
+        columns[-1:-1] = _TERMINAL_CONVERGENCE
+    chosen = [(column, header) for column, header in columns if column in df.columns]
+    shown = _mark_not_reached(_display_frame(df[[column for column, _ in chosen]]), df)
     if "reason" in df.columns:
         shown["reason"] = shown["reason"].map(_shorten)
     lines = [[header for _, header in chosen], *shown.itertuples(index=False)]
@@ -235,13 +315,28 @@ def _display_frame(df: pd.DataFrame) -> pd.DataFrame:
         values = df[column]
         if column in _BYTE_COLUMNS:
             cells[_BYTE_COLUMNS[column]] = [_figure_text(v / _MIB) for v in values]
-        elif values.dtype == "bool":
-            cells[column] = ["yes" if v else "no" for v in values]
+        elif pd.api.types.is_bool_dtype(values):
+            cells[column] = ["" if _missing(v) else "yes" if v else "no" for v in values]
         elif pd.api.types.is_float_dtype(values):
             cells[column] = [_figure_text(v) for v in values]
         else:
             cells[column] = ["" if _missing(v) else str(v) for v in values]
     return pd.DataFrame(cells, columns=list(cells), dtype=object)
+
+
+def _has_convergence(df: pd.DataFrame) -> bool:
+    """Whether any run has a target or changed its learning rate by a rule."""
+    targets = "target" in df.columns and (df["target"].fillna("").astype(str) != "").any()
+    rules = "lr_scaling" in df.columns and (df["lr_scaling"].fillna("none") != "none").any()
+    return bool(targets or rules)
+
+
+def _mark_not_reached(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Put "not reached" where a finished run's time to target would be."""
+    if "time_to_target_s" in shown.columns and "target_reached" in df.columns:
+        missed = (df["target_reached"] == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712
+        shown.loc[missed, "time_to_target_s"] = NOT_REACHED
+    return shown
 
 
 def _figure_text(value: float) -> str:

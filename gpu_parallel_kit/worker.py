@@ -27,9 +27,12 @@ from . import __version__  # noqa: E402
 from .device_setup import configure_worker_devices  # noqa: E402
 from .engines import make_engine  # noqa: E402
 from .engines.budget import MemoryBudgetExceeded  # noqa: E402
+from .engines.evaluation import watch_convergence  # noqa: E402
+from .engines.lr_schedule import apply_lr_rule  # noqa: E402
 from .errors import GpkError  # noqa: E402
 from .failures import classify_exception  # noqa: E402
 from .loading import compile_model, load_model, make_dataset  # noqa: E402
+from .lr_rules import ramp_steps  # noqa: E402
 from .memory import peak_memory  # noqa: E402
 from .recorder import StepRecorder  # noqa: E402
 from .results import RunResult  # noqa: E402
@@ -85,6 +88,8 @@ def run_in_this_process(
         emit(event="phase", phase=phase)
         warnings.filterwarnings("ignore", module="keras")
         device_names = configure_worker_devices(spec.devices)
+        if spec.training.deterministic:
+            tf.config.experimental.enable_op_determinism()  # same seed, same curve
         engine = make_engine(spec, device_names)
         phase = "building the model"
         emit(event="phase", phase=phase)
@@ -95,7 +100,14 @@ def run_in_this_process(
         phase = "preparing the data"
         dataset, steps_per_epoch = make_dataset(spec.data, spec.training, spec.global_batch)
         total = steps_per_epoch * spec.training.epochs
-        recorder = StepRecorder(total, emit, spec.training.warmup_steps)
+        with engine.build_scope():
+            base_lr, learning_rate = apply_lr_rule(
+                model.optimizer,
+                spec.training.lr_factor(spec.global_batch),
+                ramp_steps(spec.training.warmup_epochs, steps_per_epoch),
+            )
+        recorder = StepRecorder(total, emit, spec.training.warmup_steps, steps_per_epoch)
+        watch_convergence(recorder, engine, model, spec)
         startup = time.perf_counter() - start
         phase = "training"
         emit(event="phase", phase=phase, total=total)
@@ -121,6 +133,8 @@ def run_in_this_process(
                 throughput_samples_s=spec.global_batch / step_time if step_time else None,
                 peak_memory_bytes=memory,
                 memory_source=memory_source,
+                base_learning_rate=base_lr,
+                learning_rate=learning_rate,
                 **summary,
                 **engine.result_fields(step_time),
             )

@@ -119,3 +119,12 @@ def residual_model():
 def wide_mlp():
     """About 2.4 MiB of parameters and Adam state: over a 1 MiB budget unless split in four."""
     return dense_chain([256] * 4, "adam")
+
+
+def separable_data(samples: int = 512, seed: int = 0):
+    """Three well-separated clusters: a small MLP passes 90% accuracy within an epoch or two."""
+    rng = np.random.default_rng(seed)
+    centers = 2.5 * np.eye(CLASSES, FEATURES, dtype="float32")
+    y = rng.integers(0, CLASSES, samples).astype("int32")
+    x = centers[y] + rng.standard_normal((samples, FEATURES)).astype("float32") * 0.7
+    return x.astype("float32"), y

@@ -70,3 +70,15 @@ def test_communication_figure_has_both_panels_and_says_how_it_was_measured():
     assert len(figure.axes) == 2
     caption = figure.get_supxlabel()
     assert "with minus without the all-reduce" in caption and "shared cores" in caption
+
+
+def test_with_a_target_the_pick_is_the_run_that_reached_it_first():
+    from tests.test_convergence import _comparison
+
+    cmp = gpk.Comparison(_comparison())
+    assert cmp.advice == (
+        "Pick data on 2 device(s) (4 s to val_accuracy >= 0.9, epoch 4): data on 4 devices "
+        "processes 1.84× the samples/s but never reached it."
+    )
+    nobody = [dataclasses.replace(r, target={**r.target, "value": 0.99}) for r in _comparison()]
+    assert gpk.Comparison(nobody).advice.startswith("No run reached val_accuracy >= 0.99")

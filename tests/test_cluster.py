@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -180,7 +181,7 @@ def test_a_job_carries_its_data_files_to_another_host(tmp_path):
     (tmp_path / "there").mkdir()
     there = unpack_job(job, tmp_path / "there")
     assert all(p.startswith(str(tmp_path / "there")) for p in there.data.paths)
-    assert [open(p, "rb").read() for p in there.data.paths] == list(job["files"].values())
+    assert [Path(p).read_bytes() for p in there.data.paths] == list(job["files"].values())
     assert there.run_id == spec.run_id and there.workers == 2
 
 

@@ -43,26 +43,36 @@ class Evaluator:
         )
         self._batches = batches
         self._predict = predict
+        # The first batch runs eagerly and builds the loss and metric containers; the rest go
+        # through one compiled function (building variables inside it is not allowed).
+        self._built = False
+        self._compiled_update = tf.function(self._update, reduce_retracing=True)
 
     def __call__(self) -> dict[str, float]:
         if self._metrics is not None:
             self._metrics.reset_state()
-        total, count = 0.0, 0
+        sums, count = [], 0
         for x, y in self._batches:
-            predictions, regularization = self._predict(x)
-            # The compiled loss divides by the replica count inside a strategy; undo it as Keras's
-            # own loss tracker does, so the figure is the plain mean whatever the context.
-            loss = unscale_loss_for_distribution(self._loss(y, predictions))
-            size = int(tf.shape(tf.nest.flatten(x)[0])[0])
-            total += (float(loss) + float(regularization)) * size
-            count += size
-            if self._metrics is not None:
-                self._metrics.update_state(y, predictions)
-        values = {"val_loss": total / count if count else float("nan")}
+            update = self._compiled_update if self._built else self._update
+            sums.append(update(x, y))  # no sync per batch
+            self._built = True
+            count += int(tf.nest.flatten(x)[0].shape[0])
+        values = {"val_loss": float(tf.add_n(sums)) / count if count else float("nan")}
         if self._metrics is not None and count:
             for name, value in self._metrics.result().items():
                 values[f"val_{name}"] = float(value)
         return values
+
+    def _update(self, x: Any, y: Any) -> tf.Tensor:
+        """One batch: update the metrics, return its summed loss (mean × batch size)."""
+        predictions, regularization = self._predict(x)
+        # The compiled loss divides by the replica count inside a strategy; undo it as Keras's
+        # own loss tracker does, so the figure is the plain mean whatever the context.
+        loss = unscale_loss_for_distribution(self._loss(y, predictions))
+        if self._metrics is not None:
+            self._metrics.update_state(y, predictions)
+        size = tf.cast(tf.shape(tf.nest.flatten(x)[0])[0], tf.float32)
+        return (tf.cast(loss, tf.float32) + tf.cast(regularization, tf.float32)) * size
 
 
 def _fresh(metrics: Any) -> Any:

@@ -31,7 +31,9 @@ def resolve_model(name: str, namespace: Mapping[str, Any]) -> Any:
     )
 
 
-def resolve_data(names: Sequence[str] | None, namespace: Mapping[str, Any]) -> Any:
+def resolve_data(
+    names: Sequence[str] | None, namespace: Mapping[str, Any], option: str = "--data"
+) -> Any:
     """`x y` → the (x, y) arrays; one name → that object (a tuple, a dataset builder) or a
     built-in set; nothing → None (the built-in model's own set, or the API says what is missing).
     """
@@ -45,20 +47,30 @@ def resolve_data(names: Sequence[str] | None, namespace: Mapping[str, Any]) -> A
         if name in SYNTHETIC_SETS:
             return name
         raise GpkError(
-            f"--data {name} is not defined in this notebook and is not a built-in set ({sets}); "
+            f"{option} {name} is not defined in this notebook and is not a built-in set ({sets}); "
             "give the names of the input and target arrays, e.g. --data x y"
         )
     if len(names) == 2:
-        return tuple(_defined(name, namespace) for name in names)
+        return tuple(_defined(name, namespace, option) for name in names)
     raise GpkError(
-        f"--data takes one or two names (inputs and targets), not {len(names)}: "
-        f"{' '.join(names)}; e.g. --data x y"
+        f"{option} takes one or two names (inputs and targets), not {len(names)}: "
+        f"{' '.join(names)}; e.g. {option} x y"
     )
 
 
-def _defined(name: str, namespace: Mapping[str, Any]) -> Any:
+def resolve_validation(names: Sequence[str] | None, namespace: Mapping[str, Any]) -> Any:
+    """`--validation x_val y_val` → arrays, one name → that object, a number → a fraction."""
+    if names and len(names) == 1:
+        try:
+            return float(names[0])
+        except ValueError:
+            pass
+    return resolve_data(names, namespace, option="--validation")
+
+
+def _defined(name: str, namespace: Mapping[str, Any], option: str = "--data") -> Any:
     if name not in namespace:
         raise GpkError(
-            f"--data {name} is not defined in this notebook; run the cell that creates it first"
+            f"{option} {name} is not defined in this notebook; run the cell that creates it first"
         )
     return namespace[name]

@@ -14,11 +14,12 @@ from typing import Any
 from IPython.core.magic_arguments import argument
 
 from ..api import DEFAULT_TIMEOUT_S
-from ..argtypes import balance, positive, timeout, whole
+from ..argtypes import balance, epochs, positive, target, timeout, whole
+from ..lr_rules import LR_RULES
 from ..schedules import SCHEDULES
 from ..spec import ALL_REDUCE, MODES, SCALING
 from ..synthetic import SYNTHETIC_SETS
-from .names import resolve_data, resolve_model
+from .names import resolve_data, resolve_model, resolve_validation
 from .request import MIB, Request
 
 _SETS = ", ".join(SYNTHETIC_SETS)
@@ -103,6 +104,44 @@ _TRAINING_OPTIONS = (
         help=f"stop a run after this long (none: no limit); default: {DEFAULT_TIMEOUT_S:g}",
     ),
     argument("--log", metavar="PATH", help="run log file; default: $GPK_LOG or gpk_runs.sqlite"),
+    argument(
+        "--validation",
+        nargs="+",
+        metavar="NAME|F",
+        help="data to evaluate on during training: arrays in this notebook (--validation x_val "
+        "y_val), one name holding them or a dataset builder, or a fraction of the training "
+        "data (0.1); default: none",
+    ),
+    argument(
+        "--validation-every-steps",
+        type=positive,
+        metavar="N",
+        help="evaluate every N steps; default: at each epoch end",
+    ),
+    argument(
+        "--lr-scaling",
+        choices=LR_RULES,
+        default="none",
+        help="the learning rate when the global batch grows k times: linear (k×), sqrt or none",
+    ),
+    argument(
+        "--warmup-epochs",
+        type=epochs,
+        default=0.0,
+        metavar="E",
+        help="ramp the rate from the base to the scaled one over E epochs; default: 0",
+    ),
+    argument(
+        "--target",
+        type=target,
+        metavar="METRIC=VALUE",
+        help="time to target per run, e.g. val_accuracy=0.9 or val_loss<=0.3",
+    ),
+    argument(
+        "--deterministic",
+        action="store_true",
+        help="TensorFlow's op determinism: the same seed gives the same curve",
+    ),
 )
 _HELP_OPTION = argument("-h", "--help", action="store_true", help="show this help")
 
@@ -139,4 +178,10 @@ def request_from(args: argparse.Namespace, namespace: Mapping[str, Any]) -> Requ
         workers=args.workers,
         cluster=args.cluster,
         log=args.log,
+        validation=resolve_validation(args.validation, namespace),
+        validation_every_steps=args.validation_every_steps,
+        lr_scaling=args.lr_scaling,
+        warmup_epochs=args.warmup_epochs,
+        target=args.target,
+        deterministic=args.deterministic,
     )

@@ -45,13 +45,20 @@ class Request:
     workers: int | None = None  # multiworker: local worker processes; None: 2 (or the cluster's)
     cluster: str | None = None  # multiworker: cluster file of named hosts; None: local workers
     log: str | None = None  # run log file; None: $GPK_LOG or ./gpk_runs.sqlite
+    # Time to accuracy (see Experiment): validation data, the learning-rate rule, the target.
+    validation: Any = None  # (x_val, y_val), a fraction such as 0.1, or a dataset builder
+    validation_every_steps: int | None = None  # None: at each epoch end
+    lr_scaling: str = "none"  # none | linear | sqrt
+    warmup_epochs: float = 0.0
+    target: Any = None  # e.g. "val_accuracy=0.9" or {"val_accuracy": 0.9}
+    deterministic: bool = False
 
     def __repr__(self) -> str:
         # Short: the default repr would print the data arrays themselves.
         changed = [
-            f"{field.name}={getattr(self, field.name)!r}"
+            f"{field.name}=" + (_describe(value) if field.name == "validation" else repr(value))
             for field in dataclasses.fields(self)[2:]
-            if getattr(self, field.name) != field.default
+            if (value := getattr(self, field.name)) != field.default
         ]
         return (
             " ".join([f"<Request {_describe(self.model)} on {_describe(self.data)}", *changed])
@@ -71,6 +78,12 @@ class Request:
             timeout=self.timeout,
             log=self.log,
             progress=progress,
+            validation=self.validation,
+            validation_every_steps=self.validation_every_steps,
+            lr_scaling=self.lr_scaling,
+            warmup_epochs=self.warmup_epochs,
+            target=self.target,
+            deterministic=self.deterministic,
         )
 
     def plan(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from IPython.display import HTML, display
 from ..api import Comparison
 from ..plots import comparison_figure
 from ..results import RunResult
+from ..tables import NOT_REACHED
 
 # The columns that answer "which is fastest, and did it work" (the full table has 33).
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -35,6 +36,13 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("peak_memory_bytes", "peak memory (MiB)"),
     ("reason", "reason"),
 )
+# Shown, before the reason, when a run has a target or a learning-rate rule.
+CONVERGENCE_SUMMARY: tuple[tuple[str, str], ...] = (
+    ("learning_rate", "learning rate"),
+    ("time_to_target_s", "time to target (s)"),
+    ("epochs_to_target", "epochs to target"),
+    ("time_to_target_speedup", "speedup to target"),
+)
 _BYTES = ("state_bytes", "peak_memory_bytes")
 _just_shown: int | None = None  # id() of the object the magic displayed in the running cell
 
@@ -43,10 +51,23 @@ def summary_frame(table: pd.DataFrame) -> pd.DataFrame:
     """The comparison table's key columns, bytes in MiB, headers in words; empty columns of
     strategies that were not run (e.g. the bubble without a model run) are left out."""
     frame = pd.DataFrame(index=table.index)
-    for column, header in SUMMARY_COLUMNS:
+    columns = list(SUMMARY_COLUMNS)
+    if _has_convergence(table):
+        columns[-1:-1] = CONVERGENCE_SUMMARY
+    for column, header in columns:
         if column not in table.columns:
             continue
         values = table[column]
+        if column == "time_to_target_s" and "target_reached" in table.columns:
+            missed = (table["target_reached"] == False).fillna(False)  # noqa: E712
+            values = pd.Series(
+                [
+                    NOT_REACHED if miss else "" if pd.isna(v) else _number(v)
+                    for v, miss in zip(values, missed, strict=True)
+                ],
+                index=values.index,
+                dtype=object,
+            )
         if column in _BYTES:
             values = values / 2**20
         if (
@@ -59,6 +80,12 @@ def summary_frame(table: pd.DataFrame) -> pd.DataFrame:
             values = values.astype(object).map(_cell)
         frame[header] = values
     return frame
+
+
+def _has_convergence(table: pd.DataFrame) -> bool:
+    targets = "target" in table.columns and (table["target"].fillna("").astype(str) != "").any()
+    rules = "lr_scaling" in table.columns and (table["lr_scaling"].fillna("none") != "none").any()
+    return bool(targets or rules)
 
 
 def _cell(value: object) -> object:
@@ -117,8 +144,11 @@ class ShownComparison(ShowOnce, Comparison):
     """The Comparison `%gpk compare` returns: the API's object, shown as summary and plot."""
 
     def _show(self) -> None:
-        display(HTML(summary_html(self.table)))
-        display(comparison_figure(self.table))
+        table = self.table
+        display(HTML(summary_html(table)))
+        display(comparison_figure(table))
+        if any(r.ok and r.target for r in self.results):
+            display(self.plot_convergence())
 
 
 def show_run(result: RunResult) -> None:
