@@ -93,7 +93,8 @@ def _table(runs: dict[str, list[gpk.RunResult]], replicas: list[int]) -> str:
         step = _median(results, lambda r: r.step_time_s)
         n = results[0].devices
         data = runs.get(f"data {n}")
-        ratio = step / _median(data, lambda r: r.step_time_s) if data and n > 1 else None
+        mw = results[0].strategy == "multiworker"
+        ratio = step / _median(data, lambda r: r.step_time_s) if data and mw else None
         exposed = _median(results, lambda r: r.comm_time_s) if n > 1 else None
         alone = (
             _median(results, lambda r: r.extra.get("standalone_all_reduce_s")) if n > 1 else None

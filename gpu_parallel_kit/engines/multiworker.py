@@ -85,7 +85,7 @@ class MultiWorkerEngine(DataParallelEngine):
                 pieces = (_split(x, replicas), _split(y, replicas))
                 return tf.data.Dataset.from_tensor_slices(pieces).skip(first).take(local)
 
-            return dataset.flat_map(slices)
+            return dataset.flat_map(slices).prefetch(tf.data.AUTOTUNE)
 
         self._slices = this_workers_slices
         batches = iter(strategy.distribute_datasets_from_function(this_workers_slices))
