@@ -28,6 +28,17 @@ def dense_chain(widths, optimizer):
     return model
 
 
+def saved_weights(path):
+    """The arrays a run saved with save_weights=, in model.get_weights() order."""
+    with np.load(path) as saved:
+        return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+
+def largest_difference(weights, reference):
+    """The largest absolute difference between two lists of weight arrays."""
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(weights, reference, strict=True))
+
+
 def small_mlp():
     import keras
 

@@ -70,6 +70,18 @@ class Engine(abc.ABC):
         """RunResult fields only this engine measures (after train)."""
         return {"extra": {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}}
 
+    def prepare_replicas(self, model: keras.Model) -> None:
+        """Build the optimizer's slots beside their variables and hold the replicas' state
+        against the memory budget, before the first step."""
+        with self.strategy.scope():
+            model.optimizer.build(model.trainable_variables)
+        # Every replica holds the whole model and its optimizer state.
+        state = variable_bytes([*model.weights, *model.optimizer.variables])
+        # What an all-reduce moves per step: one gradient per trainable parameter.
+        self.parameter_bytes = variable_bytes(model.trainable_variables)
+        self.state_bytes = dict.fromkeys(self.device_names, state)
+        check_budget(self.state_bytes, self.spec.memory_budget)
+
     def train(
         self,
         model: keras.Model,
@@ -77,14 +89,7 @@ class Engine(abc.ABC):
         steps_per_epoch: int,
         recorder: StepRecorder,
     ) -> None:
-        with self.strategy.scope():
-            model.optimizer.build(model.trainable_variables)  # slots beside their variables
-        # Every replica holds the whole model and its optimizer state.
-        state = variable_bytes([*model.weights, *model.optimizer.variables])
-        # What an all-reduce moves per step: one gradient per trainable parameter.
-        self.parameter_bytes = variable_bytes(model.trainable_variables)
-        self.state_bytes = dict.fromkeys(self.device_names, state)
-        check_budget(self.state_bytes, self.spec.memory_budget)
+        self.prepare_replicas(model)
         if self.spec.mode == "explicit":
             batches = iter(self.strategy.experimental_distribute_dataset(dataset))
             train_custom_loop(

@@ -19,7 +19,6 @@ import tensorflow as tf
 
 from ..private_network import listening_addresses, network_interfaces, reachable_from_network
 from ..recorder import StepRecorder
-from .budget import check_budget, variable_bytes
 from .comm import measure_all_reduce
 from .custom_loop import train_custom_loop
 from .data import DataParallelEngine
@@ -67,12 +66,7 @@ class MultiWorkerEngine(DataParallelEngine):
         recorder: StepRecorder,
     ) -> None:
         strategy = self.strategy
-        with strategy.scope():
-            model.optimizer.build(model.trainable_variables)
-        state = variable_bytes([*model.weights, *model.optimizer.variables])
-        self.parameter_bytes = variable_bytes(model.trainable_variables)
-        self.state_bytes = dict.fromkeys(self.device_names, state)
-        check_budget(self.state_bytes, self.spec.memory_budget)
+        self.prepare_replicas(model)
         replicas = strategy.num_replicas_in_sync
 
         def this_workers_slices(context: tf.distribute.InputContext) -> tf.data.Dataset:

@@ -10,13 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pytest
 
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.cluster import free_loopback_ports
-from tests.builders import small_experiment, small_mlp
+from tests.builders import largest_difference, saved_weights, small_experiment, small_mlp
 
 pytestmark = pytest.mark.slow
 KEY = "test-secret"
@@ -50,11 +49,6 @@ def _start_worker(cluster_file, index, key=KEY):
     )  # fmt: skip
 
 
-def _weights(path):
-    with np.load(path) as saved:
-        return [saved[k] for k in sorted(saved.files, key=lambda k: int(k.split("_")[1]))]
-
-
 def test_gpk_workers_train_a_run_started_here(cluster_file, tmp_path):
     exp = small_experiment(small_mlp, epochs=2, steps_per_epoch=4, timeout=120)
     single = exp.run(strategy="single", devices=1, save_weights=str(tmp_path / "s.npz"))
@@ -75,10 +69,7 @@ def test_gpk_workers_train_a_run_started_here(cluster_file, tmp_path):
     assert "joined" in outputs[0]
     detail = result.extra["workers_detail"]
     assert detail[0]["weights_digest"] == detail[1]["weights_digest"]
-    diff = max(
-        float(np.max(np.abs(a - b)))
-        for a, b in zip(_weights(tmp_path / "m.npz"), _weights(tmp_path / "s.npz"), strict=True)
-    )
+    diff = largest_difference(saved_weights(tmp_path / "m.npz"), saved_weights(tmp_path / "s.npz"))
     assert diff <= 1e-5
     assert single.ok
     # The row is in the starting process's log, like any other run.

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import keras
-import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from tests.builders import small_data, small_mlp
+from tests.builders import largest_difference, saved_weights, small_data, small_mlp
 
 pytestmark = pytest.mark.slow
 
@@ -24,16 +23,11 @@ def experiment():
     )
 
 
-def _weights(path):
-    with np.load(path) as saved:
-        return [saved[k] for k in sorted(saved.files, key=lambda k: int(k.split("_")[1]))]
-
-
 def _train(experiment, tmp_path, strategy, devices, mode):
     path = tmp_path / f"{strategy}_{devices}_{mode}.npz"
     result = experiment.run(strategy=strategy, devices=devices, mode=mode, save_weights=str(path))
     assert result.status == "ok", result.reason
-    return result, _weights(path)
+    return result, saved_weights(path)
 
 
 @pytest.mark.parametrize("mode", ["fit", "explicit"])
@@ -47,12 +41,10 @@ def test_data_parallel_matches_single_device(experiment, tmp_path, mode):
         assert len(result.device_names) == devices
         assert result.all_reduce == "auto (reduce_to_one)"
         assert result.global_batch == 32
-        diff = max(float(np.max(np.abs(a - b))) for a, b in zip(weights, reference, strict=True))
+        diff = largest_difference(weights, reference)
         assert diff <= 1e-5, f"{mode} on {devices} devices drifted by {diff}"
         # Training really moved the weights: the comparison is not between two initial states.
-        assert (
-            max(float(np.max(np.abs(a - b))) for a, b in zip(weights, initial, strict=True)) > 1e-3
-        )
+        assert largest_difference(weights, initial) > 1e-3
 
 
 def test_run_measures_steps_and_memory(experiment):

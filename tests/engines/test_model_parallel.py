@@ -8,7 +8,7 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from tests import builders
-from tests.builders import small_experiment
+from tests.builders import largest_difference, saved_weights, small_experiment
 
 pytestmark = pytest.mark.slow
 
@@ -26,11 +26,6 @@ CASES = [
 ]
 
 
-def _weights(path):
-    with np.load(path) as saved:
-        return [saved[f"arr_{i}"] for i in range(len(saved.files))]
-
-
 @pytest.fixture(scope="module")
 def experiment():
     return small_experiment(builders.deep_mlp, steps_per_epoch=5)
@@ -40,7 +35,7 @@ def experiment():
 def reference(experiment, tmp_path_factory):
     path = tmp_path_factory.mktemp("reference") / "single.npz"
     assert experiment.run(strategy="single", save_weights=str(path)).ok
-    return _weights(path)
+    return saved_weights(path)
 
 
 @pytest.mark.parametrize(("schedule", "stages", "micro_batches"), CASES)
@@ -56,7 +51,7 @@ def test_pipeline_matches_single_device(
         save_weights=str(path),
     )
     assert result.status == "ok", result.reason
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(_weights(path), reference, strict=True))
+    diff = largest_difference(saved_weights(path), reference)
     assert diff <= 1e-5
     assert (result.schedule, result.micro_batches) == (schedule, micro_batches)
     for stage in result.extra["stages"]:
@@ -123,7 +118,7 @@ def test_batch_norm_uses_micro_batch_statistics(tmp_path):
         strategy="model", devices=2, schedule="gpipe", micro_batches=4, save_weights=str(path)
     )
     assert result.ok, result.reason
-    moving_mean = _weights(path)[2]
+    moving_mean = saved_weights(path)[2]
     expected = np.zeros(x.shape[1], dtype="float32")
     for micro in np.split(x[:32], 4):  # momentum 0.5, one update per micro-batch
         expected = expected * 0.5 + micro.mean(axis=0) * 0.5

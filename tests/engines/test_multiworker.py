@@ -8,32 +8,25 @@ import signal
 import time
 
 import keras
-import numpy as np
 import psutil
 import pytest
 
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.private_network import listening_addresses
-from tests.builders import slow_when_distributed, small_data, small_mlp
+from tests.builders import (
+    largest_difference,
+    saved_weights,
+    slow_when_distributed,
+    small_experiment,
+    small_mlp,
+)
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def experiment():
-    return gpk.Experiment(
-        model=small_mlp,
-        data=small_data(),
-        batch_size=32,
-        epochs=2,
-        steps_per_epoch=4,
-        progress=False,
-    )
-
-
-def _weights(path):
-    with np.load(path) as saved:
-        return [saved[k] for k in sorted(saved.files, key=lambda k: int(k.split("_")[1]))]
+    return small_experiment(small_mlp, epochs=2, steps_per_epoch=4)
 
 
 def _alive(pid):
@@ -53,12 +46,12 @@ def test_two_workers_train_the_weights_of_one_device(experiment, tmp_path):
     assert (result.workers, result.devices, result.global_batch) == (2, 2, 32)
     assert result.mode == "explicit"
     assert result.all_reduce == "auto (ring collective)"
-    reference, weights = _weights(tmp_path / "s.npz"), _weights(tmp_path / "m.npz")
+    reference, weights = saved_weights(tmp_path / "s.npz"), saved_weights(tmp_path / "m.npz")
     keras.utils.set_random_seed(0)
     initial = small_mlp().get_weights()
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(weights, reference, strict=True))
+    diff = largest_difference(weights, reference)
     assert diff <= 1e-5, f"2 workers drifted from one device by {diff}"
-    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(weights, initial, strict=True))
+    moved = largest_difference(weights, initial)
     assert moved > 1e-3
     detail = result.extra["workers_detail"]
     assert [d["status"] for d in detail] == ["ok", "ok"]
@@ -97,15 +90,7 @@ def test_worker_ports_are_reachable_on_loopback_only(experiment):
 
 
 def test_a_killed_worker_fails_the_run_and_leaves_no_process(tmp_path):
-    exp = gpk.Experiment(
-        model=small_mlp,
-        data=small_data(),
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=5000,
-        progress=False,
-        timeout=90,
-    )
+    exp = small_experiment(small_mlp, steps_per_epoch=5000, timeout=90)
     pids = []
 
     def on_event(event):
@@ -137,18 +122,12 @@ def test_two_workers_with_two_devices_each(experiment, tmp_path):
     )
     assert single.ok and result.ok, result.reason
     assert result.devices == 4
-    diff = max(
-        float(np.max(np.abs(a - b)))
-        for a, b in zip(_weights(tmp_path / "m.npz"), _weights(tmp_path / "s.npz"), strict=True)
-    )
+    diff = largest_difference(saved_weights(tmp_path / "m.npz"), saved_weights(tmp_path / "s.npz"))
     assert diff <= 1e-5
 
 
 def test_a_timed_out_run_takes_every_worker_down():
-    exp = gpk.Experiment(
-        model=slow_when_distributed, data=small_data(), batch_size=32, steps_per_epoch=2,
-        progress=False, timeout=8,
-    )  # fmt: skip
+    exp = small_experiment(slow_when_distributed, steps_per_epoch=2, timeout=8)
     pids = []
 
     def on_event(event):
