@@ -9,6 +9,7 @@ reconnects, so one `gpk worker` per host serves a whole comparison.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import ClusterSpec
+from .devices import discover_physical_devices
 from .errors import GpkError
 from .failures import classify_exit
 from .job_transfer import unpack_job
 from .results import RunResult
 from .spec import RunSpec
+from .worker_devices import plan_on_this_host
 
 RETRY_S = 1.0
 
@@ -90,7 +93,14 @@ def _serve_connection(
     with tempfile.TemporaryDirectory(prefix="gpk-job-") as folder:
         spec = unpack_job(message["job"], Path(folder))
         say(f"run {spec.run_id}: {spec.strategy} on {spec.workers} workers")
-        result = _run_member(spec, cluster, index, connection)
+        try:
+            spec = dataclasses.replace(
+                spec, devices=plan_on_this_host(spec.devices, discover_physical_devices())
+            )
+        except GpkError as error:  # e.g. more devices than this host has
+            result = RunResult(**spec.result_identity(), status="failed", reason=str(error))
+        else:
+            result = _run_member(spec, cluster, index, connection)
     if result is not None:
         with contextlib.suppress(OSError):
             connection.send({"event": "result", "result": result.to_dict()})

@@ -32,6 +32,7 @@ from .private_network import (
 )
 from .results import RunResult
 from .spec import RunSpec
+from .worker_devices import local_worker_plan
 
 FAILURE_GRACE_S = 1.0  # after a first failure, how long peers get to report their own cause
 COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
@@ -121,13 +122,18 @@ def _start_member(spec: RunSpec, addresses: tuple[str, ...], index: int) -> _Mem
 def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any) -> None:
     """Train as worker `index` of the cluster at `addresses`, sending events and the result.
 
-    Shared by local workers and `gpk worker` on a named cluster's hosts.
+    Shared by local workers and `gpk worker` on a named cluster's hosts (which plan their own
+    devices before they get here).
     """
     from .worker import run_in_this_process  # noqa: PLC0415 - imports TensorFlow
 
     os.environ["TF_CONFIG"] = tf_config(addresses, index)
     import tensorflow as tf  # noqa: PLC0415
 
+    if spec.cluster is None:
+        gpus = len(tf.config.list_physical_devices("GPU"))  # does not start the runtime
+        devices = local_worker_plan(spec.devices, index, spec.workers, gpus)
+        spec = dataclasses.replace(spec, devices=devices)
     tf.config.threading.set_inter_op_parallelism_threads(COLLECTIVE_INTER_OP_THREADS)
     # "Efficient batch_reduce is not supported if destinations are different": said by
     # MultiWorkerMirroredStrategy on every trace of a per-variable reduction; nothing to act on.

@@ -213,7 +213,8 @@ class RunSpec:
                 f"mode={self.mode!r} is not available with strategy='multiworker' (Keras's fit "
                 "fails under MultiWorkerMirroredStrategy); use mode='explicit'"
             )
-        if self.devices.kind == "cpu" and self.devices.count > 1:
+        # A named cluster's hosts plan their own devices; this check is theirs then.
+        if self.devices.kind == "cpu" and self.devices.count > 1 and self.cluster is None:
             raise GpkError(
                 f"devices={self.devices.count} per worker needs GPUs: on the CPU "
                 "MultiWorkerMirroredStrategy trains one replica per worker; use "

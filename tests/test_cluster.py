@@ -17,6 +17,7 @@ from gpu_parallel_kit.devices import PhysicalDevice
 from gpu_parallel_kit.job_transfer import pack_job, unpack_job
 from gpu_parallel_kit.private_network import _decode_address, reachable_from_network
 from gpu_parallel_kit.results import RunResult
+from gpu_parallel_kit.worker_devices import local_worker_plan, plan_on_this_host
 from tests.builders import small_data, small_mlp
 
 CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
@@ -197,3 +198,51 @@ def test_gpk_worker_needs_its_cluster_and_index(tmp_path, monkeypatch, capsys):
 def test_cluster_spec_validates_itself():
     with pytest.raises(gpk.GpkError, match="names no worker"):
         ClusterSpec((), "a:1", "k")
+
+
+def _gpu_plan(count, gpus=4, **fields):
+    physical = (CPU, *(PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "A100", 40 << 30)
+                       for i in range(gpus)))  # fmt: skip
+    return devices.plan_devices(count, physical=physical, **fields)
+
+
+def test_local_workers_get_gpus_of_their_own_when_there_are_enough():
+    plan = _gpu_plan(2, gpus=4)
+    assert [local_worker_plan(plan, i, 2, gpus=4).physical_indices for i in (0, 1)] == [
+        (0, 1),
+        (2, 3),
+    ]
+    # Too few for both: they share GPUs 0 and 1.
+    assert local_worker_plan(_gpu_plan(2, gpus=2), 1, 2, gpus=2).physical_indices == (0, 1)
+
+
+def test_workers_sharing_virtual_gpus_divide_their_memory():
+    plan = _gpu_plan(2, gpus=1)
+    assert plan.virtual and plan.per_physical == 2
+    shared = local_worker_plan(plan, 1, 2, gpus=1)
+    assert shared.memory_per_logical_bytes * 2 * 2 <= int(40 << 30)
+    assert shared.memory_per_logical_bytes == plan.memory_per_logical_bytes // 2
+
+
+def test_cpu_plans_and_single_workers_are_left_alone():
+    cpu_plan = devices.plan_devices(1, physical=(CPU,))
+    assert local_worker_plan(cpu_plan, 1, 2, gpus=0) == cpu_plan
+    plan = _gpu_plan(2)
+    assert local_worker_plan(plan, 0, 1, gpus=4) == plan
+
+
+def test_a_cluster_host_plans_its_own_devices(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPK_CLUSTER_KEY", "k")
+    path = _cluster_file(tmp_path, worker=["a:1", "b:2"], coordinator="a:3")
+    # Two devices per worker is refused on this CPU machine for local workers only: the hosts of
+    # a named cluster may have GPUs, and plan them themselves.
+    spec = _exp().plan("multiworker", 2, cluster=str(path))
+    assert spec.replicas == 4
+    on_host = plan_on_this_host(spec.devices, (CPU, *_gpu_plan_physical(2)))
+    assert (on_host.kind, on_host.count, on_host.virtual) == ("gpu", 2, False)
+    with pytest.raises(gpk.GpkError, match="per worker needs GPUs"):
+        dataclasses.replace(spec, cluster=None)
+
+
+def _gpu_plan_physical(gpus):
+    return tuple(PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "A100") for i in range(gpus))
