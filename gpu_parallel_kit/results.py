@@ -85,6 +85,10 @@ class RunResult:
         )
 
     @property
+    def devices_per_worker(self) -> int:
+        return self.devices // max(self.workers, 1)
+
+    @property
     def ok(self) -> bool:
         return self.status == "ok"
 

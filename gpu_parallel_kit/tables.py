@@ -42,6 +42,7 @@ COLUMNS: tuple[str, ...] = (
 # Context that says how to read the figures (scaling mode, where and when the run happened).
 EXTRA_COLUMNS: tuple[str, ...] = (
     "workers",
+    "devices_per_worker",
     "scaling",
     "mode",
     "all_reduce",
@@ -116,7 +117,14 @@ _FLOAT_COLUMNS = (
     "epochs_to_target",
     "time_to_target_speedup",
 )
-_INT_COLUMNS = ("devices", "workers", "global_batch", "epochs", "steps_per_epoch")
+_INT_COLUMNS = (
+    "devices",
+    "workers",
+    "devices_per_worker",
+    "global_batch",
+    "epochs",
+    "steps_per_epoch",
+)
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected")
 _BYTE_COLUMNS = {
@@ -290,6 +298,8 @@ def format_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "(no runs)"
     columns = list(_TERMINAL_COLUMNS)
+    if "workers" in df.columns and (df["workers"] > 1).any():
+        columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
     if _has_convergence(df):
         columns[-1:-1] = _TERMINAL_CONVERGENCE
     chosen = [(column, header) for column, header in columns if column in df.columns]
