@@ -150,7 +150,13 @@ class Controls:
             self.hint.value = "<i>Pick at least one device.</i>"
             return
         counts = ", ".join(str(len(choice)) for choice in device_sets(picked))
+        workers = (
+            f" <code>multiworker</code> starts {self.request.workers or 2} local worker "
+            "processes, each with the device count (one each on the CPU)."
+            if self.strategies["multiworker"].value
+            else ""
+        )
         self.hint.value = (
             f"<i>Run: the ticked strategies on the {len(picked)} picked device(s). "
-            f"Compare: on {counts} of them. <code>single</code> always uses one.</i>"
+            f"Compare: on {counts} of them. <code>single</code> always uses one.{workers}</i>"
         )

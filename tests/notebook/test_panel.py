@@ -84,6 +84,13 @@ def test_controls_produce_the_plan_the_api_takes(shell, device_table):
     assert "Compare: on 1, 2 of them" in controls.hint.value
 
 
+def test_the_hint_says_how_many_workers_multiworker_starts(shell, device_table):
+    panel = Panel(small_request(workers=3), devices=device_table)
+    assert "multiworker" not in panel.controls.hint.value
+    panel.controls.strategies["multiworker"].value = True
+    assert "<code>multiworker</code> starts 3 local worker processes" in panel.controls.hint.value
+
+
 def test_schedule_and_micro_batches_show_for_model_only(shell, device_table):
     panel = Panel(small_request(), devices=device_table)
     options = panel.controls.model_options
