@@ -39,7 +39,15 @@ def run_on_cluster(
     on_event = on_event or (lambda event: None)
     started = time.perf_counter()
     deadline = started + spec.timeout_s if spec.timeout_s else None
-    listener = Listener(cluster.coordinator_address, authkey=cluster.key.encode())
+    try:
+        listener = Listener(cluster.coordinator_address, authkey=cluster.key.encode())
+    except OSError as error:
+        return _row(
+            spec,
+            "failed",
+            f"could not listen on the coordinator address {cluster.coordinator} "
+            f'({error.strerror or error}); name a free port of this host as "coordinator"',
+        )
     joined: dict[int, Connection] = {}
     closing = threading.Event()
     accepting = threading.Thread(
@@ -51,7 +59,11 @@ def run_on_cluster(
     phase = f"waiting for {len(cluster.workers)} workers to join at {cluster.coordinator}"
     on_event({"event": "phase", "phase": phase})
     try:
+        seen = 0
         while len(joined) < len(cluster.workers):
+            if len(joined) != seen:
+                seen = len(joined)
+                on_event({"event": "phase", "phase": f"{phase}: {seen} joined"})
             stop = _stopped(spec, cancel, deadline, phase)
             if stop is not None:
                 missing = [i for i in range(len(cluster.workers)) if i not in joined]

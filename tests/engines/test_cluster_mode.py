@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -134,3 +135,15 @@ def _alive(process):
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_busy_coordinator_port_is_a_failed_row_that_says_so(cluster_file):
+    port = json.loads(cluster_file.read_text())["coordinator"].rsplit(":", 1)[1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", int(port)))
+        taken.listen()
+        result = small_experiment(small_mlp, timeout=5).run(
+            strategy="multiworker", cluster=str(cluster_file)
+        )
+    assert result.status == "failed"
+    assert f"could not listen on the coordinator address 127.0.0.1:{port}" in result.reason
