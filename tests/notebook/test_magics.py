@@ -93,6 +93,9 @@ def test_the_kits_own_sentence_reaches_the_user(shell, fake_cpu):
     assert "devices=9 is more than the 8 devices" in usage_error(
         shell, "run build_model --data x y --strategy data --devices 9"
     )
+    assert "devices=2 per worker needs GPUs" in usage_error(
+        shell, "run build_model --data x y --strategy multiworker --workers 2 --devices 2"
+    )
 
 
 class BuiltModel:
@@ -202,3 +205,12 @@ def test_run_model_shows_its_row_and_pipeline(shell):
     assert r.ok and r.strategy == "model" and r.schedule == "gpipe"
     table, chart = displayed(shell)
     assert "model" in table["text/html"] and "image/png" in chart
+
+
+@pytest.mark.slow
+def test_run_multiworker_from_the_magic(shell):
+    r = shell.run_line_magic(
+        "gpk", "run mlp --strategy multiworker --workers 2 --steps-per-epoch 3 --no-progress"
+    )
+    assert r.ok, r.reason
+    assert (r.strategy, r.workers, r.devices, r.mode) == ("multiworker", 2, 2, "explicit")
