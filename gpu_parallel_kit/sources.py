@@ -132,16 +132,23 @@ def data_source(
     )
 
 
-def check_arrays(x: np.ndarray, y: np.ndarray) -> None:
+def check_arrays(
+    x: np.ndarray,
+    y: np.ndarray,
+    what: str = "data=(x, y)",
+    least: str = "one global batch of samples",
+) -> None:
+    """Inputs and targets that a run can batch: numeric, non-empty, one target per input."""
+    names = what.split("=", 1)[1].strip("()").replace(", ", " and ")
     if x.ndim == 0 or len(x) == 0:
-        raise GpkError("data=(x, y) is empty; pass at least one global batch of samples")
+        raise GpkError(f"{what} is empty; pass at least {least}")
     if y.ndim == 0 or len(x) != len(y):
         raise GpkError(
-            f"data=(x, y) has {len(x)} inputs but {0 if y.ndim == 0 else len(y)} targets; "
-            "give x and y the same number of samples"
+            f"{what} has {len(x)} inputs but {0 if y.ndim == 0 else len(y)} targets; "
+            f"give {names} the same number of samples"
         )
     if x.dtype == object or y.dtype == object:
-        raise GpkError("data=(x, y) holds Python objects; pass numeric NumPy arrays")
+        raise GpkError(f"{what} holds Python objects; pass numeric NumPy arrays")
 
 
 def _qualname(func: Callable[..., Any]) -> str:

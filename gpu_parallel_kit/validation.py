@@ -98,15 +98,7 @@ def _input_shape(data: Any) -> tuple[int, ...] | None:
 
 
 def _check_validation_arrays(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...] | None) -> None:
-    if x.ndim == 0 or len(x) == 0:
-        raise GpkError("validation=(x_val, y_val) is empty; pass at least one sample")
-    if y.ndim == 0 or len(x) != len(y):
-        raise GpkError(
-            f"validation=(x_val, y_val) has {len(x)} inputs but {0 if y.ndim == 0 else len(y)} "
-            "targets; give x_val and y_val the same number of samples"
-        )
-    if x.dtype == object or y.dtype == object:
-        raise GpkError("validation=(x_val, y_val) holds Python objects; pass numeric arrays")
+    check_arrays(x, y, what="validation=(x_val, y_val)", least="one sample")
     if shape is not None and tuple(x.shape[1:]) != shape:
         raise GpkError(
             f"validation inputs have shape {tuple(x.shape[1:])} per sample but the training "
