@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .breakdown import step_breakdown
+from .convergence import rows_with_target
 
 COMMUNICATION_BOUND_SHARE = 0.25  # exposed communication above this share of a step
 GOOD_EFFICIENCY = 0.8
@@ -78,9 +79,7 @@ def _projection_hint(df: pd.DataFrame) -> str:
 
 def _time_to_target_advice(measured: pd.DataFrame) -> str:
     """With a target, the pick is the run that reached it first, not the most samples/s."""
-    if "target" not in measured.columns:
-        return ""
-    with_target = measured[measured["target"].fillna("").astype(str) != ""]
+    with_target = rows_with_target(measured)
     if with_target.empty:
         return ""
     target = with_target["target"].iloc[0]

@@ -354,14 +354,20 @@ class Comparison:
 
     def __repr__(self) -> str:
         table = self.table
-        notes = "\n".join(s for s in (self.advice, convergence_summary(table)) if s)
+        notes = "\n".join(_notes(table))
         return f"{format_table(table)}\n\n{notes}".rstrip()
 
     def _repr_html_(self) -> str:
         table = self.table
-        notes = [s for s in (self.advice, convergence_summary(table)) if s]
-        paragraphs = "".join(f"<p><b>{html.escape(s)}</b></p>" for s in notes)
+        paragraphs = "".join(f"<p><b>{html.escape(s)}</b></p>" for s in _notes(table))
         return table.to_html(index=False, na_rep="") + paragraphs
+
+
+def _notes(table: pd.DataFrame) -> list[str]:
+    """The sentences shown under a comparison's table: the advice, then the convergence."""
+    from .advice import advice
+
+    return [s for s in (advice(table), convergence_summary(table)) if s]
 
 
 def _pipeline_plan(

@@ -242,6 +242,20 @@ def reach_of(result: Any) -> Reach | None:
 # ---- the sentence under a comparison -----------------------------------------------------------
 
 
+def rows_with_target(df: Any) -> Any:
+    """The rows of a comparison table whose run had a target (none when the column is missing)."""
+    if "target" not in df.columns:
+        return df.iloc[0:0]
+    return df[df["target"].fillna("").astype(str) != ""]
+
+
+def has_convergence(df: Any) -> bool:
+    """Whether any run of a comparison table had a target or a learning-rate rule: then its text
+    tables and panel add the time-to-target columns."""
+    rules = "lr_scaling" in df.columns and (df["lr_scaling"].fillna("none") != "none").any()
+    return bool(rules or not rows_with_target(df).empty)
+
+
 def convergence_summary(df: Any) -> str:
     """One or two sentences: the learning-rate rule as applied, and who reached the target when.
 
@@ -272,7 +286,7 @@ def _lr_sentence(df: Any) -> str:
 
 
 def _target_sentence(df: Any) -> str:
-    with_target = df[df["target"].astype(str) != ""]
+    with_target = rows_with_target(df)
     if with_target.empty:
         return ""
     target = str(with_target["target"].iloc[0])

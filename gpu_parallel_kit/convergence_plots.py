@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import pandas as pd
 from matplotlib.axes import Axes
 
-from .convergence import Target, metric_series, reach_of, recorded_metrics
+from .convergence import Target, metric_series, reach_of, recorded_metrics, rows_with_target
 from .plots import _MISSING_STYLE, _STRATEGY_COLORS, DisplayFigure, _title
 from .results import RunResult
 from .tables import comparison_table
@@ -60,8 +60,7 @@ def time_to_target_figure(df: pd.DataFrame) -> DisplayFigure:
     """Left: each run's time to target, "not reached" as an empty hatched bar. Right: speedup
     in samples per second beside speedup in time to target, both against the same baseline."""
     rows = df[~df["projected"].astype(bool)] if "projected" in df.columns else df
-    if "target" in rows.columns:
-        rows = rows[rows["target"].fillna("").astype(str) != ""]
+    rows = rows_with_target(rows)
     figure = DisplayFigure(figsize=(13.0, 4.6), layout="constrained")
     left, right = figure.subplots(1, 2)
     if rows.empty:

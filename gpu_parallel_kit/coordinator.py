@@ -14,18 +14,17 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
 
 from .cluster import ClusterSpec
-from .cluster_results import merge_worker_results
+from .cluster_results import WorkerReports
 from .job_transfer import pack_job
 from .results import RunResult
 from .runner import RunInterrupted
 from .spec import RunSpec
 
-FAILURE_GRACE_S = 1.0  # after a first failure, how long peers get to report their own cause
 POLL_S = 0.1
 
 
@@ -77,9 +76,10 @@ def run_on_cluster(
         job = pack_job(spec)
         for connection in joined.values():
             connection.send({"job": job})
-        results = _follow(spec, joined, on_event, cancel, deadline)
+        reports = WorkerReports(len(cluster.workers), spec.result_identity(), on_event)
+        stop = _follow(spec, joined, reports, cancel, deadline)
     except KeyboardInterrupt:
-        _abort(joined, {}, "cancelled by Ctrl-C")
+        _abort(joined, list(joined), "cancelled by Ctrl-C")
         raise RunInterrupted(_row(spec, "cancelled", "cancelled by Ctrl-C")) from None
     finally:
         closing.set()
@@ -88,9 +88,9 @@ def run_on_cluster(
         for connection in list(joined.values()):
             with contextlib.suppress(OSError):
                 connection.close()
-    if isinstance(results, RunResult):
-        return results
-    row = merge_worker_results(results, len(cluster.workers))
+    if stop is not None:
+        return _row(spec, *stop)
+    row = reports.row()
     extra = {**row.extra, "workers_addresses": list(cluster.workers)}
     extra["process_s"] = time.perf_counter() - started
     return dataclasses.replace(row, extra=extra)
@@ -121,58 +121,34 @@ def _accept_workers(
 def _follow(
     spec: RunSpec,
     joined: dict[int, Connection],
-    on_event: Callable[[dict[str, Any]], None],
+    reports: WorkerReports,
     cancel: threading.Event | None,
     deadline: float | None,
-) -> dict[int, RunResult] | RunResult:
-    results: dict[int, RunResult] = {}
-    phases = dict.fromkeys(joined, "starting")
-    failed_at: float | None = None
-    while len(results) < len(joined):
-        stop = _stopped(spec, cancel, deadline, phases.get(0, "starting"))
+) -> tuple[str, str] | None:
+    """Collect every worker's report; (status, reason) when cancel or the timeout stopped it."""
+    while reports.pending:
+        stop = _stopped(spec, cancel, deadline, reports.phases[0])
         if stop is not None:
-            _abort(joined, results, stop[1])
-            return _row(spec, *stop)
-        pending = {c: i for i, c in joined.items() if i not in results}
+            _abort(joined, reports.pending, stop[1])
+            return stop
+        pending = {joined[i]: i for i in reports.pending}
         for connection in wait(list(pending), timeout=POLL_S):
             index = pending[connection]
             try:
                 message = connection.recv()
             except (EOFError, OSError):
-                results[index] = RunResult(
-                    **spec.result_identity(),
-                    status="crashed",
-                    reason=f"the worker's connection closed while {phases[index]}",
-                )
-                continue
-            if message.get("event") == "result":
-                results[index] = RunResult.from_dict(message["result"])
-                continue
-            if message.get("event") == "phase":
-                phases[index] = message["phase"]
-            if index == 0:
-                on_event(message)
-        if failed_at is None and any(not r.ok for r in results.values()):
-            failed_at = time.monotonic()
-        if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_S:
-            _abort(joined, results, "another worker failed")
-            for index in joined:
-                results.setdefault(
-                    index,
-                    RunResult(
-                        **spec.result_identity(),
-                        status="cancelled",
-                        reason=f"stopped after another worker failed (was {phases[index]})",
-                    ),
-                )
-    return results
+                phase = reports.phases[index]
+                reports.ended(index, "crashed", f"the worker's connection closed while {phase}")
+            else:
+                reports.handle(index, message)
+        _abort(joined, reports.stragglers(), "another worker failed")
+    return None
 
 
-def _abort(joined: dict[int, Connection], results: dict[int, RunResult], why: str) -> None:
-    for index, connection in joined.items():
-        if index not in results:
-            with contextlib.suppress(OSError):
-                connection.send({"abort": why})
+def _abort(joined: dict[int, Connection], indices: Iterable[int], why: str) -> None:
+    for index in indices:
+        with contextlib.suppress(OSError):
+            joined[index].send({"abort": why})
 
 
 def _stopped(

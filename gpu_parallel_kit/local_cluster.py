@@ -17,13 +17,12 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .cluster import local_workers, tf_config
-from .cluster_results import merge_worker_results
+from .cluster_results import WorkerReports
 from .failures import classify_exit
 from .private_network import (
     OPEN_PORTS_VARIABLE,
@@ -31,10 +30,10 @@ from .private_network import (
     open_ports_allowed,
 )
 from .results import RunResult
+from .runner import parent_emitter
 from .spec import RunSpec
 from .worker_devices import local_worker_plan
 
-FAILURE_GRACE_S = 1.0  # after a first failure, how long peers get to report their own cause
 COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
 _PR_SET_PDEATHSIG = 1
 
@@ -42,12 +41,8 @@ _PR_SET_PDEATHSIG = 1
 @dataclass
 class _Member:
     index: int
-    pid: int
+    pid: int  # 0 once reaped
     reader: Any
-    identity: dict[str, Any]  # the run's row fields, for a row of this worker's own
-    phase: str = "starting"
-    result: RunResult | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 def launch_local_cluster(spec: RunSpec, connection: Any) -> None:
@@ -55,12 +50,7 @@ def launch_local_cluster(spec: RunSpec, connection: Any) -> None:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # the runner kills this group: the launcher and every worker
 
-    def emit(**event: Any) -> None:
-        try:
-            connection.send(event)
-        except OSError:
-            os._exit(0)  # the caller is gone: nobody to report to
-
+    emit = parent_emitter(connection)
     code = 0
     try:
         result = _run_cluster(spec, emit)
@@ -94,8 +84,9 @@ def _run_cluster(spec: RunSpec, emit: Any) -> RunResult:
     emit(event="phase", phase=f"starting {spec.workers} workers")
     members = [_start_member(spec, addresses, index) for index in range(spec.workers)]
     emit(event="workers", pids=[m.pid for m in members])
-    results = _follow(members, emit)
-    row = merge_worker_results(results, spec.workers)
+    reports = WorkerReports(spec.workers, spec.result_identity(), lambda event: emit(**event))
+    _follow(members, reports)
+    row = reports.row()
     return dataclasses.replace(
         row, extra={**row.extra, "network_isolation": isolation, "workers_addresses": addresses}
     )
@@ -116,7 +107,7 @@ def _start_member(spec: RunSpec, addresses: tuple[str, ...], index: int) -> _Mem
         finally:
             os._exit(code)
     writer.close()
-    return _Member(index=index, pid=pid, reader=reader, identity=spec.result_identity())
+    return _Member(index=index, pid=pid, reader=reader)
 
 
 def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any) -> None:
@@ -150,71 +141,45 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any)
     report_and_exit(run_in_this_process(member, emit, report_and_exit))
 
 
-def _follow(members: list[_Member], emit: Any) -> dict[int, RunResult]:
+def _follow(members: list[_Member], reports: WorkerReports) -> None:
     """Relay the chief's events, collect every worker's result, stop all on a first failure."""
-    pending = {m.index: m for m in members}
-    failed_at: float | None = None
-    while pending:
-        by_reader = {m.reader: m for m in pending.values()}
+    while reports.pending:
+        by_reader = {members[i].reader: members[i] for i in reports.pending}
         for reader in multiprocessing.connection.wait(list(by_reader), timeout=0.2):
             member = by_reader[reader]
             try:
                 message = reader.recv()
             except (EOFError, OSError):
-                member.result = _exited(member)
+                code = _exit_code(member)
+                reports.ended(member.index, *classify_exit(code, reports.phases[member.index]))
             else:
-                _handle(member, message, emit)
-            if member.result is not None:
-                del pending[member.index]
-                _reap(member.pid)
-                if not member.result.ok and failed_at is None:
-                    failed_at = time.monotonic()
-        if failed_at is not None and pending and time.monotonic() - failed_at > FAILURE_GRACE_S:
-            for member in pending.values():
-                _stop(member.pid)
-                member.result = _stopped(member)
-            pending.clear()
-    return {m.index: m.result for m in members if m.result is not None}
+                reports.handle(member.index, message)
+            if member.index in reports.results:
+                _reap(member)
+        for index in reports.stragglers():
+            _stop(members[index])
 
 
-def _handle(member: _Member, message: dict[str, Any], emit: Any) -> None:
-    if message.get("event") == "result":
-        member.result = RunResult.from_dict(message["result"])
-        return
-    if message.get("event") == "phase":
-        member.phase = message["phase"]
-    if member.index == 0:
-        emit(**message)
-
-
-def _exited(member: _Member) -> RunResult:
+def _exit_code(member: _Member) -> int:
+    """Reap a worker that closed its pipe; its exit code, negative for a signal."""
     _, status = os.waitpid(member.pid, 0)
-    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    state, reason = classify_exit(code, member.phase)
     member.pid = 0
-    return _row(member, state, reason)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def _stopped(member: _Member) -> RunResult:
-    return _row(member, "cancelled", f"stopped after another worker failed (was {member.phase})")
-
-
-def _row(member: _Member, status: str, reason: str) -> RunResult:
-    return RunResult(**member.identity, status=status, reason=reason)
-
-
-def _stop(pid: int) -> None:
-    if pid:
+def _stop(member: _Member) -> None:
+    if member.pid:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        _reap(pid)
+            os.kill(member.pid, signal.SIGKILL)
+        _reap(member)
 
 
-def _reap(pid: int) -> None:
+def _reap(member: _Member) -> None:
     """Wait for a worker that has reported (it exits right after) or been killed."""
-    if pid:
+    if member.pid:
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+            os.waitpid(member.pid, 0)
+        member.pid = 0
 
 
 def die_with_parent() -> None:

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from gpu_parallel_kit.advice import advice
 from gpu_parallel_kit.comm_plots import communication_figure
-from gpu_parallel_kit.convergence import convergence_summary
+from gpu_parallel_kit.convergence import convergence_summary, rows_with_target
 from gpu_parallel_kit.convergence_plots import convergence_figure, time_to_target_figure
 from gpu_parallel_kit.plots import speedup_figure, throughput_figure, wall_time_figure
 from gpu_parallel_kit.results import RunResult
@@ -54,7 +54,7 @@ def write_report(
     figures = list(_FIGURES)
     if any(r.ok and r.history_time_s for r in results):
         figures.append(("convergence.png", lambda _: convergence_figure(results)))
-        if "target" in df.columns and (df["target"].fillna("").astype(str) != "").any():
+        if not rows_with_target(df).empty:
             figures.append(("time_to_target.png", time_to_target_figure))
     for name, build in figures:
         figure = build(df)

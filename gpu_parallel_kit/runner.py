@@ -128,6 +128,19 @@ def call_in_worker(function: Callable[[], T], timeout_s: float = 180.0) -> T:
     return value
 
 
+def parent_emitter(connection: Any) -> Callable[..., None]:
+    """`emit(**event)` for a child process: sends the event to its parent. A parent that is gone
+    (Ctrl-C while the child was starting) leaves nobody to report to, so the child ends quietly."""
+
+    def emit(**event: Any) -> None:
+        try:
+            connection.send(event)
+        except OSError:
+            os._exit(0)
+
+    return emit
+
+
 def start_child(target: Callable[..., None], *args: Any) -> tuple[Any, Any]:
     """Start `target(*args, sender)` in a fresh worker process; (process, receiving end)."""
     context = _context()

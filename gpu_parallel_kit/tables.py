@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from gpu_parallel_kit.breakdown import effective_bandwidth, step_breakdown
-from gpu_parallel_kit.convergence import Target, reach_of
+from gpu_parallel_kit.convergence import Target, has_convergence, reach_of
 from gpu_parallel_kit.results import RunResult
 
 # The public contract (DESIGN.md): scripts and notebooks rely on these names and this order.
@@ -255,24 +255,28 @@ def _with_time_to_target_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     """Baseline time to target / each run's, within each experiment; NaN unless both reached it."""
     speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
     for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
-        usable = group[(group["status"] == "ok") & (group["throughput_samples_s"] > 0)]
-        for candidates in (usable[usable["strategy"] == "single"], usable[usable["devices"] == 1]):
-            if len(candidates):
-                baseline = float(candidates["time_to_target_s"].iloc[0])
-                if baseline > 0:  # NaN when the baseline never reached the target
-                    speedup[group.index] = baseline / group["time_to_target_s"]
-                break
+        baseline = _baseline(group)
+        # NaN when there is no baseline or it never reached the target.
+        if baseline is not None and baseline["time_to_target_s"] > 0:
+            speedup[group.index] = baseline["time_to_target_s"] / group["time_to_target_s"]
     frame["time_to_target_speedup"] = speedup
     return frame
 
 
-def _baseline_throughput(group: pd.DataFrame) -> float | None:
-    """Throughput of the run that speedup is measured against, or None when there is none."""
+def _baseline(group: pd.DataFrame) -> pd.Series | None:
+    """The row every speedup of an experiment is measured against: its first finished `single`
+    run, else its first finished run on one device; None when there is none."""
     usable = group[(group["status"] == "ok") & (group["throughput_samples_s"] > 0)]
     for candidates in (usable[usable["strategy"] == "single"], usable[usable["devices"] == 1]):
         if len(candidates):
-            return float(candidates["throughput_samples_s"].iloc[0])
+            return candidates.iloc[0]
     return None
+
+
+def _baseline_throughput(group: pd.DataFrame) -> float | None:
+    """Throughput of the run that speedup is measured against, or None when there is none."""
+    baseline = _baseline(group)
+    return None if baseline is None else float(baseline["throughput_samples_s"])
 
 
 def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
@@ -281,7 +285,7 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
     `columns` defaults to the contract columns plus `scaling` (those present in `df`), and the
     time-to-target columns when a run has a target or a learning-rate rule.
     """
-    default = (*MARKDOWN_COLUMNS, *(_MARKDOWN_CONVERGENCE if _has_convergence(df) else ()))
+    default = (*MARKDOWN_COLUMNS, *(_MARKDOWN_CONVERGENCE if has_convergence(df) else ()))
     chosen = [c for c in (columns or default) if c in df.columns]
     shown = _mark_not_reached(_display_frame(df[chosen]), df)
     align = ["right" if _is_numeric(df, c) else "left" for c in chosen]
@@ -300,7 +304,7 @@ def format_table(df: pd.DataFrame) -> str:
     columns = list(_TERMINAL_COLUMNS)
     if "workers" in df.columns and (df["workers"] > 1).any():
         columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
-    if _has_convergence(df):
+    if has_convergence(df):
         columns[-1:-1] = _TERMINAL_CONVERGENCE
     chosen = [(column, header) for column, header in columns if column in df.columns]
     shown = _mark_not_reached(_display_frame(df[[column for column, _ in chosen]]), df)
@@ -332,13 +336,6 @@ def _display_frame(df: pd.DataFrame) -> pd.DataFrame:
         else:
             cells[column] = ["" if _missing(v) else str(v) for v in values]
     return pd.DataFrame(cells, columns=list(cells), dtype=object)
-
-
-def _has_convergence(df: pd.DataFrame) -> bool:
-    """Whether any run has a target or changed its learning rate by a rule."""
-    targets = "target" in df.columns and (df["target"].fillna("").astype(str) != "").any()
-    rules = "lr_scaling" in df.columns and (df["lr_scaling"].fillna("none") != "none").any()
-    return bool(targets or rules)
 
 
 def _mark_not_reached(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:

@@ -36,6 +36,7 @@ from .lr_rules import ramp_steps  # noqa: E402
 from .memory import peak_memory  # noqa: E402
 from .recorder import StepRecorder  # noqa: E402
 from .results import RunResult  # noqa: E402
+from .runner import parent_emitter  # noqa: E402
 from .spec import RunSpec  # noqa: E402
 
 
@@ -44,12 +45,7 @@ def worker_main(spec: RunSpec, connection: Any) -> None:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # own process group: the parent can kill the run and all it started
 
-    def emit(**event: Any) -> None:
-        try:
-            connection.send(event)
-        except OSError:
-            # The parent is gone (Ctrl-C while this worker was starting): nobody to report to.
-            os._exit(0)
+    emit = parent_emitter(connection)
 
     def report_and_exit(result: RunResult) -> None:
         emit(event="result", result=result.to_dict())

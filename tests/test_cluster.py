@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api, devices
+from gpu_parallel_kit import api, cluster_results, devices
 from gpu_parallel_kit.cli import main
 from gpu_parallel_kit.cluster import ClusterSpec, load_cluster, split_address, tf_config
-from gpu_parallel_kit.cluster_results import merge_worker_results
+from gpu_parallel_kit.cluster_results import WorkerReports, merge_worker_results
 from gpu_parallel_kit.devices import PhysicalDevice
 from gpu_parallel_kit.job_transfer import pack_job, unpack_job
 from gpu_parallel_kit.private_network import _decode_address, reachable_from_network
@@ -246,3 +246,20 @@ def test_a_cluster_host_plans_its_own_devices(tmp_path, monkeypatch):
 
 def _gpu_plan_physical(gpus):
     return tuple(PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "A100") for i in range(gpus))
+
+
+def test_worker_reports_relay_the_chief_and_stop_the_rest_after_a_failure(monkeypatch):
+    relayed = []
+    identity = _exp(batch_size=33).plan("multiworker", 1, workers=3).result_identity()
+    reports = WorkerReports(3, identity, relayed.append)
+    reports.handle(1, {"event": "phase", "phase": "training"})
+    reports.handle(0, {"event": "progress", "step": 2})
+    assert relayed == [{"event": "progress", "step": 2}]  # only the chief speaks for the run
+    reports.ended(1, "crashed", "the worker process was killed by SIGKILL while training")
+    assert reports.pending == [0, 2]
+    assert reports.stragglers() == []  # peers get a grace period to report their own cause
+    monkeypatch.setattr(cluster_results, "FAILURE_GRACE_S", 0.0)
+    assert reports.stragglers() == [0, 2]
+    assert reports.results[2].reason == "stopped after another worker failed (was starting)"
+    row = reports.row()
+    assert (row.status, row.extra["failed_worker"]) == ("crashed", 1)

@@ -53,7 +53,7 @@ def compiled_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
             # The compiled loss already divides by the replica count under a strategy, so the
             # replicas' gradients sum to the gradient of the global batch's mean loss.
             loss = model.compute_loss(x=x, y=y, y_pred=predictions, training=True)
-        _update_metrics(model, x, y, predictions)
+        _update_metrics(model, y, predictions)
         return tape.gradient(loss, variables), loss
 
     @tf.function
@@ -69,28 +69,24 @@ def compiled_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
     return step
 
 
-def _user_metrics(model: keras.Model) -> list[Any]:
-    """The compiled metrics (accuracy and the like), without the loss tracker the loop replaces."""
-    compiled = getattr(model, "_compile_metrics", None)
-    return [] if compiled is None else [compiled]
+def _compiled_metrics(model: keras.Model) -> Any:
+    """The compiled metrics (accuracy and the like) as one container, or None; the loop keeps
+    the loss itself."""
+    return getattr(model, "_compile_metrics", None)
 
 
-def _update_metrics(model: keras.Model, x: Any, y: Any, predictions: Any) -> None:
-    for metric in _user_metrics(model):
-        metric.update_state(y, predictions)
+def _update_metrics(model: keras.Model, y: Any, predictions: Any) -> None:
+    if (metrics := _compiled_metrics(model)) is not None:
+        metrics.update_state(y, predictions)
 
 
 def _reset_metrics(model: keras.Model) -> None:
-    for metric in _user_metrics(model):
-        metric.reset_state()
+    if (metrics := _compiled_metrics(model)) is not None:
+        metrics.reset_state()
 
 
 def _metric_results(model: keras.Model) -> dict[str, float]:
-    results: dict[str, float] = {}
-    for metric in _user_metrics(model):
-        value = metric.result()
-        if isinstance(value, dict):
-            results.update({k: float(v) for k, v in value.items()})
-        else:
-            results[metric.name] = float(value)
-    return results
+    metrics = _compiled_metrics(model)
+    if metrics is None:
+        return {}
+    return {name: float(value) for name, value in metrics.result().items()}

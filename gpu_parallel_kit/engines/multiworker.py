@@ -101,7 +101,6 @@ class MultiWorkerEngine(DataParallelEngine):
             **_listening(),
             worker_index=self.index,
             weights_digest=self._digest,
-            devices_per_worker=self.spec.devices.count,
         )
         fields["extra"]["comm_method"] = fields["extra"]["comm_method"].replace(
             "the all-reduce", "the collective all-reduce between worker processes", 1

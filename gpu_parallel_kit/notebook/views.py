@@ -14,6 +14,7 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from ..api import Comparison
+from ..convergence import has_convergence
 from ..plots import comparison_figure
 from ..results import RunResult
 from ..tables import NOT_REACHED
@@ -52,7 +53,7 @@ def summary_frame(table: pd.DataFrame) -> pd.DataFrame:
     strategies that were not run (e.g. the bubble without a model run) are left out."""
     frame = pd.DataFrame(index=table.index)
     columns = list(SUMMARY_COLUMNS)
-    if _has_convergence(table):
+    if has_convergence(table):
         columns[-1:-1] = CONVERGENCE_SUMMARY
     for column, header in columns:
         if column not in table.columns:
@@ -80,12 +81,6 @@ def summary_frame(table: pd.DataFrame) -> pd.DataFrame:
             values = values.astype(object).map(_cell)
         frame[header] = values
     return frame
-
-
-def _has_convergence(table: pd.DataFrame) -> bool:
-    targets = "target" in table.columns and (table["target"].fillna("").astype(str) != "").any()
-    rules = "lr_scaling" in table.columns and (table["lr_scaling"].fillna("none") != "none").any()
-    return bool(targets or rules)
 
 
 def _cell(value: object) -> object:

@@ -62,7 +62,7 @@ def test_two_workers_train_the_weights_of_one_device(experiment, tmp_path):
     # Communication measured like a data-parallel run's: the ring moves 2(N-1)/N of the gradients.
     assert result.comm_time_s is not None and result.extra["standalone_all_reduce_s"] > 0
     assert result.extra["traffic_bytes_per_device"] == result.comm_bytes
-    assert result.extra["devices_per_worker"] == 1
+    assert result.devices_per_worker == 1
 
 
 def test_worker_ports_are_reachable_on_loopback_only(experiment):
