@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -144,9 +145,7 @@ def _run_member(
 
 
 def _member_entry(spec: RunSpec, workers: tuple[str, ...], index: int, sender: Any) -> None:
-    """Runs in the child: its own process group, so `_kill` takes everything it started."""
-    import os  # noqa: PLC0415
-
+    """Runs in the child: its own process group, so `stop_child` takes everything it started."""
     from .local_cluster import die_with_parent, run_member  # noqa: PLC0415
 
     with contextlib.suppress(OSError):

@@ -136,10 +136,10 @@ def check_arrays(
     x: np.ndarray,
     y: np.ndarray,
     what: str = "data=(x, y)",
+    names: str = "x and y",
     least: str = "one global batch of samples",
 ) -> None:
     """Inputs and targets that a run can batch: numeric, non-empty, one target per input."""
-    names = what.split("=", 1)[1].strip("()").replace(", ", " and ")
     if x.ndim == 0 or len(x) == 0:
         raise GpkError(f"{what} is empty; pass at least {least}")
     if y.ndim == 0 or len(x) != len(y):

@@ -98,7 +98,7 @@ def _input_shape(data: Any) -> tuple[int, ...] | None:
 
 
 def _check_validation_arrays(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...] | None) -> None:
-    check_arrays(x, y, what="validation=(x_val, y_val)", least="one sample")
+    check_arrays(x, y, "validation=(x_val, y_val)", "x_val and y_val", least="one sample")
     if shape is not None and tuple(x.shape[1:]) != shape:
         raise GpkError(
             f"validation inputs have shape {tuple(x.shape[1:])} per sample but the training "
