@@ -28,6 +28,19 @@ def dense_chain(widths, optimizer):
     return model
 
 
+def instant_result(spec, step_time_s=0.01, **fields):
+    """A finished run's row for `spec` without a worker: for tests of what happens around runs."""
+    from gpu_parallel_kit.results import RunResult
+
+    return RunResult(
+        **spec.result_identity(),
+        status="ok",
+        step_time_s=step_time_s,
+        throughput_samples_s=spec.global_batch / step_time_s,
+        **fields,
+    )
+
+
 def saved_weights(path):
     """The arrays a run saved with save_weights=, in model.get_weights() order."""
     with np.load(path) as saved:

@@ -13,9 +13,8 @@ from gpu_parallel_kit.convergence import Target
 from gpu_parallel_kit.devices import PhysicalDevice
 from gpu_parallel_kit.notebook.names import resolve_validation
 from gpu_parallel_kit.notebook.request import Request
-from gpu_parallel_kit.results import RunResult
 from gpu_parallel_kit.validation import holdout_indices
-from tests.builders import FEATURES, small_data, small_mlp
+from tests.builders import FEATURES, instant_result, small_data, small_mlp
 
 FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)
 
@@ -29,12 +28,7 @@ def fake_machine(monkeypatch):
 
     def run(spec, progress=None, cancel=None):
         specs.append(spec)
-        return RunResult(
-            **spec.result_identity(),
-            status="ok",
-            step_time_s=0.01,
-            throughput_samples_s=spec.global_batch / 0.01,
-        )
+        return instant_result(spec)
 
     monkeypatch.setattr(api, "run_isolated", run)
     return specs

@@ -63,8 +63,7 @@ def test_evaluations_carry_their_epoch_and_training_time_and_stay_out_of_the_ste
         assert run.evaluations[-1]["wall_time_s"] > run.evaluations[-1]["time_s"]
         assert run.evaluation_time_s > 0
         assert len(run.step_times_s) == 3 * 16 - run.warmup_steps
-        # No step swallowed an evaluation (each costs far more than a step of this model).
-        assert max(run.step_times_s) < run.evaluation_time_s / 3
+        # That no step swallows an evaluation is checked on a fake clock below, not on timings.
 
 
 def test_model_parallel_evaluates_through_its_stages(strong):

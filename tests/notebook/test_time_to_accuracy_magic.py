@@ -6,7 +6,6 @@ import pytest
 from IPython.core.error import UsageError
 
 from gpu_parallel_kit import api
-from gpu_parallel_kit.results import RunResult
 from tests import builders
 
 
@@ -17,11 +16,8 @@ def fake_runs(monkeypatch, fake_cpu):
 
     def run(spec, progress=None, cancel=None):
         specs.append(spec)
-        return RunResult(
-            **spec.result_identity(),
-            status="ok",
-            step_time_s=0.01,
-            throughput_samples_s=spec.global_batch / 0.01,
+        return builders.instant_result(
+            spec,
             learning_rate=0.1 * spec.training.lr_factor(spec.global_batch),
             history_time_s=(1.0, 2.0),
             evaluations=(
