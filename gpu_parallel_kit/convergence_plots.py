@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from .convergence import Target, metric_series, reach_of, recorded_metrics, rows_with_target
-from .plots import _MISSING_STYLE, _STRATEGY_COLORS, DisplayFigure, _title
+from .plots import _STRATEGY_COLORS, DisplayFigure, _title, draw_missing_bars
 from .results import RunResult
 from .tables import comparison_table
 
@@ -198,12 +198,7 @@ def _draw_time_bars(ax: Axes, rows: pd.DataFrame, target: str) -> None:
         fontsize=8,
         padding=2,
     )
-    height = float(values[reached].max()) if reached.any() else 1.0
-    for position, status, ok in zip(positions, rows["status"], reached, strict=True):
-        if not ok:
-            ax.bar(position, height, **_MISSING_STYLE)
-            text = "not reached" if status == "ok" else str(status)
-            ax.text(position, height / 2, text, rotation=90, ha="center", va="center")
+    draw_missing_bars(ax, positions, rows["status"], reached, values, "not reached")
     ax.set_xticks(positions, _bar_labels(rows), rotation=20, ha="right", rotation_mode="anchor")
     ax.set_ylabel("training time to target (s)")
     ax.margins(y=0.2)

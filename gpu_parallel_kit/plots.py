@@ -19,6 +19,8 @@ Speedups of projected rows are against the projected single device (`projection.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -172,13 +174,7 @@ def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: st
             padding=2,
             rotation=90 if crowded else 0,
         )
-    # A missing figure gets a ghost bar as tall as the tallest measured one, so it is seen.
-    height = float(values[done].max()) if done.any() else 1.0
-    for position, status, ok in zip(positions, df["status"], done, strict=True):
-        if not ok:
-            ax.bar(position, height, **_MISSING_STYLE)
-            label = "no data" if status == "ok" else str(status)
-            ax.text(position, height / 2, label, rotation=90, ha="center", va="center")
+    draw_missing_bars(ax, positions, df["status"], done, values, "no data")
     ax.set_xticks(
         positions,
         _run_labels(df),
@@ -189,6 +185,19 @@ def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: st
     if len(df) > 12:
         ax.tick_params(axis="x", labelsize=7)
     ax.margins(y=0.12)
+
+
+def draw_missing_bars(
+    ax: Axes, positions: Sequence[int], statuses: Sequence[str], present: Any, values: Any, gap: str
+) -> None:
+    """A run without a figure gets a ghost bar as tall as the tallest drawn one, so it is seen,
+    labelled with its status, or `gap` when it finished but has no figure."""
+    height = float(values[present].max()) if present.any() else 1.0
+    for position, status, ok in zip(positions, statuses, present, strict=True):
+        if not ok:
+            ax.bar(position, height, **_MISSING_STYLE)
+            label = gap if status == "ok" else str(status)
+            ax.text(position, height / 2, label, rotation=90, ha="center", va="center")
 
 
 def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
