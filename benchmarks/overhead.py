@@ -39,9 +39,9 @@ from overhead_summary import print_summary  # noqa: E402
 
 import gpu_parallel_kit as gpk  # noqa: E402
 import gpu_parallel_kit.api as gpk_api  # noqa: E402
-from gpu_parallel_kit.devices import discover_physical_devices  # noqa: E402
-from gpu_parallel_kit.runner import start_method  # noqa: E402
-from gpu_parallel_kit.stats import (  # noqa: E402
+from gpu_parallel_kit.runs.devices import discover_physical_devices  # noqa: E402
+from gpu_parallel_kit.runs.process import start_method  # noqa: E402
+from gpu_parallel_kit.worker.stats import (  # noqa: E402
     default_warmup_steps,
     median_and_spread,
     step_durations,

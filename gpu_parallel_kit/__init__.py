@@ -4,15 +4,23 @@ Importing the kit does not import TensorFlow; `list_devices` imports it without 
 runtime, and every run trains in a fresh worker process.
 """
 
-__version__ = "0.1.0"
+from .api import Experiment
+from .comparison import Comparison
+from .errors import GpkError
+from .runs.devices import list_devices
+from .runs.results import RunResult
+from .store import history
+from .version import __version__
 
-from .api import Comparison, Experiment  # noqa: E402
-from .devices import list_devices  # noqa: E402
-from .errors import GpkError  # noqa: E402
-from .results import RunResult  # noqa: E402
-from .store import history  # noqa: E402
-
-__all__ = ["Comparison", "Experiment", "GpkError", "RunResult", "history", "list_devices"]
+__all__ = [
+    "__version__",
+    "Comparison",
+    "Experiment",
+    "GpkError",
+    "RunResult",
+    "history",
+    "list_devices",
+]
 
 
 def load_ipython_extension(ipython) -> None:

@@ -1,28 +1,26 @@
-"""The plain Python API every front end calls: Experiment.run, Experiment.compare, Comparison."""
+"""`Experiment`: the plain Python API every front end calls to plan, run and compare runs."""
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import pandas as pd
-
-from .convergence import convergence_summary, parse_target
-from .devices import plan_devices
+from .comparison import Comparison
 from .errors import GpkError
-from .progress import RunProgress
-from .results import RunResult
-from .runner import RunInterrupted, run_isolated
-from .sources import ArrayStore, default_data_for, model_source
-from .spec import STRATEGIES, RunSpec, TrainingConfig
+from .runner import run_isolated
+from .runs.devices import plan_devices
+from .runs.process import RunInterrupted
+from .runs.progress import RunProgress
+from .runs.results import RunResult
+from .runs.sources import ArrayStore, default_data_for, model_source
+from .runs.spec import STRATEGIES, RunSpec, TrainingConfig
+from .runs.target import parse_target
+from .runs.validation import training_and_validation
 from .store import RunLog
-from .tables import comparison_table, format_table
-from .validation import training_and_validation
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -280,96 +278,6 @@ class Experiment:
         return rows
 
 
-class Comparison:
-    """The runs of one comparison: a table, plots and a report folder, all from measured rows."""
-
-    def __init__(self, results: Sequence[RunResult]) -> None:
-        self.results = list(results)
-
-    @property
-    def table(self) -> pd.DataFrame:
-        return comparison_table(self.results)
-
-    def plot(self):
-        """Wall-clock time, throughput and speedup (with the ideal line), side by side."""
-        from .plots import comparison_figure
-
-        return comparison_figure(self.table)
-
-    def plot_communication(self):
-        """Where each run's step goes (compute | exposed communication | idle), and the
-        communication share against the device count."""
-        from .comm_plots import communication_figure
-
-        return communication_figure(self.table)
-
-    def plot_convergence(self, metrics: str | Sequence[str] | None = None):
-        """Loss or metric against training time and against epochs, one line per run, with the
-        target as a dashed line. `metrics` defaults to the target's metric (else the validation
-        loss, else the training loss); several give one row of panels each."""
-        from .convergence_plots import convergence_figure
-
-        return convergence_figure(self.results, metrics)
-
-    def plot_time_to_target(self):
-        """Time to target per run ("not reached" drawn as an empty bar), and speedup measured in
-        time to target beside speedup measured in samples per second."""
-        from .convergence_plots import time_to_target_figure
-
-        return time_to_target_figure(self.table)
-
-    @property
-    def convergence(self) -> str:
-        """The learning-rate rule as applied and who reached the target when, in a sentence."""
-        return convergence_summary(self.table)
-
-    @property
-    def advice(self) -> str:
-        """One sentence: which strategy and device count to pick here, and why."""
-        from .advice import advice
-
-        return advice(self.table)
-
-    def project(
-        self, preset: Any = "nvlink4", devices: Sequence[int] = (1, 2, 4, 8), **options: Any
-    ) -> Comparison:
-        """The measured rows plus rows a cost model projected onto other hardware.
-
-        Projected rows have `projected=True`, their own experiment id (`<id>:<preset>`) and a
-        projected one-device baseline, so their speedups never mix with measured ones; they are
-        not written to the run log. `preset` is an interconnect name (nvlink4, nvlink3, pcie5,
-        pcie4, pcie3, net100g, net400g) or a dict such as {"bandwidth_gb_s": 40, "latency_us": 4};
-        see `projection.project_results` for the options (overlap, compute_scale, device, ...).
-        """
-        from .projection import project_results
-
-        projected = project_results(self.results, preset, list(devices), **options)
-        return Comparison(self.results + projected)
-
-    def save_report(self, directory: str = "gpk_report") -> list:
-        """Write the table (CSV, Markdown) and the plots (PNG) to `directory`."""
-        from .report import write_report
-
-        return write_report(self.table, directory, self.results)
-
-    def __repr__(self) -> str:
-        table = self.table
-        notes = "\n".join(_notes(table))
-        return f"{format_table(table)}\n\n{notes}".rstrip()
-
-    def _repr_html_(self) -> str:
-        table = self.table
-        paragraphs = "".join(f"<p><b>{html.escape(s)}</b></p>" for s in _notes(table))
-        return table.to_html(index=False, na_rep="") + paragraphs
-
-
-def _notes(table: pd.DataFrame) -> list[str]:
-    """The sentences shown under a comparison's table: the advice, then the convergence."""
-    from .advice import advice
-
-    return [s for s in (advice(table), convergence_summary(table)) if s]
-
-
 def _pipeline_plan(
     strategy: str, schedule: str | None, micro_batches: int | None, balance: Any
 ) -> dict[str, Any]:
@@ -394,7 +302,7 @@ def _cluster_plan(strategy: str, workers: int | None, cluster: Any) -> dict[str,
     if strategy != "multiworker":
         return {}
     if cluster is not None:
-        from .cluster import load_cluster
+        from .cluster.config import load_cluster
 
         spec = load_cluster(cluster)
         return {"cluster": spec, "workers": len(spec.workers) if workers is None else workers}

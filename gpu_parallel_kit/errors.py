@@ -8,3 +8,9 @@ front ends can show the sentence alone instead of a traceback.
 
 class GpkError(ValueError):
     """A plan, model, data or device choice the kit cannot run; the message says how to fix it."""
+
+
+def one_sentence(error: BaseException) -> str:
+    """An error's message on one line, as the command line, the magic and the panel show it."""
+    text = " ".join(str(error).split())
+    return text or type(error).__name__

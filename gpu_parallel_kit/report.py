@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from gpu_parallel_kit.advice import advice
-from gpu_parallel_kit.comm_plots import communication_figure
-from gpu_parallel_kit.convergence import convergence_summary, rows_with_target
-from gpu_parallel_kit.convergence_plots import convergence_figure, time_to_target_figure
-from gpu_parallel_kit.plots import speedup_figure, throughput_figure, wall_time_figure
-from gpu_parallel_kit.results import RunResult
-from gpu_parallel_kit.tables import markdown_table
+from .analysis.advice import advice
+from .analysis.convergence import convergence_summary, rows_with_target
+from .analysis.tables import markdown_table
+from .plots.communication import communication_figure
+from .plots.comparison import speedup_figure, throughput_figure, wall_time_figure
+from .plots.convergence import convergence_figure, time_to_target_figure
+from .runs.results import RunResult
 
 DPI = 110
 _FIGURES: tuple[tuple[str, Callable[[pd.DataFrame], Figure]], ...] = (

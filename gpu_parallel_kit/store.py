@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.results import RunResult
-from gpu_parallel_kit.tables import comparison_table
+from .analysis.tables import comparison_table
+from .errors import GpkError
+from .runs.results import RunResult
 
 LOG_ENV = "GPK_LOG"
 DEFAULT_FILENAME = "gpk_runs.sqlite"

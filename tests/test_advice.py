@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.results import RunResult
+from gpu_parallel_kit.runs.results import RunResult
 
 
 def _row(strategy, devices, throughput, virtual=True, status="ok", comm=None, **extra):

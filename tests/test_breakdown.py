@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from gpu_parallel_kit.breakdown import effective_bandwidth, step_breakdown
-from gpu_parallel_kit.results import RunResult
-from gpu_parallel_kit.tables import comparison_table
+from gpu_parallel_kit.analysis.breakdown import effective_bandwidth, step_breakdown
+from gpu_parallel_kit.analysis.tables import comparison_table
+from gpu_parallel_kit.runs.results import RunResult
 
 
 def test_data_parallel_step_is_compute_plus_exposed_communication():

@@ -13,11 +13,12 @@ import sys
 import numpy as np
 import pytest
 
-from gpu_parallel_kit import api, devices
-from gpu_parallel_kit.cli import main
-from gpu_parallel_kit.devices import PhysicalDevice
-from gpu_parallel_kit.results import RunResult
-from gpu_parallel_kit.runner import RunInterrupted
+from gpu_parallel_kit import api
+from gpu_parallel_kit.cli.main import main
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.runs.process import RunInterrupted
+from gpu_parallel_kit.runs.results import RunResult
 
 COMMANDS = ["devices", "run", "compare", "demo", "history", "worker"]
 FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)

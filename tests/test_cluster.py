@@ -9,15 +9,17 @@ from pathlib import Path
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api, cluster_results, devices
-from gpu_parallel_kit.cli import main
-from gpu_parallel_kit.cluster import ClusterSpec, load_cluster, split_address, tf_config
-from gpu_parallel_kit.cluster_results import WorkerReports, merge_worker_results
-from gpu_parallel_kit.devices import PhysicalDevice
-from gpu_parallel_kit.job_transfer import pack_job, unpack_job
-from gpu_parallel_kit.private_network import _decode_address, reachable_from_network
-from gpu_parallel_kit.results import RunResult
-from gpu_parallel_kit.worker_devices import local_worker_plan, plan_on_this_host
+from gpu_parallel_kit import api
+from gpu_parallel_kit.cli.main import main
+from gpu_parallel_kit.cluster import reports as cluster_results
+from gpu_parallel_kit.cluster.config import ClusterSpec, load_cluster, split_address, tf_config
+from gpu_parallel_kit.cluster.devices import local_worker_plan, plan_on_this_host
+from gpu_parallel_kit.cluster.network import _decode_address, reachable_from_network
+from gpu_parallel_kit.cluster.reports import WorkerReports, merge_worker_results
+from gpu_parallel_kit.cluster.transfer import pack_job, unpack_job
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.runs.results import RunResult
 from tests.builders import small_data, small_mlp
 
 CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")

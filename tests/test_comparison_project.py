@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.results import RunResult
+from gpu_parallel_kit.runs.results import RunResult
 
 
 def _measured(strategy: str, devices: int, step: float) -> RunResult:

@@ -12,29 +12,24 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import gpu_parallel_kit as gpk  # noqa: E402
-from gpu_parallel_kit.convergence import (  # noqa: E402
+from gpu_parallel_kit.analysis.convergence import (
     Point,
-    Target,
     convergence_summary,
-    infer_direction,
     metric_series,
-    parse_target,
     reach_of,
     time_to_target,
 )
-from gpu_parallel_kit.convergence_plots import (  # noqa: E402
-    convergence_figure,
-    time_to_target_figure,
-)
-from gpu_parallel_kit.errors import GpkError  # noqa: E402
-from gpu_parallel_kit.results import RunResult  # noqa: E402
-from gpu_parallel_kit.tables import (  # noqa: E402
+from gpu_parallel_kit.analysis.tables import (
     ALL_COLUMNS,
     CONVERGENCE_COLUMNS,
     comparison_table,
     format_table,
     markdown_table,
 )
+from gpu_parallel_kit.errors import GpkError  # noqa: E402
+from gpu_parallel_kit.plots.convergence import convergence_figure, time_to_target_figure
+from gpu_parallel_kit.runs.results import RunResult  # noqa: E402
+from gpu_parallel_kit.runs.target import Target, infer_direction, parse_target
 
 ACCURACY = Target("val_accuracy", 0.9, "above")
 

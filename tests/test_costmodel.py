@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gpu_parallel_kit.costmodel import (
+from gpu_parallel_kit.analysis.costmodel import (
     Partition,
     Workload,
     data_parallel,
@@ -16,8 +16,7 @@ from gpu_parallel_kit.costmodel import (
     ring_all_reduce_s,
     single_device,
 )
-from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.hardware import (
+from gpu_parallel_kit.analysis.hardware import (
     DEVICES,
     INTERCONNECTS,
     Interconnect,
@@ -25,6 +24,7 @@ from gpu_parallel_kit.hardware import (
     device,
     interconnect,
 )
+from gpu_parallel_kit.errors import GpkError
 
 FREE = Interconnect("free", math.inf, 0.0)  # infinite bandwidth, no latency
 LINK = Interconnect("test", 100e9, 1e-6)  # 100 GB/s, 1 µs

@@ -9,10 +9,12 @@ import sys
 
 import pytest
 
-from gpu_parallel_kit import api, demo, devices
-from gpu_parallel_kit.cli import main
-from gpu_parallel_kit.devices import PhysicalDevice
-from gpu_parallel_kit.results import RunResult
+from gpu_parallel_kit import api
+from gpu_parallel_kit.cli import demo
+from gpu_parallel_kit.cli.main import main
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.runs.results import RunResult
 
 REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")
 

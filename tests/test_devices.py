@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from gpu_parallel_kit import devices
-from gpu_parallel_kit.devices import PhysicalDevice, plan_devices
 from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice, plan_devices
 
 CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
 
@@ -99,7 +99,7 @@ def test_discovery_and_runs_keep_tensorflow_out_of_the_caller():
 def test_tensorflow_discovery_leaves_the_runtime_unstarted():
     code = (
         "import tensorflow as tf\n"
-        "from gpu_parallel_kit.devices import discover_with_tensorflow\n"
+        "from gpu_parallel_kit.worker.device_setup import discover_with_tensorflow\n"
         "print(discover_with_tensorflow()[0].kind)\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
         "virtual = [tf.config.LogicalDeviceConfiguration()] * 2\n"

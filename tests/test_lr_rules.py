@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.lr_rules import (
+from gpu_parallel_kit.runs.lr_rules import (
     check_rule,
     check_warmup,
     learning_rate_at,

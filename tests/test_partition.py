@@ -8,7 +8,7 @@ import random
 import pytest
 
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.partition import (
+from gpu_parallel_kit.pipeline.partition import (
     check_splittable,
     sizes_from_boundaries,
     solve,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.pipeline_sim import (
+from gpu_parallel_kit.pipeline.schedules import Task, build_schedule, format_grid
+from gpu_parallel_kit.pipeline.simulation import (
     TimedTask,
     bubble_fraction,
     busy_time,
@@ -13,7 +14,6 @@ from gpu_parallel_kit.pipeline_sim import (
     simulate,
     theoretical_bubble,
 )
-from gpu_parallel_kit.schedules import Task, build_schedule, format_grid
 
 
 def unit(task: Task) -> float:

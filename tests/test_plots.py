@@ -9,14 +9,14 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from gpu_parallel_kit.plots import (  # noqa: E402
+from gpu_parallel_kit.analysis.tables import comparison_table  # noqa: E402
+from gpu_parallel_kit.plots.comparison import (
     comparison_figure,
     speedup_figure,
     throughput_figure,
     wall_time_figure,
 )
-from gpu_parallel_kit.results import RunResult  # noqa: E402
-from gpu_parallel_kit.tables import comparison_table  # noqa: E402
+from gpu_parallel_kit.runs.results import RunResult  # noqa: E402
 
 
 def run(run_id, strategy, devices, throughput, virtual=True, **kw) -> RunResult:

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
+from gpu_parallel_kit.analysis.projection import project_results
+from gpu_parallel_kit.analysis.tables import comparison_table
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.projection import project_results
-from gpu_parallel_kit.results import RunResult
-from gpu_parallel_kit.tables import comparison_table
+from gpu_parallel_kit.runs.results import RunResult
 
 FREE = {"name": "free", "bandwidth_bytes_s": math.inf}
 PARAMS = 4_000_000  # trainable parameter bytes of the model
@@ -227,8 +227,8 @@ def test_projected_rows_survive_json(measured):
 def test_no_tensorflow_or_keras_in_the_cost_model_modules():
     code = (
         "import sys\n"
-        "import gpu_parallel_kit.costmodel, gpu_parallel_kit.hardware\n"
-        "import gpu_parallel_kit.projection, gpu_parallel_kit.plots\n"
+        "import gpu_parallel_kit.analysis.costmodel, gpu_parallel_kit.analysis.hardware\n"
+        "import gpu_parallel_kit.analysis.projection, gpu_parallel_kit.plots.comparison\n"
         "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

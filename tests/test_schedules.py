@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.schedules import (
+from gpu_parallel_kit.pipeline.schedules import (
     SCHEDULES,
     Task,
     build_schedule,
@@ -207,8 +207,8 @@ def test_1f1b_holds_at_most_k_minus_s_micro_batches(stages, micro_batches):
 def test_schedules_do_not_import_tensorflow():
     code = (
         "import sys\n"
-        "import gpu_parallel_kit.schedules, gpu_parallel_kit.pipeline_sim\n"
-        "import gpu_parallel_kit.partition\n"
+        "import gpu_parallel_kit.pipeline.schedules, gpu_parallel_kit.pipeline.simulation\n"
+        "import gpu_parallel_kit.pipeline.partition\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
         "assert not heavy, heavy\n"
     )

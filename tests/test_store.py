@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
+from gpu_parallel_kit.analysis.tables import ALL_COLUMNS
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.results import RunResult
+from gpu_parallel_kit.runs.results import RunResult
 from gpu_parallel_kit.store import RunLog, history
-from gpu_parallel_kit.tables import ALL_COLUMNS
 
 
 def result(run_id: str = "r1", **kw) -> RunResult:

@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from gpu_parallel_kit.results import RunResult
-from gpu_parallel_kit.tables import (
+from gpu_parallel_kit.analysis.tables import (
     ALL_COLUMNS,
     COLUMNS,
     comparison_table,
     format_table,
     markdown_table,
 )
+from gpu_parallel_kit.runs.results import RunResult
 
 
 def run(run_id: str, strategy: str, devices: int, throughput: float | None, **kw) -> RunResult:
@@ -199,7 +199,7 @@ def test_format_table_of_no_runs():
 
 
 def test_micro_batches_is_blank_for_strategies_without_them():
-    from gpu_parallel_kit.tables import markdown_table
+    from gpu_parallel_kit.analysis.tables import markdown_table
 
     row = RunResult(
         run_id="a",

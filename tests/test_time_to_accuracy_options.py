@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api, devices
-from gpu_parallel_kit.cli import main
-from gpu_parallel_kit.convergence import Target
-from gpu_parallel_kit.devices import PhysicalDevice
+from gpu_parallel_kit import api
+from gpu_parallel_kit.cli.main import main
 from gpu_parallel_kit.notebook.names import resolve_validation
-from gpu_parallel_kit.notebook.request import Request
-from gpu_parallel_kit.validation import holdout_indices
+from gpu_parallel_kit.options.request import Request
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.runs.target import Target
+from gpu_parallel_kit.runs.validation import holdout_indices
 from tests.builders import FEATURES, instant_result, small_data, small_mlp
 
 FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)

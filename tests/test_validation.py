@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api, devices
-from gpu_parallel_kit.devices import PhysicalDevice
+from gpu_parallel_kit import api
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice
 from tests.builders import small_data, small_mlp
 
 

@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:
 
         return Panel
     if name == "Request":
-        from .request import Request
+        from ..options.request import Request
 
         return Request
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,16 +8,17 @@ and nothing else; the small pure helpers here are tested without a browser or a 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import ipywidgets as widgets
 import pandas as pd
 
-from ..devices import virtual_device_limit
 from ..errors import GpkError
-from ..schedules import SCHEDULES
-from ..spec import STRATEGIES
-from .request import Request, device_sets
+from ..options.request import Request
+from ..pipeline.schedules import SCHEDULES
+from ..runs.devices import virtual_device_limit
+from ..runs.spec import STRATEGIES
 
 DEFAULT_STRATEGIES = ("single", "data")
 DEFAULT_PICKED = 4  # devices picked at first: enough for a 1, 2, 4 comparison
@@ -160,3 +161,22 @@ class Controls:
             f"<i>Run: the ticked strategies on the {len(picked)} picked device(s). "
             f"Compare: on {counts} of them. <code>single</code> always uses one.{workers}</i>"
         )
+
+
+def device_sets(picked: Sequence[int]) -> list[list[int]]:
+    """The device choices a comparison over the `picked` devices runs on: the first 1, 2, 4, ...
+    of them, and all of them. Indices, not counts, so picking GPUs 1 and 3 compares on exactly
+    those.
+
+    >>> device_sets([0, 1, 2, 3, 4, 5])
+    [[0], [0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]]
+    """
+    chosen = list(dict.fromkeys(picked))
+    sizes = []
+    size = 1
+    while size < len(chosen):
+        sizes.append(size)
+        size *= 2
+    if chosen:
+        sizes.append(len(chosen))
+    return [chosen[:n] for n in sizes]

@@ -18,14 +18,20 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..api import Experiment
-from ..argtypes import device_choice, positive, whole
-from ..devices import list_devices, virtual_device_limit
-from ..errors import GpkError
-from ..sources import model_source
-from ..spec import STRATEGIES
+from ..errors import GpkError, one_sentence
+from ..options.argtypes import positive
+from ..options.request import Request
+from ..runs.devices import list_devices, virtual_device_limit
+from ..runs.sources import model_source
 from ..store import history as run_history
-from .options import help_option, request_from, training
-from .request import Request, one_sentence
+from .options import (
+    compare_options,
+    help_option,
+    history_options,
+    request_from,
+    run_options,
+    training,
+)
 from .views import ShownComparison, show_run
 
 Handler = Callable[[Any, argparse.Namespace], Any]
@@ -60,15 +66,7 @@ def virtual(shell: Any, args: argparse.Namespace) -> None:
 @magic_arguments("gpk run")
 @help_option
 @training
-@argument("--strategy", choices=STRATEGIES, default="single", help="default: single")
-@argument(
-    "--devices",
-    type=device_choice,
-    default=1,
-    metavar="N|I,J",
-    help="a count (2) or indices (0,1); default: 1",
-)
-@argument("--no-progress", action="store_true", help="no progress bar")
+@run_options
 def run(shell: Any, args: argparse.Namespace) -> Any:
     """Train once under one strategy (returns the RunResult).
 
@@ -76,7 +74,7 @@ def run(shell: Any, args: argparse.Namespace) -> Any:
     r = %gpk run build_model --data x y --strategy model --devices 2 --micro-batches 4
     """
     request = request_from(args, shell.user_ns)
-    experiment = _experiment(request, progress=not args.no_progress)
+    experiment = _experiment(request, progress=args.progress)
     result = experiment.run(args.strategy, args.devices, **request.plan())
     show_run(result)
     return result
@@ -85,24 +83,7 @@ def run(shell: Any, args: argparse.Namespace) -> Any:
 @magic_arguments("gpk compare")
 @help_option
 @training
-@argument(
-    "--strategies",
-    nargs="+",
-    choices=STRATEGIES,
-    default=["single", "data"],
-    metavar="STRATEGY",
-    help=f"from {', '.join(STRATEGIES)}; default: single data",
-)
-@argument(
-    "--devices",
-    nargs="+",
-    type=positive,
-    default=[1, 2, 4],
-    metavar="N",
-    help="device counts; default: 1 2 4",
-)
-@argument("--out", metavar="DIR", help="also write a report (CSV, Markdown, PNGs) there")
-@argument("--no-progress", action="store_true", help="no progress bars")
+@compare_options
 def compare(shell: Any, args: argparse.Namespace) -> Any:
     """Run every strategy on every device count (returns the Comparison).
 
@@ -111,7 +92,7 @@ def compare(shell: Any, args: argparse.Namespace) -> Any:
     cmp = %gpk compare build_model --data x y --strategies single data model --devices 1 2 4
     """
     request = request_from(args, shell.user_ns)
-    experiment = _experiment(request, progress=not args.no_progress)
+    experiment = _experiment(request, progress=args.progress)
     comparison = experiment.compare(args.strategies, args.devices, **request.plan())
     shown = ShownComparison(comparison.results)
     shown.show()
@@ -141,8 +122,7 @@ def panel(shell: Any, args: argparse.Namespace) -> Any:
 
 @magic_arguments("gpk history")
 @help_option
-@argument("--limit", type=whole, help="only the last N runs; default: all")
-@argument("--log", metavar="PATH", help="run log file; default: $GPK_LOG or gpk_runs.sqlite")
+@history_options
 def history(shell: Any, args: argparse.Namespace) -> Any:
     """Every run in the run log, oldest first (returns a DataFrame).
 

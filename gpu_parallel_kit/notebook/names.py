@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import GpkError
-from ..sources import BUILTIN_MODELS
-from ..synthetic import SYNTHETIC_SETS
+from ..runs.sources import BUILTIN_MODELS
+from ..runs.synthetic import SYNTHETIC_SETS
 
 
 def resolve_model(name: str, namespace: Mapping[str, Any]) -> Any:

@@ -20,14 +20,15 @@ import ipywidgets as widgets
 import pandas as pd
 from IPython.display import display
 
-from ..api import Comparison
-from ..devices import list_devices
-from ..results import RunResult
-from ..spec import RunSpec
+from ..comparison import Comparison
+from ..errors import one_sentence
+from ..options.request import Request
+from ..runs.devices import list_devices
+from ..runs.results import RunResult
+from ..runs.spec import RunSpec
 from . import result_tabs
 from .controls import Controls, PanelPlan
 from .progress_rows import RunRow
-from .request import Request, one_sentence
 from .views import ShowOnce
 
 ERROR_STYLE = "color:#c62828;font-weight:bold"

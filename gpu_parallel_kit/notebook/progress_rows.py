@@ -12,8 +12,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..results import RunResult
-from ..spec import RunSpec
+from ..runs.results import RunResult
+from ..runs.spec import RunSpec
 
 _STYLE = {"ok": "success", "cancelled": "warning"}  # every other status is an error: "danger"
 

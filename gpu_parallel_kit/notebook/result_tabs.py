@@ -18,10 +18,10 @@ import ipywidgets as widgets
 from IPython.display import HTML, Image
 from matplotlib.figure import Figure
 
-from ..api import Comparison
-from ..comm_plots import communication_figure
-from ..plots import speedup_figure, wall_time_figure
-from .memory_plot import memory_figure
+from ..comparison import Comparison
+from ..plots.communication import communication_figure
+from ..plots.comparison import speedup_figure, wall_time_figure
+from ..plots.memory import memory_figure
 from .views import summary_html
 
 TABS = ("table", "wall-clock", "speedup", "communication", "pipeline timeline", "memory")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import HTML, display
 
-from ..api import Comparison
-from ..convergence import has_convergence
-from ..plots import comparison_figure
-from ..results import RunResult
-from ..tables import NOT_REACHED
+from ..analysis.convergence import has_convergence
+from ..analysis.tables import NOT_REACHED
+from ..comparison import Comparison
+from ..plots.comparison import comparison_figure
+from ..runs.results import RunResult
 
 # The columns that answer "which is fastest, and did it work" (the full table has 33).
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (

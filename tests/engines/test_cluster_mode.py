@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.cluster import free_loopback_ports
+from gpu_parallel_kit.cluster.config import free_loopback_ports
 from tests.builders import largest_difference, saved_weights, small_experiment, small_mlp
 
 pytestmark = pytest.mark.slow

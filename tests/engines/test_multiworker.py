@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.private_network import listening_addresses
+from gpu_parallel_kit.cluster.network import listening_addresses
 from tests.builders import (
     largest_difference,
     saved_weights,

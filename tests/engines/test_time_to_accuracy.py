@@ -8,7 +8,7 @@ import math
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import recorder as recorder_module
+from gpu_parallel_kit.worker import recorder as recorder_module
 from tests.builders import separable_data, small_mlp
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from gpu_parallel_kit import devices
-from gpu_parallel_kit.devices import PhysicalDevice
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice
 
 CPU_ONLY = (
     PhysicalDevice(name="/physical_device:CPU:0", kind="cpu", index=0, description="2 cores"),

@@ -10,7 +10,7 @@ import pytest
 
 from gpu_parallel_kit.notebook.controls import PanelPlan, device_options
 from gpu_parallel_kit.notebook.panel import Panel
-from gpu_parallel_kit.notebook.request import Request
+from gpu_parallel_kit.options.request import Request
 from tests import builders
 
 

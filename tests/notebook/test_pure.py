@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from gpu_parallel_kit import GpkError, RunResult
-from gpu_parallel_kit.notebook.memory_plot import memory_figure
+from gpu_parallel_kit.analysis.tables import comparison_table
+from gpu_parallel_kit.errors import one_sentence
+from gpu_parallel_kit.notebook.controls import device_sets
 from gpu_parallel_kit.notebook.names import resolve_data, resolve_model
-from gpu_parallel_kit.notebook.request import MIB, Request, device_sets, one_sentence
 from gpu_parallel_kit.notebook.views import summary_frame
-from gpu_parallel_kit.tables import comparison_table
+from gpu_parallel_kit.options.request import MIB, Request
+from gpu_parallel_kit.plots.memory import memory_figure
 
 
 @pytest.mark.parametrize(

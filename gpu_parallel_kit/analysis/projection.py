@@ -1,0 +1,370 @@
+"""Projected rows: measured runs carried onto hardware the user does not have, labelled as such.
+
+`project_results` reduces an experiment's measured single-device run to a `costmodel.Workload`
+(per-sample forward and backward time, trainable parameter bytes), takes the stage split and the
+bytes across each cut from its measured model-parallel runs, and returns one `RunResult` per
+strategy and device count with `projected=True`. Nothing here imports TensorFlow.
+
+Each projected row:
+- belongs to its own experiment, `<experiment_id>:<label>` (label: the preset's name, plus the
+  target device or the compute scale when given), which holds a projected single-device row too,
+  so the table's speedup of a projected row is against the *projected* single device (same scaled
+  compute) and measured and projected speedups are each self-consistent;
+- says what it assumed: a short `reason`, and `extra["assumptions"]`, a list of sentences;
+- has no wall time, no spread and no per-step times: it is one modelled step, not a measurement.
+
+Assumptions made unless the runs or the caller say better:
+- backward = 2 × forward; a measured model run's tasks timed alone give the measured ratio instead
+  (the split matters for overlap, and for stages whose forward and backward shares differ);
+- compute runs as fast as on the measured device (compute_scale 1): only communication is
+  projected. A CPU-to-GPU scale is a rough assumption whichever way it is given;
+- pipelines with a stage count that was not measured have equal stages and the mean bytes per
+  sample across a measured cut; per-sample compute does not depend on the micro-batch size.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import GpkError
+from ..runs.results import RunResult
+from . import hardware
+from .baseline import Candidate, baseline_index
+from .costmodel import (
+    Partition,
+    Prediction,
+    Workload,
+    data_parallel,
+    data_pipeline,
+    pipeline,
+    single_device,
+)
+from .hardware import Device, Interconnect
+from .measured import backward_ratio, measured_partition, parameter_bytes
+
+PROJECTABLE = ("data", "multiworker", "model", "data+model")
+
+LinkSpec = str | Mapping[str, Any] | Interconnect
+DeviceSpec = str | Mapping[str, Any] | Device
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one `project_results` call asks, shared by every experiment it projects."""
+
+    link: Interconnect  # pipeline sends, and all-reduces unless reduce_link is given
+    reduce_link: Interconnect | None  # data+model: the link between copies of the pipeline
+    counts: tuple[int, ...]  # device counts to project onto
+    strategies: tuple[str, ...] | None  # None: the measured ones
+    overlap: bool
+    scale: float | None  # compute_scale given by the caller
+    target: Device | None  # the device projected onto, when named
+    measured: Device | None  # the device the runs were measured on, when named
+    backward_ratio: float | None
+    schedule: str | None
+    micro_batches: int | None
+    cut_bytes: float | None  # activation bytes per sample across a cut, when given
+    hybrid_stages: int | None
+    label: str  # experiment id suffix
+
+
+def project_results(
+    results: Sequence[RunResult],
+    preset: LinkSpec,
+    devices: int | Sequence[int],
+    *,
+    strategies: Sequence[str] | None = None,
+    overlap: bool = False,
+    compute_scale: float | None = None,
+    device: DeviceSpec | None = None,
+    measured_device: DeviceSpec | None = None,
+    backward_ratio: float | None = None,
+    schedule: str | None = None,
+    micro_batches: int | None = None,
+    cut_bytes_per_sample: float | None = None,
+    hybrid_stages: int | None = None,
+    data_link: LinkSpec | None = None,
+    label: str | None = None,
+) -> list[RunResult]:
+    """Projected rows for every experiment in `results` that has a finished single-device run.
+
+    `preset` names an interconnect (`hardware.INTERCONNECTS`) or gives one as a dict
+    (`{"name": "my-ib", "bandwidth_gb_s": 40, "latency_us": 4}`); `devices` are the counts to
+    project onto. `strategies` default to the measured ones (a projected single-device row is
+    always added); "data+model" needs `hybrid_stages`=K and adds a row for every count that is
+    2K or more and a multiple of K. `overlap`: the backward overlaps the all-reduce and pipeline
+    sends overlap compute. `compute_scale`, or `device` with `measured_device` (presets or
+    dicts), makes the projected device faster than the measured one. `schedule`,
+    `micro_batches` and `cut_bytes_per_sample` override what the model-parallel runs measured;
+    `data_link` carries the data+model all-reduces (default: `preset`). `label` replaces the
+    experiment id suffix. Measured rows are never changed; rows projected earlier are ignored.
+    """
+    link = hardware.interconnect(preset)
+    target = None if device is None else hardware.device(device)
+    plan = _Plan(
+        link=link,
+        reduce_link=None if data_link is None else hardware.interconnect(data_link),
+        counts=_counts(devices),
+        strategies=_strategies(strategies, hybrid_stages),
+        overlap=overlap,
+        scale=compute_scale,
+        target=target,
+        measured=None if measured_device is None else hardware.device(measured_device),
+        backward_ratio=backward_ratio,
+        schedule=schedule,
+        micro_batches=micro_batches,
+        cut_bytes=cut_bytes_per_sample,
+        hybrid_stages=hybrid_stages,
+        label=label or _label(link, target, compute_scale),
+    )
+    experiments: dict[str, list[RunResult]] = {}
+    for result in results:
+        if not result.projected:
+            experiments.setdefault(result.experiment_id, []).append(result)
+    rows = []
+    for runs in experiments.values():
+        baseline = _baseline(runs)
+        if baseline is not None:
+            rows += _Experiment.of(plan, baseline, runs).rows()
+    if not rows:
+        raise GpkError(
+            "no experiment in these results has a finished single-device run to project from; "
+            "run strategy='single' (or any strategy on 1 device) first"
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class _Experiment:
+    """One experiment's measured runs, reduced to what the cost model needs."""
+
+    plan: _Plan
+    baseline: RunResult  # the measured run compute comes from
+    runs: tuple[RunResult, ...]
+    workload: Workload  # scaled to the projected device
+    scale: float
+    notes: tuple[str, ...]  # assumptions shared by every row
+    models: tuple[RunResult, ...]  # finished model-parallel runs
+
+    @classmethod
+    def of(cls, plan: _Plan, baseline: RunResult, runs: list[RunResult]) -> _Experiment:
+        models = tuple(r for r in runs if r.ok and r.strategy == "model")
+        scale, scale_note = _scale(plan, baseline.device_kind)
+        ratio, ratio_note = backward_ratio(plan.backward_ratio, models)
+        workload = Workload.from_step_time(
+            baseline.step_time_s, baseline.global_batch, parameter_bytes(baseline, runs), ratio
+        ).scaled(scale)
+        link = plan.link
+        notes = (
+            f"compute from {baseline.strategy} run {baseline.run_id}: "
+            f"{baseline.step_time_s:.4g} s per step of {baseline.global_batch} samples",
+            scale_note,
+            ratio_note,
+            f"link {link.name}: {link.bandwidth_bytes_s / 1e9:g} GB/s, "
+            f"{link.latency_s * 1e6:g} µs per message ({link.source or 'user'})",
+        )
+        return cls(plan, baseline, tuple(runs), workload, scale, notes, models)
+
+    def rows(self) -> list[RunResult]:
+        plan, w = self.plan, self.workload
+        wanted = plan.strategies
+        if wanted is None:
+            wanted = tuple(dict.fromkeys(r.strategy for r in self.runs if r.ok))
+        if plan.hybrid_stages is not None:
+            wanted = (*wanted, "data+model")
+        rows = [self._row(single_device(w, self._batch(1)), "single-1")]
+        for name in (s for s in wanted if s in ("data", "multiworker")):
+            for n in plan.counts:
+                p = data_parallel(
+                    w, n, plan.link, global_batch=self._batch(n), overlap=plan.overlap
+                )
+                note = "one flat ring over every device" if name == "multiworker" else ""
+                rows.append(self._row(p, f"{name}-{n}", note, strategy=name, all_reduce="ring"))
+        configs = self._pipeline_configs()
+        for schedule, m in configs if "model" in wanted else ():
+            for k in plan.counts:
+                part, note = self._partition(k)
+                options = {"micro_batches": m, "schedule": schedule, "overlap": plan.overlap}
+                p = pipeline(w, part, plan.link, global_batch=self._batch(k), **options)
+                key = f"model-{schedule}-m{m}-{k}"
+                rows.append(self._row(p, key, note, schedule=schedule, micro_batches=m))
+        if "data+model" in wanted:
+            rows += self._hybrid_rows(*configs[0])
+        return rows
+
+    def _hybrid_rows(self, schedule: str, m: int) -> list[RunResult]:
+        plan, k = self.plan, self.plan.hybrid_stages or 1
+        part, note = self._partition(k)
+        rows = []
+        options = {"micro_batches": m, "schedule": schedule, "overlap": plan.overlap}
+        for d in (n // k for n in plan.counts if n % k == 0 and n // k >= 2):
+            batch = self._batch(d * k)
+            p = data_pipeline(
+                self.workload,
+                part,
+                d,
+                plan.link,
+                global_batch=batch,
+                data_link=plan.reduce_link,
+                **options,
+            )
+            note_d = f"{note}; {d} copies, each stage's gradients all-reduced after the flush"
+            key = f"data+model-{d}x{k}-{schedule}-m{m}"
+            rows.append(self._row(p, key, note_d, schedule=schedule, micro_batches=m))
+        return rows
+
+    def _batch(self, devices: int) -> int:
+        # Weak scaling keeps each device's share of the baseline's batch.
+        return self.baseline.global_batch * (devices if self.baseline.scaling == "weak" else 1)
+
+    def _pipeline_configs(self) -> list[tuple[str, int]]:
+        """(schedule, micro-batches) pairs to project: the caller's, else the measured ones."""
+        plan = self.plan
+        if plan.schedule is not None or plan.micro_batches is not None:
+            m = plan.micro_batches or 1
+            return [(plan.schedule or ("naive" if m == 1 else "gpipe"), m)]
+        found = [(r.schedule, r.micro_batches or 1) for r in self.models if r.schedule]
+        return list(dict.fromkeys(found)) or [("naive", 1)]
+
+    def _partition(self, k: int) -> tuple[Partition, str]:
+        """The split of a measured k-stage run, else k equal stages."""
+        given = self.plan.cut_bytes
+        for run in self.models:
+            if run.devices == k and run.extra.get("stages"):
+                return measured_partition(run, k, given)
+        if given is not None:
+            note = f"{given:g} activation bytes per sample across each cut (given)"
+        elif k == 1:
+            given, note = 0.0, "nothing crosses a cut"
+        else:
+            per_cut = [
+                c / 2 / r.global_batch for r in self.models for c in r.extra.get("cut_bytes", [])
+            ]
+            if not per_cut:
+                raise GpkError(
+                    f"no measured model-parallel run tells the bytes across a cut of {k} "
+                    "stages; run strategy='model' first or pass cut_bytes_per_sample="
+                )
+            given = statistics.fmean(per_cut)
+            note = f"{given:.4g} activation bytes per sample across each cut (measured mean)"
+        return Partition.equal(k, given), f"{k} equal stages (assumed); {note}"
+
+    def _row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
+        plan, base = self.plan, self.baseline
+        experiment_id = f"{base.experiment_id}:{plan.label}"
+        extra: dict[str, Any] = {
+            "preset": plan.link.name,
+            "interconnect": {
+                "bandwidth_bytes_s": plan.link.bandwidth_bytes_s,
+                "latency_s": plan.link.latency_s,
+                "source": plan.link.source,
+            },
+            "compute_scale": self.scale,
+            "overlap": plan.overlap,
+            "baseline_run_id": base.run_id,
+            "parameter_bytes": self.workload.parameter_bytes,
+            "compute_s": p.compute_s,
+            "exposed_comm_s": p.exposed_comm_s,
+            "assumptions": [*self.notes, note] if note else list(self.notes),
+        }
+        if p.strategy in ("model", "data+model"):
+            extra["bubble_fraction"] = p.bubble_fraction  # modelled, as is every figure here
+        compute = (
+            f"compute as measured on {base.device_kind}"
+            if self.scale == 1
+            else f"compute ×{self.scale:.3g}"
+        )
+        return RunResult(
+            run_id=f"{experiment_id}:{key}",
+            experiment_id=experiment_id,
+            strategy=fields.pop("strategy", p.strategy),
+            devices=p.devices,
+            virtual=False,
+            status="ok",
+            reason=f"projected on {plan.label}, {compute}",
+            device_kind="gpu" if plan.target is not None else base.device_kind,
+            global_batch=int(p.global_batch),
+            scaling=base.scaling,
+            mode="",
+            step_time_s=p.step_time_s,
+            throughput_samples_s=p.throughput_samples_s,
+            comm_time_s=p.comm_time_s,
+            comm_share=p.comm_time_s / p.step_time_s,
+            comm_bytes=round(p.comm_bytes),
+            projected=True,
+            extra=extra,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            **fields,
+        )
+
+
+def _baseline(runs: list[RunResult]) -> RunResult | None:
+    """The experiment's baseline, by the table's rule (`analysis.baseline`)."""
+    position = baseline_index(
+        Candidate(r.status, r.strategy, r.devices, r.throughput_samples_s) for r in runs
+    )
+    return None if position is None else runs[position]
+
+
+def _scale(plan: _Plan, kind: str) -> tuple[float, str]:
+    if plan.scale is not None:
+        return plan.scale, f"compute {plan.scale:g}× as fast as on the measured {kind} (given)"
+    if plan.target is None:
+        return 1.0, (
+            f"compute as fast as on the measured {kind} (compute_scale 1): only communication "
+            "is projected"
+        )
+    if plan.measured is None:
+        raise GpkError(
+            f"device={plan.target.name!r} needs the device the runs were measured on ({kind}, "
+            "which has no preset); pass measured_device= (a preset such as 'a100', or a dict "
+            "with tflops, memory_gb and memory_bandwidth_gb_s) or compute_scale="
+        )
+    ratio = hardware.compute_scale(plan.measured, plan.target)
+    note = (
+        f"compute {ratio:.3g}× as fast: dense bf16 rate of {plan.target.name} / "
+        f"{plan.measured.name}, assuming the same share of peak on both"
+    )
+    if kind == "cpu":
+        note += "; the runs were measured on a CPU, so this CPU-to-GPU scale is a rough guess"
+    return ratio, note
+
+
+def _strategies(given: Sequence[str] | None, hybrid: int | None) -> tuple[str, ...] | None:
+    """The strategies asked for, checked; "data+model" comes from `hybrid` alone."""
+    if hybrid is not None and (
+        isinstance(hybrid, bool) or not isinstance(hybrid, int) or hybrid < 1
+    ):
+        raise GpkError(f"hybrid_stages={hybrid!r} is not a stage count; use 2 or more")
+    if given is None:
+        return None
+    chosen = [given] if isinstance(given, str) else list(given)
+    for name in chosen:
+        if name not in (*PROJECTABLE, "single"):
+            known = ", ".join(repr(s) for s in PROJECTABLE)
+            raise GpkError(f"strategy {name!r} cannot be projected; use one of {known}")
+    if "data+model" in chosen and hybrid is None:
+        raise GpkError("strategy 'data+model' needs hybrid_stages=K, the stages per pipeline")
+    return tuple(dict.fromkeys(s for s in chosen if s not in ("single", "data+model")))
+
+
+def _label(link: Interconnect, target: Device | None, scale: float | None) -> str:
+    if target is not None:
+        return f"{link.name}+{target.name}"
+    return link.name if scale is None else f"{link.name}x{scale:g}"
+
+
+def _counts(devices: int | Sequence[int]) -> tuple[int, ...]:
+    counts = [devices] if isinstance(devices, int) else list(devices)
+    for n in counts:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"device counts must be ints, not {type(n).__name__}")
+        if n < 1:
+            raise GpkError(f"devices={n} is too few; project onto 1 device or more")
+    if not counts:
+        raise GpkError("devices=[] holds no count; give e.g. devices=[1, 2, 4, 8]")
+    return tuple(dict.fromkeys(counts))

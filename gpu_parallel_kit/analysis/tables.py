@@ -1,0 +1,369 @@
+"""The comparison table: one row per run, with speedup and scaling efficiency worked out.
+
+The table is the kit's main output. Notebooks show it, reports paste it, plots and the run log are
+built from it. It is computed from plain `RunResult`s with pandas alone, never TensorFlow, so it can
+be rebuilt in any process from the run log long after the runs finished.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..runs.results import RunResult
+from ..runs.target import Target
+from .baseline import Candidate, baseline_index
+from .breakdown import effective_bandwidth, step_breakdown
+from .convergence import has_convergence, reach_of
+
+# The public contract (DESIGN.md): scripts and notebooks rely on these names and this order.
+COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "strategy",
+    "devices",
+    "virtual",
+    "schedule",
+    "micro_batches",
+    "global_batch",
+    "status",
+    "reason",
+    "wall_time_s",
+    "step_time_s",
+    "step_time_spread_s",
+    "throughput_samples_s",
+    "speedup",
+    "efficiency",
+    "peak_memory_bytes",
+    "comm_time_s",
+    "comm_share",
+    "comm_bytes",
+    "projected",
+)
+# Context that says how to read the figures (scaling mode, where and when the run happened).
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "workers",
+    "devices_per_worker",
+    "scaling",
+    "mode",
+    "all_reduce",
+    "device_kind",
+    "epochs",
+    "steps_per_epoch",
+    "startup_s",
+    "experiment_id",
+    "created_at",
+)
+# Pipeline figures (model parallel only): the bubble measured on these devices, the bubble and
+# step time of the same schedule replayed on independent devices (simulated, never mixed with the
+# measured columns), and the theory (K-1)/(M+K-1).
+PIPELINE_COLUMNS: tuple[str, ...] = (
+    "bubble_fraction",
+    "bubble_theoretical",
+    "bubble_simulated",
+    "simulated_step_time_s",
+)
+# Parameters and optimizer state on the fullest device: what model parallelism divides.
+MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
+# Where the step goes (breakdown.py): compute beside the exposed communication, and the bandwidth
+# that communication achieved.
+COMM_COLUMNS: tuple[str, ...] = ("compute_time_s", "effective_bandwidth_bytes_s")
+# Time to accuracy (convergence.py): the learning-rate rule as applied (the effective peak rate and
+# the factor k gave it) and when each run first met the target. A run that never met it has NaN
+# figures and target_reached False ("not reached" in the text tables); rows without a target or
+# that did not finish have <NA> there. The speedup is in time to target, against the same baseline
+# run as `speedup`, which is in samples per second.
+CONVERGENCE_COLUMNS: tuple[str, ...] = (
+    "learning_rate",
+    "lr_scaling",
+    "lr_factor",
+    "warmup_epochs",
+    "target",
+    "target_reached",
+    "time_to_target_s",
+    "epochs_to_target",
+    "time_to_target_speedup",
+)
+ALL_COLUMNS: tuple[str, ...] = (
+    COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS + COMM_COLUMNS + CONVERGENCE_COLUMNS
+)
+
+# Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
+# timed out or ran out of memory is not comparable with the finished runs beside it.
+FIGURE_COLUMNS: tuple[str, ...] = (
+    "wall_time_s",
+    "step_time_s",
+    "step_time_spread_s",
+    "throughput_samples_s",
+    "peak_memory_bytes",
+    "comm_time_s",
+    "comm_share",
+    "comm_bytes",
+    "startup_s",
+)
+_MEASURED_SCALARS = tuple(
+    c for c in FIGURE_COLUMNS if c != "peak_memory_bytes"
+)  # the dict is reduced
+_FLOAT_COLUMNS = (
+    *FIGURE_COLUMNS,
+    *PIPELINE_COLUMNS,
+    *MEMORY_COLUMNS,
+    *COMM_COLUMNS,
+    "speedup",
+    "efficiency",
+    "learning_rate",
+    "lr_factor",
+    "warmup_epochs",
+    "time_to_target_s",
+    "epochs_to_target",
+    "time_to_target_speedup",
+)
+_INT_COLUMNS = (
+    "devices",
+    "workers",
+    "devices_per_worker",
+    "global_batch",
+    "epochs",
+    "steps_per_epoch",
+)
+_OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
+_BOOL_COLUMNS = ("virtual", "projected")
+_BYTE_COLUMNS = {
+    "peak_memory_bytes": "peak_memory_mib",
+    "comm_bytes": "comm_mib",
+    "state_bytes": "state_mib",
+}
+_MIB = 2**20
+
+# The markdown table is for pasting into reports: the contract plus the scaling mode, which the
+# reader needs to interpret speedup. The CSV keeps every column.
+MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "scaling")
+# Terminal view: (table column, short header).
+_TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("strategy", "strategy"),
+    ("devices", "devices"),
+    ("virtual", "virtual"),
+    ("schedule", "schedule"),
+    ("micro_batches", "M"),
+    ("global_batch", "batch"),
+    ("status", "status"),
+    ("step_time_s", "step_s"),
+    ("throughput_samples_s", "samples/s"),
+    ("speedup", "speedup"),
+    ("efficiency", "eff"),
+    ("peak_memory_bytes", "peak_MiB"),
+    ("reason", "reason"),
+)
+_REASON_WIDTH = 36
+# With a target or a learning-rate rule the text tables add what they need to be read; a run that
+# never met the target says so in words where its time would be.
+_MARKDOWN_CONVERGENCE = (
+    "learning_rate",
+    "lr_scaling",
+    "target",
+    "time_to_target_s",
+    "epochs_to_target",
+    "time_to_target_speedup",
+)
+_TERMINAL_CONVERGENCE: tuple[tuple[str, str], ...] = (
+    ("learning_rate", "lr"),
+    ("time_to_target_s", "to_target_s"),
+    ("epochs_to_target", "epochs"),
+    ("time_to_target_speedup", "tt_speedup"),
+)
+NOT_REACHED = "not reached"
+
+
+def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per run in `results` order, contract columns first, then `EXTRA_COLUMNS`.
+
+    Speedup is throughput / baseline throughput within each `experiment_id`. The baseline is the
+    first finished run with strategy "single"; without one, the first finished run on one device of
+    any strategy. Comparing throughput (samples/s) rather than step time makes the one formula right
+    for both scalings: under strong scaling the global batch is fixed, so it is the step-time ratio;
+    under weak scaling the global batch grows with the devices, so it is the scaled speedup and
+    efficiency = speedup / devices equals t(1) / t(n), the usual weak-scaling efficiency.
+    Runs that did not finish, or have no baseline in their experiment, get NaN speedup and
+    efficiency. `projected` comes from the result: True only for rows a cost model projected.
+    """
+    frame = pd.DataFrame([_row(result) for result in results], columns=list(ALL_COLUMNS))
+    frame = frame.astype(
+        {
+            **dict.fromkeys(_FLOAT_COLUMNS, "float64"),
+            **dict.fromkeys(_INT_COLUMNS, "int64"),
+            **dict.fromkeys(_OPTIONAL_INT_COLUMNS, "Int64"),
+            **dict.fromkeys(_BOOL_COLUMNS, "bool"),
+            "target_reached": "boolean",
+        }
+    )
+    return _with_time_to_target_speedup(_with_speedup(frame))
+
+
+def _row(result: RunResult) -> dict[str, object]:
+    row: dict[str, object] = {
+        name: getattr(result, name)
+        for name in ALL_COLUMNS
+        if name not in _FLOAT_COLUMNS and name not in CONVERGENCE_COLUMNS and name != "projected"
+    }
+    row.update(_convergence_cells(result))
+    row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
+    row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
+    row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
+    row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
+    row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
+    row["compute_time_s"] = step_breakdown(row)[0]
+    row["effective_bandwidth_bytes_s"] = effective_bandwidth(row)
+    if not result.ok:
+        row.update(dict.fromkeys((*FIGURE_COLUMNS, *PIPELINE_COLUMNS, *COMM_COLUMNS), math.nan))
+    return row
+
+
+def _number(value: float | int | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _convergence_cells(result: RunResult) -> dict[str, object]:
+    target = Target.from_dict(result.target)
+    reach = reach_of(result) if result.ok else None
+    return {
+        "learning_rate": _number(result.learning_rate),
+        "lr_scaling": result.lr_scaling,
+        "lr_factor": _number(result.lr_factor),
+        "warmup_epochs": _number(result.warmup_epochs),
+        "target": str(target) if target else "",
+        "target_reached": pd.NA if reach is None else reach.reached,
+        "time_to_target_s": _number(reach.time_s if reach else None),
+        "epochs_to_target": _number(reach.epoch if reach else None),
+        "time_to_target_speedup": math.nan,  # needs the baseline: _with_time_to_target_speedup
+    }
+
+
+def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+    speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
+    for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
+        baseline = _baseline_throughput(group)
+        if baseline is None:
+            continue
+        finished = group.index[group["status"] == "ok"]
+        speedup[finished] = group.loc[finished, "throughput_samples_s"] / baseline
+    frame["speedup"] = speedup
+    # A zero device count would give an infinite efficiency; leave it undefined instead.
+    frame["efficiency"] = speedup / frame["devices"].where(frame["devices"] > 0)
+    return frame
+
+
+def _with_time_to_target_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+    """Baseline time to target / each run's, within each experiment; NaN unless both reached it."""
+    speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
+    for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
+        baseline = _baseline(group)
+        # NaN when there is no baseline or it never reached the target.
+        if baseline is not None and baseline["time_to_target_s"] > 0:
+            speedup[group.index] = baseline["time_to_target_s"] / group["time_to_target_s"]
+    frame["time_to_target_speedup"] = speedup
+    return frame
+
+
+def _baseline(group: pd.DataFrame) -> pd.Series | None:
+    """The row every speedup of an experiment is measured against (`analysis.baseline`)."""
+    position = baseline_index(
+        Candidate(row.status, row.strategy, row.devices, row.throughput_samples_s)
+        for row in group.itertuples(index=False)
+    )
+    return None if position is None else group.iloc[position]
+
+
+def _baseline_throughput(group: pd.DataFrame) -> float | None:
+    """Throughput of the run that speedup is measured against, or None when there is none."""
+    baseline = _baseline(group)
+    return None if baseline is None else float(baseline["throughput_samples_s"])
+
+
+def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
+    """A GitHub markdown table of `df` for reports: 4 significant digits, bytes shown in MiB.
+
+    `columns` defaults to the contract columns plus `scaling` (those present in `df`), and the
+    time-to-target columns when a run has a target or a learning-rate rule.
+    """
+    default = (*MARKDOWN_COLUMNS, *(_MARKDOWN_CONVERGENCE if has_convergence(df) else ()))
+    chosen = [c for c in (columns or default) if c in df.columns]
+    shown = _mark_not_reached(_display_frame(df[chosen]), df)
+    align = ["right" if _is_numeric(df, c) else "left" for c in chosen]
+    # disable_numparse: the cells are already formatted; tabulate must not re-round them.
+    return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """A compact plain-text table for terminals: the columns that answer "which is fastest".
+
+    Fits about 130 characters at worst (about 165 with a target, whose columns come before the
+    reason); long failure reasons are cut (the full text is in `df`).
+    """
+    if df.empty:
+        return "(no runs)"
+    columns = list(_TERMINAL_COLUMNS)
+    if "workers" in df.columns and (df["workers"] > 1).any():
+        columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
+    if has_convergence(df):
+        columns[-1:-1] = _TERMINAL_CONVERGENCE
+    chosen = [(column, header) for column, header in columns if column in df.columns]
+    shown = _mark_not_reached(_display_frame(df[[column for column, _ in chosen]]), df)
+    if "reason" in df.columns:
+        shown["reason"] = shown["reason"].map(_shorten)
+    lines = [[header for _, header in chosen], *shown.itertuples(index=False)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(chosen))]
+    right = [_is_numeric(df, column) for column, _ in chosen]
+    return "\n".join(
+        "  ".join(
+            cell.rjust(width) if is_right else cell.ljust(width)
+            for cell, width, is_right in zip(line, widths, right, strict=True)
+        ).rstrip()
+        for line in lines
+    )
+
+
+def _display_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` as text cells, byte columns converted to MiB and renamed to say so."""
+    cells: dict[str, list[str]] = {}
+    for column in df.columns:
+        values = df[column]
+        if column in _BYTE_COLUMNS:
+            cells[_BYTE_COLUMNS[column]] = [_figure_text(v / _MIB) for v in values]
+        elif pd.api.types.is_bool_dtype(values):
+            cells[column] = ["" if _missing(v) else "yes" if v else "no" for v in values]
+        elif pd.api.types.is_float_dtype(values):
+            cells[column] = [_figure_text(v) for v in values]
+        else:
+            cells[column] = ["" if _missing(v) else str(v) for v in values]
+    return pd.DataFrame(cells, columns=list(cells), dtype=object)
+
+
+def _mark_not_reached(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Put "not reached" where a finished run's time to target would be."""
+    if "time_to_target_s" in shown.columns and "target_reached" in df.columns:
+        missed = (df["target_reached"] == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712
+        shown.loc[missed, "time_to_target_s"] = NOT_REACHED
+    return shown
+
+
+def _figure_text(value: float) -> str:
+    """4 significant digits, but whole numbers from 10 000 up, so throughput never shows 1.2e+04."""
+    if _missing(value):
+        return ""
+    if abs(value) >= 10_000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _is_numeric(df: pd.DataFrame, column: str) -> bool:
+    dtype = df[column].dtype
+    return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _REASON_WIDTH else text[: _REASON_WIDTH - 1] + "…"

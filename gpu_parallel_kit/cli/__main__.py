@@ -1,0 +1,7 @@
+"""`python -m gpu_parallel_kit.cli`: the `gpk` command."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Multi-worker runs: cluster files, the local launcher, the coordinator and `gpk worker`."""

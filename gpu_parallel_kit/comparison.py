@@ -1,0 +1,105 @@
+"""`Comparison`: the runs of one comparison, as a table, figures, advice and a report folder.
+
+Everything here reads measured rows (and rows a cost model projected, labelled as such); nothing
+here trains. `Experiment.compare` returns one; `Comparison(results)` rebuilds one from any rows,
+such as those of `gpk.history()`'s run log.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from .analysis.advice import advice
+from .analysis.convergence import convergence_summary
+from .analysis.tables import comparison_table, format_table
+from .runs.results import RunResult
+
+
+class Comparison:
+    """The runs of one comparison: a table, plots and a report folder, all from measured rows."""
+
+    def __init__(self, results: Sequence[RunResult]) -> None:
+        self.results = list(results)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return comparison_table(self.results)
+
+    def plot(self):
+        """Wall-clock time, throughput and speedup (with the ideal line), side by side."""
+        from .plots.comparison import comparison_figure
+
+        return comparison_figure(self.table)
+
+    def plot_communication(self):
+        """Where each run's step goes (compute | exposed communication | idle), and the
+        communication share against the device count."""
+        from .plots.communication import communication_figure
+
+        return communication_figure(self.table)
+
+    def plot_convergence(self, metrics: str | Sequence[str] | None = None):
+        """Loss or metric against training time and against epochs, one line per run, with the
+        target as a dashed line. `metrics` defaults to the target's metric (else the validation
+        loss, else the training loss); several give one row of panels each."""
+        from .plots.convergence import convergence_figure
+
+        return convergence_figure(self.results, metrics)
+
+    def plot_time_to_target(self):
+        """Time to target per run ("not reached" drawn as an empty bar), and speedup measured in
+        time to target beside speedup measured in samples per second."""
+        from .plots.convergence import time_to_target_figure
+
+        return time_to_target_figure(self.table)
+
+    @property
+    def convergence(self) -> str:
+        """The learning-rate rule as applied and who reached the target when, in a sentence."""
+        return convergence_summary(self.table)
+
+    @property
+    def advice(self) -> str:
+        """One sentence: which strategy and device count to pick here, and why."""
+        return advice(self.table)
+
+    def project(
+        self, preset: Any = "nvlink4", devices: Sequence[int] = (1, 2, 4, 8), **options: Any
+    ) -> Comparison:
+        """The measured rows plus rows a cost model projected onto other hardware.
+
+        Projected rows have `projected=True`, their own experiment id (`<id>:<preset>`) and a
+        projected one-device baseline, so their speedups never mix with measured ones; they are
+        not written to the run log. `preset` is an interconnect name (nvlink4, nvlink3, pcie5,
+        pcie4, pcie3, net100g, net400g) or a dict such as {"bandwidth_gb_s": 40, "latency_us": 4};
+        see `projection.project_results` for the options (overlap, compute_scale, device, ...).
+        """
+        from .analysis.projection import project_results
+
+        projected = project_results(self.results, preset, list(devices), **options)
+        return Comparison(self.results + projected)
+
+    def save_report(self, directory: str = "gpk_report") -> list:
+        """Write the table (CSV, Markdown) and the plots (PNG) to `directory`."""
+        from .report import write_report
+
+        return write_report(self.table, directory, self.results)
+
+    def __repr__(self) -> str:
+        table = self.table
+        notes = "\n".join(_notes(table))
+        return f"{format_table(table)}\n\n{notes}".rstrip()
+
+    def _repr_html_(self) -> str:
+        table = self.table
+        paragraphs = "".join(f"<p><b>{html.escape(s)}</b></p>" for s in _notes(table))
+        return table.to_html(index=False, na_rep="") + paragraphs
+
+
+def _notes(table: pd.DataFrame) -> list[str]:
+    """The sentences shown under a comparison's table: the advice, then the convergence."""
+    return [s for s in (advice(table), convergence_summary(table)) if s]

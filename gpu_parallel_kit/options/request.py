@@ -1,0 +1,116 @@
+"""What a front end asks for, as plain values: the model, the data and the training options.
+
+`gpk` and the `%gpk` magic fill a `Request` from their parsed options (`request_from`), the panel
+from its widgets; all then call the same API: `Request.experiment()` is an `Experiment`, and
+`Request.plan()` the keyword arguments of its `run` and `compare`, both through the option
+table's one mapping (`options.table.api_arguments`). Nothing here validates or trains: the API
+does both, and every mistake comes back as its one-sentence `GpkError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..api import Experiment
+from ..comparison import Comparison
+from .table import MIB, TRAINING, api_arguments, api_default, training_values
+
+__all__ = ["MIB", "Request", "request_from"]
+Progress = bool | Callable[[Any], Any]  # Experiment(progress=...): a bar, none, or a factory
+
+
+@dataclass(frozen=True)
+class Request:
+    """One experiment and the plan shared by its runs; defaults are the API's own.
+
+    >>> Request(model="mlp", batch_size=512).plan()["all_reduce"]
+    'auto'
+    """
+
+    model: Any  # a builder function, a built-in name or a .keras path (already resolved)
+    data: Any = None  # (x, y), a built-in set name or a dataset builder; None: the model's own set
+    # The training options (options.table.TRAINING), in the API's units, defaults the API's own.
+    batch_size: int = api_default("batch_size")  # global (strong) or per-device (weak) batch
+    epochs: int = api_default("epochs")
+    steps_per_epoch: int | None = api_default("steps_per_epoch")  # None: all full batches
+    seed: int = api_default("seed")
+    scaling: str = api_default("scaling")
+    timeout: float | None = api_default("timeout")  # seconds per run
+    mode: str | None = api_default("mode")  # fit | explicit; None: per strategy
+    all_reduce: str = api_default("all_reduce")
+    schedule: str | None = api_default("schedule")  # model parallel; None: naive, or gpipe
+    micro_batches: int | None = api_default("micro_batches")  # model parallel; None: 1
+    balance: Any = api_default("balance")  # model parallel: params | time | stage starts
+    memory_budget: int | None = api_default("memory_budget")  # bytes per device
+    workers: int | None = api_default("workers")  # multiworker; None: 2 (or the cluster's)
+    cluster: str | None = api_default("cluster")  # multiworker: cluster file; None: local
+    log: str | None = api_default("log")  # run log file; None: $GPK_LOG or ./gpk_runs.sqlite
+    # Time to accuracy (see Experiment): validation data, the learning-rate rule, the target.
+    validation: Any = None  # (x_val, y_val), a fraction such as 0.1, or a dataset builder
+    validation_every_steps: int | None = api_default("validation_every_steps")  # None: epochs
+    lr_scaling: str = api_default("lr_scaling")  # none | linear | sqrt
+    warmup_epochs: float = api_default("warmup_epochs")
+    target: Any = api_default("target")  # e.g. "val_accuracy=0.9" or {"val_accuracy": 0.9}
+    deterministic: bool = api_default("deterministic")
+
+    def __repr__(self) -> str:
+        # Short: the default repr would print the data arrays themselves.
+        changed = [
+            f"{field.name}=" + (_describe(value) if field.name == "validation" else repr(value))
+            for field in dataclasses.fields(self)[2:]
+            if (value := getattr(self, field.name)) != field.default
+        ]
+        return (
+            " ".join([f"<Request {_describe(self.model)} on {_describe(self.data)}", *changed])
+            + ">"
+        )
+
+    def experiment(self, progress: Progress = True) -> Experiment:
+        """The API's Experiment; its constructor checks every training setting."""
+        settings, _ = api_arguments(self._training())
+        return Experiment(
+            model=self.model,
+            data=self.data,
+            validation=self.validation,
+            progress=progress,
+            **settings,
+        )
+
+    def plan(self) -> dict[str, Any]:
+        """Keyword arguments of `Experiment.run`/`compare` (the others ignore model-only ones)."""
+        return api_arguments(self._training())[1]
+
+    def _training(self) -> dict[str, Any]:
+        return {option.name: getattr(self, option.name) for option in TRAINING}
+
+    def compare(
+        self,
+        strategies: Sequence[str],
+        devices: Sequence[int | Sequence[int]],
+        progress: Progress = True,
+        cancel: threading.Event | None = None,
+    ) -> Comparison:
+        """Every strategy on every device choice; see `Experiment.compare`."""
+        experiment = self.experiment(progress)
+        return experiment.compare(list(strategies), list(devices), cancel=cancel, **self.plan())
+
+
+def request_from(parsed: Any, model: Any, data: Any, validation: Any = None) -> Request:
+    """The Request a parsed command line (`gpk` or `%gpk`) describes, with the model, data and
+    validation each front end resolves in its own way."""
+    return Request(model=model, data=data, validation=validation, **training_values(parsed))
+
+
+def _describe(value: Any) -> str:
+    """A model or data source in a few words: a function's name, an array's shape."""
+    if value is None:
+        return "its own data"
+    if isinstance(value, tuple | list):
+        return "(" + ", ".join(_describe(item) for item in value) + ")"
+    if hasattr(value, "shape"):
+        return f"array{tuple(value.shape)}"
+    return getattr(value, "__name__", None) or repr(value)

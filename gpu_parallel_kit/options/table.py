@@ -1,0 +1,328 @@
+"""The training options of `gpk` and `%gpk`, written once: flag, type, default, help, and where the
+value goes in the API.
+
+Both front ends generate their parsers from these rows (`argparse` for `gpk`, IPython's
+`magic_arguments` for `%gpk`, which is argparse underneath), so a flag, its type and its default
+can no longer drift apart between them. Defaults are read from the API's own signatures
+(`Experiment.__init__`, `Experiment.plan`, `run`, `compare`), so each is written once, there.
+What only one front end can take stays with it: the model and the data, which the command line
+names as files or `module:function` and the magic as names in the notebook.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..api import Experiment
+from ..pipeline.schedules import SCHEDULES
+from ..runs.lr_rules import LR_RULES
+from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
+from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
+
+MIB = 2**20
+_FROM_API = object()  # the default is the API's own: read from the signature of `api_call`
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option and the API argument it sets.
+
+    >>> BATCH_SIZE.flag, BATCH_SIZE.name, BATCH_SIZE.default
+    ('--batch-size', 'batch_size', 256)
+    """
+
+    flag: str  # e.g. "--batch-size"
+    help: str  # may use %(default)s, which argparse fills in
+    goes_to: str = "experiment"  # experiment: Experiment(...); plan: run/compare(...); front end
+    type: Callable[[str], Any] | None = None  # a converter from options.argtypes
+    choices: Sequence[str] | None = None
+    metavar: str | None = None
+    nargs: str | None = None
+    action: str | None = None  # "store_true" / "store_false" for switches
+    dest: str | None = None  # the attribute name, when it is not the flag's
+    default: Any = _FROM_API
+    scale: int = 1  # the API takes flag value × scale (MiB on the command line, bytes in the API)
+    api_call: Callable[..., Any] | None = None  # whose signature holds the default
+
+    @property
+    def name(self) -> str:
+        return self.dest or self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def api_default(self) -> Any:
+        """The default in the API's units (bytes, not MiB)."""
+        if self.default is not _FROM_API:
+            return self.default
+        if self.action == "store_true":
+            return False
+        call = self.api_call or (
+            Experiment.__init__ if self.goes_to == "experiment" else Experiment.plan
+        )
+        value = inspect.signature(call).parameters[self.name].default
+        if value is inspect.Parameter.empty or value is ...:
+            raise AssertionError(f"{call.__qualname__} has no default for {self.name}")
+        return value
+
+    @property
+    def resolved_default(self) -> Any:
+        """The default in the flag's units, as the help shows it."""
+        value = self.api_default
+        if self.scale != 1 and value is not None:
+            value //= self.scale
+        return list(value) if isinstance(value, tuple) else value
+
+    def parser_arguments(self) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """The positional and keyword arguments of `add_argument` (and of `magic_arguments`'s
+        `argument`, which takes the same)."""
+        kwargs: dict[str, Any] = {"help": self.help, "default": self.resolved_default}
+        if self.type is not None:
+            # A bad value names its option, e.g. "epochs=0 is not a positive whole number".
+            kwargs["type"] = functools.partial(self.type, name=self.name)
+        for key in ("choices", "metavar", "nargs", "action", "dest"):
+            if (value := getattr(self, key)) is not None:
+                kwargs[key] = list(value) if key == "choices" else value
+        return (self.flag,), kwargs
+
+    def to_api(self, value: Any) -> Any:
+        return value * self.scale if self.scale != 1 and value is not None else value
+
+
+def _run(name: str) -> Callable[..., Any]:
+    return getattr(Experiment, name)
+
+
+BATCH_SIZE = Option(
+    "--batch-size",
+    "global batch under strong scaling, per-device batch under weak scaling; it must split "
+    "evenly over the devices; default: %(default)s",
+    type=positive,
+    metavar="N",
+)
+
+# What to train and how: shared by `run`, `compare` and (in the magic) `panel`.
+TRAINING: tuple[Option, ...] = (
+    BATCH_SIZE,
+    Option("--epochs", "passes over the data; default: %(default)s", type=positive, metavar="N"),
+    Option(
+        "--steps-per-epoch",
+        "optimizer steps per epoch; default: as many full global batches as the data holds",
+        type=positive,
+        metavar="N",
+    ),
+    Option(
+        "--seed",
+        "seed of the weights, data and batch order; default: %(default)s",
+        type=whole,
+        metavar="N",
+    ),
+    Option(
+        "--scaling",
+        "strong: the global batch stays the same on more devices; weak: each device's batch "
+        "stays the same; default: %(default)s",
+        choices=SCALING,
+    ),
+    Option(
+        "--mode",
+        "fit: Keras model.fit; explicit: a custom training loop whose gradient all-reduce is "
+        "visible and timed; default: fit, and explicit for multiworker (its only loop)",
+        goes_to="plan",
+        choices=MODES,
+    ),
+    Option(
+        "--all-reduce",
+        "how data parallel runs sum gradients across devices (nccl needs GPUs); "
+        "default: %(default)s",
+        goes_to="plan",
+        choices=ALL_REDUCE,
+    ),
+    Option(
+        "--workers",
+        "multiworker: worker processes started on this machine, each with --devices devices; "
+        "default: 2, or the cluster's count with --cluster",
+        goes_to="plan",
+        type=positive,
+        metavar="W",
+    ),
+    Option(
+        "--cluster",
+        'multiworker: a JSON file {"worker": ["host1:23456", ...], "coordinator": '
+        '"host0:23400"} naming the hosts, where `gpk worker` runs; default: local workers',
+        goes_to="plan",
+        metavar="FILE",
+    ),
+    Option(
+        "--schedule",
+        "model parallel: naive (one batch, stage after stage), gpipe (all forwards, then all "
+        "backwards) or 1f1b (fewer activations held); default: naive, or gpipe with "
+        "--micro-batches",
+        goes_to="plan",
+        choices=SCHEDULES,
+    ),
+    Option(
+        "--micro-batches",
+        "model parallel: micro-batches each global batch is cut into; default: 1",
+        goes_to="plan",
+        type=positive,
+        metavar="M",
+    ),
+    Option(
+        "--balance",
+        "model parallel: split the layers into stages of equal parameter count (params), equal "
+        "measured time (time), or at the given layer indices where stages 1.. start; "
+        "default: %(default)s",
+        goes_to="plan",
+        type=balance,
+        metavar="params|time|I,J",
+    ),
+    Option(
+        "--memory-budget",
+        "refuse a run whose parameters and optimizer state need more than this many MiB on any "
+        "device (shows why a model must be split); default: no budget",
+        goes_to="plan",
+        type=positive,
+        metavar="MIB",
+        scale=MIB,
+    ),
+    Option(
+        "--timeout",
+        "stop a run that has not finished after this long (none: no limit); default: %(default)g",
+        type=timeout,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--log",
+        "the run log file; default: $GPK_LOG, else gpk_runs.sqlite in the current folder",
+        metavar="PATH",
+    ),
+    Option(
+        "--validation-every-steps",
+        "evaluate every N optimizer steps (and after the last); default: each epoch end",
+        type=positive,
+        metavar="N",
+    ),
+    Option(
+        "--lr-scaling",
+        "scale the learning rate when the global batch grows by k (weak scaling): linear "
+        "(k times, Goyal et al. 2017), sqrt (by the square root of k) or none; "
+        "default: %(default)s",
+        choices=LR_RULES,
+    ),
+    Option(
+        "--warmup-epochs",
+        "ramp the learning rate from the base to the scaled rate over the first E epochs; "
+        "default: %(default)g",
+        type=epochs,
+        metavar="E",
+    ),
+    Option(
+        "--target",
+        "report when each run first reached it, e.g. val_accuracy=0.9 (direction from the "
+        "name) or val_loss<=0.3; default: none",
+        type=target,
+        metavar="METRIC=VALUE",
+    ),
+    Option(
+        "--deterministic",
+        "TensorFlow's op determinism: the same seed gives the same curve",
+        action="store_true",
+    ),
+)
+
+PROGRESS = Option(
+    "--no-progress",
+    "do not draw a progress bar per run",
+    goes_to="front end",
+    action="store_false",
+    dest="progress",
+    default=True,
+)
+
+# `run`: one strategy on one device choice.
+RUN: tuple[Option, ...] = (
+    Option(
+        "--strategy",
+        "how to spread training over the devices: single (one device), data (replicas with an "
+        "all-reduce of the gradients), model (the layers cut into stages on the devices) or "
+        "multiworker (replicas in several processes); default: %(default)s",
+        goes_to="front end",
+        choices=STRATEGIES,
+        api_call=_run("run"),
+    ),
+    Option(
+        "--devices",
+        "a device count like 2, or device indices like 0,1 (see devices); default: %(default)s",
+        goes_to="front end",
+        type=device_choice,
+        metavar="N|I,J",
+        api_call=_run("run"),
+    ),
+    PROGRESS,
+)
+
+# `compare`: every strategy on every device count.
+COMPARE: tuple[Option, ...] = (
+    Option(
+        "--strategies",
+        f"strategies to compare, from {', '.join(STRATEGIES)}; default: single data",
+        goes_to="front end",
+        nargs="+",
+        choices=STRATEGIES,
+        metavar="STRATEGY",
+        api_call=_run("compare"),
+    ),
+    Option(
+        "--devices",
+        "device counts to compare; default: 1 2 4",
+        goes_to="front end",
+        nargs="+",
+        type=positive,
+        metavar="N",
+        api_call=_run("compare"),
+    ),
+    Option(
+        "--out",
+        "folder for the report (table.csv, table.md and the figures as PNG); none unless given",
+        goes_to="front end",
+        metavar="DIR",
+        default=None,
+    ),
+    PROGRESS,
+)
+
+
+# `history`: the run log.
+HISTORY: tuple[Option, ...] = (
+    Option(
+        "--limit",
+        "show only the last N runs; default: all",
+        goes_to="front end",
+        type=positive,
+        metavar="N",
+        default=None,
+    ),
+    next(option for option in TRAINING if option.name == "log"),
+)
+
+
+def training_values(parsed: Any) -> dict[str, Any]:
+    """The training options of a parsed command line, keyed by name, in the API's units."""
+    return {option.name: option.to_api(getattr(parsed, option.name)) for option in TRAINING}
+
+
+def api_arguments(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Training values (API units, keyed by name) as (Experiment keyword arguments, run/compare
+    keyword arguments): the one mapping of options onto the API, for every front end."""
+    experiment: dict[str, Any] = {}
+    plan: dict[str, Any] = {}
+    for option in TRAINING:
+        (experiment if option.goes_to == "experiment" else plan)[option.name] = values[option.name]
+    return experiment, plan
+
+
+def api_default(name: str) -> Any:
+    """The API's default of the training option `name`."""
+    return next(option.api_default for option in TRAINING if option.name == name)

@@ -1,0 +1,1 @@
+"""Pure pipeline logic: schedules as data, the partition solver and the step simulation."""

@@ -1,0 +1,1 @@
+"""Every figure the kit draws, with matplotlib's object API; `style` holds what they share."""

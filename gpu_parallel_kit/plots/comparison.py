@@ -1,0 +1,221 @@
+"""Figures of the comparison table: wall time, throughput and speedup per run.
+
+The figures are built with the object API (`matplotlib.figure.Figure`), never pyplot, so they need
+no GUI backend or global figure state: the same code draws inline in a notebook, writes PNGs from
+the command line on a headless machine, and leaks no figures between calls.
+
+Runs that did not finish are drawn, not dropped: a hatched empty bar labelled with the status, so a
+comparison whose 4-device run ran out of memory says so instead of quietly showing three bars.
+Every title says which scaling the runs used and whether the devices were virtual, because a
+speedup measured on virtual devices carved out of one CPU means something else than one on GPUs.
+
+Rows a cost model projected (`projected` column) are drawn apart from measured ones, never
+silently mixed: dashed lines with hollow markers in the speedup panel, pale dotted bars tagged
+with the projection's label in the throughput panel, and left out of the wall-time panel (a
+projection has a step time, not a wall time). Every title then says "dashed: projected".
+Speedups of projected rows are against the projected single device (`projection.py`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .style import (
+    OTHER_COLOR,
+    STRATEGY_COLORS,
+    DisplayFigure,
+    draw_missing_bars,
+    projected_rows,
+    projection_label,
+    projection_labels,
+    run_labels,
+    title,
+)
+
+COMPARISON_FIGSIZE = (15.0, 4.5)
+SINGLE_FIGSIZE = (6.0, 4.5)
+_PROJECTED_DASHES = ["--", "-.", (0, (6, 2, 1, 2, 1, 2))]  # one per projection in a figure
+_PROJECTED_BAR = {"alpha": 0.4, "hatch": "..", "linestyle": "--", "linewidth": 1.0}
+
+
+def wall_time_figure(df: pd.DataFrame) -> Figure:
+    """Training wall time of each run, one bar per run."""
+    figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
+    _draw_wall_time(figure.subplots(), df)
+    return figure
+
+
+def throughput_figure(df: pd.DataFrame) -> Figure:
+    """Throughput (samples/s) of each run, one bar per run."""
+    figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
+    _draw_throughput(figure.subplots(), df)
+    return figure
+
+
+def speedup_figure(df: pd.DataFrame) -> Figure:
+    """Speedup against device count, one line per strategy, with the ideal y = x dashed."""
+    figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
+    _draw_speedup(figure.subplots(), df)
+    return figure
+
+
+def comparison_figure(df: pd.DataFrame) -> Figure:
+    """Wall time, throughput and speedup side by side: the one picture of a comparison."""
+    figure = DisplayFigure(figsize=COMPARISON_FIGSIZE, layout="constrained")
+    wall_ax, throughput_ax, speedup_ax = figure.subplots(1, 3)
+    _draw_wall_time(wall_ax, df)
+    _draw_throughput(throughput_ax, df)
+    _draw_speedup(speedup_ax, df)
+    return figure
+
+
+def _draw_wall_time(ax: Axes, df: pd.DataFrame) -> None:
+    projected = projected_rows(df)
+    _draw_bars(ax, df[~projected], "wall_time_s", "wall time (s)", "Wall time")
+    if projected.any():
+        # A projection models one step; it has no wall time to compare.
+        ax.set_xlabel(f"{int(projected.sum())} projected row(s) not shown: no wall time")
+
+
+def _draw_throughput(ax: Axes, df: pd.DataFrame) -> None:
+    _draw_bars(ax, df, "throughput_samples_s", "throughput (samples/s)", "Throughput")
+
+
+def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: str) -> None:
+    ax.set_title(title(heading, df))
+    ax.set_ylabel(ylabel)
+    if df.empty:
+        _say_no_runs(ax)
+        return
+    values = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
+    done = (df["status"] == "ok").to_numpy() & ~pd.isna(values)
+    positions = list(range(len(df)))
+    colors = [STRATEGY_COLORS.get(s, OTHER_COLOR) for s in df["strategy"]]
+    projected = projected_rows(df).to_numpy()
+    crowded = len(df) > 6
+    for kind, style in ((~projected, {}), (projected, _PROJECTED_BAR)):
+        chosen = done & kind
+        bars = ax.bar(
+            [p for p, c in zip(positions, chosen, strict=True) if c],
+            values[chosen],
+            color=[c for c, keep in zip(colors, chosen, strict=True) if keep],
+            edgecolor=[c for c, keep in zip(colors, chosen, strict=True) if keep]
+            if style
+            else None,
+            **style,
+        )
+        ax.bar_label(
+            bars,
+            labels=[_value_text(v) for v in values[chosen]],
+            fontsize=7 if crowded else 8,
+            padding=2,
+            rotation=90 if crowded else 0,
+        )
+    draw_missing_bars(ax, positions, df["status"], done, values, "no data")
+    ax.set_xticks(
+        positions,
+        run_labels(df),
+        rotation=35 if crowded else 0,
+        ha="right" if crowded else "center",
+        rotation_mode="anchor",
+    )
+    if len(df) > 12:
+        ax.tick_params(axis="x", labelsize=7)
+    ax.margins(y=0.12)
+
+
+def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
+    ax.set_title(title("Speedup", df))
+    ax.set_ylabel("speedup (vs 1 device)")
+    if df.empty:
+        _say_no_runs(ax)
+        return
+    plotted = (df["status"] == "ok") & df["speedup"].notna()
+    # A projected single device is the (1, 1) every projected line starts from: no own entry.
+    shown = plotted & ~(projected_rows(df) & (df["strategy"] == "single"))
+    dashes = dict(zip(projection_labels(df), _PROJECTED_DASHES * len(df), strict=False))
+    measured = df[~projected_rows(df)]
+    several = {key: measured[key].nunique() > 1 for key in ("experiment_id", "scaling")}
+    several["micro_batches"] = df.loc[plotted, "micro_batches"].nunique() > 1
+    for _, group in df[shown].groupby(_series_keys(df), sort=False, dropna=False):
+        ordered = group.sort_values("devices")
+        strategy = ordered["strategy"].iloc[0]
+        weak = ordered["scaling"].iloc[0] == "weak"
+        color = STRATEGY_COLORS.get(strategy, OTHER_COLOR)
+        projected = bool(projected_rows(ordered).iloc[0])
+        ax.plot(
+            ordered["devices"],
+            ordered["speedup"],
+            marker="s" if weak else "o",
+            linestyle=dashes[projection_label(ordered["experiment_id"].iloc[0])]
+            if projected
+            else ":"
+            if weak
+            else "-",
+            color=color,
+            markerfacecolor="none" if projected else color,
+            label=_series_label(ordered, several, projected),
+        )
+    counts = sorted(int(n) for n in df["devices"].unique() if n > 0)
+    top = max(counts, default=1)
+    ax.plot([1, top], [1, top], linestyle="--", color="0.5", label="ideal")
+    ax.set_xticks(counts or [1])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("devices" + _unplotted_note(df[~plotted]))
+    ax.legend(loc="upper left", fontsize=8)
+
+
+def _series_keys(df: pd.DataFrame) -> list[pd.Series]:
+    # One line per strategy (and schedule, for pipelines) within one experiment and scaling, so
+    # points that are not comparable are never joined into one zigzag.
+    # Projected rows have their own experiment id, so they never join a measured line.
+    return [
+        df["experiment_id"],
+        df["scaling"],
+        df["strategy"],
+        df["schedule"],
+        df["micro_batches"],
+    ]
+
+
+def _series_label(group: pd.DataFrame, several: dict[str, bool], projected: bool) -> str:
+    first = group.iloc[0]
+    label = str(first["strategy"])
+    if isinstance(first["schedule"], str) and first["schedule"]:
+        m = first["micro_batches"]
+        label += (
+            f" ({first['schedule']}, M={m})"
+            if several["micro_batches"]
+            else f" ({first['schedule']})"
+        )
+    if several["scaling"]:
+        label += f", {first['scaling']}"
+    experiment = str(first["experiment_id"])
+    if projected:
+        label += f", projected {projection_label(experiment)}"
+        experiment = experiment.rsplit(":", 1)[0]
+    if several["experiment_id"]:
+        label += f" [{experiment}]"
+    return label
+
+
+def _unplotted_note(missing: pd.DataFrame) -> str:
+    """A second x-label line naming the runs without a speedup point, so none vanish silently."""
+    if missing.empty:
+        return ""
+    names = [
+        f"{label} ({status if status != 'ok' else 'no baseline'})"
+        for label, status in zip(run_labels(missing), missing["status"], strict=True)
+    ]
+    return "\nno speedup: " + ", ".join(names)
+
+
+def _value_text(value: float) -> str:
+    # 3 significant digits, but never "3.5e+03" on a bar: throughput runs into thousands.
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def _say_no_runs(ax: Axes) -> None:
+    ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)

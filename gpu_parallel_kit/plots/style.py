@@ -1,0 +1,100 @@
+"""What every figure shares: strategy colours, titles that say what was measured, run labels,
+the ghost bar of a run without a figure, and a Figure that shows itself in a notebook.
+
+Every title says which scaling the runs used and whether the devices were virtual, because a
+speedup measured on virtual devices carved out of one CPU means something else than one on GPUs.
+Rows a cost model projected (`projected` column) are told apart from measured ones everywhere.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+STRATEGY_COLORS = {
+    "single": "tab:gray",
+    "data": "tab:blue",
+    "model": "tab:orange",
+    "multiworker": "tab:green",
+    "data+model": "tab:red",
+}
+OTHER_COLOR = "tab:purple"
+_MISSING_STYLE = {"fill": False, "hatch": "//", "edgecolor": "0.55", "linewidth": 1.0}
+
+
+class DisplayFigure(Figure):
+    """A Figure that shows itself inline in Jupyter without pyplot's global state.
+
+    Figures built with the object API have no inline renderer unless pyplot's inline backend is
+    active; returning PNG bytes here makes `cmp.plot()` display in any notebook or Voila page.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def title(text: str, df: pd.DataFrame) -> str:
+    """`text` with the scaling mode and, when any run used virtual devices, "(virtual devices)"."""
+    notes = []
+    if "scaling" in df.columns:
+        modes = [mode for mode in dict.fromkeys(df["scaling"]) if isinstance(mode, str) and mode]
+        if modes:
+            notes.append(" and ".join(modes) + " scaling")
+    if "virtual" in df.columns and df["virtual"].astype(bool).any():
+        notes.append("(virtual devices)")
+    lines = [text, " ".join(notes)] if notes else [text]
+    labels = projection_labels(df)
+    if labels:
+        lines.append(f"dashed: projected ({', '.join(labels)}), not measured")
+    return "\n".join(lines)
+
+
+def projected_rows(df: pd.DataFrame) -> pd.Series:
+    """Which rows a cost model projected (False for tables without the column)."""
+    if "projected" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return df["projected"].fillna(False).astype(bool)
+
+
+def projection_labels(df: pd.DataFrame) -> list[str]:
+    return list(
+        dict.fromkeys(projection_label(e) for e in df.loc[projected_rows(df), "experiment_id"])
+    )
+
+
+def projection_label(experiment_id: object) -> str:
+    """What a projection was onto: projected experiment ids end in ":<label>" (projection.py)."""
+    text = str(experiment_id)
+    return text.rsplit(":", 1)[1] if ":" in text else "projected"
+
+
+def run_labels(df: pd.DataFrame) -> list[str]:
+    """Bar labels such as "data×2", and "data×8 [nvlink4]" for a projected row."""
+    tags = [
+        f" [{projection_label(e)}]" if p else ""
+        for e, p in zip(df.get("experiment_id", [""] * len(df)), projected_rows(df), strict=True)
+    ]
+    return [
+        f"{strategy}×{devices}{tag}"
+        for strategy, devices, tag in zip(df["strategy"], df["devices"], tags, strict=True)
+    ]
+
+
+def draw_missing_bars(
+    ax: Axes, positions: Sequence[int], statuses: Sequence[str], present: Any, values: Any, gap: str
+) -> None:
+    """A run without a figure gets a ghost bar as tall as the tallest drawn one, so it is seen,
+    labelled with its status, or `gap` when it finished but has no figure."""
+    height = float(values[present].max()) if present.any() else 1.0
+    for position, status, ok in zip(positions, statuses, present, strict=True):
+        if not ok:
+            ax.bar(position, height, **_MISSING_STYLE)
+            label = gap if status == "ok" else str(status)
+            ax.text(position, height / 2, label, rotation=90, ha="center", va="center")

@@ -1,0 +1,205 @@
+"""Device discovery and choice, without starting the TensorFlow runtime in the calling process.
+
+TensorFlow fixes its logical device layout when its runtime starts, so the calling process (a
+notebook kernel, the `gpk` command) only *looks* at physical devices; the worker process of each run
+then carves virtual devices out of them before its own runtime starts (`configure_worker_devices`).
+`discover_physical_devices` is the single seam tests patch to pretend a machine has 8 GPUs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..errors import GpkError
+from .process import DISCOVERY_ENTRY, call_in_worker
+
+DEFAULT_MAX_VIRTUAL_DEVICES = 8  # offered when real devices are missing; enough for 1, 2, 4, 8 runs
+DEFAULT_VIRTUAL_GPU_MEMORY_BYTES = 1 << 30  # used when a GPU's memory cannot be read
+
+
+@dataclass(frozen=True)
+class PhysicalDevice:
+    """A device as the machine has it, before any virtual split."""
+
+    name: str  # TensorFlow's name, e.g. "/physical_device:GPU:0"
+    kind: str  # "cpu" or "gpu"
+    index: int  # position among devices of its kind
+    description: str = ""  # e.g. "NVIDIA A100-SXM4-40GB"
+    memory_bytes: int | None = None  # total memory, when known
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Which devices one run uses and how the worker must create them.
+
+    >>> DevicePlan(kind="cpu", count=4, virtual=True, physical_indices=(0,), per_physical=4)
+    <DevicePlan 4 virtual cpu device(s) from physical [0], 4 per physical>
+    """
+
+    kind: str  # "cpu" or "gpu"
+    count: int  # logical devices the run uses
+    virtual: bool  # True when count logical devices are carved out of fewer physical ones
+    physical_indices: tuple[int, ...]  # physical devices of `kind` made visible to the worker
+    per_physical: int = 1  # logical devices created on each visible physical device
+    memory_per_logical_bytes: int | None = None  # GPU memory limit of each virtual GPU
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("cpu", "gpu"):
+            raise ValueError(f"kind={self.kind!r} must be 'cpu' or 'gpu'")
+        if self.count < 1:
+            raise GpkError(f"devices={self.count} asks for no device; use at least 1")
+
+    def __repr__(self) -> str:
+        what = "virtual " if self.virtual else ""
+        return (
+            f"<DevicePlan {self.count} {what}{self.kind} device(s) from physical "
+            f"{list(self.physical_indices)}, {self.per_physical} per physical>"
+        )
+
+    @property
+    def logical_names(self) -> tuple[str, ...]:
+        """The TensorFlow device names the run's strategy is built on."""
+        return tuple(f"/{self.kind}:{i}" for i in range(self.count))
+
+
+@functools.lru_cache(maxsize=1)
+def discover_physical_devices() -> tuple[PhysicalDevice, ...]:
+    """List this machine's CPU and GPUs as TensorFlow sees them, asked in a worker process.
+
+    The caller (a notebook kernel, `gpk`) never imports TensorFlow, let alone starts its runtime:
+    the worker fork server imports it once for all runs, and a child of it answers. Cached: the
+    hardware does not change while a kernel lives.
+    """
+    return call_in_worker(DISCOVERY_ENTRY)
+
+
+def list_devices(max_virtual: int | None = None) -> pd.DataFrame:
+    """One row per device a run can use: the real GPUs, else virtual devices made from the CPU.
+
+    Columns: index, name, kind, description, memory_bytes, virtual, physical.
+    """
+    physical = discover_physical_devices()
+    gpus = [d for d in physical if d.kind == "gpu"]
+    rows = []
+    for d in gpus:
+        rows.append(
+            dict(
+                index=d.index,
+                name=f"/gpu:{d.index}",
+                kind="gpu",
+                description=d.description,
+                memory_bytes=d.memory_bytes,
+                virtual=False,
+                physical=d.name,
+            )
+        )
+    if not gpus:
+        cpu = next(d for d in physical if d.kind == "cpu")
+        for i in range(max_virtual or virtual_device_limit()):
+            rows.append(
+                dict(
+                    index=i,
+                    name=f"/cpu:{i}",
+                    kind="cpu",
+                    description=f"virtual device on {cpu.description}",
+                    memory_bytes=None,
+                    virtual=True,
+                    physical=cpu.name,
+                )
+            )
+    return pd.DataFrame(
+        rows,
+        columns=["index", "name", "kind", "description", "memory_bytes", "virtual", "physical"],
+    )
+
+
+def virtual_device_limit() -> int:
+    """How many virtual devices the kit offers when real ones are missing (GPK_MAX_VIRTUAL)."""
+    raw = os.environ.get("GPK_MAX_VIRTUAL", str(DEFAULT_MAX_VIRTUAL_DEVICES))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise GpkError(f"GPK_MAX_VIRTUAL={raw!r} is not a whole number; set it to e.g. 8") from None
+    if value < 1:
+        raise GpkError(f"GPK_MAX_VIRTUAL={value} offers no device; set it to at least 1")
+    return value
+
+
+def plan_devices(
+    devices: int | Sequence[int],
+    physical: Sequence[PhysicalDevice] | None = None,
+    max_virtual: int | None = None,
+) -> DevicePlan:
+    """Turn a device count or index list into a plan, virtual when real devices are too few.
+
+    Real GPUs are used when there are enough; fewer GPUs than asked are split into virtual GPUs
+    with their memory divided evenly; with no GPU, virtual devices are carved out of the CPU.
+    """
+    physical = discover_physical_devices() if physical is None else tuple(physical)
+    limit = max_virtual or virtual_device_limit()
+    gpus = [d for d in physical if d.kind == "gpu"]
+    indices = _normalise_devices(devices)
+    count = len(indices) if indices is not None else devices
+    offered = len(gpus) if gpus and count <= len(gpus) else max(limit, len(gpus))
+    if indices is not None:
+        _check_indices(indices, offered, gpus)
+    if count > offered:
+        source = f"{len(gpus)} GPU(s)" if gpus else "the CPU"
+        raise GpkError(
+            f"devices={count} is more than the {offered} devices this machine offers "
+            f"(virtual devices made from {source}); use at most {offered}, or raise the limit "
+            f"with GPK_MAX_VIRTUAL"
+        )
+    if not gpus:
+        return DevicePlan(
+            kind="cpu", count=count, virtual=count > 1, physical_indices=(0,), per_physical=count
+        )
+    if count <= len(gpus):
+        chosen = tuple(indices) if indices is not None else tuple(range(count))
+        return DevicePlan(kind="gpu", count=count, virtual=False, physical_indices=chosen)
+    per_physical = -(-count // len(gpus))
+    memory = min((g.memory_bytes or DEFAULT_VIRTUAL_GPU_MEMORY_BYTES * per_physical) for g in gpus)
+    # Leave a tenth of each GPU to the runtime itself; the rest is split evenly.
+    return DevicePlan(
+        kind="gpu",
+        count=count,
+        virtual=True,
+        physical_indices=tuple(g.index for g in gpus),
+        per_physical=per_physical,
+        memory_per_logical_bytes=int(memory * 0.9) // per_physical,
+    )
+
+
+def _normalise_devices(devices: int | Sequence[int]) -> list[int] | None:
+    """None for a count; the list for explicit indices; a clear error for anything else."""
+    if isinstance(devices, bool):
+        raise TypeError(f"devices={devices!r} must be a count like 2 or indices like [0, 1]")
+    if isinstance(devices, int):
+        if devices < 1:
+            raise GpkError(f"devices={devices} asks for no device; use a count of at least 1")
+        return None
+    if not isinstance(devices, Sequence) or isinstance(devices, str):
+        raise TypeError(f"devices={devices!r} must be a count like 2 or indices like [0, 1]")
+    indices = list(devices)
+    if not indices:
+        raise GpkError("devices=[] names no device; give a count like 2 or indices like [0, 1]")
+    if any(isinstance(i, bool) or not isinstance(i, int) for i in indices):
+        raise TypeError(f"devices={devices!r} must hold whole-number indices like [0, 1]")
+    if len(set(indices)) != len(indices):
+        raise GpkError(f"devices={indices} names a device twice; list each index once")
+    return indices
+
+
+def _check_indices(indices: list[int], offered: int, gpus: list[PhysicalDevice]) -> None:
+    bad = [i for i in indices if i < 0 or i >= offered]
+    if bad:
+        what = "GPUs" if gpus and offered == len(gpus) else "devices (virtual)"
+        raise GpkError(
+            f"device index {bad[0]} is out of range: this machine offers {offered} {what} "
+            f"numbered 0 to {offered - 1}; see gpk.list_devices()"
+        )

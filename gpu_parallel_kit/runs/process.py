@@ -1,0 +1,202 @@
+"""Child processes of the caller: how they start, how they talk back, how they are stopped.
+
+A run's TensorFlow lives in a child process (docs/ARCHITECTURE.md, "the process boundary"). The
+caller names the child's entry point as `"module:function"` text and never imports it: the
+module is imported in the child, where TensorFlow may be. By default children are forked from a
+server that has already imported the worker (and TensorFlow, without starting its runtime), which
+cuts several seconds per run; GPK_START_METHOD=spawn uses plain new interpreters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import importlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GpkError
+
+if TYPE_CHECKING:
+    from .results import RunResult
+
+START_METHODS = ("forkserver", "spawn")
+# What the fork server imports once for every child: the worker, and with it TensorFlow.
+PRELOAD = "gpu_parallel_kit.worker.main"
+# The children's entry points, named rather than imported (tests check each one exists).
+RUN_ENTRY = "gpu_parallel_kit.worker.main:worker_main"
+LOCAL_CLUSTER_ENTRY = "gpu_parallel_kit.cluster.local:launch_local_cluster"
+DISCOVERY_ENTRY = "gpu_parallel_kit.worker.device_setup:discover_with_tensorflow"
+MEMBER_ENTRY = "gpu_parallel_kit.worker.member:run_member"
+SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.member:served_member_main"
+ENTRIES = (RUN_ENTRY, LOCAL_CLUSTER_ENTRY, DISCOVERY_ENTRY, MEMBER_ENTRY, SERVED_MEMBER_ENTRY)
+
+_PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent dies
+_context_lock = threading.Lock()
+_starting = threading.Lock()
+_contexts: dict[str, multiprocessing.context.BaseContext] = {}
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the worker is already killed; `result` is the run's cancelled row."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__("run cancelled")
+        self.result = result
+
+
+def start_method() -> str:
+    method = os.environ.get("GPK_START_METHOD", "forkserver")
+    if method not in START_METHODS:
+        raise GpkError(f"GPK_START_METHOD={method!r} is not known; use forkserver or spawn")
+    return method
+
+
+def entry_point(name: str) -> Callable[..., Any]:
+    """The function `"module:function"` names, imported here (in the child)."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def start_child(entry: str, *args: Any, name: str | None = None) -> tuple[Any, Any]:
+    """Start `entry(*args, sender)` in a fresh worker process; (process, receiving end)."""
+    context = _context()
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_enter, args=(entry, args, sender), daemon=True, name=name or f"gpk-{entry}"
+    )
+    try:
+        with _main_module_hidden():
+            process.start()
+    except BaseException:  # Ctrl-C while starting: leave no child behind
+        stop_child(process)
+        receiver.close()
+        raise
+    finally:
+        sender.close()
+    return process, receiver
+
+
+def stop_child(process: Any) -> None:
+    """Kill a started child and everything in its process group; harmless if it has ended."""
+    pid = process.pid
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if process.is_alive():
+        process.kill()
+    process.join(timeout=5)
+
+
+def call_in_worker(entry: str, timeout_s: float = 180.0) -> Any:
+    """Call the zero-argument function `entry` names in a worker process; its picklable result.
+
+    For work that needs TensorFlow but should not load it into the caller, such as device
+    discovery: the fork server has TensorFlow imported already, so this costs a fork, not an import.
+    """
+    process, receiver = start_child(_CALL_AND_SEND, entry)
+    try:
+        if not receiver.poll(timeout_s):
+            raise RuntimeError(f"a worker process did not answer within {timeout_s:g} s")
+        succeeded, value = receiver.recv()
+    except EOFError:
+        raise RuntimeError(
+            f"the worker process ended (exit code {process.exitcode}) before answering"
+        ) from None
+    finally:
+        receiver.close()
+        stop_child(process)
+    if not succeeded:
+        raise RuntimeError(value)
+    return value
+
+
+def parent_emitter(connection: Any) -> Callable[..., None]:
+    """`emit(**event)` for a child process: sends the event to its parent. A parent that is gone
+    (Ctrl-C while the child was starting) leaves nobody to report to, so the child ends quietly."""
+
+    def emit(**event: Any) -> None:
+        try:
+            connection.send(event)
+        except OSError:
+            os._exit(0)
+
+    return emit
+
+
+def die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent dies, however the parent dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def call_and_send(entry: str, sender: Any) -> None:
+    """Runs in the child of `call_in_worker`: the answer, or the error as text, then exit."""
+    try:
+        answer = (True, entry_point(entry)())
+    except BaseException as error:  # noqa: BLE001 - reported to the caller as text
+        answer = (False, f"{type(error).__name__}: {error}")
+    sender.send(answer)
+    sender.close()
+    os._exit(0)
+
+
+_CALL_AND_SEND = f"{__name__}:call_and_send"
+
+
+def _enter(entry: str, args: tuple[Any, ...], sender: Any) -> None:
+    """Runs in the child: import the entry point there (TensorFlow stays out of the caller)."""
+    entry_point(entry)(*args, sender)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    method = start_method()
+    with _context_lock:
+        if method not in _contexts:
+            context = multiprocessing.get_context(method)
+            if method == "forkserver":
+                # The server imports TensorFlow once; each run is forked from it before any
+                # runtime exists, so each still picks its own logical device layout.
+                context.set_forkserver_preload([PRELOAD])
+            _contexts[method] = context
+        return _contexts[method]
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start children without re-running the caller's main script in them.
+
+    multiprocessing re-imports `__main__` in every child (and in the fork server) so that functions
+    defined there can be found; the kit never needs that, because builders travel by value through
+    cloudpickle. Hiding the script spares users the `if __name__ == "__main__":` guard and spares
+    every run from re-executing the user's whole script.
+    """
+    with _starting:  # a panel's thread and the kernel may both start runs at once
+        yield from _hidden_main()
+
+
+def _hidden_main() -> Iterator[None]:
+    main = sys.modules.get("__main__")
+    saved = {
+        key: main.__dict__[key]
+        for key in ("__file__", "__spec__")
+        if main is not None and key in main.__dict__
+    }
+    try:
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__spec__ = None
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
+            if "__spec__" not in saved:
+                main.__dict__.pop("__spec__", None)

@@ -1,0 +1,155 @@
+"""How a user's model and data cross from the notebook into a worker process.
+
+A model crosses as a cloudpickled zero-argument builder, a built-in name or a `.keras` path; data as
+NumPy arrays written once to memory-mappable `.npy` files, a built-in synthetic set, or a
+cloudpickled builder of a `tf.data.Dataset`. Every source is small, picklable and validated
+here, in the caller, so that mistakes surface before any worker starts.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tempfile
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from ..errors import GpkError
+from .synthetic import SYNTHETIC_SETS, default_samples, synthetic_spec
+
+BUILTIN_MODELS = {"mlp": "tabular", "cnn": "images", "transformer": "tokens"}  # model -> its data
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the worker gets the model from."""
+
+    kind: str  # "builtin" | "builder" | "file"
+    name: str = ""  # built-in name, builder's qualified name, or file path
+    payload: bytes = b""  # the cloudpickled builder
+
+    def __repr__(self) -> str:
+        return f"<ModelSource {self.kind} {self.name}>"
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where the worker gets training data from, and how many samples it has when known."""
+
+    kind: str  # "arrays" | "synthetic" | "dataset_builder"
+    name: str = ""  # synthetic set name or builder's qualified name
+    paths: tuple[str, ...] = ()  # .npy files of x and y
+    samples: int | None = None  # None when only the dataset itself knows
+    seed: int = 0
+    payload: bytes = b""
+
+    def __repr__(self) -> str:
+        size = f", {self.samples} samples" if self.samples is not None else ""
+        return f"<DataSource {self.kind} {self.name or ' '.join(self.paths)}{size}>"
+
+
+def model_source(model: Any) -> ModelSource:
+    """Accept a built-in name, a `.keras` path or a zero-argument builder function."""
+    if isinstance(model, str | os.PathLike):
+        text = os.fspath(model)
+        if text in BUILTIN_MODELS:
+            return ModelSource(kind="builtin", name=text)
+        if text.endswith(".keras"):
+            path = pathlib.Path(text).resolve()
+            if not path.is_file():
+                raise GpkError(
+                    f"model={text!r} does not exist; give the path of a saved .keras file"
+                )
+            return ModelSource(kind="file", name=str(path))
+        names = ", ".join(BUILTIN_MODELS)
+        raise GpkError(
+            f"model={text!r} is neither a built-in model ({names}) nor a .keras file; "
+            "pass one of those or a function that returns a Keras model"
+        )
+    if callable(model) and not hasattr(model, "fit"):
+        return ModelSource(kind="builder", name=_qualname(model), payload=cloudpickle.dumps(model))
+    if hasattr(model, "fit"):
+        raise TypeError(
+            "model= got a built Keras model; pass a function that builds it (e.g. "
+            "model=lambda: make_model()) so each worker builds its own copy on its own devices"
+        )
+    raise TypeError(f"model={model!r} must be a built-in name, a .keras path or a builder function")
+
+
+def default_data_for(model: ModelSource) -> str | None:
+    return BUILTIN_MODELS.get(model.name) if model.kind == "builtin" else None
+
+
+class ArrayStore:
+    """Writes arrays to a private temporary folder once, removed when the owner is collected."""
+
+    def __init__(self) -> None:
+        self._directory = tempfile.TemporaryDirectory(prefix="gpk_data_")
+        self._finalizer = weakref.finalize(self, self._directory.cleanup)
+
+    def save(self, name: str, array: np.ndarray) -> str:
+        path = pathlib.Path(self._directory.name) / f"{name}.npy"
+        np.save(path, np.ascontiguousarray(array))
+        return str(path)
+
+
+def data_source(
+    data: Any,
+    seed: int,
+    store: ArrayStore | None,
+    samples: int | None = None,
+    names: tuple[str, str] = ("x", "y"),
+) -> DataSource:
+    """Accept (x, y) arrays, a built-in synthetic set name, or a dataset builder function.
+
+    `names` are the files the arrays are stored as (validation arrays get their own).
+    """
+    if isinstance(data, str):
+        synthetic_spec(data)  # raises a clear error for an unknown name
+        count = samples or default_samples(data)
+        if count < 1:
+            raise GpkError(f"samples={count} gives no data; use a positive number of samples")
+        return DataSource(kind="synthetic", name=data, samples=count, seed=seed)
+    if isinstance(data, tuple | list) and len(data) == 2:
+        x, y = (np.asarray(a) for a in data)
+        check_arrays(x, y)
+        store = store or ArrayStore()
+        paths = (store.save(names[0], x), store.save(names[1], y))
+        return DataSource(kind="arrays", paths=paths, samples=len(x), seed=seed)
+    if callable(data):
+        return DataSource(
+            kind="dataset_builder", name=_qualname(data), payload=cloudpickle.dumps(data), seed=seed
+        )
+    sets = ", ".join(sorted(SYNTHETIC_SETS))
+    raise TypeError(
+        f"data= got {type(data).__name__}; pass (x, y) arrays, a built-in set name ({sets}) "
+        "or a function that returns a tf.data.Dataset of (x, y) samples"
+    )
+
+
+def check_arrays(
+    x: np.ndarray,
+    y: np.ndarray,
+    what: str = "data=(x, y)",
+    names: str = "x and y",
+    least: str = "one global batch of samples",
+) -> None:
+    """Inputs and targets that a run can batch: numeric, non-empty, one target per input."""
+    if x.ndim == 0 or len(x) == 0:
+        raise GpkError(f"{what} is empty; pass at least {least}")
+    if y.ndim == 0 or len(x) != len(y):
+        raise GpkError(
+            f"{what} has {len(x)} inputs but {0 if y.ndim == 0 else len(y)} targets; "
+            f"give {names} the same number of samples"
+        )
+    if x.dtype == object or y.dtype == object:
+        raise GpkError(f"{what} holds Python objects; pass numeric NumPy arrays")
+
+
+def _qualname(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"

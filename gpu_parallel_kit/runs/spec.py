@@ -1,0 +1,271 @@
+"""The complete, validated description of one run: what a worker process receives.
+
+Validation happens here, in the caller, on plain values, so every mistake is one sentence raised
+before a worker starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import GpkError
+from ..pipeline.schedules import SCHEDULES, build_schedule
+from .devices import DevicePlan
+from .lr_rules import check_rule, check_warmup, lr_factor
+from .sources import DataSource, ModelSource
+from .target import Target
+
+STRATEGIES = ("single", "data", "model", "multiworker")
+MODES = ("fit", "explicit")
+ALL_REDUCE = ("auto", "nccl", "hierarchical", "reduce_to_one", "ring")
+# MultiWorkerMirroredStrategy's collective implementations: ring (gRPC) or NCCL on GPUs.
+MULTIWORKER_ALL_REDUCE = ("auto", "ring", "nccl")
+SCALING = ("strong", "weak")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How to train, independent of where: shared by every run of an experiment."""
+
+    batch_size: int  # global batch (strong scaling) or per-device batch (weak scaling)
+    epochs: int = 1
+    steps_per_epoch: int | None = None  # None: as many full global batches as the data holds
+    seed: int = 0
+    scaling: str = "strong"
+    optimizer: Any = None  # str, config dict or zero-argument factory; None keeps the model's own
+    loss: Any = None
+    metrics: tuple[Any, ...] = ()
+    shuffle: bool = True
+    warmup_steps: int | None = None  # None: stats.default_warmup_steps
+    # Time to accuracy (convergence.py, lr_rules.py): how the rate follows the global batch,
+    # what is evaluated during training, and the target a run must reach.
+    lr_scaling: str = "none"  # none | linear | sqrt, for k = global batch / batch_size
+    warmup_epochs: float = 0.0  # epochs over which the rate ramps from the base to the scaled one
+    target: Target | None = None  # e.g. val_accuracy >= 0.9; judged in the caller
+    validation: DataSource | None = None  # held-out data evaluated in the worker during training
+    validation_every_steps: int | None = None  # None: evaluate at each epoch end
+    deterministic: bool = False  # TensorFlow's op determinism: same seed, same curve
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name}={value!r} must be a whole number")
+            if value <= 0:
+                raise GpkError(f"{name}={value} must be at least 1")
+        if self.steps_per_epoch is not None and (
+            isinstance(self.steps_per_epoch, bool)
+            or not isinstance(self.steps_per_epoch, int)
+            or self.steps_per_epoch <= 0
+        ):
+            raise GpkError(
+                f"steps_per_epoch={self.steps_per_epoch!r} must be a positive whole number, "
+                "or None to use all the data"
+            )
+        if self.scaling not in SCALING:
+            raise GpkError(f"scaling={self.scaling!r} is not 'strong' or 'weak'; pick one of those")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise GpkError(f"warmup_steps={self.warmup_steps} must be 0 or more")
+        self._check_convergence_options()
+
+    def _check_convergence_options(self) -> None:
+        check_rule(self.lr_scaling)
+        check_warmup(self.warmup_epochs, self.epochs)
+        if self.target is not None and not isinstance(self.target, Target):
+            raise TypeError(f"target={self.target!r} must be a Target (see parse_target)")
+        every = self.validation_every_steps
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int)):
+            raise TypeError(f"validation_every_steps={every!r} must be a whole number of steps")
+        if every is not None and every < 1:
+            raise GpkError(
+                f"validation_every_steps={every} must be at least 1, or None for every epoch"
+            )
+        if not isinstance(self.deterministic, bool):
+            raise TypeError(f"deterministic={self.deterministic!r} must be True or False")
+        if self.target and self.target.metric.startswith("val_") and self.validation is None:
+            raise GpkError(
+                f"target {self.target} needs validation data; pass validation=(x_val, y_val), a "
+                "fraction such as 0.1, or a dataset builder, or target a training metric (loss)"
+            )
+
+    def global_batch(self, devices: int) -> int:
+        """Strong scaling keeps the global batch; weak scaling keeps each device's share."""
+        return self.batch_size * devices if self.scaling == "weak" else self.batch_size
+
+    def lr_factor(self, global_batch: int) -> float:
+        """The learning-rate multiplier for `global_batch`: k = global batch / batch_size under
+        the rule (1 under strong scaling, where the global batch is the base batch)."""
+        return lr_factor(self.lr_scaling, global_batch, self.batch_size)
+
+    def result_identity(self, global_batch: int) -> dict[str, Any]:
+        """The RunResult fields a run's training settings give it, whether it finished or not."""
+        return dict(
+            lr_scaling=self.lr_scaling,
+            lr_factor=self.lr_factor(global_batch),
+            warmup_epochs=float(self.warmup_epochs),
+            target=self.target.to_dict() if self.target else {},
+            deterministic=self.deterministic,
+        )
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: a strategy on a device plan, with the experiment's model, data and training."""
+
+    run_id: str
+    experiment_id: str
+    strategy: str
+    devices: DevicePlan
+    model: ModelSource
+    data: DataSource
+    training: TrainingConfig
+    mode: str = "fit"  # fit: Keras model.fit; explicit: custom loop with a visible all-reduce
+    all_reduce: str = "auto"
+    steps_per_execution: int = 1
+    timeout_s: float | None = None  # None: no limit
+    save_weights: str | None = None  # .npz path for the trained weights, in model.weights order
+    schedule: str = ""  # model parallel: naive | gpipe | 1f1b
+    micro_batches: int | None = None  # model parallel: micro-batches per global batch
+    balance: Any = "params"  # model parallel: params | time | stage start indices
+    memory_budget: int | None = None  # bytes of parameters + optimizer state allowed per device
+    workers: int = 1  # multiworker: processes, each with `devices` devices
+    cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise GpkError(
+                f"strategy={self.strategy!r} is not known; use one of {', '.join(STRATEGIES)}"
+            )
+        if self.strategy == "single" and self.devices.count != 1:
+            raise GpkError(
+                f"strategy='single' runs on one device, not {self.devices.count}; "
+                "use devices=1, or strategy='data' for several"
+            )
+        if self.mode not in MODES:
+            raise GpkError(f"mode={self.mode!r} is not known; use 'fit' or 'explicit'")
+        if self.all_reduce not in ALL_REDUCE:
+            raise GpkError(
+                f"all_reduce={self.all_reduce!r} is not known; use one of {', '.join(ALL_REDUCE)}"
+            )
+        if self.strategy == "multiworker":
+            self._check_multiworker()
+        elif self.workers != 1 or self.cluster is not None:
+            raise GpkError(
+                f"workers={self.workers} applies to strategy='multiworker' only; "
+                f"drop it or use strategy='multiworker' instead of {self.strategy!r}"
+            )
+        elif self.all_reduce == "ring":
+            raise GpkError("all_reduce='ring' is for strategy='multiworker'; use 'auto' here")
+        if self.all_reduce == "nccl" and self.devices.kind != "gpu":
+            raise GpkError("all_reduce='nccl' needs GPUs; use 'auto' or 'reduce_to_one' on the CPU")
+        if self.memory_budget is not None and (
+            isinstance(self.memory_budget, bool)
+            or not isinstance(self.memory_budget, int)
+            or self.memory_budget <= 0
+        ):
+            raise GpkError(
+                f"memory_budget={self.memory_budget!r} must be a positive number of bytes, "
+                "e.g. 64 * 2**20"
+            )
+        if self.steps_per_execution < 1:
+            raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
+        if self.strategy == "model":
+            self._check_pipeline()
+        else:
+            check_batch(self.global_batch, self.replicas)
+        check_enough_data(self.data.samples, self.global_batch)
+
+    def _check_pipeline(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise GpkError(
+                f"schedule={self.schedule!r} is not known; use one of {', '.join(SCHEDULES)}"
+            )
+        m = self.micro_batches
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise GpkError(f"micro_batches={m!r} must be a whole number of at least 1")
+        build_schedule(self.schedule, self.devices.count, m)  # naive with M > 1 is refused here
+        if self.global_batch % m:
+            lower = self.global_batch - self.global_batch % m
+            raise GpkError(
+                f"batch_size={self.global_batch} does not split into {m} micro-batches; use a "
+                f"multiple of {m}, e.g. {lower or m} or {lower + m}"
+            )
+
+    def _check_multiworker(self) -> None:
+        w = self.workers
+        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+            raise GpkError(f"workers={w!r} must be a whole number of at least 1, e.g. 2")
+        if self.cluster is not None and len(self.cluster.workers) != w:
+            raise GpkError(
+                f"workers={w} but the cluster {self.cluster.source or ''} lists "
+                f"{len(self.cluster.workers)}; drop workers= or make them agree"
+            )
+        if self.all_reduce not in MULTIWORKER_ALL_REDUCE:
+            raise GpkError(
+                f"all_reduce={self.all_reduce!r} is not available with strategy='multiworker'; "
+                f"use one of {', '.join(MULTIWORKER_ALL_REDUCE)}"
+            )
+        if self.mode != "explicit":
+            raise GpkError(
+                f"mode={self.mode!r} is not available with strategy='multiworker' (Keras's fit "
+                "fails under MultiWorkerMirroredStrategy); use mode='explicit'"
+            )
+        # A named cluster's hosts plan their own devices; this check is theirs then.
+        if self.devices.kind == "cpu" and self.devices.count > 1 and self.cluster is None:
+            raise GpkError(
+                f"devices={self.devices.count} per worker needs GPUs: on the CPU "
+                "MultiWorkerMirroredStrategy trains one replica per worker; use "
+                f"workers={w * self.devices.count}, devices=1 for {w * self.devices.count} replicas"
+            )
+
+    @property
+    def replicas(self) -> int:
+        """Model copies trained in step: the devices of every worker."""
+        return self.devices.count * self.workers
+
+    @property
+    def global_batch(self) -> int:
+        return self.training.global_batch(self.replicas)
+
+    def result_identity(self) -> dict[str, Any]:
+        """The RunResult fields every row of this run carries, whether it finished or not."""
+        return dict(
+            run_id=self.run_id,
+            experiment_id=self.experiment_id,
+            strategy=self.strategy,
+            devices=self.replicas,
+            workers=self.workers,
+            virtual=self.devices.virtual,
+            device_kind=self.devices.kind,
+            global_batch=self.global_batch,
+            scaling=self.training.scaling,
+            mode=self.mode,
+            epochs=self.training.epochs,
+            schedule=self.schedule,
+            micro_batches=self.micro_batches,
+            **self.training.result_identity(self.global_batch),
+        )
+
+
+def check_batch(global_batch: int, devices: int) -> None:
+    """A global batch must split evenly over the replicas: each gets the same share."""
+    if global_batch % devices == 0:
+        return
+    lower = global_batch - global_batch % devices
+    upper = lower + devices
+    nearest = f"{lower} or {upper}" if lower > 0 else f"{upper}"
+    raise GpkError(
+        f"batch_size={global_batch} is not divisible by {devices} devices; "
+        f"use a multiple of {devices}, e.g. {nearest}"
+    )
+
+
+def check_enough_data(samples: int | None, global_batch: int) -> None:
+    if samples is not None and samples < global_batch:
+        raise GpkError(
+            f"the data has {samples} samples, fewer than one global batch of {global_batch}; "
+            f"use batch_size <= {samples} or more data"
+        )

@@ -1,0 +1,111 @@
+"""What every engine shares: a tf.distribute strategy, and two ways to train under it.
+
+`fit` is Keras's own loop, the idiomatic fast path. `explicit` is the data-parallel recipe written
+out (custom_loop.py), shared with multi-worker training. Both give the same weights as
+single-device training on the same global batch.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from ...runs.spec import RunSpec
+from ..recorder import StepRecorder, StepTimer
+from .budget import check_budget, variable_bytes
+from .custom_loop import train_custom_loop
+
+
+class Engine(abc.ABC):
+    """Trains a built model on one run's devices and feeds a StepRecorder."""
+
+    name: str = ""
+
+    def __init__(self, spec: RunSpec, device_names: tuple[str, ...]) -> None:
+        self.spec = spec
+        self.device_names = device_names
+        self.strategy = self.make_strategy()
+
+    @abc.abstractmethod
+    def make_strategy(self) -> tf.distribute.Strategy:
+        """The tf.distribute strategy models are built and trained under."""
+
+    def describe_all_reduce(self) -> str:
+        return ""
+
+    def build_scope(self) -> contextlib.AbstractContextManager:
+        """Where the user's model is built and compiled: inside the strategy, for replicas."""
+        return self.strategy.scope()
+
+    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        """Measurements that need the trained model but must not change it (before reporting)."""
+        return None
+
+    def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
+        """Predictions for validation and the model's regularization loss, without training.
+
+        Outside the strategy's replicas: every replica holds the same weights, so the first
+        answers (engines/evaluation.py).
+        """
+        if getattr(self, "_predict_fn", None) is None:
+
+            @tf.function(reduce_retracing=True)
+            def predict_fn(inputs):
+                predictions = model(inputs, training=False)
+                extra = [tf.cast(loss, tf.float32) for loss in model.losses]
+                return predictions, tf.add_n(extra) if extra else tf.constant(0.0)
+
+            self._predict_fn = predict_fn
+        return self._predict_fn(x)
+
+    def live_optimizer(self, model: keras.Model) -> keras.optimizers.Optimizer:
+        """The optimizer whose learning rate is in force: the model's, unless stages own one."""
+        return model.optimizer
+
+    def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
+        """RunResult fields only this engine measures (after train)."""
+        return {"extra": {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}}
+
+    def prepare_replicas(self, model: keras.Model) -> None:
+        """Build the optimizer's slots beside their variables and hold the replicas' state
+        against the memory budget, before the first step."""
+        with self.strategy.scope():
+            model.optimizer.build(model.trainable_variables)
+        # Every replica holds the whole model and its optimizer state.
+        state = variable_bytes([*model.weights, *model.optimizer.variables])
+        # What an all-reduce moves per step: one gradient per trainable parameter.
+        self.parameter_bytes = variable_bytes(model.trainable_variables)
+        self.state_bytes = dict.fromkeys(self.device_names, state)
+        check_budget(self.state_bytes, self.spec.memory_budget)
+
+    def train(
+        self,
+        model: keras.Model,
+        dataset: tf.data.Dataset,
+        steps_per_epoch: int,
+        recorder: StepRecorder,
+    ) -> None:
+        self.prepare_replicas(model)
+        if self.spec.mode == "explicit":
+            batches = iter(self.strategy.experimental_distribute_dataset(dataset))
+            train_custom_loop(
+                self.strategy,
+                model,
+                batches,
+                self.spec.training.epochs,
+                steps_per_epoch,
+                recorder,
+            )
+        else:
+            model.fit(
+                dataset,
+                epochs=self.spec.training.epochs,
+                steps_per_epoch=steps_per_epoch,
+                callbacks=[StepTimer(recorder)],
+                verbose=0,
+                shuffle=False,
+            )

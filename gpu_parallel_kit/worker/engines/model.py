@@ -1,0 +1,288 @@
+"""Model parallelism: the model's layers cut into stages on different devices, run as a pipeline.
+
+`naive` sends the whole global batch through the stages one after another, so all but one device
+idle at any moment; `gpipe` and `1f1b` cut it into micro-batches that fill the pipeline. All give
+the gradients of single-device training (summed over micro-batches, applied once per global batch).
+Layers that depend on the batch, like BatchNormalization, see micro-batch statistics, as in GPipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from ...pipeline.schedules import Task, build_schedule
+from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
+from ..recorder import StepRecorder
+from .base import Engine
+from .budget import check_budget
+from .pipeline import PipelineRunner, StepReport, TaskRecord
+from .stages import Stage, build_stages, chain_layers, stage_sizes, variable_devices
+
+TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
+SERIAL_REPEATS = 3  # untimed-by-others passes whose task times feed the simulated view
+PLANNED_DURATION = {"F": 1.0, "B": 2.0}  # the planned chart: a backward costs about two forwards
+
+
+class ModelParallelEngine(Engine):
+    """Stages on devices, one thread per stage following the schedule.
+
+    >>> exp.run(strategy="model", devices=4, schedule="gpipe", micro_batches=8)
+    """
+
+    name = "model"
+
+    def make_strategy(self) -> tf.distribute.Strategy:
+        return tf.distribute.get_strategy()  # no replicas: stages are placed by hand
+
+    def build_scope(self) -> contextlib.AbstractContextManager:
+        # The whole model is first built in host memory, then each stage is rebuilt on its device.
+        return tf.device("/cpu:0")
+
+    def train(
+        self,
+        model: keras.Model,
+        dataset: tf.data.Dataset,
+        steps_per_epoch: int,
+        recorder: StepRecorder,
+    ) -> None:
+        spec = self.spec
+        micro_batches = spec.micro_batches or 1
+        iterator = iter(dataset)
+        first_x, first_y = next(iter(dataset))
+        layers = chain_layers(model)
+        sample = first_x[: spec.global_batch // micro_batches]
+        sizes = stage_sizes(layers, spec.devices.count, spec.balance, sample)
+        stages = build_stages(model, layers, sizes, self.device_names)
+        self._stages = stages  # validation runs their forward passes in order (predict)
+        self.state_bytes = {s.device: s.parameter_bytes + s.optimizer_bytes for s in stages}
+        check_budget(self.state_bytes, spec.memory_budget)
+        schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
+        runner = PipelineRunner(stages, schedule, micro_batches, model.loss)
+        timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
+        reports: list[StepReport] = []
+        try:
+            recorder.train_begin()
+            step_index = 0
+            for _ in range(spec.training.epochs):
+                recorder.epoch_begin()
+                losses = []
+                for _ in range(steps_per_epoch):
+                    x, y = next(iterator)
+                    report = runner.step(x, y, timed=step_index in timed)
+                    reports.append(report)
+                    losses.append(report.loss)
+                    recorder.step_end()
+                    step_index += 1
+                recorder.epoch_end({"loss": sum(losses) / len(losses)})
+        except BaseException:
+            runner.close()
+            raise
+        _copy_back(stages, layers)
+        self._pipeline = (
+            stages,
+            schedule,
+            runner,
+            reports,
+            micro_batches,
+            sample,
+            first_x,
+            first_y,
+        )
+
+    def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
+        """The stages' forward passes in order, each on its device, and their regularization."""
+        regularization = tf.constant(0.0)
+        for stage in self._stages:
+            with tf.device(stage.device):
+                x = stage.model(x, training=False)
+                for loss in stage.model.losses:
+                    regularization += tf.cast(loss, tf.float32)
+        return x, regularization
+
+    def live_optimizer(self, model: keras.Model) -> keras.optimizers.Optimizer:
+        # Each stage has its own copy of the optimizer, all on the same schedule.
+        return self._stages[0].optimizer if getattr(self, "_stages", None) else model.optimizer
+
+    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        """Time every task alone (one at a time, on one batch, a few times) for the simulated
+        view, then put the weights back: the measurement must not train the model."""
+        stages, schedule, runner, reports, micro_batches, sample, x, y = self._pipeline
+        saved = [[v.numpy() for v in (*s.model.weights, *s.optimizer.variables)] for s in stages]
+        try:
+            alone = [runner.step(x, y, serial=True) for _ in range(SERIAL_REPEATS)]
+        finally:
+            runner.close()
+            for stage, values in zip(stages, saved, strict=True):
+                for variable, value in zip(
+                    (*stage.model.weights, *stage.optimizer.variables), values, strict=True
+                ):
+                    variable.assign(value)
+        self._figures = _figures(stages, schedule, reports + alone, micro_batches, sample)
+
+    def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
+        figures = dict(self._figures)
+        comm_time = figures.pop("comm_time_s")
+        return {
+            "comm_bytes": sum(figures["cut_bytes"]) if figures["cut_bytes"] else None,
+            "comm_time_s": comm_time,
+            "comm_share": comm_time / step_time_s
+            if step_time_s and comm_time is not None
+            else None,
+            "extra": {
+                **figures,
+                "state_bytes": self.state_bytes,
+                "parameter_bytes": sum(s["parameter_bytes"] for s in figures["stages"]),
+            },
+        }
+
+
+def _copy_back(stages: list[Stage], layers: list[keras.layers.Layer]) -> None:
+    """The original model ends with the trained weights, so saving it saves the training."""
+    originals = iter(layers)
+    for stage in stages:
+        for trained in stage.model.layers:
+            next(originals).set_weights(trained.get_weights())
+
+
+def _figures(
+    stages: list[Stage],
+    schedule: tuple[tuple[Task, ...], ...],
+    reports: list[StepReport],
+    micro_batches: int,
+    sample: tf.Tensor,
+) -> dict[str, Any]:
+    """Timeline, bubble (measured, simulated, theoretical), bytes across cuts, memory per stage."""
+    k = len(stages)
+    timed = [r.tasks for r in reports if r.tasks and not r.serial]
+    measured = [_records_as_dicts(tasks, step) for step, tasks in enumerate(timed)]
+    alone = [r for r in reports if r.serial]
+    durations = _median_durations([r.tasks for r in alone])
+    simulated = simulate(schedule, lambda t: durations[(t.stage, t.kind)]) if alone else []
+    updates = [statistics.median(r.update_s[s] for r in alone) for s in range(k)] if alone else []
+    planned = simulate(schedule, lambda t: PLANNED_DURATION[t.kind])
+    measured_bubbles = [_measured_bubble(tasks, k) for tasks in timed]
+    activation_bytes = _activation_bytes_per_micro_batch(stages, sample)
+    trained = [r for r in reports if not r.serial]
+    peak_live = [max(r.peak_live[s] for r in trained) for s in range(k)] if trained else [0] * k
+    return {
+        "timeline": [row for step in measured for row in step],
+        "planned_timeline": [_timed_as_dict(t) for t in planned],
+        "simulated_timeline": [_timed_as_dict(t) for t in simulated],
+        "bubble_fraction": statistics.median(measured_bubbles) if measured_bubbles else None,
+        "bubble_simulated": bubble_fraction(simulated, k) if simulated else None,
+        "bubble_theoretical": theoretical_bubble(k, micro_batches),
+        # Each stage applies its update after its last task: the step ends with the last update.
+        "simulated_step_time_s": max(
+            max(t.end for t in simulated if t.stage == s) + updates[s] for s in range(k)
+        )
+        if simulated
+        else None,
+        "cut_bytes": trained[-1].cut_bytes if trained else [],
+        "cut_time_s": _cut_times(timed, k),
+        # Copies across cuts only: stage 0's copy of its input is feeding, not communication.
+        "comm_time_s": statistics.median(
+            sum(t.transfer_s for t in tasks if (t.stage, t.kind) != (0, "F")) for tasks in timed
+        )
+        if timed
+        else None,
+        "stages": [
+            {
+                "stage": s.index,
+                "device": s.device,
+                "layers": list(s.layer_names),
+                "parameter_bytes": s.parameter_bytes,
+                "optimizer_bytes": s.optimizer_bytes,
+                "variable_devices": sorted(variable_devices(s)),
+                "peak_live_micro_batches": peak_live[s.index],
+                "activation_bytes_held": peak_live[s.index] * activation_bytes[s.index],
+                **_busy_and_idle(timed, s.index),
+            }
+            for s in stages
+        ],
+    }
+
+
+def _busy_and_idle(timed: list[list[TaskRecord]], stage: int) -> dict[str, float | None]:
+    """Median over the timed steps of the stage's working time and of the rest of the step."""
+    if not timed:
+        return {"busy_s": None, "idle_s": None}
+    busy = [sum(t.end - t.start for t in tasks if t.stage == stage) for tasks in timed]
+    spans = [max(t.end for t in tasks) - min(t.start for t in tasks) for tasks in timed]
+    return {
+        "busy_s": statistics.median(busy),
+        "idle_s": statistics.median(span - b for span, b in zip(spans, busy, strict=True)),
+    }
+
+
+def _cut_times(timed: list[list[TaskRecord]], stages: int) -> list[float | None]:
+    """Per cut, the median per step of the time spent copying across it: activations into the
+    next stage's forwards, gradients into this stage's backwards."""
+    if not timed:
+        return [None] * (stages - 1)
+    return [
+        statistics.median(
+            sum(t.transfer_s for t in tasks if (t.stage, t.kind) in ((cut + 1, "F"), (cut, "B")))
+            for tasks in timed
+        )
+        for cut in range(stages - 1)
+    ]
+
+
+def _records_as_dicts(tasks: list[TaskRecord], step: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "step": step,
+            "device": t.stage,
+            "stage": t.stage,
+            "micro_batch": t.micro_batch,
+            "kind": "forward" if t.kind == "F" else "backward",
+            "start": t.start,
+            "end": t.end,
+        }
+        for t in tasks
+    ]
+
+
+def _timed_as_dict(task) -> dict[str, Any]:
+    return {
+        "device": task.stage,
+        "stage": task.stage,
+        "micro_batch": task.micro_batch,
+        "kind": "forward" if task.kind == "F" else "backward",
+        "start": task.start,
+        "end": task.end,
+    }
+
+
+def _median_durations(timed: list[list[TaskRecord]]) -> dict[tuple[int, str], float]:
+    samples: dict[tuple[int, str], list[float]] = {}
+    for tasks in timed:
+        for t in tasks:
+            samples.setdefault((t.stage, t.kind), []).append(t.end - t.start)
+    return {key: statistics.median(values) for key, values in samples.items()}
+
+
+def _measured_bubble(tasks: list[TaskRecord], stages: int) -> float:
+    """Idle share of the devices over the step, from the real task times."""
+    span = max(t.end for t in tasks) - min(t.start for t in tasks)
+    busy = sum(t.end - t.start for t in tasks)
+    return max(0.0, 1.0 - busy / (stages * span)) if span > 0 else 0.0
+
+
+def _activation_bytes_per_micro_batch(stages: list[Stage], sample: tf.Tensor) -> list[int]:
+    """Bytes of every layer output one micro-batch leaves on each stage (from tensor shapes)."""
+    sizes = []
+    x = sample
+    for stage in stages:
+        total = 0
+        with tf.device(stage.device):
+            for layer in stage.model.layers:
+                x = layer(x, training=False)
+                total += int(x.shape.num_elements() or 0) * x.dtype.size
+        sizes.append(total)
+    return sizes

@@ -1,0 +1,242 @@
+"""Run one global batch through the stages, each stage in its own thread, in schedule order.
+
+Every stage thread executes exactly its list of tasks from `schedules.build_schedule`: a forward
+task receives the previous stage's activations (copied onto this stage's device: the transfer
+across the cut), keeps its gradient tape, and sends its output on; a backward task receives the
+gradient of its output, computes the gradients of its input and variables, accumulates the
+variables' share and sends the input's gradient back. After its last task a stage applies the
+accumulated gradients once: one update per global batch, as single-device training does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import tensorflow as tf
+
+from ...pipeline.schedules import Task, execution_order
+from .stages import Stage
+
+MAILBOX_POLL_S = 0.5
+
+
+class PipelineAborted(Exception):
+    """Another stage failed; this one stops waiting for messages that will never come."""
+
+
+class Mailbox:
+    """Messages between stage threads, keyed by (kind, receiving stage, micro-batch)."""
+
+    def __init__(self) -> None:
+        self._messages: dict[tuple, Any] = {}
+        self._condition = threading.Condition()
+        self._aborted = False
+
+    def put(self, key: tuple, value: Any) -> None:
+        with self._condition:
+            self._messages[key] = value
+            self._condition.notify_all()
+
+    def get(self, key: tuple) -> Any:
+        with self._condition:
+            while key not in self._messages:
+                if self._aborted:
+                    raise PipelineAborted()
+                self._condition.wait(MAILBOX_POLL_S)
+            return self._messages.pop(key)
+
+    def abort(self) -> None:
+        with self._condition:
+            self._aborted = True
+            self._condition.notify_all()
+
+
+@dataclass
+class TaskRecord:
+    """What one task did: when (seconds from the step's start) and how many bytes it moved."""
+
+    stage: int
+    kind: str
+    micro_batch: int
+    start: float
+    end: float
+    transfer_s: float = 0.0
+    bytes_in: int = 0
+
+
+@dataclass
+class StepReport:
+    """One step's loss, tasks (when timed), bytes over each cut, and peak live micro-batches."""
+
+    loss: float
+    tasks: list[TaskRecord] = field(default_factory=list)
+    cut_bytes: list[int] = field(default_factory=list)  # per cut: activations + their gradients
+    peak_live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
+    update_s: list[float] = field(default_factory=list)  # per stage: its optimizer update
+    serial: bool = False  # the tasks ran one at a time (their times are uncontended)
+
+
+class PipelineRunner:
+    """Executes the schedule for each global batch; threads live as long as the runner."""
+
+    def __init__(
+        self,
+        stages: list[Stage],
+        schedule: tuple[tuple[Task, ...], ...],
+        micro_batches: int,
+        loss_fn: Callable[[Any, Any], tf.Tensor],
+    ) -> None:
+        self.stages = stages
+        self.schedule = schedule
+        self.micro_batches = micro_batches
+        self.loss_fn = loss_fn
+        self._pool = ThreadPoolExecutor(max_workers=len(stages), thread_name_prefix="gpk-stage")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def step(
+        self, x: tf.Tensor, y: tf.Tensor, timed: bool = False, serial: bool = False
+    ) -> StepReport:
+        """One global batch. `serial` runs the same tasks one at a time in one thread: slower,
+        but each task's time is then its own, not shared with other stages on the same cores."""
+        mailbox = Mailbox()
+        xs = tf.split(x, self.micro_batches)
+        ys = tf.split(y, self.micro_batches)
+        clock = time.perf_counter()
+        stage_runs = [
+            self._stage_tasks(stage, xs, ys, mailbox, clock, timed or serial)
+            for stage in self.stages
+        ]
+        results = self._serially(stage_runs) if serial else self._concurrently(stage_runs, mailbox)
+        losses, records, activations_in, gradients_in, live, updates = zip(*results, strict=True)
+        return StepReport(
+            loss=float(sum(losses)),
+            tasks=[record for stage_records in records for record in stage_records],
+            # Cut c lies between stages c and c+1: activations go down it, their gradients back.
+            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(len(live) - 1)],
+            peak_live=list(live),
+            update_s=list(updates),
+            serial=serial,
+        )
+
+    def _concurrently(self, stage_runs: list[Generator], mailbox: Mailbox) -> list[tuple]:
+        futures = [self._pool.submit(_drain, run, mailbox) for run in stage_runs]
+        results, errors = [], []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except BaseException as error:  # noqa: BLE001 - re-raised below, the real cause first
+                errors.append(error)
+        if errors:
+            raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])
+        return results
+
+    def _serially(self, stage_runs: list[Generator]) -> list[tuple]:
+        for task in execution_order(self.schedule):
+            next(stage_runs[task.stage])
+        return [_drain(run, None) for run in stage_runs]
+
+    def _stage_tasks(
+        self, stage: Stage, xs, ys, mailbox: Mailbox, clock: float, timed: bool
+    ) -> Generator[None, None, tuple]:
+        """One stage's step, pausing after each task; returns (loss part, task records, bytes in,
+        gradient bytes in, peak number of micro-batches whose activations were held at once)."""
+        last = stage.index == len(self.stages) - 1
+        tapes: dict[int, tuple] = {}
+        accumulated = [tf.zeros_like(v) for v in stage.variables]
+        records: list[TaskRecord] = []
+        loss_total, activations_in, gradients_in, peak_live = 0.0, 0, 0, 0
+        for task in self.schedule[stage.index]:
+            if task.kind == "F":
+                incoming = (
+                    xs[task.micro_batch]
+                    if stage.index == 0
+                    else mailbox.get(("act", stage.index, task.micro_batch))
+                )
+                start = time.perf_counter()  # a task's time starts once its input is here
+                with tf.device(stage.device):
+                    moved = time.perf_counter()
+                    x = tf.identity(incoming)  # the copy across the cut onto this device
+                    moved = time.perf_counter() - moved
+                    with tf.GradientTape() as tape:
+                        tape.watch(x)
+                        out = stage.model(x, training=True)
+                        if last:
+                            # Mean over the micro-batch / M: the micro-batches' gradients sum to
+                            # the gradient of the global batch's mean loss.
+                            out = self.loss_fn(ys[task.micro_batch], out) / self.micro_batches
+                tapes[task.micro_batch] = (tape, x, out)
+                peak_live = max(peak_live, len(tapes))
+                size = _nbytes(incoming) if stage.index else 0
+                activations_in += size
+                if last:
+                    loss_total += float(out)
+                else:
+                    mailbox.put(("act", stage.index + 1, task.micro_batch), out)
+            else:
+                tape, x, out = tapes.pop(task.micro_batch)
+                incoming = None if last else mailbox.get(("grad", stage.index, task.micro_batch))
+                start = time.perf_counter()
+                with tf.device(stage.device):
+                    moved = time.perf_counter()
+                    upstream = None if incoming is None else tf.identity(incoming)
+                    moved = time.perf_counter() - moved
+                    grads = tape.gradient(out, [x, *stage.variables], output_gradients=upstream)
+                    accumulated = [a + g for a, g in zip(accumulated, grads[1:], strict=True)]
+                size = 0 if incoming is None else _nbytes(incoming)
+                gradients_in += size
+                if stage.index > 0:
+                    mailbox.put(("grad", stage.index - 1, task.micro_batch), grads[0])
+            if timed:
+                if task.kind == "F" and not last:
+                    _wait_for(out)
+                records.append(
+                    TaskRecord(
+                        stage.index,
+                        task.kind,
+                        task.micro_batch,
+                        start - clock,
+                        time.perf_counter() - clock,
+                        moved,
+                        size,
+                    )
+                )
+            yield
+        start = time.perf_counter()
+        with tf.device(stage.device):
+            stage.optimizer.apply_gradients(zip(accumulated, stage.variables, strict=True))
+        if timed:
+            _wait_for(stage.variables[0].value if stage.variables else accumulated)
+        update_s = time.perf_counter() - start
+        return loss_total, records, activations_in, gradients_in, peak_live, update_s
+
+
+def _drain(stage_run: Generator, mailbox: Mailbox | None) -> tuple:
+    """Run a stage's remaining tasks; its result is the generator's return value."""
+    try:
+        while True:
+            next(stage_run)
+    except StopIteration as finished:
+        return finished.value
+    except BaseException:
+        if mailbox is not None:
+            mailbox.abort()  # the other stages would otherwise wait for this one forever
+        raise
+
+
+def _nbytes(tensor: tf.Tensor) -> int:
+    return int(tensor.shape.num_elements() or 0) * tensor.dtype.size
+
+
+def _wait_for(tensor) -> None:
+    """On GPUs ops return before they finish; a timed task must end when its work does."""
+    if isinstance(tensor, list):
+        tensor = tensor[0] if tensor else None
+    if tensor is not None and "GPU" in tensor.device:
+        tensor[..., :1].numpy()

@@ -1,0 +1,88 @@
+"""Every private Keras name the kit relies on, behind one small function each.
+
+Keras offers no public way to rebuild a model's compiled loss and metrics, to undo the loss scaling
+it applies inside a distribution strategy, or to tell a learning-rate variable from a schedule
+once an optimizer is built. The kit needs all of these (evaluation, the explicit loop, the
+learning-rate rule), so it reads them here and nowhere else. `pyproject.toml` pins Keras to the
+minor version these accesses were verified on; `tests/worker/test_keras_internals.py` exercises
+each one against the installed Keras, and each access raises `KerasInternalsChanged`, naming the
+missing piece and the supported version, instead of an AttributeError deep inside a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+VERIFIED_KERAS = "3.15"  # the minor version every access below was checked on
+
+
+class KerasInternalsChanged(RuntimeError):
+    """The installed Keras no longer has a private piece the kit uses."""
+
+
+def _changed(what: str) -> KerasInternalsChanged:
+    import keras  # noqa: PLC0415 - only for the version in the message
+
+    return KerasInternalsChanged(
+        f"Keras {keras.__version__} no longer has {what}, which gpu_parallel_kit uses; install "
+        f"the Keras it was verified with: pip install 'keras>={VERIFIED_KERAS},<3.16'"
+    )
+
+
+def _private(module: str, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise _changed(f"{module}.{name}") from None
+
+
+def compile_loss_class() -> type:
+    """`CompileLoss`: the container `model.compile` builds from `loss=` and `loss_weights=`."""
+    return _private("keras.src.trainers.compile_utils", "CompileLoss")
+
+
+def compile_metrics_class() -> type:
+    """`CompileMetrics`: the container `model.compile` builds from `metrics=`."""
+    return _private("keras.src.trainers.compile_utils", "CompileMetrics")
+
+
+def unscale_loss_for_distribution(loss: Any) -> Any:
+    """A compiled loss divided by the replica count inside a strategy, multiplied back."""
+    return _private("keras.src.losses.loss", "unscale_loss_for_distribution")(loss)
+
+
+def compile_config(model: Any) -> dict[str, Any]:
+    """The arguments the model was compiled with (loss, metrics, loss_weights, ...); {} when
+    the model was never compiled."""
+    if not getattr(model, "compiled", False):
+        return {}
+    config = getattr(model, "_compile_config", None)
+    if config is None or not hasattr(config, "config"):
+        raise _changed("model._compile_config.config")
+    return dict(config.config or {})
+
+
+def compiled_metrics(model: Any) -> Any:
+    """The compiled metrics (accuracy and the like) as one container, or None without metrics."""
+    if not hasattr(model, "_compile_metrics"):
+        raise _changed("model._compile_metrics")
+    return model._compile_metrics
+
+
+def user_metrics(model: Any) -> list[Any]:
+    """The metrics as the user passed them to `compile`, to compile the model again with them."""
+    container = compiled_metrics(model)
+    if container is None:
+        return []
+    if not hasattr(container, "_user_metrics"):
+        raise _changed("CompileMetrics._user_metrics")
+    return list(container._user_metrics or [])
+
+
+def raw_learning_rate(optimizer: Any) -> Any:
+    """What the optimizer holds as its rate: a Variable for a number, else the schedule itself
+    (the public `learning_rate` is already evaluated at the current step)."""
+    if not hasattr(optimizer, "_learning_rate"):
+        raise _changed("optimizer._learning_rate")
+    return optimizer._learning_rate

@@ -1,0 +1,163 @@
+"""The body of one isolated run: set up devices, build, train, measure, report, exit.
+
+This module is imported by the fork server before any run (so TensorFlow is imported once, not per
+run) and must therefore not start the TensorFlow runtime at import time.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+
+import contextlib  # noqa: E402
+import datetime  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from ..errors import GpkError  # noqa: E402
+from ..runs.failures import classify_exception  # noqa: E402
+from ..runs.lr_rules import ramp_steps  # noqa: E402
+from ..runs.process import parent_emitter  # noqa: E402
+from ..runs.results import RunResult  # noqa: E402
+from ..runs.spec import RunSpec  # noqa: E402
+from ..version import __version__  # noqa: E402
+from .device_setup import configure_worker_devices  # noqa: E402
+from .engines import make_engine  # noqa: E402
+from .engines.budget import MemoryBudgetExceeded  # noqa: E402
+from .engines.evaluation import watch_convergence  # noqa: E402
+from .engines.lr_schedule import apply_lr_rule  # noqa: E402
+from .loading import compile_model, load_model, make_dataset  # noqa: E402
+from .memory import peak_memory  # noqa: E402
+from .recorder import StepRecorder  # noqa: E402
+
+
+def worker_main(spec: RunSpec, connection: Any) -> None:
+    """Entry point of the worker process; always ends the process, never returns."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # own process group: the parent can kill the run and all it started
+
+    emit = parent_emitter(connection)
+
+    def report_and_exit(result: RunResult) -> None:
+        emit(event="result", result=result.to_dict())
+        with contextlib.suppress(OSError):
+            connection.close()
+        os._exit(0)
+
+    code = 0
+    try:
+        report_and_exit(run_in_this_process(spec, emit, report_and_exit))
+    except BaseException:  # noqa: BLE001 - the parent turns a missing result into a row
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(OSError):
+            connection.close()
+        # Skip interpreter teardown: after TensorFlow it costs a second or more and adds nothing.
+        os._exit(code)
+
+
+def run_in_this_process(
+    spec: RunSpec,
+    emit: Callable[..., None],
+    report_and_exit: Callable[[RunResult], None] | None = None,
+) -> RunResult:
+    """Run one spec here and return its result; failures become a result, not an exception.
+
+    With `report_and_exit`, a finished `fit` reports from its last callback and the process ends
+    there: the weights and timestamps are final, and fit's input-iterator teardown that follows
+    costs 1-7 s on two cores for nothing.
+    """
+    start = time.perf_counter()
+    phase = "setting up devices"
+    base = _base_fields(spec)
+    try:
+        emit(event="phase", phase=phase)
+        warnings.filterwarnings("ignore", module="keras")
+        device_names = configure_worker_devices(spec.devices)
+        if spec.training.deterministic:
+            tf.config.experimental.enable_op_determinism()  # same seed, same curve
+        engine = make_engine(spec, device_names)
+        phase = "building the model"
+        emit(event="phase", phase=phase)
+        with engine.build_scope():
+            keras.utils.set_random_seed(spec.training.seed)
+            model = load_model(spec.model)
+            compile_model(model, spec.model, spec.training, spec.steps_per_execution)
+        phase = "preparing the data"
+        dataset, steps_per_epoch = make_dataset(spec.data, spec.training, spec.global_batch)
+        total = steps_per_epoch * spec.training.epochs
+        with engine.build_scope():
+            base_lr, learning_rate = apply_lr_rule(
+                model.optimizer,
+                spec.training.lr_factor(spec.global_batch),
+                ramp_steps(spec.training.warmup_epochs, steps_per_epoch),
+            )
+        recorder = StepRecorder(total, emit, spec.training.warmup_steps, steps_per_epoch)
+        watch_convergence(recorder, engine, model, spec)
+        startup = time.perf_counter() - start
+        phase = "training"
+        emit(event="phase", phase=phase, total=total)
+
+        def finish() -> RunResult:
+            nonlocal phase
+            phase = "reporting the results"
+            if spec.save_weights:
+                phase = "saving the weights"
+                np.savez(spec.save_weights, *[np.asarray(w) for w in model.get_weights()])
+            phase = "measuring communication"
+            engine.after_training(model, dataset)
+            memory, memory_source = peak_memory(spec.devices.kind, device_names)
+            summary = recorder.summary()
+            step_time = summary["step_time_s"]
+            return RunResult(
+                **base,
+                status="ok",
+                device_names=device_names,
+                all_reduce=engine.describe_all_reduce(),
+                steps_per_epoch=steps_per_epoch,
+                startup_s=startup,
+                throughput_samples_s=spec.global_batch / step_time if step_time else None,
+                peak_memory_bytes=memory,
+                memory_source=memory_source,
+                base_learning_rate=base_lr,
+                learning_rate=learning_rate,
+                **summary,
+                **engine.result_fields(step_time),
+            )
+
+        if report_and_exit is not None:
+            recorder.on_train_end = lambda: report_and_exit(finish())
+        engine.train(model, dataset, steps_per_epoch, recorder)
+        return finish()
+    except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
+        status, reason = classify_exception(error, phase)
+        if not isinstance(error, GpkError | MemoryBudgetExceeded):
+            traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
+        return RunResult(**base, status=status, reason=reason)
+
+
+def _base_fields(spec: RunSpec) -> dict[str, Any]:
+    return dict(
+        **spec.result_identity(),
+        versions=versions(),
+        created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
+
+
+def versions() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "gpu_parallel_kit": __version__,
+    }

@@ -1,0 +1,60 @@
+"""One worker of a multi-worker run: TF_CONFIG, its devices, then the usual run in this process.
+
+Entered in a fresh child by the local launcher (cluster/local.py) and by `gpk worker` on a named
+cluster's hosts (cluster/serve.py), both by name (`runs.process.MEMBER_ENTRY`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from typing import Any
+
+import tensorflow as tf
+
+from ..cluster.config import tf_config
+from ..cluster.devices import local_worker_plan
+from ..runs.process import die_with_parent
+from ..runs.results import RunResult
+from ..runs.spec import RunSpec
+from .main import run_in_this_process
+
+COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
+
+
+def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any) -> None:
+    """Train as worker `index` of the cluster at `addresses`, sending events and the result.
+
+    Shared by local workers and `gpk worker` on a named cluster's hosts (which plan their own
+    devices before they get here).
+    """
+    os.environ["TF_CONFIG"] = tf_config(addresses, index)  # before the runtime starts
+    if spec.cluster is None:
+        gpus = len(tf.config.list_physical_devices("GPU"))  # does not start the runtime
+        devices = local_worker_plan(spec.devices, index, spec.workers, gpus)
+        spec = dataclasses.replace(spec, devices=devices)
+    tf.config.threading.set_inter_op_parallelism_threads(COLLECTIVE_INTER_OP_THREADS)
+    # "Efficient batch_reduce is not supported if destinations are different": said by
+    # MultiWorkerMirroredStrategy on every trace of a per-variable reduction; nothing to act on.
+    tf.get_logger().setLevel("ERROR")
+    member = spec if index == 0 else dataclasses.replace(spec, save_weights=None)
+
+    def emit(**event: Any) -> None:
+        send({**event, "worker": index})
+
+    def report_and_exit(result: RunResult) -> None:
+        emit(event="result", result=result.to_dict())
+        os._exit(0)
+
+    report_and_exit(run_in_this_process(member, emit, report_and_exit))
+
+
+def served_member_main(spec: RunSpec, workers: tuple[str, ...], index: int, sender: Any) -> None:
+    """Entry point of `gpk worker`'s training process: its own process group, so stopping it
+    takes everything it started."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    # The parent is the fork server, which ends with `gpk worker`: so does this run, then.
+    die_with_parent()
+    run_member(spec, workers, index, sender.send)
