@@ -17,7 +17,7 @@ from .runs.process import RunInterrupted
 from .runs.progress import RunProgress
 from .runs.results import RunResult
 from .runs.sources import ArrayStore, default_data_for, model_source
-from .runs.spec import STRATEGIES, RunSpec, TrainingConfig
+from .runs.spec import RunSpec, TrainingConfig, check_strategy
 from .runs.target import parse_target
 from .runs.validation import training_and_validation
 from .store import RunLog
@@ -134,10 +134,7 @@ class Experiment:
         `lr_scaling`, `warmup_epochs`, `target` and `deterministic` override the experiment's own
         for this run (None keeps them).
         """
-        if strategy not in STRATEGIES:
-            raise GpkError(
-                f"strategy={strategy!r} is not known; use one of {', '.join(STRATEGIES)}"
-            )
+        check_strategy(strategy)
         return RunSpec(
             run_id=uuid.uuid4().hex[:12],
             experiment_id=self.experiment_id,

@@ -1,4 +1,4 @@
-"""The panel's controls, and the plan they describe (STYLE.md item 8: widgets only produce a plan).
+"""The panel's controls, and the plan they describe (widgets only produce a plan).
 
 `Controls.plan` reads the widgets' values into a `PanelPlan`: a `Request` (the same object the
 magic builds), the ticked strategies and the device choices. The panel hands that plan to the API

@@ -13,7 +13,7 @@ Rows a cost model projected (`projected` column) are drawn apart from measured o
 silently mixed: dashed lines with hollow markers in the speedup panel, pale dotted bars tagged
 with the projection's label in the throughput panel, and left out of the wall-time panel (a
 projection has a step time, not a wall time). Every title then says "dashed: projected".
-Speedups of projected rows are against the projected single device (`projection.py`).
+Speedups of projected rows are against the projected single device (`analysis/projection.py`).
 """
 
 from __future__ import annotations

@@ -53,8 +53,9 @@ class RunResult:
     versions: dict[str, str] = field(default_factory=dict)  # python, tensorflow, keras, kit
     extra: dict[str, Any] = field(default_factory=dict)  # engine-specific figures
     created_at: str = ""  # ISO time the run finished
-    # Time to accuracy (convergence.py): the learning-rate rule as applied, the target, and the
-    # curves with their timestamps (seconds of training since the first step, evaluations excluded).
+    # Time to accuracy (runs/target.py, analysis/convergence.py): the learning-rate rule as
+    # applied, the target, and the curves with their timestamps (seconds of training since the
+    # first step, evaluations excluded).
     lr_scaling: str = "none"  # none | linear | sqrt
     lr_factor: float = 1.0  # the rule's multiplier for this run's global batch (1: rate kept)
     warmup_epochs: float = 0.0  # epochs the rate ramped from the base to the scaled one

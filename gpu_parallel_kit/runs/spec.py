@@ -38,7 +38,7 @@ class TrainingConfig:
     metrics: tuple[Any, ...] = ()
     shuffle: bool = True
     warmup_steps: int | None = None  # None: stats.default_warmup_steps
-    # Time to accuracy (convergence.py, lr_rules.py): how the rate follows the global batch,
+    # Time to accuracy (runs/target.py, runs/lr_rules.py): how the rate follows the global batch,
     # what is evaluated during training, and the target a run must reach.
     lr_scaling: str = "none"  # none | linear | sqrt, for k = global batch / batch_size
     warmup_epochs: float = 0.0  # epochs over which the rate ramps from the base to the scaled one
@@ -133,10 +133,7 @@ class RunSpec:
     cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise GpkError(
-                f"strategy={self.strategy!r} is not known; use one of {', '.join(STRATEGIES)}"
-            )
+        check_strategy(self.strategy)
         if self.strategy == "single" and self.devices.count != 1:
             raise GpkError(
                 f"strategy='single' runs on one device, not {self.devices.count}; "
@@ -248,6 +245,12 @@ class RunSpec:
             micro_batches=self.micro_batches,
             **self.training.result_identity(self.global_batch),
         )
+
+
+def check_strategy(strategy: str) -> None:
+    """Checked before the devices are planned, so a typo costs no device discovery."""
+    if strategy not in STRATEGIES:
+        raise GpkError(f"strategy={strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
 
 
 def check_batch(global_batch: int, devices: int) -> None:

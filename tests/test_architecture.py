@@ -1,0 +1,251 @@
+"""The layout docs/ARCHITECTURE.md describes, checked on the source: no import cycle, each room
+importing only the rooms below it, TensorFlow in the worker alone, matplotlib in plots alone.
+
+Every `import` and `from` statement counts, at any depth (inside functions too), except those
+under `if TYPE_CHECKING:`, which never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).parent.parent / "gpu_parallel_kit"
+NAME = PACKAGE.name
+
+# Each room and the rooms it may import (besides itself). A room is a subpackage, or a module at
+# the top of the package. Mirrors the table in docs/ARCHITECTURE.md.
+MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
+    "version": set(),
+    "pipeline": {"errors"},
+    # runs.results draws RunResult.plot_timeline() with plots.timeline, which imports no room.
+    "runs": {"errors", "pipeline", "plots.timeline"},
+    "analysis": {"errors", "pipeline", "runs"},
+    "plots": {"errors", "runs", "analysis"},
+    "cluster": {"errors", "runs"},
+    "worker": {"errors", "version", "runs", "pipeline", "cluster"},
+    "runner": {"errors", "runs", "cluster"},
+    "store": {"errors", "runs", "analysis"},
+    "report": {"runs", "analysis", "plots"},
+    "comparison": {"errors", "runs", "analysis", "plots", "report"},
+    "api": {"errors", "runs", "cluster", "runner", "store", "comparison"},
+    "options": {"errors", "runs", "pipeline", "api", "comparison"},
+    "cli": {"errors", "runs", "cluster", "analysis", "store", "api", "comparison", "options"},
+    "notebook": {
+        "errors",
+        "pipeline",
+        "runs",
+        "analysis",
+        "plots",
+        "store",
+        "api",
+        "comparison",
+        "options",
+    },
+    "": {"errors", "version", "runs", "store", "api", "comparison", "notebook"},
+}
+HEAVY = ("tensorflow", "keras", "jax")
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, dotted
+    target: str  # the imported module or package, dotted
+    line: int
+    in_function: bool  # made when a function runs, not when the module is imported
+
+
+def modules() -> dict[str, pathlib.Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = modules()
+
+
+def imports(module: str) -> Iterator[Import]:
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    yield from _walk(ast.parse(path.read_text()), module, package, in_function=False)
+
+
+def _walk(node: ast.AST, module: str, package: str, in_function: bool) -> Iterator[Import]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            yield from (i for n in child.orelse for i in _walk(n, module, package, in_function))
+            continue
+        if isinstance(child, ast.Import):
+            for alias in child.names:
+                yield Import(module, alias.name, child.lineno, in_function)
+        elif isinstance(child, ast.ImportFrom):
+            base = _absolute(child, package)
+            for alias in child.names:
+                candidate = f"{base}.{alias.name}"
+                yield Import(
+                    module, candidate if candidate in MODULES else base, child.lineno, in_function
+                )
+        inner = in_function or isinstance(
+            child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+        )
+        yield from _walk(child, module, package, inner)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    parts = parts[: len(parts) - (node.level - 1)]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def internal_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for module in MODULES:
+        for found in imports(module):
+            target = found.target
+            while target not in MODULES and "." in target:
+                target = target.rpartition(".")[0]
+            if target in MODULES and target != module and target.startswith(NAME):
+                graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[tuple[list[str], list[str]]]:
+    """Each circle of modules that import each other (a strongly connected component), with
+    its shortest cycle through its first module, as a path that returns to its start."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [(c, _path_through(graph, set(c))) for c in components]
+
+
+def _path_through(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """The shortest cycle from the component's first module back to itself."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & component):
+                if nxt == start:
+                    return [*paths[node], start]
+                if nxt not in paths:
+                    paths[nxt] = [*paths[node], nxt]
+                    following.append(nxt)
+        frontier = following
+    return sorted(component)
+
+
+def room(module: str) -> str:
+    """The room a module lives in: its subpackage, its own name at the top, "" for the package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_the_cycle_finder_names_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [(["a", "b", "c"], ["a", "b", "c", "a"])]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_modules():
+    found = cycles(internal_graph())
+    assert not found, "import cycles: " + "; ".join(
+        f"{len(members)} modules ({', '.join(members)}), e.g. " + " -> ".join(path)
+        for members, path in found
+    )
+
+
+def test_every_room_imports_only_the_rooms_below_it():
+    wrong = []
+    graph = internal_graph()
+    for module, targets in sorted(graph.items()):
+        own = room(module)
+        for target in sorted(targets):
+            other = room(target)
+            allowed = MAY_IMPORT[own]
+            if other != own and other not in allowed and target.partition(".")[2] not in allowed:
+                wrong.append(f"{module} imports {target} ({own or 'the package'} -> {other})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_room_is_described():
+    assert {room(m) for m in MODULES} <= set(MAY_IMPORT)
+
+
+def _third_party(prefixes: tuple[str, ...], where, module_level_only: bool) -> list[str]:
+    found = []
+    for module in sorted(MODULES):
+        if not where(module):
+            continue
+        for i in imports(module):
+            if module_level_only and i.in_function:
+                continue
+            if i.target.split(".")[0] in prefixes:
+                found.append(f"{module}:{i.line} imports {i.target}")
+    return found
+
+
+def test_the_caller_side_never_imports_tensorflow_or_keras_at_module_level():
+    outside_worker = lambda m: room(m) != "worker"  # noqa: E731
+    assert _third_party(HEAVY, outside_worker, module_level_only=True) == []
+
+
+@pytest.mark.parametrize("name", ["analysis", "pipeline", "plots"])
+def test_pure_rooms_never_import_tensorflow(name):
+    assert _third_party(HEAVY, lambda m: room(m) == name, module_level_only=False) == []
+
+
+@pytest.mark.parametrize("name", ["analysis", "pipeline"])
+def test_analysis_and_pipeline_never_import_matplotlib(name):
+    found = _third_party(("matplotlib",), lambda m: room(m) == name, module_level_only=False)
+    assert found == []
+
+
+def test_no_module_is_over_400_lines():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}

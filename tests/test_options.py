@@ -1,0 +1,115 @@
+"""One option table for `gpk` and `%gpk`: both expose the same options, with the same types,
+choices and defaults, and both map them onto the API the same way."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+
+import pytest
+
+from gpu_parallel_kit.api import Experiment
+from gpu_parallel_kit.cli.parser import build_parser
+from gpu_parallel_kit.notebook import magics
+from gpu_parallel_kit.options.request import Request, request_from
+from gpu_parallel_kit.options.table import MIB, TRAINING, api_arguments
+
+# What only one front end takes: files and module:function on the command line, notebook names
+# in the magic.
+CLI_ONLY = {"--model", "--data", "--validation-split", "--validation-data"}
+MAGIC_ONLY = {"model", "--data", "--validation"}
+
+
+def _cli(command: str) -> argparse.ArgumentParser:
+    parser = build_parser(
+        dict.fromkeys(
+            ["", "devices", "run", "compare", "demo", "history", "worker"], lambda args: 0
+        )
+    )
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return subparsers.choices[command]
+
+
+def _options(parser: argparse.ArgumentParser, own: set[str]) -> dict[str, dict]:
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or "--help" in action.option_strings:
+            continue
+        flag = action.option_strings[-1] if action.option_strings else action.dest
+        if flag in own:
+            continue
+        convert = action.type
+        found[flag] = {
+            "dest": action.dest,
+            "default": action.default,
+            "choices": action.choices,
+            "nargs": action.nargs,
+            "type": getattr(convert, "func", convert),
+            "named": getattr(convert, "keywords", {}).get("name"),
+            "switch": type(action).__name__,
+        }
+    return found
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "history"])
+def test_both_front_ends_expose_the_same_options_with_the_same_defaults(command):
+    cli = _options(_cli(command), CLI_ONLY)
+    magic = _options(getattr(magics, command).parser, MAGIC_ONLY)
+    assert sorted(cli) == sorted(magic)
+    for flag in cli:
+        assert cli[flag] == magic[flag], flag
+
+
+def test_the_defaults_are_the_apis_own():
+    parser = _cli("compare")
+    defaults = {a.dest: a.default for a in parser._actions}
+    experiment = inspect.signature(Experiment.__init__).parameters
+    plan = inspect.signature(Experiment.plan).parameters
+    assert defaults["batch_size"] == experiment["batch_size"].default
+    assert defaults["timeout"] == experiment["timeout"].default
+    assert defaults["all_reduce"] == plan["all_reduce"].default
+    assert defaults["devices"] == list(
+        inspect.signature(Experiment.compare).parameters["devices"].default
+    )
+
+
+def test_every_training_option_maps_onto_an_api_argument_and_a_request_field():
+    experiment = inspect.signature(Experiment.__init__).parameters
+    plan = inspect.signature(Experiment.plan).parameters
+    fields = {f.name: f.default for f in dataclasses.fields(Request)}
+    for option in TRAINING:
+        assert option.name in (experiment if option.goes_to == "experiment" else plan)
+        assert fields[option.name] == option.api_default, option.name
+
+
+def test_the_command_line_and_the_magic_build_the_same_request():
+    line = [
+        "--batch-size",
+        "64",
+        "--memory-budget",
+        "3",
+        "--timeout",
+        "none",
+        "--micro-batches",
+        "2",
+        "--target",
+        "val_accuracy=0.9",
+        "--deterministic",
+    ]
+    cli_args = _cli("run").parse_args(line)
+    magic_args = magics.run.parser.parse_args(line)
+    cli = request_from(cli_args, model="mlp", data=None)
+    magic = request_from(magic_args, model="mlp", data=None)
+    assert cli == magic
+    settings, plan = api_arguments({o.name: getattr(cli, o.name) for o in TRAINING})
+    assert settings["batch_size"] == 64 and settings["timeout"] is None
+    assert settings["deterministic"] is True and settings["target"] == "val_accuracy=0.9"
+    assert plan["memory_budget"] == 3 * MIB and plan["micro_batches"] == 2
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_bad_value_names_its_option_in_both_front_ends(command):
+    for parser in (_cli(command), getattr(magics, command).parser):
+        with pytest.raises(Exception, match="epochs=0 is not a positive whole number"):
+            parser.parse_args(["--epochs", "0"])

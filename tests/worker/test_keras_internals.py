@@ -1,0 +1,119 @@
+"""Every private Keras name the kit uses (worker/keras_internals.py), tried on the installed Keras.
+
+Each access runs in a fresh interpreter (the test process never imports Keras) on a real compiled
+model, so a Keras release that renames or drops one fails its own test here, with the access's
+own message, instead of a run failing with an AttributeError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+PROBE = textwrap.dedent(
+    """
+    import json, os
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import keras
+    from gpu_parallel_kit.worker import keras_internals as ki
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="d")])
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    scheduled = keras.optimizers.SGD(keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5))
+
+    def compile_config():
+        config = ki.compile_config(model)
+        assert config["loss"] == "mse" and config["metrics"] == ["mae"], config
+
+    def compile_loss_class():
+        loss = ki.compile_loss_class()("mse", None, output_names=None)
+        assert float(loss(keras.ops.ones((2, 2)), keras.ops.zeros((2, 2)))) == 1.0
+
+    def compile_metrics_class():
+        metrics = ki.compile_metrics_class()(["mae"], None, output_names=None)
+        metrics.update_state(keras.ops.ones((2, 2)), keras.ops.zeros((2, 2)))
+        assert float(metrics.result()["mae"]) == 1.0
+
+    def unscale_loss_for_distribution():
+        assert float(ki.unscale_loss_for_distribution(keras.ops.convert_to_tensor(2.0))) == 2.0
+
+    def compiled_metrics():
+        assert hasattr(ki.compiled_metrics(model), "update_state")
+
+    def user_metrics():
+        assert ki.user_metrics(model) == ["mae"]
+
+    def raw_learning_rate():
+        assert isinstance(ki.raw_learning_rate(model.optimizer), keras.Variable)
+        schedule = ki.raw_learning_rate(scheduled)
+        assert isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule)
+
+    def missing_piece_is_one_sentence():
+        try:
+            ki.raw_learning_rate(object())
+        except ki.KerasInternalsChanged as error:
+            text = str(error)
+            assert "optimizer._learning_rate" in text and "keras>=3.15,<3.16" in text, text
+        else:
+            raise AssertionError("no KerasInternalsChanged for a missing attribute")
+
+    outcome = {}
+    for check in (compile_config, compile_loss_class, compile_metrics_class,
+                  unscale_loss_for_distribution, compiled_metrics, user_metrics,
+                  raw_learning_rate, missing_piece_is_one_sentence):
+        try:
+            check()
+            outcome[check.__name__] = "ok"
+        except Exception as error:
+            outcome[check.__name__] = f"{type(error).__name__}: {error}"
+    print(json.dumps(outcome))
+    """
+)
+ACCESSES = (
+    "compile_config",
+    "compile_loss_class",
+    "compile_metrics_class",
+    "unscale_loss_for_distribution",
+    "compiled_metrics",
+    "user_metrics",
+    "raw_learning_rate",
+    "missing_piece_is_one_sentence",
+)
+
+
+@pytest.fixture(scope="module")
+def outcome() -> dict[str, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "KERAS_BACKEND": "tensorflow"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("access", ACCESSES)
+def test_the_private_keras_piece_is_there(outcome, access):
+    assert outcome[access] == "ok", outcome[access]
+
+
+def test_every_access_of_the_module_is_tried(outcome):
+    import ast
+    import pathlib
+
+    source = pathlib.Path(__file__).parents[2] / "gpu_parallel_kit/worker/keras_internals.py"
+    public = {
+        node.name
+        for node in ast.parse(source.read_text()).body
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+    }
+    assert public <= set(outcome), sorted(public - set(outcome))
