@@ -124,7 +124,8 @@ def test_runs_of_different_scaling_are_separate_lines():
 
 
 def projected(run_id, strategy, devices, throughput, **kw) -> RunResult:
-    """A row as analysis/projection.py makes it: its own experiment id ending in the preset's name."""
+    """A row as analysis/projection.py makes it: its own experiment id ending in the preset's
+    name."""
     return RunResult(
         run_id=f"exp:nvlink4:{run_id}",
         experiment_id="exp:nvlink4",

@@ -1,7 +1,8 @@
 """Cost model: step time, speedup and efficiency of a workload on hardware the user does not have.
 
-Pure Python, no TensorFlow. Everything here is *modelled*, never measured (docs/ARCHITECTURE.md, "measured first");
-`analysis/projection.py` turns measured runs into a `Workload` and predictions back into labelled rows.
+Pure Python, no TensorFlow. Everything here is *modelled*, never measured (docs/ARCHITECTURE.md,
+"measured first"); `analysis/projection.py` turns measured runs into a `Workload` and predictions
+back into labelled rows.
 
 Notation: G global batch, N devices, f and b forward and backward seconds per sample on the
 target device (the measured figures divided by `compute_scale`), S trainable parameter bytes

@@ -18,7 +18,8 @@ from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
 from .convergence import has_convergence, reach_of
 
-# The public contract (docs/ARCHITECTURE.md): scripts and notebooks rely on these names and this order.
+# The public contract (docs/ARCHITECTURE.md): scripts and notebooks rely on these names and this
+# order.
 COLUMNS: tuple[str, ...] = (
     "run_id",
     "strategy",
@@ -66,11 +67,11 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
 )
 # Parameters and optimizer state on the fullest device: what model parallelism divides.
 MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
-# Where the step goes (analysis/breakdown.py): compute beside the exposed communication, and the bandwidth
-# that communication achieved.
+# Where the step goes (analysis/breakdown.py): compute beside the exposed communication, and the
+# bandwidth that communication achieved.
 COMM_COLUMNS: tuple[str, ...] = ("compute_time_s", "effective_bandwidth_bytes_s")
-# Time to accuracy (analysis/convergence.py): the learning-rate rule as applied (the effective peak rate and
-# the factor k gave it) and when each run first met the target. A run that never met it has NaN
+# Time to accuracy (analysis/convergence.py): the learning-rate rule as applied (the effective
+# peak rate and the factor k gave it) and when each run first met the target. A run that never met it has NaN
 # figures and target_reached False ("not reached" in the text tables); rows without a target or
 # that did not finish have <NA> there. The speedup is in time to target, against the same baseline
 # run as `speedup`, which is in samples per second.

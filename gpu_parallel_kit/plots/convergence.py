@@ -5,8 +5,8 @@ needs no more samples to learn. So the curves are drawn twice, against training 
 user waits for) and against epochs (how much data each run needed), and the time-to-target panel
 sets the speedup in time to target beside the speedup in samples per second.
 
-Like `plots/comparison.py`, object-API figures (`DisplayFigure`) that show inline without pyplot. Built from
-plain `RunResult`s and the comparison table; no TensorFlow. Projected rows are left out: a cost
+Like `plots/comparison.py`, object-API figures (`DisplayFigure`) that show inline without pyplot.
+Built from plain `RunResult`s and the comparison table; no TensorFlow. Projected rows are left out: a cost
 model predicts step times, not learning curves.
 """
 

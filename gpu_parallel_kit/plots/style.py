@@ -70,7 +70,8 @@ def projection_labels(df: pd.DataFrame) -> list[str]:
 
 
 def projection_label(experiment_id: object) -> str:
-    """What a projection was onto: projected experiment ids end in ":<label>" (analysis/projection.py)."""
+    """What a projection was onto: projected experiment ids end in ":<label>"
+    (analysis/projection.py)."""
     text = str(experiment_id)
     return text.rsplit(":", 1)[1] if ":" in text else "projected"
 
