@@ -70,9 +70,9 @@ MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
 # Where the step goes (analysis/breakdown.py): compute beside the exposed communication, and the
 # bandwidth that communication achieved.
 COMM_COLUMNS: tuple[str, ...] = ("compute_time_s", "effective_bandwidth_bytes_s")
-# Time to accuracy (analysis/convergence.py): the learning-rate rule as applied (the effective
-# peak rate and the factor k gave it) and when each run first met the target. A run that never met it has NaN
-# figures and target_reached False ("not reached" in the text tables); rows without a target or
+# Time to accuracy (analysis/convergence.py): the learning-rate rule as applied (the effective peak
+# rate and the factor k gave it) and when each run first met the target. A run that never met it has
+# NaN figures and target_reached False ("not reached" in the text tables); rows without a target or
 # that did not finish have <NA> there. The speedup is in time to target, against the same baseline
 # run as `speedup`, which is in samples per second.
 CONVERGENCE_COLUMNS: tuple[str, ...] = (

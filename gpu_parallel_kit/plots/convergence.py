@@ -6,8 +6,8 @@ user waits for) and against epochs (how much data each run needed), and the time
 sets the speedup in time to target beside the speedup in samples per second.
 
 Like `plots/comparison.py`, object-API figures (`DisplayFigure`) that show inline without pyplot.
-Built from plain `RunResult`s and the comparison table; no TensorFlow. Projected rows are left out: a cost
-model predicts step times, not learning curves.
+Built from plain `RunResult`s and the comparison table; no TensorFlow. Projected rows are left out:
+a cost model predicts step times, not learning curves.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Where the held-out data comes from: arrays, a fraction of the training data, or a builder.
 
 Checked here, in the caller, like the training data (`runs/sources.py`), so a mistake is one
-sentence before any worker starts. A fraction is held out at random (from the seed) before the training
-arrays are stored, so the training data never contains a validation sample.
+sentence before any worker starts. A fraction is held out at random (from the seed) before the
+training arrays are stored, so the training data never contains a validation sample.
 """
 
 from __future__ import annotations
