@@ -152,3 +152,66 @@ def separable_data(samples: int = 512, seed: int = 0):
     y = rng.integers(0, CLASSES, samples).astype("int32")
     x = centers[y] + rng.standard_normal((samples, FEATURES)).astype("float32") * 0.7
     return x.astype("float32"), y
+
+
+def subclassed_model():
+    """A subclassed keras.Model: layers made in __init__, used in call; no variables until
+    called."""
+    import keras
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__(name="net")
+            self.hidden = keras.layers.Dense(16, activation="relu")
+            self.out = keras.layers.Dense(CLASSES)
+
+        def call(self, inputs):
+            return self.out(self.hidden(inputs))
+
+    model = Net()
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def deferred_sequential():
+    """A Sequential without keras.Input, built on its first call, as many tutorials write it."""
+    import keras
+
+    model = keras.Sequential(
+        [keras.layers.Dense(16, activation="relu"), keras.layers.Dense(CLASSES)]
+    )
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def two_input_model():
+    """A functional model with two named inputs, fed a dict; the second input joins late."""
+    import keras
+
+    numbers = keras.Input((FEATURES,), name="numbers")
+    extra = keras.Input((4,), name="extra")
+    hidden = keras.layers.Dense(16, activation="relu", name="h1")(numbers)
+    hidden = keras.layers.Dense(16, activation="relu", name="h2")(hidden)
+    joined = keras.layers.Concatenate(name="join")([hidden, extra])
+    outputs = keras.layers.Dense(CLASSES, name="head")(joined)
+    model = keras.Model({"numbers": numbers, "extra": extra}, outputs)
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def two_input_dataset():
+    """Unbatched ({"numbers", "extra"}, label) samples for `two_input_model`."""
+    import tensorflow as tf
+
+    x, y = small_data(256)
+    extra = np.tile(np.linspace(-1, 1, 4, dtype="float32"), (len(x), 1)) * x[:, :1]
+    return tf.data.Dataset.from_tensor_slices(({"numbers": x, "extra": extra}, y))

@@ -6,6 +6,7 @@ Runs inside the worker, under the run's strategy scope, so variables land on the
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import cloudpickle
 import keras
@@ -80,6 +81,35 @@ def _resolve(value):
     if isinstance(value, dict) and "class_name" in value:
         return keras.saving.deserialize_keras_object(value)
     return value
+
+
+def build_from_data(model: keras.Model, element_spec: Any) -> None:
+    """Give a model that makes its variables on first call (a Sequential without `keras.Input`,
+    a subclassed `keras.Model`) its variables now, before any optimizer state exists.
+
+    The optimizer's slots are built from `model.trainable_variables`; built for a model that has
+    none yet, they would belong to an empty list and the first step would fail. One call on zeros
+    shaped like a single sample, in inference mode, creates the variables under the run's
+    strategy scope and changes no state a training step would (no BatchNormalization update, no
+    dropout); every strategy builds the same way, so initial weights stay equal across them.
+    """
+    if model.built and model.weights:
+        return
+    inputs = element_spec[0] if isinstance(element_spec, tuple) else element_spec
+    sample = tf.nest.map_structure(
+        lambda spec: tf.zeros([1, *[d or 1 for d in spec.shape[1:]]], dtype=spec.dtype), inputs
+    )
+    try:
+        model(sample, training=False)
+    except Exception as error:
+        raise BuilderError(
+            f"the model {model.name!r} could not be called on one sample of the data "
+            f"(inputs {_shapes(inputs)})"
+        ) from error
+
+
+def _shapes(specs: Any) -> str:
+    return ", ".join(f"{tuple(spec.shape)} {spec.dtype.name}" for spec in tf.nest.flatten(specs))
 
 
 def make_dataset(

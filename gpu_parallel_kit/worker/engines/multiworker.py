@@ -125,7 +125,12 @@ def _listening() -> dict[str, Any]:
     }
 
 
-def _split(tensor: tf.Tensor, parts: int) -> tf.Tensor:
-    """[global batch, ...] -> [parts, global batch / parts, ...]."""
-    shape = tf.shape(tensor)
-    return tf.reshape(tensor, tf.concat([[parts, shape[0] // parts], shape[1:]], axis=0))
+def _split(batch: Any, parts: int) -> Any:
+    """[global batch, ...] -> [parts, global batch / parts, ...], for every tensor of a batch
+    (one tensor, or the dict or tuple of a model with several inputs or outputs)."""
+
+    def split(tensor: tf.Tensor) -> tf.Tensor:
+        shape = tf.shape(tensor)
+        return tf.reshape(tensor, tf.concat([[parts, shape[0] // parts], shape[1:]], axis=0))
+
+    return tf.nest.map_structure(split, batch)

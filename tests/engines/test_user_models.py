@@ -1,0 +1,71 @@
+"""Models users really write train under every strategy with the weights of one device.
+
+A subclassed model and a Sequential without `keras.Input` have no variables until their first
+call; a two-input functional model takes a dict. Each trains under single, data (fit and
+explicit), multiworker (2 local workers × 1 device on the CPU) and, where the model has a graph,
+model (2 stages), and every strategy's trained weights equal single-device training to 1e-5.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from tests.builders import (
+    deferred_sequential,
+    largest_difference,
+    saved_weights,
+    small_data,
+    subclassed_model,
+    two_input_dataset,
+    two_input_model,
+)
+
+pytestmark = pytest.mark.slow
+
+PLANS = {
+    "data-fit": dict(strategy="data", devices=2, mode="fit"),
+    "data-explicit": dict(strategy="data", devices=2, mode="explicit"),
+    "multiworker": dict(strategy="multiworker", devices=1, workers=2),
+    "model": dict(strategy="model", devices=2),
+}
+MODELS = {
+    "subclassed": (subclassed_model, small_data()),
+    "deferred-sequential": (deferred_sequential, small_data()),
+    "two-inputs": (two_input_model, two_input_dataset),
+}
+
+
+def _experiment(name: str) -> gpk.Experiment:
+    model, data = MODELS[name]
+    return gpk.Experiment(
+        model=model, data=data, batch_size=32, epochs=1, steps_per_epoch=3, progress=False
+    )
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def trained_alone(request, tmp_path_factory):
+    """(model name, experiment, the weights single-device training gives)."""
+    experiment = _experiment(request.param)
+    path = tmp_path_factory.mktemp(request.param) / "single.npz"
+    result = experiment.run(strategy="single", devices=1, save_weights=str(path))
+    assert result.ok, result.reason
+    return request.param, experiment, saved_weights(path)
+
+
+@pytest.mark.parametrize("plan", list(PLANS))
+def test_every_strategy_trains_the_users_model_like_one_device(trained_alone, plan, tmp_path):
+    name, experiment, reference = trained_alone
+    if name == "subclassed" and plan == "model":
+        pytest.skip("a subclassed model has no graph to cut: see the refusal test")
+    path = tmp_path / "weights.npz"
+    result = experiment.run(**PLANS[plan], save_weights=str(path))
+    assert result.ok, f"{name} under {plan}: {result.reason}"
+    assert largest_difference(saved_weights(path), reference) <= 1e-5
+
+
+def test_a_subclassed_model_under_model_parallel_gets_one_sentence():
+    result = _experiment("subclassed").run(strategy="model", devices=2)
+    assert result.status == "failed"
+    assert "subclassed" in result.reason and "strategy='data'" in result.reason
+    assert "Traceback" not in result.reason and "AttributeError" not in result.reason
