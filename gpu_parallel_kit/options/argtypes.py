@@ -38,13 +38,17 @@ def device_choice(text: str, name: str = "") -> int | list[int]:
         raise _bad(name, repr(text), "is not a count like 2 or indices like 0,1") from None
 
 
-def balance(text: str, name: str = "") -> str | list[int]:
+def balance(text: str, name: str = "") -> str | list[int] | list[str]:
+    """params, time, layer indices (3,6) or layer names (conv4_block1_out,conv5_block1_out)
+    where stages 1.. begin."""
     if text in ("params", "time"):
         return text
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise _bad(name, repr(text), "is not params, time or layer indices like 3,6") from None
+    parts = [part.strip() for part in text.split(",")]
+    if all(part.lstrip("-").isdigit() for part in parts):
+        return [int(part) for part in parts]
+    if all(part.isidentifier() or part.replace("/", "_").isidentifier() for part in parts):
+        return parts
+    raise _bad(name, repr(text), "is not params, time, layer indices like 3,6 or layer names")
 
 
 def timeout(text: str, name: str = "") -> float | None:

@@ -171,12 +171,12 @@ TRAINING: tuple[Option, ...] = (
     ),
     Option(
         "--balance",
-        "model parallel: split the layers into stages of equal parameter count (params), equal "
-        "measured time (time), or at the given layer indices where stages 1.. start; "
-        "default: %(default)s",
+        "model parallel: cut the model's graph into stages of equal parameter count (params) or "
+        "equal measured time (time), sending few bytes across the cuts, or begin stages 1.. at "
+        "the given layer indices (3,6) or layer names (conv4_block1_out); default: %(default)s",
         goes_to="plan",
         type=balance,
-        metavar="params|time|I,J",
+        metavar="params|time|I,J|NAMES",
     ),
     Option(
         "--memory-budget",

@@ -55,7 +55,7 @@ def solve(costs: Sequence[float], stages: int) -> list[int]:
     check_splittable(layers, stages)
     exact = _exact(values)
     prefix = [0, *accumulate(exact)]
-    limit = _bottleneck(exact, stages)
+    limit = bottleneck(exact, stages)
     best = {0: _Split((), ())}  # by j: the best split of the first j layers into k stages
     for k in range(1, stages + 1):
         # Leave at least one layer for each stage still to come.
@@ -73,7 +73,7 @@ def _extensions(best: dict[int, _Split], prefix: list[int], j: int, limit: int) 
     ]
 
 
-def _bottleneck(exact: list[int], stages: int) -> int:
+def bottleneck(exact: list[int], stages: int) -> int:
     """The smallest achievable cost of the costliest stage."""
     low, high = max(exact), sum(exact)
     while low < high:

@@ -127,11 +127,24 @@ def test_batch_norm_uses_micro_batch_statistics(tmp_path):
     assert not np.allclose(moving_mean, whole_batch, atol=1e-3)
 
 
-def test_a_model_with_a_skip_connection_cannot_be_split():
+def test_a_model_with_a_skip_connection_is_cut_with_its_skip(tmp_path):
     exp = small_experiment(builders.residual_model, steps_per_epoch=2)
-    result = exp.run(strategy="model", devices=2)
-    assert result.status == "failed"
-    assert "not a chain of layers" in result.reason and "strategy='data'" in result.reason
+    single, split = tmp_path / "single.npz", tmp_path / "model.npz"
+    assert exp.run(strategy="single", save_weights=str(single)).ok
+    # Balanced by parameters, the cut falls after the Add, where one tensor crosses; named,
+    # the second stage begins at the Add and receives both of its inputs.
+    balanced = exp.run(strategy="model", devices=2)
+    assert balanced.ok, balanced.reason
+    assert [t["tensor"] for t in balanced.extra["stages"][1]["receives"]] == ["add"]
+    result = exp.run(strategy="model", devices=2, balance=["add"], save_weights=str(split))
+    assert result.ok, result.reason
+    assert largest_difference(saved_weights(split), saved_weights(single)) <= 1e-5
+    first, second = result.extra["stages"]
+    assert first["first_layer"] == first["layers"][0]
+    # The model input and the hidden layer's output both cross into the stage with the Add.
+    received = [t["tensor"] for t in second["receives"]]
+    assert len(received) == 2, received
+    assert all(t["bytes_per_sample"] == builders.FEATURES * 4 for t in second["receives"])
 
 
 def test_fewer_layers_than_stages():

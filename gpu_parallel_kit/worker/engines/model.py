@@ -1,4 +1,4 @@
-"""Model parallelism: the model's layers cut into stages on different devices, run as a pipeline.
+"""Model parallelism: the model's graph cut into stages on different devices, run as a pipeline.
 
 `naive` sends the whole global batch through the stages one after another, so all but one device
 idle at any moment; `gpipe` and `1f1b` cut it into micro-batches that fill the pipeline. All give
@@ -17,11 +17,23 @@ import tensorflow as tf
 
 from ...pipeline.schedules import Task, build_schedule
 from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
+from ..keras_internals import compile_config, compile_loss_class
 from ..recorder import StepRecorder
 from .base import Engine
 from .budget import check_budget
-from .pipeline import PipelineRunner, StepReport, TaskRecord
-from .stages import Stage, build_stages, chain_layers, stage_sizes, variable_devices
+from .pipeline import PipelineRunner, StepReport, TaskRecord, split
+from .stages import (
+    Stage,
+    TracedModel,
+    build_stages,
+    bytes_per_sample,
+    copy_back,
+    describe,
+    feed,
+    stage_starts,
+    trace,
+    variable_devices,
+)
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
 SERIAL_REPEATS = 3  # untimed-by-others passes whose task times feed the simulated view
@@ -54,15 +66,17 @@ class ModelParallelEngine(Engine):
         micro_batches = spec.micro_batches or 1
         iterator = iter(dataset)
         first_x, first_y = next(iter(dataset))
-        layers = chain_layers(model)
-        sample = first_x[: spec.global_batch // micro_batches]
-        sizes = stage_sizes(layers, spec.devices.count, spec.balance, sample)
-        stages = build_stages(model, layers, sizes, self.device_names)
-        self._stages = stages  # validation runs their forward passes in order (predict)
+        traced = trace(model)
+        sample = split(first_x, micro_batches)[0]
+        starts = stage_starts(traced, spec.devices.count, spec.balance, sample)
+        stages = build_stages(model, traced, starts, self.device_names)
+        self._stages, self._traced = stages, traced  # validation runs them in order (predict)
         self.state_bytes = {s.device: s.parameter_bytes + s.optimizer_bytes for s in stages}
         check_budget(self.state_bytes, spec.memory_budget)
         schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
-        runner = PipelineRunner(stages, schedule, micro_batches, model.loss)
+        runner = PipelineRunner(
+            stages, schedule, micro_batches, _loss(model, traced), lambda x: feed(traced, x)
+        )
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
         reports: list[StepReport] = []
         try:
@@ -82,7 +96,7 @@ class ModelParallelEngine(Engine):
         except BaseException:
             runner.close()
             raise
-        _copy_back(stages, layers)
+        copy_back(stages)
         self._pipeline = (
             stages,
             schedule,
@@ -97,12 +111,13 @@ class ModelParallelEngine(Engine):
     def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
         """The stages' forward passes in order, each on its device, and their regularization."""
         regularization = tf.constant(0.0)
+        values = feed(self._traced, x)
         for stage in self._stages:
             with tf.device(stage.device):
-                x = stage.model(x, training=False)
+                values = stage.forward(values, training=False)
                 for loss in stage.model.losses:
                     regularization += tf.cast(loss, tf.float32)
-        return x, regularization
+        return _predictions(self._traced, values), regularization
 
     def live_optimizer(self, model: keras.Model) -> keras.optimizers.Optimizer:
         # Each stage has its own copy of the optimizer, all on the same schedule.
@@ -122,7 +137,9 @@ class ModelParallelEngine(Engine):
                     (*stage.model.weights, *stage.optimizer.variables), values, strict=True
                 ):
                     variable.assign(value)
-        self._figures = _figures(stages, schedule, reports + alone, micro_batches, sample)
+        self._figures = _figures(
+            stages, self._traced, schedule, reports + alone, micro_batches, sample
+        )
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         figures = dict(self._figures)
@@ -141,16 +158,31 @@ class ModelParallelEngine(Engine):
         }
 
 
-def _copy_back(stages: list[Stage], layers: list[keras.layers.Layer]) -> None:
-    """The original model ends with the trained weights, so saving it saves the training."""
-    originals = iter(layers)
-    for stage in stages:
-        for trained in stage.model.layers:
-            next(originals).set_weights(trained.get_weights())
+def _predictions(traced: TracedModel, values: dict[str, tf.Tensor]) -> Any:
+    """The last stage's outputs in the structure of the model's own outputs."""
+    flat = [values[name] for name in traced.graph.sinks]
+    return keras.tree.pack_sequence_as(traced.outputs, flat)
+
+
+def _loss(model: keras.Model, traced: TracedModel):
+    """The model's compiled loss (strings, objects, one per output), as the last stage needs it:
+    (targets, the last stage's outputs by name) -> the mean loss of the micro-batch."""
+    config = compile_config(model)
+    compiled = compile_loss_class()(
+        config.get("loss", model.loss),
+        config.get("loss_weights"),
+        output_names=getattr(model, "output_names", None),
+    )
+
+    def loss(y: Any, values: dict[str, tf.Tensor]) -> tf.Tensor:
+        return compiled(y, _predictions(traced, values))
+
+    return loss
 
 
 def _figures(
     stages: list[Stage],
+    traced: TracedModel,
     schedule: tuple[tuple[Task, ...], ...],
     reports: list[StepReport],
     micro_batches: int,
@@ -166,7 +198,7 @@ def _figures(
     updates = [statistics.median(r.update_s[s] for r in alone) for s in range(k)] if alone else []
     planned = simulate(schedule, lambda t: PLANNED_DURATION[t.kind])
     measured_bubbles = [_measured_bubble(tasks, k) for tasks in timed]
-    activation_bytes = _activation_bytes_per_micro_batch(stages, sample)
+    activation_bytes = _activation_bytes_per_micro_batch(stages, traced, sample)
     trained = [r for r in reports if not r.serial]
     peak_live = [max(r.peak_live[s] for r in trained) for s in range(k)] if trained else [0] * k
     return {
@@ -195,6 +227,7 @@ def _figures(
                 "stage": s.index,
                 "device": s.device,
                 "layers": list(s.layer_names),
+                **describe(s, traced),
                 "parameter_bytes": s.parameter_bytes,
                 "optimizer_bytes": s.optimizer_bytes,
                 "variable_devices": sorted(variable_devices(s)),
@@ -274,15 +307,18 @@ def _measured_bubble(tasks: list[TaskRecord], stages: int) -> float:
     return max(0.0, 1.0 - busy / (stages * span)) if span > 0 else 0.0
 
 
-def _activation_bytes_per_micro_batch(stages: list[Stage], sample: tf.Tensor) -> list[int]:
+def _activation_bytes_per_micro_batch(
+    stages: list[Stage], traced: TracedModel, sample: Any
+) -> list[int]:
     """Bytes of every layer output one micro-batch leaves on each stage (from tensor shapes)."""
-    sizes = []
-    x = sample
-    for stage in stages:
-        total = 0
-        with tf.device(stage.device):
-            for layer in stage.model.layers:
-                x = layer(x, training=False)
-                total += int(x.shape.num_elements() or 0) * x.dtype.size
-        sizes.append(total)
-    return sizes
+    samples = int(tf.nest.flatten(sample)[0].shape[0])
+    calls = {call.name: call for call in traced.graph.calls}
+    return [
+        samples
+        * sum(
+            bytes_per_sample(traced.tensors[name])
+            for layer in stage.layer_names
+            for name in calls[layer].outputs
+        )
+        for stage in stages
+    ]

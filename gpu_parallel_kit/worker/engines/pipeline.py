@@ -1,11 +1,13 @@
 """Run one global batch through the stages, each stage in its own thread, in schedule order.
 
 Every stage thread executes exactly its list of tasks from `schedules.build_schedule`: a forward
-task receives the previous stage's activations (copied onto this stage's device: the transfer
-across the cut), keeps its gradient tape, and sends its output on; a backward task receives the
-gradient of its output, computes the gradients of its input and variables, accumulates the
-variables' share and sends the input's gradient back. After its last task a stage applies the
-accumulated gradients once: one update per global batch, as single-device training does.
+task receives the tensors that cross into its stage (copied onto this stage's device: the
+transfer across the cut; several for a residual stream or a long skip), keeps its gradient tape,
+and sends on what crosses out; a backward task receives the gradients of what it sent, computes
+the gradients of what it received and of its variables, accumulates the variables' share and
+sends the received tensors' gradients back (a tensor passed through adds its gradient
+unchanged). After its last task a stage applies the accumulated gradients once: one update per
+global batch, as single-device training does.
 """
 
 from __future__ import annotations
@@ -89,12 +91,14 @@ class PipelineRunner:
         stages: list[Stage],
         schedule: tuple[tuple[Task, ...], ...],
         micro_batches: int,
-        loss_fn: Callable[[Any, Any], tf.Tensor],
+        loss_fn: Callable[[Any, dict[str, tf.Tensor]], tf.Tensor],
+        feed: Callable[[Any], dict[str, tf.Tensor]],
     ) -> None:
         self.stages = stages
         self.schedule = schedule
         self.micro_batches = micro_batches
-        self.loss_fn = loss_fn
+        self.loss_fn = loss_fn  # (targets, the last stage's outputs by name) -> mean loss
+        self.feed = feed  # a micro-batch of x -> the model's input tensors by name
         self._pool = ThreadPoolExecutor(max_workers=len(stages), thread_name_prefix="gpk-stage")
 
     def close(self) -> None:
@@ -106,8 +110,8 @@ class PipelineRunner:
         """One global batch. `serial` runs the same tasks one at a time in one thread: slower,
         but each task's time is then its own, not shared with other stages on the same cores."""
         mailbox = Mailbox()
-        xs = tf.split(x, self.micro_batches)
-        ys = tf.split(y, self.micro_batches)
+        xs = [self.feed(part) for part in split(x, self.micro_batches)]
+        ys = split(y, self.micro_batches)
         clock = time.perf_counter()
         stage_runs = [
             self._stage_tasks(stage, xs, ys, mailbox, clock, timed or serial)
@@ -162,16 +166,17 @@ class PipelineRunner:
                 start = time.perf_counter()  # a task's time starts once its input is here
                 with tf.device(stage.device):
                     moved = time.perf_counter()
-                    x = tf.identity(incoming)  # the copy across the cut onto this device
+                    # The copy across the cut onto this device.
+                    received = {name: tf.identity(value) for name, value in incoming.items()}
                     moved = time.perf_counter() - moved
                     with tf.GradientTape() as tape:
-                        tape.watch(x)
-                        out = stage.model(x, training=True)
+                        tape.watch([received[n] for n in stage.cut.used if _floating(received[n])])
+                        out = stage.forward(received, training=True)
                         if last:
                             # Mean over the micro-batch / M: the micro-batches' gradients sum to
                             # the gradient of the global batch's mean loss.
                             out = self.loss_fn(ys[task.micro_batch], out) / self.micro_batches
-                tapes[task.micro_batch] = (tape, x, out)
+                tapes[task.micro_batch] = (tape, received, out)
                 peak_live = max(peak_live, len(tapes))
                 size = _nbytes(incoming) if stage.index else 0
                 activations_in += size
@@ -180,19 +185,25 @@ class PipelineRunner:
                 else:
                     mailbox.put(("act", stage.index + 1, task.micro_batch), out)
             else:
-                tape, x, out = tapes.pop(task.micro_batch)
+                tape, received, out = tapes.pop(task.micro_batch)
                 incoming = None if last else mailbox.get(("grad", stage.index, task.micro_batch))
                 start = time.perf_counter()
                 with tf.device(stage.device):
                     moved = time.perf_counter()
-                    upstream = None if incoming is None else tf.identity(incoming)
+                    upstream = (
+                        {}
+                        if incoming is None
+                        else {name: tf.identity(value) for name, value in incoming.items()}
+                    )
                     moved = time.perf_counter() - moved
-                    grads = tape.gradient(out, [x, *stage.variables], output_gradients=upstream)
-                    accumulated = [a + g for a, g in zip(accumulated, grads[1:], strict=True)]
+                    grads = _backward(stage, tape, received, out, upstream)
+                    accumulated = [
+                        a + g for a, g in zip(accumulated, grads.pop(_VARIABLES), strict=True)
+                    ]
                 size = 0 if incoming is None else _nbytes(incoming)
                 gradients_in += size
                 if stage.index > 0:
-                    mailbox.put(("grad", stage.index - 1, task.micro_batch), grads[0])
+                    mailbox.put(("grad", stage.index - 1, task.micro_batch), grads)
             if timed:
                 if task.kind == "F" and not last:
                     _wait_for(out)
@@ -230,12 +241,69 @@ def _drain(stage_run: Generator, mailbox: Mailbox | None) -> tuple:
         raise
 
 
-def _nbytes(tensor: tf.Tensor) -> int:
-    return int(tensor.shape.num_elements() or 0) * tensor.dtype.size
+_VARIABLES = object()  # the key of the variables' gradients in `_backward`'s answer
+
+
+def _backward(
+    stage: Stage,
+    tape: tf.GradientTape,
+    received: dict[str, tf.Tensor],
+    out: Any,
+    upstream: dict[str, tf.Tensor],
+) -> dict[Any, Any]:
+    """The gradients of the received tensors (by name) and of the stage's variables.
+
+    The last stage differentiates its loss; the others their computed outputs, weighted by the
+    gradients the next stage sent back. A tensor passed through adds its upstream gradient to
+    whatever the stage's own layers give it. Integer tensors (token ids) get no gradient.
+    """
+    used = [n for n in stage.cut.used if _floating(received[n])]
+    sources = [received[n] for n in used] + list(stage.variables)
+    if upstream or not isinstance(out, tf.Tensor):
+        computed = [n for n in stage.cut.computed if n in upstream]
+        targets = [out[n] for n in computed]
+        weights = [upstream[n] for n in computed]
+    else:
+        targets, weights = out, None
+    grads = tape.gradient(
+        targets,
+        sources,
+        output_gradients=weights,
+        unconnected_gradients=tf.UnconnectedGradients.ZERO,
+    )
+    answer: dict[Any, Any] = {_VARIABLES: grads[len(used) :]}
+    by_name = dict(zip(used, grads[: len(used)], strict=True))
+    for name in stage.cut.received:
+        total = by_name.get(name)
+        if name in stage.cut.passed_through and name in upstream:
+            total = upstream[name] if total is None else total + upstream[name]
+        if total is not None:
+            answer[name] = total
+    return answer
+
+
+def split(batch: Any, parts: int) -> list[Any]:
+    """A batch (a tensor, or a tuple or dict of them) as `parts` micro-batches."""
+    flat = [tf.split(tensor, parts) for tensor in tf.nest.flatten(batch)]
+    return [tf.nest.pack_sequence_as(batch, [pieces[i] for pieces in flat]) for i in range(parts)]
+
+
+def _floating(tensor: tf.Tensor) -> bool:
+    return tensor.dtype.is_floating
+
+
+def _nbytes(tensors: dict[Any, tf.Tensor]) -> int:
+    return sum(
+        int(t.shape.num_elements() or 0) * t.dtype.size
+        for key, t in tensors.items()
+        if key is not _VARIABLES
+    )
 
 
 def _wait_for(tensor) -> None:
     """On GPUs ops return before they finish; a timed task must end when its work does."""
+    if isinstance(tensor, dict):
+        tensor = next(iter(tensor.values()), None)
     if isinstance(tensor, list):
         tensor = tensor[0] if tensor else None
     if tensor is not None and "GPU" in tensor.device:

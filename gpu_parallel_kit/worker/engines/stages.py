@@ -1,33 +1,54 @@
-"""Split a Keras model that is a chain of layers into stages, each living on its own device.
+"""Cut a Keras model's graph of layer calls into stages, each living on its own device.
 
-Each stage is rebuilt from its layers' configs under `tf.device`, so its variables (and, built
-there too, its optimizer's slots) really live on the stage's device; the trained weights are then
-copied in. Nothing silently stays on the device the original model was built on.
+The graph is read by re-calling the model's own layers on fresh inputs (`clone_model` with the
+layers kept and every call recorded), so it is the model's real graph: residual streams, branches,
+several inputs and long skips included (pipeline/graph.py says what crosses each cut). Each stage
+is a functional sub-model of its calls, its inputs the tensors that cross into it, cloned under
+`tf.device` so its variables (and, built there too, its optimizer's slots) really live on the
+stage's device; the trained weights are copied back into the user's layers afterwards.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from ...errors import GpkError
-from ...pipeline.partition import check_splittable, sizes_from_boundaries, solve
+from ...pipeline.graph import Call, LayerGraph, StageCut, cut_positions, positions_from_names
+from ...pipeline.partition import check_splittable, sizes_from_boundaries
 from .budget import variable_bytes
 
 
 @dataclass
+class TracedModel:
+    """The model's graph, and the symbolic tensor behind each of its tensor names."""
+
+    graph: LayerGraph
+    tensors: dict[str, keras.KerasTensor]
+    layers: dict[str, keras.layers.Layer]  # by call name
+    inputs: Any  # the structure of the model's inputs (a tensor, a list or a dict)
+    outputs: Any  # the structure of its outputs
+
+
+@dataclass
 class Stage:
-    """One contiguous slice of the model on one device, with its own optimizer."""
+    """One slice of the model's graph on one device, with its own optimizer."""
 
     index: int
     device: str
-    model: keras.Sequential
+    model: keras.Model  # the clone on the device: inputs cut.used, outputs cut.computed
+    original: keras.Model  # the same sub-model over the user's own layers
     optimizer: keras.optimizers.Optimizer
-    layer_names: tuple[str, ...]
+    cut: StageCut
+
+    @property
+    def layer_names(self) -> tuple[str, ...]:
+        return self.cut.calls
 
     @property
     def variables(self) -> list:
@@ -41,105 +62,196 @@ class Stage:
     def optimizer_bytes(self) -> int:
         return variable_bytes(self.optimizer.variables)
 
+    def forward(self, received: dict[str, tf.Tensor], training: bool) -> dict[str, tf.Tensor]:
+        """What the stage sends on: its sub-model's outputs, and what it passes through."""
+        outputs = self.model([received[name] for name in self.cut.used], training=training)
+        computed = dict(zip(self.cut.computed, keras.tree.flatten(outputs), strict=True))
+        return {name: computed.get(name, received.get(name)) for name in self.cut.sent}
 
-def chain_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    """The model's layers in order, checked to form a chain (each feeds only the next).
 
-    Checked by running: the layers applied one after another must give the model's own output.
-    A model with a branch or skip connection between layers fails this and gets a clear error.
-    """
-    layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
-    if not model.inputs or len(model.inputs) != 1 or len(model.outputs) != 1:
+def trace(model: keras.Model) -> TracedModel:
+    """The graph of `model`'s layer calls; one sentence for models that have none to show."""
+    if isinstance(model, keras.Sequential):
+        return _trace_sequential(model)
+    if getattr(model, "inputs", None) is None:
         raise GpkError(
-            "strategy='model' needs a model with one input and one output; "
-            "use strategy='data' for this model"
+            f"the model {model.name!r} is a subclassed keras.Model, whose call() hides its graph "
+            "of layers, so it cannot be cut into stages; use strategy='data', or write the model "
+            "with the functional API (keras.Input, then layers called on tensors)"
         )
-    probe = _probe_input(model)
-    try:
-        chained = probe
-        for layer in layers:
-            chained = layer(chained, training=False)
-        same = np.allclose(np.asarray(chained), np.asarray(model(probe, training=False)), atol=1e-5)
-    except Exception:  # noqa: BLE001 - a shape or type mismatch means the layers branch
-        same = False
-    if not same:
-        raise GpkError(
-            f"the model {model.name!r} is not a chain of layers (a skip connection or branch "
-            "crosses between layers), so it cannot be cut into stages; wrap each residual block "
-            "in one layer, or use strategy='data'"
-        )
-    return layers
+    calls: list[tuple[keras.layers.Layer, list, list]] = []
+
+    def record(layer: keras.layers.Layer, *args: Any, **kwargs: Any) -> Any:
+        outputs = layer(*args, **kwargs)
+        found = [t for t in keras.tree.flatten((args, kwargs)) if isinstance(t, keras.KerasTensor)]
+        calls.append((layer, found, keras.tree.flatten(outputs)))
+        return outputs
+
+    traced = keras.models.clone_model(
+        model, clone_function=lambda layer: layer, call_function=record
+    )
+    names: dict[int, str] = {}
+    sources = []
+    for tensor in keras.tree.flatten(traced.input):
+        names[id(tensor)] = tensor.name
+        sources.append(tensor.name)
+    return _assemble(calls, names, sources, traced.input, traced.output)
 
 
-def _probe_input(model: keras.Model, batch: int = 2) -> tf.Tensor:
+def _trace_sequential(model: keras.Sequential) -> TracedModel:
+    """A Sequential is a chain: its layers called one after another on a fresh input."""
+    if not model.inputs:
+        raise GpkError(f"the Sequential model {model.name!r} was never built; call it once")
     spec = model.inputs[0]
-    shape = (batch, *[d or 1 for d in spec.shape[1:]])
-    if "int" in str(spec.dtype):
-        return tf.zeros(shape, dtype=spec.dtype)
-    return tf.random.stateless_uniform(shape, seed=(1, 2), dtype=spec.dtype)
+    inputs = keras.Input(tuple(spec.shape[1:]), dtype=spec.dtype, name="inputs")
+    calls = []
+    x = inputs
+    for layer in model.layers:
+        y = layer(x)
+        calls.append((layer, [x], keras.tree.flatten(y)))
+        x = y
+    return _assemble(calls, {id(inputs): "inputs"}, ["inputs"], inputs, x)
 
 
-def stage_sizes(
-    layers: list[keras.layers.Layer], stages: int, balance, sample: tf.Tensor
-) -> list[int]:
-    """How many consecutive layers each stage gets: balanced by parameters, time, or given."""
-    check_splittable(len(layers), stages)
+def _assemble(calls: list, names: dict[int, str], sources: list[str], inputs, outputs):
+    tensors: dict[str, keras.KerasTensor] = {}
+    for tensor in keras.tree.flatten(inputs):
+        tensors[names[id(tensor)]] = tensor
+    graph_calls, layers, seen = [], {}, set()
+    for layer, found, made in calls:
+        if layer.name in seen:
+            raise GpkError(
+                f"layer {layer.name!r} is called at several places in the model (a shared layer); "
+                "its calls cannot be put on different devices, so the model cannot be cut into "
+                "stages; use strategy='data', or give each call a layer of its own"
+            )
+        seen.add(layer.name)
+        made_names = [
+            layer.name if len(made) == 1 else f"{layer.name}:{k}" for k in range(len(made))
+        ]
+        for tensor, name in zip(made, made_names, strict=True):
+            names[id(tensor)] = name
+            tensors[name] = tensor
+        read = tuple(dict.fromkeys(names[id(t)] for t in found))
+        graph_calls.append(Call(layer.name, read, tuple(made_names)))
+        layers[layer.name] = layer
+    sinks = tuple(names[id(t)] for t in keras.tree.flatten(outputs))
+    graph = LayerGraph.ordered(graph_calls, tuple(sources), sinks)
+    return TracedModel(graph, tensors, layers, inputs, outputs)
+
+
+def bytes_per_sample(tensor: keras.KerasTensor) -> int:
+    """From the symbolic shape; an unknown length (None past the batch) counts as 1."""
+    size = math.prod(d or 1 for d in tensor.shape[1:])
+    return size * tf.as_dtype(tensor.dtype).size
+
+
+def stage_starts(traced: TracedModel, stages: int, balance: Any, sample: Any) -> list[int]:
+    """Where stages 1..K-1 begin, as positions in the graph's order of calls."""
+    graph = traced.graph
+    calls = len(graph.calls)
+    check_splittable(calls, stages)
+    if isinstance(balance, list | tuple) and balance and isinstance(balance[0], str):
+        return positions_from_names(graph, list(balance), stages)
     if isinstance(balance, list | tuple):
-        return sizes_from_boundaries(list(balance), len(layers), stages)
+        sizes = sizes_from_boundaries(list(balance), calls, stages)
+        return [sum(sizes[:k]) for k in range(1, stages)]
     if balance == "params":
-        costs = [max(layer.count_params(), 1) for layer in layers]
+        costs = [max(traced.layers[c.name].count_params(), 1) for c in graph.calls]
     elif balance == "time":
-        costs = layer_times(layers, sample)
+        costs = call_times(traced, sample)
     else:
         raise GpkError(
-            f"balance={balance!r} is not known; use 'params', 'time' or the layer indices (from 0) "
-            "where stages 1..K-1 start"
+            f"balance={balance!r} is not known; use 'params', 'time', the layer indices (from 0) "
+            "or the layer names where stages 1..K-1 start"
         )
-    return solve(costs, stages)
+    crossing = [
+        sum(bytes_per_sample(traced.tensors[t]) for t in graph.crossing(p)) for p in range(calls)
+    ]
+    return cut_positions(costs, crossing, stages)
 
 
-def layer_times(
-    layers: list[keras.layers.Layer], sample: tf.Tensor, repeats: int = 3
-) -> list[float]:
-    """Each layer's forward + backward time on `sample`, the best of a few tries (once per run)."""
+def call_times(traced: TracedModel, sample: Any, repeats: int = 3) -> list[float]:
+    """Each call's forward + backward time on real values, the best of a few tries."""
+    values = feed(traced, sample)
     times = []
-    x = sample
-    for layer in layers:
+    for call in traced.graph.calls:
+        single = keras.Model(
+            [traced.tensors[t] for t in call.inputs], [traced.tensors[t] for t in call.outputs]
+        )
+        args = [values[t] for t in call.inputs]
         best = float("inf")
         for _ in range(repeats + 1):  # the first call traces and builds
             start = time.perf_counter()
             with tf.GradientTape() as tape:
-                tape.watch(x)
-                y = layer(x, training=True)
-            grads = tape.gradient(y, [x, *layer.trainable_variables])
+                for arg in args:
+                    if arg.dtype.is_floating:
+                        tape.watch(arg)
+                out = keras.tree.flatten(single(args, training=True))
+            grads = (
+                tape.gradient(out, single.trainable_variables) if single.trainable_variables else []
+            )
             _ = [g.numpy() for g in grads[:1] if g is not None]
             best = min(best, time.perf_counter() - start)
         times.append(best)
-        x = tf.stop_gradient(y)
+        values.update(dict(zip(call.outputs, [tf.stop_gradient(o) for o in out], strict=True)))
     return times
 
 
-def build_stages(
-    model: keras.Model, layers: list[keras.layers.Layer], sizes: list[int], devices: tuple[str, ...]
-) -> list[Stage]:
-    """Rebuild each slice of layers on its device, copy the weights, give it its own optimizer."""
-    stages = []
-    start = 0
-    for index, (size, device) in enumerate(zip(sizes, devices, strict=True)):
-        chunk = layers[start : start + size]
-        with tf.device(device):
-            inputs = keras.Input(tuple(chunk[0].input.shape[1:]), dtype=chunk[0].input.dtype)
-            copies = [type(layer).from_config(layer.get_config()) for layer in chunk]
-            stage_model = keras.Sequential([inputs, *copies], name=f"stage_{index}")
-            for copy, original in zip(copies, chunk, strict=True):
-                copy.set_weights(original.get_weights())
-            optimizer = type(model.optimizer).from_config(model.optimizer.get_config())
-            optimizer.build(stage_model.trainable_variables)
-        stages.append(
-            Stage(index, device, stage_model, optimizer, tuple(layer.name for layer in chunk))
+def feed(traced: TracedModel, x: Any) -> dict[str, tf.Tensor]:
+    """The model's input tensors by name, from a batch of `x` (a tensor, a tuple or a dict)."""
+    given = tf.nest.flatten(x)
+    sources = traced.graph.sources
+    if len(given) != len(sources):
+        raise GpkError(
+            f"the data gives {len(given)} input tensor(s) but the model takes {len(sources)} "
+            f"({', '.join(sources)}); give x in the structure of the model's inputs"
         )
-        start += size
+    return dict(zip(sources, given, strict=True))
+
+
+def build_stages(
+    model: keras.Model, traced: TracedModel, starts: list[int], devices: tuple[str, ...]
+) -> list[Stage]:
+    """Clone each slice of the graph on its device, copy the weights, give it an optimizer."""
+    bounds = [0, *starts, len(traced.graph.calls)]
+    stages = []
+    for index, device in enumerate(devices):
+        cut = traced.graph.stage(bounds[index], bounds[index + 1])
+        original = keras.Model(
+            [traced.tensors[t] for t in cut.used],
+            [traced.tensors[t] for t in cut.computed],
+            name=f"stage_{index}_of_{model.name}",
+        )
+        with tf.device(device):
+            clone = keras.models.clone_model(original)
+            clone.set_weights(original.get_weights())
+            optimizer = type(model.optimizer).from_config(model.optimizer.get_config())
+            optimizer.build(clone.trainable_variables)
+        stages.append(Stage(index, device, clone, original, optimizer, cut))
     return stages
+
+
+def copy_back(stages: list[Stage]) -> None:
+    """The user's model ends with the trained weights, so saving it saves the training."""
+    for stage in stages:
+        stage.original.set_weights(stage.model.get_weights())
+
+
+def describe(stage: Stage, traced: TracedModel) -> dict[str, Any]:
+    """What `r.stages` shows of a stage's cut: its first and last layers, and what crosses in."""
+    return {
+        "first_layer": stage.cut.calls[0],
+        "last_layer": stage.cut.calls[-1],
+        "receives": [
+            {
+                "tensor": name,
+                "shape": [d for d in traced.tensors[name].shape[1:]],
+                "bytes_per_sample": bytes_per_sample(traced.tensors[name]),
+            }
+            for name in stage.cut.received
+        ],
+    }
 
 
 def variable_devices(stage: Stage) -> set[str]:
