@@ -215,3 +215,97 @@ def two_input_dataset():
     x, y = small_data(256)
     extra = np.tile(np.linspace(-1, 1, 4, dtype="float32"), (len(x), 1)) * x[:, :1]
     return tf.data.Dataset.from_tensor_slices(({"numbers": x, "extra": extra}, y))
+
+
+def _compiled(model, learning_rate: float = 0.01):
+    """Compiled to run eagerly, as the pipeline's stages run: at random initialisation a deep
+    network with BatchNormalization on tiny feature maps is numerically chaotic, so its
+    gradients from a compiled graph and from eager execution of the same model differ by about
+    1 % for ResNet50 at 32×32 (measured: max |difference| / max |gradient| = 0.011), far above
+    the 1e-5 the equivalence tests ask. Eager on both sides compares the same arithmetic."""
+    import keras
+
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        run_eagerly=True,
+    )
+    return model
+
+
+def resnet50():
+    """keras.applications.ResNet50 without weights (nothing is downloaded), 32×32 inputs."""
+    import keras
+
+    return _compiled(
+        keras.applications.ResNet50(
+            weights=None, input_shape=(32, 32, 3), classes=CLASSES, classifier_activation=None
+        )
+    )
+
+
+def mobilenet_v2():
+    """keras.applications.MobileNetV2 without weights, 32×32 inputs, a narrow width."""
+    import keras
+
+    return _compiled(
+        keras.applications.MobileNetV2(
+            weights=None,
+            input_shape=(32, 32, 3),
+            classes=CLASSES,
+            alpha=0.35,
+            classifier_activation=None,
+        )
+    )
+
+
+def transformer_encoder():
+    """Embedding, multi-head attention, residual Add + LayerNormalization, feed-forward."""
+    import keras
+
+    tokens = keras.Input((16,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(50, 32, name="embed")(tokens)
+    for block in range(2):
+        attended = keras.layers.MultiHeadAttention(2, 16, name=f"attention_{block}")(x, x)
+        x = keras.layers.LayerNormalization(name=f"norm_a{block}")(
+            keras.layers.Add(name=f"residual_a{block}")([x, attended])
+        )
+        hidden = keras.layers.Dense(64, activation="relu", name=f"ff_in_{block}")(x)
+        hidden = keras.layers.Dense(32, name=f"ff_out_{block}")(hidden)
+        x = keras.layers.LayerNormalization(name=f"norm_b{block}")(
+            keras.layers.Add(name=f"residual_b{block}")([x, hidden])
+        )
+    pooled = keras.layers.GlobalAveragePooling1D(name="pool")(x)
+    return _compiled(keras.Model(tokens, keras.layers.Dense(CLASSES, name="head")(pooled)))
+
+
+def small_unet():
+    """Two downsamplings and two upsamplings, each joined to its skip: long skips cross stages."""
+    import keras
+
+    images = keras.Input((32, 32, 3), name="images")
+    down1 = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="down1")(images)
+    pool1 = keras.layers.MaxPooling2D(name="pool1")(down1)
+    down2 = keras.layers.Conv2D(16, 3, padding="same", activation="relu", name="down2")(pool1)
+    pool2 = keras.layers.MaxPooling2D(name="pool2")(down2)
+    middle = keras.layers.Conv2D(16, 3, padding="same", activation="relu", name="middle")(pool2)
+    up2 = keras.layers.UpSampling2D(name="up2")(middle)
+    join2 = keras.layers.Concatenate(name="join2")([up2, down2])
+    conv2 = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="conv2")(join2)
+    up1 = keras.layers.UpSampling2D(name="up1")(conv2)
+    join1 = keras.layers.Concatenate(name="join1")([up1, down1])
+    conv1 = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="conv1")(join1)
+    pooled = keras.layers.GlobalAveragePooling2D(name="pool")(conv1)
+    return _compiled(keras.Model(images, keras.layers.Dense(CLASSES, name="head")(pooled)))
+
+
+def small_images(samples: int = 64, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, 32, 32, 3)).astype("float32")
+    return x, (x[:, :, :, 0].mean(axis=(1, 2)) > 0).astype("int32")
+
+
+def small_tokens(samples: int = 64, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 50, (samples, 16)).astype("int32")
+    return x, (x[:, 0] > 25).astype("int32")

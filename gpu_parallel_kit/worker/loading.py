@@ -19,7 +19,7 @@ from ..runs.spec import TrainingConfig
 from ..runs.synthetic import make_synthetic
 from .batching import batch_indices
 from .builtin_models import BUILDERS, default_compile_args
-from .keras_internals import user_metrics
+from .keras_internals import compile_config, user_metrics
 
 
 class BuilderError(Exception):
@@ -70,6 +70,9 @@ def compile_model(
             "the model comes uncompiled; compile it in the builder or pass optimizer= and loss= "
             "to the Experiment (e.g. optimizer='adam', loss='sparse_categorical_crossentropy')"
         )
+    if compile_config(model).get("run_eagerly"):
+        # The user asked for eager execution (to debug, or to compare with eager code): keep it.
+        args["run_eagerly"] = True
     # Recompiling inside the strategy scope builds the optimizer's slots on the run's devices.
     model.compile(**args, steps_per_execution=steps_per_execution)
 
