@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 
+from ..errors import GpkError
+
 OOM_MARKERS = ("resourceexhausted", "out of memory", "oom when allocating", "failed to allocate")
 
 
@@ -17,6 +19,8 @@ def classify_exception(error: BaseException, phase: str) -> tuple[str, str]:
         return "oom", f"ran out of memory while {phase}: {_first_line(cause)}"
     if isinstance(error, KeyboardInterrupt):
         return "cancelled", f"interrupted while {phase}"
+    if isinstance(error, GpkError):
+        return "failed", " ".join(str(error).split())  # already the sentence, fix included
     prefix = f"{error}: " if cause is not error else f"failed while {phase}: "
     return "failed", prefix + _first_line(cause)
 

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import cloudpickle
 import numpy as np
 
 from ..errors import GpkError
+from .portable import pickled
 from .synthetic import SYNTHETIC_SETS, default_samples, synthetic_spec
 
 BUILTIN_MODELS = {"mlp": "tabular", "cnn": "images", "transformer": "tokens"}  # model -> its data
@@ -72,7 +72,8 @@ def model_source(model: Any) -> ModelSource:
             "pass one of those or a function that returns a Keras model"
         )
     if callable(model) and not hasattr(model, "fit"):
-        return ModelSource(kind="builder", name=_qualname(model), payload=cloudpickle.dumps(model))
+        name = _qualname(model)
+        return ModelSource(kind="builder", name=name, payload=pickled(model, "model builder", name))
     if hasattr(model, "fit"):
         raise TypeError(
             "model= got a built Keras model; pass a function that builds it (e.g. "
@@ -122,9 +123,9 @@ def data_source(
         paths = (store.save(names[0], x), store.save(names[1], y))
         return DataSource(kind="arrays", paths=paths, samples=len(x), seed=seed)
     if callable(data):
-        return DataSource(
-            kind="dataset_builder", name=_qualname(data), payload=cloudpickle.dumps(data), seed=seed
-        )
+        name = _qualname(data)
+        payload = pickled(data, "dataset builder", name)
+        return DataSource(kind="dataset_builder", name=name, payload=payload, seed=seed)
     sets = ", ".join(sorted(SYNTHETIC_SETS))
     raise TypeError(
         f"data= got {type(data).__name__}; pass (x, y) arrays, a built-in set name ({sets}) "

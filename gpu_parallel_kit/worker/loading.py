@@ -164,6 +164,11 @@ def _builder_pipeline(
     return dataset.prefetch(tf.data.AUTOTUNE), steps
 
 
+def labels(source: DataSource) -> np.ndarray | None:
+    """The targets, when the data is arrays (memory-mapped: reading their maximum is cheap)."""
+    return None if source.kind == "dataset_builder" else _arrays(source)[1]
+
+
 def _arrays(source: DataSource) -> tuple[np.ndarray, np.ndarray]:
     if source.kind == "synthetic":
         return make_synthetic(source.name, source.samples or 0, seed=source.seed)

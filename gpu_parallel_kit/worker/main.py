@@ -35,8 +35,9 @@ from .engines import make_engine  # noqa: E402
 from .engines.budget import MemoryBudgetExceeded  # noqa: E402
 from .engines.evaluation import watch_convergence  # noqa: E402
 from .engines.lr_schedule import apply_lr_rule  # noqa: E402
-from .loading import build_from_data, compile_model, load_model, make_dataset  # noqa: E402
+from .loading import build_from_data, compile_model, labels, load_model, make_dataset
 from .memory import peak_memory  # noqa: E402
+from .preflight import check_inputs, check_targets, largest_label  # noqa: E402
 from .recorder import StepRecorder  # noqa: E402
 
 
@@ -97,7 +98,9 @@ def run_in_this_process(
         dataset, steps_per_epoch = make_dataset(spec.data, spec.training, spec.global_batch)
         total = steps_per_epoch * spec.training.epochs
         with engine.build_scope():
+            check_inputs(model, dataset.element_spec)
             build_from_data(model, dataset.element_spec)
+            check_targets(model, dataset.element_spec, largest_label(labels(spec.data)))
             base_lr, learning_rate = apply_lr_rule(
                 model.optimizer,
                 spec.training.lr_factor(spec.global_batch),
