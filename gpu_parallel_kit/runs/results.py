@@ -114,6 +114,27 @@ class RunResult:
 
         return pd.DataFrame(self.extra.get("stages", []))
 
+    @property
+    def cuts(self):
+        """What crosses into each stage (model parallel): stage, first and last layer, and per
+        tensor its name, shape and bytes per sample, as a pandas DataFrame; empty otherwise."""
+        import pandas as pd
+
+        rows = [
+            {
+                "stage": stage["stage"],
+                "first_layer": stage.get("first_layer", ""),
+                "last_layer": stage.get("last_layer", ""),
+                "tensor": tensor["tensor"],
+                "shape": tuple(tensor["shape"]),
+                "bytes_per_sample": tensor["bytes_per_sample"],
+            }
+            for stage in self.extra.get("stages", [])
+            for tensor in stage.get("receives", [])
+        ]
+        columns = ["stage", "first_layer", "last_layer", "tensor", "shape", "bytes_per_sample"]
+        return pd.DataFrame(rows, columns=columns)
+
     def plot_timeline(self):
         """Planned, measured and simulated Gantt charts of one pipeline step."""
         from ..plots.timeline import timeline_figure
