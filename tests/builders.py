@@ -309,3 +309,28 @@ def small_tokens(samples: int = 64, seed: int = 0):
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 50, (samples, 16)).astype("int32")
     return x, (x[:, 0] > 25).astype("int32")
+
+
+def two_output_model():
+    """A functional model with a classifier head and a regression head, one loss each."""
+    import keras
+
+    inputs = keras.Input((FEATURES,), name="features")
+    shared = keras.layers.Dense(16, activation="relu", name="shared")(inputs)
+    classes = keras.layers.Dense(CLASSES, name="classes")(shared)
+    value = keras.layers.Dense(1, name="value")(keras.layers.Dense(8, name="value_hidden")(shared))
+    model = keras.Model(inputs, [classes, value])
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.05),
+        loss=[keras.losses.SparseCategoricalCrossentropy(from_logits=True), "mse"],
+        loss_weights=[1.0, 0.5],
+    )
+    return model
+
+
+def two_output_dataset():
+    """Unbatched (x, (label, value)) samples for `two_output_model`."""
+    import tensorflow as tf
+
+    x, y = small_data(256)
+    return tf.data.Dataset.from_tensor_slices((x, (y, x[:, :1] * 2.0)))

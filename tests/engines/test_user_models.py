@@ -1,9 +1,10 @@
 """Models users really write train under every strategy with the weights of one device.
 
-A subclassed model and a Sequential without `keras.Input` have no variables until their first
-call; a two-input functional model takes a dict. Each trains under single, data (fit and
-explicit), multiworker (2 local workers × 1 device on the CPU) and, where the model has a graph,
-model (2 stages), and every strategy's trained weights equal single-device training to 1e-5.
+A subclassed model and a Sequential without `keras.Input` have no variables until their first call;
+a two-input functional model takes a dict; a two-output one has a loss per output. Each trains under
+single, data (fit and explicit), multiworker (2 local workers × 1 device on the CPU) and, where the
+model has a graph, model (2 stages), and every strategy's trained weights equal single-device
+training to 1e-5.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from tests.builders import (
     subclassed_model,
     two_input_dataset,
     two_input_model,
+    two_output_dataset,
+    two_output_model,
 )
 
 pytestmark = pytest.mark.slow
@@ -33,6 +36,7 @@ MODELS = {
     "subclassed": (subclassed_model, small_data()),
     "deferred-sequential": (deferred_sequential, small_data()),
     "two-inputs": (two_input_model, two_input_dataset),
+    "two-outputs": (two_output_model, two_output_dataset),
 }
 
 
