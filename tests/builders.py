@@ -334,3 +334,31 @@ def two_output_dataset():
 
     x, y = small_data(256)
     return tf.data.Dataset.from_tensor_slices((x, (y, x[:, :1] * 2.0)))
+
+
+def shared_layer_model():
+    """One Dense layer called at two places: its weights cannot sit on two devices."""
+    import keras
+
+    inputs = keras.Input((FEATURES,))
+    twice = keras.layers.Dense(FEATURES, activation="relu", name="twice")
+    hidden = twice(twice(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(CLASSES, name="head")(hidden))
+    return _compiled(model)
+
+
+def nested_model():
+    """A functional model used as one layer of another: it stays whole inside one stage."""
+    import keras
+
+    inner_in = keras.Input((16,))
+    inner = keras.Model(
+        inner_in,
+        keras.layers.Dense(16, activation="relu", name="inner_dense")(inner_in),
+        name="inner",
+    )
+    inputs = keras.Input((FEATURES,))
+    x = keras.layers.Dense(16, activation="relu", name="before")(inputs)
+    x = inner(x)
+    x = keras.layers.Dense(16, activation="relu", name="after")(x)
+    return _compiled(keras.Model(inputs, keras.layers.Dense(CLASSES, name="head")(x)))

@@ -165,3 +165,22 @@ def test_a_model_over_the_per_device_budget_fits_once_split():
     assert table.loc["single", "state_bytes"] != table.loc["single", "state_bytes"]  # NaN: failed
     assert table.loc["model", "state_bytes"] <= 2**20
     assert sum(split.extra["state_bytes"].values()) > 2**20  # the whole would not have fit
+
+
+def test_a_shared_layer_is_one_sentence_naming_it():
+    result = small_experiment(builders.shared_layer_model, steps_per_epoch=2).run(
+        strategy="model", devices=2
+    )
+    assert result.status == "failed"
+    assert "'twice'" in result.reason and "shared layer" in result.reason
+
+
+def test_a_nested_model_stays_whole_in_one_stage(tmp_path):
+    exp = small_experiment(builders.nested_model, steps_per_epoch=2)
+    single, split = tmp_path / "single.npz", tmp_path / "model.npz"
+    assert exp.run(strategy="single", save_weights=str(single)).ok
+    result = exp.run(strategy="model", devices=4, save_weights=str(split))
+    assert result.ok, result.reason
+    assert largest_difference(saved_weights(split), saved_weights(single)) <= 1e-5
+    layers = [name for stage in result.extra["stages"] for name in stage["layers"]]
+    assert layers == ["before", "inner", "after", "head"]  # the inner model is one call
