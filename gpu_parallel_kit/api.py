@@ -116,6 +116,7 @@ class Experiment:
         schedule: str | None = None,
         micro_batches: int | None = None,
         balance: Any = "params",
+        recompute: bool = True,
         memory_budget: int | None = None,
         workers: int | None = None,
         cluster: Any = None,
@@ -127,7 +128,9 @@ class Experiment:
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
-        `schedule`, `micro_batches` and `balance` apply to strategy="model" only, `workers` and
+        `schedule`, `micro_batches`, `balance` and `recompute` (compiled stage tasks whose
+        backward recomputes the forward; False: eager tasks that keep each tape) apply to
+        strategy="model" only, `workers` and
         `cluster` to strategy="multiworker" only (a comparison passes them to every run; the
         other strategies ignore them). `mode` defaults to "fit", and to "explicit" (the only
         loop that works under MultiWorkerMirroredStrategy) for multiworker. `scaling`,
@@ -155,7 +158,7 @@ class Experiment:
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,
-            **_pipeline_plan(strategy, schedule, micro_batches, balance),
+            **_pipeline_plan(strategy, schedule, micro_batches, balance, recompute),
             **_cluster_plan(strategy, workers, cluster),
         )
 
@@ -276,7 +279,7 @@ class Experiment:
 
 
 def _pipeline_plan(
-    strategy: str, schedule: str | None, micro_batches: int | None, balance: Any
+    strategy: str, schedule: str | None, micro_batches: int | None, balance: Any, recompute: bool
 ) -> dict[str, Any]:
     """Model-parallel settings: naive without micro-batches, gpipe when micro-batches are asked."""
     if strategy != "model":
@@ -287,6 +290,7 @@ def _pipeline_plan(
         "schedule": schedule,
         "micro_batches": 1 if micro_batches is None else micro_batches,
         "balance": list(balance) if isinstance(balance, tuple) else balance,
+        "recompute": recompute,
     }
 
 

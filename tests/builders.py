@@ -362,3 +362,21 @@ def nested_model():
     x = inner(x)
     x = keras.layers.Dense(16, activation="relu", name="after")(x)
     return _compiled(keras.Model(inputs, keras.layers.Dense(CLASSES, name="head")(x)))
+
+
+def dropout_chain(rate: float = 0.3):
+    """Dense layers with seeded Dropout between them: the masks decide the gradients."""
+    import keras
+
+    layers = []
+    for i in range(3):
+        layers += [
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dropout(rate, seed=7 + i),
+        ]
+    model = keras.Sequential([keras.Input((FEATURES,)), *layers, keras.layers.Dense(CLASSES)])
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model

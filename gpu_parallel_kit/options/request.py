@@ -45,6 +45,7 @@ class Request:
     schedule: str | None = api_default("schedule")  # model parallel; None: naive, or gpipe
     micro_batches: int | None = api_default("micro_batches")  # model parallel; None: 1
     balance: Any = api_default("balance")  # model parallel: params | time | stage starts
+    recompute: bool = api_default("recompute")  # model parallel: compiled tasks, recompute
     memory_budget: int | None = api_default("memory_budget")  # bytes per device
     workers: int | None = api_default("workers")  # multiworker; None: 2 (or the cluster's)
     cluster: str | None = api_default("cluster")  # multiworker: cluster file; None: local

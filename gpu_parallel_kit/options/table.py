@@ -179,6 +179,14 @@ TRAINING: tuple[Option, ...] = (
         metavar="params|time|I,J|NAMES",
     ),
     Option(
+        "--no-recompute",
+        "model parallel: run stage tasks eagerly, each forward's tape kept for its backward, "
+        "instead of compiled tasks whose backward recomputes the forward",
+        goes_to="plan",
+        action="store_false",
+        dest="recompute",
+    ),
+    Option(
         "--memory-budget",
         "refuse a run whose parameters and optimizer state need more than this many MiB on any "
         "device (shows why a model must be split); default: no budget",

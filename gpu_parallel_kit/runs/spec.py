@@ -127,7 +127,8 @@ class RunSpec:
     save_weights: str | None = None  # .npz path for the trained weights, in model.weights order
     schedule: str = ""  # model parallel: naive | gpipe | 1f1b
     micro_batches: int | None = None  # model parallel: micro-batches per global batch
-    balance: Any = "params"  # model parallel: params | time | stage start indices
+    balance: Any = "params"  # model parallel: params | time | stage start indices or names
+    recompute: bool = True  # model parallel: compiled stage tasks, backward recomputes forward
     memory_budget: int | None = None  # bytes of parameters + optimizer state allowed per device
     workers: int = 1  # multiworker: processes, each with `devices` devices
     cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
@@ -165,6 +166,8 @@ class RunSpec:
                 f"memory_budget={self.memory_budget!r} must be a positive number of bytes, "
                 "e.g. 64 * 2**20"
             )
+        if not isinstance(self.recompute, bool):
+            raise TypeError(f"recompute={self.recompute!r} must be True or False")
         if self.steps_per_execution < 1:
             raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
         if self.timeout_s is not None and self.timeout_s <= 0:

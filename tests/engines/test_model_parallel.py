@@ -184,3 +184,45 @@ def test_a_nested_model_stays_whole_in_one_stage(tmp_path):
     assert largest_difference(saved_weights(split), saved_weights(single)) <= 1e-5
     layers = [name for stage in result.extra["stages"] for name in stage["layers"]]
     assert layers == ["before", "inner", "after", "head"]  # the inner model is one call
+
+
+@pytest.mark.parametrize(("schedule", "stages", "micro_batches"), [("gpipe", 2, 4), ("1f1b", 4, 4)])
+def test_recompute_draws_the_dropout_masks_its_forward_drew(
+    tmp_path, schedule, stages, micro_batches
+):
+    plan = dict(strategy="model", devices=stages, schedule=schedule, micro_batches=micro_batches)
+    weights = {}
+    for name, build, recompute in (
+        ("eager", builders.dropout_chain, False),
+        ("compiled", builders.dropout_chain, True),
+        ("no dropout", lambda: builders.dropout_chain(rate=0.0), True),
+    ):
+        path = tmp_path / f"{name}.npz"
+        result = small_experiment(build, steps_per_epoch=3).run(
+            **plan, recompute=recompute, save_weights=str(path)
+        )
+        assert result.ok, result.reason
+        weights[name] = saved_weights(path)
+    # The recompute reproduces the eager forward's masks, so both train the same weights ...
+    assert largest_difference(weights["compiled"], weights["eager"]) <= 1e-5
+    # ... and the masks matter: without dropout the weights come out elsewhere.
+    assert largest_difference(weights["compiled"], weights["no dropout"]) > 1e-3
+
+
+def test_recompute_and_eager_tasks_train_the_same_weights(experiment, tmp_path):
+    for recompute in (False, True):
+        path = tmp_path / f"{recompute}.npz"
+        result = experiment.run(
+            strategy="model",
+            devices=4,
+            schedule="1f1b",
+            micro_batches=4,
+            recompute=recompute,
+            save_weights=str(path),
+        )
+        assert result.ok, result.reason
+        assert result.extra["stage_tasks"].startswith("compiled" if recompute else "eager")
+    difference = largest_difference(
+        saved_weights(tmp_path / "True.npz"), saved_weights(tmp_path / "False.npz")
+    )
+    assert difference <= 1e-5

@@ -36,7 +36,10 @@ def case(request, tmp_path_factory):
 def test_the_cut_graph_trains_like_one_device(case, stages, tmp_path):
     name, experiment, reference = case
     path = tmp_path / "model.npz"
-    result = experiment.run(strategy="model", devices=stages, save_weights=str(path))
+    # Eager stage tasks against an eager single device: the same arithmetic (builders._compiled).
+    result = experiment.run(
+        strategy="model", devices=stages, recompute=False, save_weights=str(path)
+    )
     assert result.ok, f"{name} on {stages} stages: {result.reason}"
     assert largest_difference(saved_weights(path), reference) <= 1e-5
     described = result.extra["stages"]

@@ -65,6 +65,7 @@ def test_a_request_is_the_apis_arguments():
         "schedule": "gpipe",
         "micro_batches": 4,
         "balance": "params",
+        "recompute": True,
         "memory_budget": 64 * 2**20,
         "workers": None,
         "cluster": None,

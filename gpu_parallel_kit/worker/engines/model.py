@@ -75,7 +75,12 @@ class ModelParallelEngine(Engine):
         check_budget(self.state_bytes, spec.memory_budget)
         schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
         runner = PipelineRunner(
-            stages, schedule, micro_batches, _loss(model, traced), lambda x: feed(traced, x)
+            stages,
+            schedule,
+            micro_batches,
+            _loss(model, traced),
+            lambda x: feed(traced, x),
+            recompute=spec.recompute,
         )
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
         reports: list[StepReport] = []
@@ -152,6 +157,9 @@ class ModelParallelEngine(Engine):
             else None,
             "extra": {
                 **figures,
+                "stage_tasks": "compiled, backward recomputes forward"
+                if self.spec.recompute
+                else "eager, tape kept",
                 "state_bytes": self.state_bytes,
                 "parameter_bytes": sum(s["parameter_bytes"] for s in figures["stages"]),
             },

@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from ...pipeline.schedules import Task, execution_order
+from .stage_tasks import make_tasks
 from .stages import Stage
 
 MAILBOX_POLL_S = 0.5
@@ -93,12 +94,18 @@ class PipelineRunner:
         micro_batches: int,
         loss_fn: Callable[[Any, dict[str, tf.Tensor]], tf.Tensor],
         feed: Callable[[Any], dict[str, tf.Tensor]],
+        recompute: bool = False,
     ) -> None:
         self.stages = stages
         self.schedule = schedule
         self.micro_batches = micro_batches
-        self.loss_fn = loss_fn  # (targets, the last stage's outputs by name) -> mean loss
         self.feed = feed  # a micro-batch of x -> the model's input tensors by name
+        last = len(stages) - 1
+        # loss_fn: (targets, the last stage's outputs by name) -> the micro-batch's mean loss.
+        self.tasks = [
+            make_tasks(stage, loss_fn if stage.index == last else None, micro_batches, recompute)
+            for stage in stages
+        ]
         self._pool = ThreadPoolExecutor(max_workers=len(stages), thread_name_prefix="gpk-stage")
 
     def close(self) -> None:
@@ -152,8 +159,10 @@ class PipelineRunner:
         """One stage's step, pausing after each task; returns (loss part, task records, bytes in,
         gradient bytes in, peak number of micro-batches whose activations were held at once)."""
         last = stage.index == len(self.stages) - 1
-        tapes: dict[int, tuple] = {}
-        accumulated = [tf.zeros_like(v) for v in stage.variables]
+        tasks = self.tasks[stage.index]
+        with tf.device(stage.device):
+            tasks.begin_step()
+        saved: dict[int, Any] = {}  # per micro-batch: what its backward needs
         records: list[TaskRecord] = []
         loss_total, activations_in, gradients_in, peak_live = 0.0, 0, 0, 0
         for task in self.schedule[stage.index]:
@@ -169,15 +178,8 @@ class PipelineRunner:
                     # The copy across the cut onto this device.
                     received = {name: tf.identity(value) for name, value in incoming.items()}
                     moved = time.perf_counter() - moved
-                    with tf.GradientTape() as tape:
-                        tape.watch([received[n] for n in stage.cut.used if _floating(received[n])])
-                        out = stage.forward(received, training=True)
-                        if last:
-                            # Mean over the micro-batch / M: the micro-batches' gradients sum to
-                            # the gradient of the global batch's mean loss.
-                            out = self.loss_fn(ys[task.micro_batch], out) / self.micro_batches
-                tapes[task.micro_batch] = (tape, received, out)
-                peak_live = max(peak_live, len(tapes))
+                    out, saved[task.micro_batch] = tasks.forward(received, ys[task.micro_batch])
+                peak_live = max(peak_live, len(saved))
                 size = _nbytes(incoming) if stage.index else 0
                 activations_in += size
                 if last:
@@ -185,7 +187,7 @@ class PipelineRunner:
                 else:
                     mailbox.put(("act", stage.index + 1, task.micro_batch), out)
             else:
-                tape, received, out = tapes.pop(task.micro_batch)
+                kept = saved.pop(task.micro_batch)
                 incoming = None if last else mailbox.get(("grad", stage.index, task.micro_batch))
                 start = time.perf_counter()
                 with tf.device(stage.device):
@@ -196,10 +198,7 @@ class PipelineRunner:
                         else {name: tf.identity(value) for name, value in incoming.items()}
                     )
                     moved = time.perf_counter() - moved
-                    grads = _backward(stage, tape, received, out, upstream)
-                    accumulated = [
-                        a + g for a, g in zip(accumulated, grads.pop(_VARIABLES), strict=True)
-                    ]
+                    grads = tasks.backward(kept, upstream, ys[task.micro_batch])
                 size = 0 if incoming is None else _nbytes(incoming)
                 gradients_in += size
                 if stage.index > 0:
@@ -221,9 +220,9 @@ class PipelineRunner:
             yield
         start = time.perf_counter()
         with tf.device(stage.device):
-            stage.optimizer.apply_gradients(zip(accumulated, stage.variables, strict=True))
+            tasks.apply()
         if timed:
-            _wait_for(stage.variables[0].value if stage.variables else accumulated)
+            _wait_for(stage.variables[0].value if stage.variables else None)
         update_s = time.perf_counter() - start
         return loss_total, records, activations_in, gradients_in, peak_live, update_s
 
@@ -241,63 +240,14 @@ def _drain(stage_run: Generator, mailbox: Mailbox | None) -> tuple:
         raise
 
 
-_VARIABLES = object()  # the key of the variables' gradients in `_backward`'s answer
-
-
-def _backward(
-    stage: Stage,
-    tape: tf.GradientTape,
-    received: dict[str, tf.Tensor],
-    out: Any,
-    upstream: dict[str, tf.Tensor],
-) -> dict[Any, Any]:
-    """The gradients of the received tensors (by name) and of the stage's variables.
-
-    The last stage differentiates its loss; the others their computed outputs, weighted by the
-    gradients the next stage sent back. A tensor passed through adds its upstream gradient to
-    whatever the stage's own layers give it. Integer tensors (token ids) get no gradient.
-    """
-    used = [n for n in stage.cut.used if _floating(received[n])]
-    sources = [received[n] for n in used] + list(stage.variables)
-    if upstream or not isinstance(out, tf.Tensor):
-        computed = [n for n in stage.cut.computed if n in upstream]
-        targets = [out[n] for n in computed]
-        weights = [upstream[n] for n in computed]
-    else:
-        targets, weights = out, None
-    grads = tape.gradient(
-        targets,
-        sources,
-        output_gradients=weights,
-        unconnected_gradients=tf.UnconnectedGradients.ZERO,
-    )
-    answer: dict[Any, Any] = {_VARIABLES: grads[len(used) :]}
-    by_name = dict(zip(used, grads[: len(used)], strict=True))
-    for name in stage.cut.received:
-        total = by_name.get(name)
-        if name in stage.cut.passed_through and name in upstream:
-            total = upstream[name] if total is None else total + upstream[name]
-        if total is not None:
-            answer[name] = total
-    return answer
-
-
 def split(batch: Any, parts: int) -> list[Any]:
     """A batch (a tensor, or a tuple or dict of them) as `parts` micro-batches."""
     flat = [tf.split(tensor, parts) for tensor in tf.nest.flatten(batch)]
     return [tf.nest.pack_sequence_as(batch, [pieces[i] for pieces in flat]) for i in range(parts)]
 
 
-def _floating(tensor: tf.Tensor) -> bool:
-    return tensor.dtype.is_floating
-
-
-def _nbytes(tensors: dict[Any, tf.Tensor]) -> int:
-    return sum(
-        int(t.shape.num_elements() or 0) * t.dtype.size
-        for key, t in tensors.items()
-        if key is not _VARIABLES
-    )
+def _nbytes(tensors: dict[str, tf.Tensor]) -> int:
+    return sum(int(t.shape.num_elements() or 0) * t.dtype.size for t in tensors.values())
 
 
 def _wait_for(tensor) -> None:

@@ -1,0 +1,217 @@
+"""What one stage does in a forward and a backward task: eagerly, or as compiled functions.
+
+Eager tasks keep each micro-batch's gradient tape from its forward to its backward: one forward
+per micro-batch, but every operation is dispatched from Python, a few milliseconds per task on
+small stages. Compiled tasks (`recompute=True`) run each task as one `tf.function`, traced once
+per micro-batch shape. A tape cannot outlive the function that made it, so the backward task
+recomputes its forward under a tape, as GPipe itself does (re-materialisation), which also frees
+every activation between the two tasks. Two things must not change in the recompute:
+- BatchNormalization's moving statistics are updated once per micro-batch, by the forward: the
+  backward saves the stage's non-trainable state, recomputes, and puts it back;
+- Dropout draws the masks its forward drew: the forward saves the stage's seed state before it
+  runs, and the recompute runs from that saved state.
+Both are the stage model's `non_trainable_variables` (BatchNormalization statistics and Keras
+seed-generator states), saved and restored as a whole. The variables' gradients are summed into
+accumulators on the stage's device and applied once per global batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from .stages import Stage
+
+LossFn = Callable[[Any, dict[str, tf.Tensor]], tf.Tensor]
+
+
+class EagerTasks:
+    """Tape kept from forward to backward; every operation dispatched eagerly."""
+
+    def __init__(self, stage: Stage, loss_fn: LossFn | None, micro_batches: int) -> None:
+        self.stage = stage
+        self.loss_fn = loss_fn  # the last stage only
+        self.micro_batches = micro_batches
+        self._accumulated: list[tf.Tensor] = []
+
+    def begin_step(self) -> None:
+        self._accumulated = [tf.zeros_like(v) for v in self.stage.variables]
+
+    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
+        """(what to send on, or the loss on the last stage; what the backward needs)."""
+        stage = self.stage
+        with tf.GradientTape() as tape:
+            tape.watch([received[n] for n in stage.cut.used if received[n].dtype.is_floating])
+            out = stage.forward(received, training=True)
+            if self.loss_fn is not None:
+                # Mean over the micro-batch / M: the micro-batches' gradients sum to the
+                # gradient of the global batch's mean loss.
+                out = self.loss_fn(y, out) / self.micro_batches
+        return out, (tape, received, out)
+
+    def backward(self, saved: Any, upstream: dict[str, tf.Tensor], y: Any) -> dict[str, tf.Tensor]:
+        tape, received, out = saved
+        stage = self.stage
+        used = _floating_used(stage, received)
+        if self.loss_fn is not None:
+            targets, weights = out, None
+        else:
+            computed = [n for n in stage.cut.computed if n in upstream]
+            targets, weights = [out[n] for n in computed], [upstream[n] for n in computed]
+        grads = tape.gradient(
+            targets,
+            [received[n] for n in used] + list(stage.variables),
+            output_gradients=weights,
+            unconnected_gradients=tf.UnconnectedGradients.ZERO,
+        )
+        self._accumulated = [
+            a + g for a, g in zip(self._accumulated, grads[len(used) :], strict=True)
+        ]
+        return _received_gradients(
+            stage, dict(zip(used, grads[: len(used)], strict=True)), upstream
+        )
+
+    def apply(self) -> None:
+        stage = self.stage
+        stage.optimizer.apply_gradients(zip(self._accumulated, stage.variables, strict=True))
+
+
+class CompiledTasks:
+    """Each task one compiled function; the backward recomputes its forward (see the module)."""
+
+    def __init__(self, stage: Stage, loss_fn: LossFn | None, micro_batches: int) -> None:
+        self.stage = stage
+        self.loss_fn = loss_fn
+        self.micro_batches = micro_batches
+        with tf.device(stage.device):
+            self._sums = [tf.Variable(tf.zeros_like(v), trainable=False) for v in stage.variables]
+        self._state = list(stage.model.non_trainable_variables)
+        self._forward = tf.function(self._forward_body, reduce_retracing=True)
+        self._backward = tf.function(self._backward_body, reduce_retracing=True)
+        self._apply = tf.function(self._apply_body)
+        self._reset = tf.function(self._reset_body)
+
+    def begin_step(self) -> None:
+        self._reset()
+
+    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
+        stage = self.stage
+        inputs = [received[n] for n in stage.cut.received]
+        out, state = self._forward(inputs, y if self.loss_fn is not None else ())
+        if self.loss_fn is not None:
+            return out, (inputs, state, ())
+        computed = dict(zip(stage.cut.computed, out, strict=True))
+        sent = {n: computed[n] if n in computed else received[n] for n in stage.cut.sent}
+        shapes = tuple((t.shape, t.dtype) for t in out)  # not the tensors: they are freed
+        return sent, (inputs, state, shapes)
+
+    def backward(self, saved: Any, upstream: dict[str, tf.Tensor], y: Any) -> dict[str, tf.Tensor]:
+        inputs, state, shapes = saved
+        stage = self.stage
+        # The last stage differentiates its loss; the others weigh their outputs by the
+        # gradients sent back (zero for an output nobody sent one for: an integer tensor).
+        weights = (
+            [
+                upstream[n] if n in upstream else tf.zeros(shape, dtype)
+                for n, (shape, dtype) in zip(stage.cut.computed, shapes, strict=True)
+            ]
+            if self.loss_fn is None
+            else []
+        )
+        grads = self._backward(inputs, weights, state, y if self.loss_fn is not None else ())
+        floating = [
+            n
+            for n, t in zip(stage.cut.received, inputs, strict=True)
+            if n in stage.cut.used and t.dtype.is_floating
+        ]
+        return _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream)
+
+    def apply(self) -> None:
+        self._apply()
+
+    def _used(self, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
+        by_name = dict(zip(self.stage.cut.received, inputs, strict=True))
+        return [by_name[n] for n in self.stage.cut.used]
+
+    def _run(self, inputs: list[tf.Tensor], y: Any) -> Any:
+        """The stage's forward in training mode; the micro-batch's loss share on the last."""
+        stage = self.stage
+        outputs = tf.nest.flatten(stage.model(self._used(inputs), training=True))
+        if self.loss_fn is None:
+            return outputs
+        by_name = dict(zip(stage.cut.received, inputs, strict=True))
+        values = dict(zip(stage.cut.computed, outputs, strict=True))
+        sent = {n: values[n] if n in values else by_name[n] for n in stage.cut.sent}
+        return self.loss_fn(y, sent) / self.micro_batches
+
+    def _forward_body(self, inputs: list[tf.Tensor], y: Any) -> tuple[Any, list[tf.Tensor]]:
+        state = [tf.identity(v.value) for v in self._state]  # before: the recompute starts here
+        with tf.control_dependencies(state):
+            out = self._run(inputs, y)
+        return out, state
+
+    def _backward_body(
+        self, inputs: list[tf.Tensor], weights: list[tf.Tensor], state: list[tf.Tensor], y: Any
+    ) -> list[tf.Tensor]:
+        stage = self.stage
+        now = [tf.identity(v.value) for v in self._state]
+        with tf.control_dependencies(now):
+            for variable, value in zip(self._state, state, strict=True):
+                variable.assign(value)  # the seeds (and statistics) the forward started from
+        watched = [
+            t
+            for n, t in zip(stage.cut.received, inputs, strict=True)
+            if n in stage.cut.used and t.dtype.is_floating
+        ]
+        with tf.GradientTape() as tape:
+            tape.watch(watched)
+            out = self._run(inputs, y)
+        grads = tape.gradient(
+            out,
+            watched + list(stage.variables),
+            output_gradients=weights or None,
+            unconnected_gradients=tf.UnconnectedGradients.ZERO,
+        )
+        for total, grad in zip(self._sums, grads[len(watched) :], strict=True):
+            total.assign_add(grad)
+        with tf.control_dependencies(grads):
+            for variable, value in zip(self._state, now, strict=True):
+                variable.assign(value)  # statistics as the forwards left them: updated once
+        return grads[: len(watched)]
+
+    def _apply_body(self) -> None:
+        stage = self.stage
+        stage.optimizer.apply_gradients(
+            zip([total.read_value() for total in self._sums], stage.variables, strict=True)
+        )
+
+    def _reset_body(self) -> None:
+        for total in self._sums:
+            total.assign(tf.zeros_like(total))
+
+
+def _floating_used(stage: Stage, received: dict[str, tf.Tensor]) -> list[str]:
+    return [n for n in stage.cut.used if received[n].dtype.is_floating]
+
+
+def _received_gradients(
+    stage: Stage, by_name: dict[str, tf.Tensor], upstream: dict[str, tf.Tensor]
+) -> dict[str, tf.Tensor]:
+    """The gradient of each received tensor: from the stage's own layers, plus the upstream
+    gradient of a tensor it passed through unchanged. Integer tensors get none."""
+    answer: dict[str, tf.Tensor] = {}
+    for name in stage.cut.received:
+        total = by_name.get(name)
+        if name in stage.cut.passed_through and name in upstream:
+            total = upstream[name] if total is None else total + upstream[name]
+        if total is not None:
+            answer[name] = total
+    return answer
+
+
+def make_tasks(stage: Stage, loss_fn: LossFn | None, micro_batches: int, recompute: bool):
+    """The stage's tasks: compiled with recompute, or eager with the tape kept."""
+    kind = CompiledTasks if recompute else EagerTasks
+    return kind(stage, loss_fn, micro_batches)
