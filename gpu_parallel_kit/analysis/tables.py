@@ -64,6 +64,9 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
     "bubble_theoretical",
     "bubble_simulated",
     "simulated_step_time_s",
+    # What the engine itself costs: per task beyond its call and copies, per step outside tasks.
+    "task_overhead_s",
+    "outside_tasks_s",
 )
 # Parameters and optimizer state on the fullest device: what model parallelism divides.
 MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)

@@ -78,7 +78,13 @@ def test_timeline_bubble_and_bytes_are_reported(experiment):
     assert len(result.extra["cut_time_s"]) == 3
     assert all(t >= 0 for t in result.extra["cut_time_s"])
     assert result.comm_time_s > 0
+    # The engine's own cost, measured beside the work: never negative, and the serial passes'
+    # task times hold their calls.
+    assert result.extra["task_overhead_s"] >= 0 and result.extra["task_overhead_alone_s"] >= 0
+    assert result.extra["outside_tasks_s"] >= 0
+    assert 0 < result.extra["calls_alone_s"] <= result.extra["work_alone_s"]
     row = gpk.Comparison([result]).table.iloc[0]
+    assert row["task_overhead_s"] == pytest.approx(result.extra["task_overhead_s"])
     assert row["schedule"] == "gpipe" and row["micro_batches"] == 4
     assert row["bubble_theoretical"] == pytest.approx(3 / 7)
     stages = result.stages

@@ -224,6 +224,7 @@ def _figures(
         else None,
         "cut_bytes": trained[-1].cut_bytes if trained else [],
         "cut_time_s": _cut_times(timed, k),
+        **_overheads([r for r in reports if r.tasks and not r.serial], alone),
         # Copies across cuts only: stage 0's copy of its input is feeding, not communication.
         "comm_time_s": statistics.median(
             sum(t.transfer_s for t in tasks if (t.stage, t.kind) != (0, "F")) for tasks in timed
@@ -245,6 +246,34 @@ def _figures(
             }
             for s in stages
         ],
+    }
+
+
+def _overheads(trained: list[StepReport], alone: list[StepReport]) -> dict[str, float | None]:
+    """What the engine costs beyond the work: per task, its time minus the time inside its
+    forward or backward call and minus its copies across the cut (median over the tasks of the
+    timed steps, and of the serial passes where each task ran alone); per step, the time outside
+    every task (splitting the batch, waiting, the updates), and the work alone (the serial
+    passes' task times and, of that, the calls'), medians over the steps."""
+
+    def per_task(reports: list[StepReport]) -> float | None:
+        values = [t.end - t.start - t.call_s - t.transfer_s for r in reports for t in r.tasks]
+        return statistics.median(values) if values else None
+
+    def outside(report: StepReport) -> float:
+        span = max(t.end for t in report.tasks) - min(t.start for t in report.tasks)
+        return report.duration_s - span
+
+    return {
+        "task_overhead_s": per_task(trained),
+        "task_overhead_alone_s": per_task(alone),
+        "outside_tasks_s": statistics.median(outside(r) for r in trained) if trained else None,
+        "work_alone_s": statistics.median(sum(t.end - t.start for t in r.tasks) for r in alone)
+        if alone
+        else None,
+        "calls_alone_s": statistics.median(sum(t.call_s for t in r.tasks) for r in alone)
+        if alone
+        else None,
     }
 
 

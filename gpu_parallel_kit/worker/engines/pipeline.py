@@ -70,6 +70,7 @@ class TaskRecord:
     end: float
     transfer_s: float = 0.0
     bytes_in: int = 0
+    call_s: float = 0.0  # inside the stage's forward or backward: the task's own work
 
 
 @dataclass
@@ -82,6 +83,7 @@ class StepReport:
     peak_live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
     update_s: list[float] = field(default_factory=list)  # per stage: its optimizer update
     serial: bool = False  # the tasks ran one at a time (their times are uncontended)
+    duration_s: float = 0.0  # the whole step: splitting the batch, every task, every update
 
 
 class PipelineRunner:
@@ -117,15 +119,16 @@ class PipelineRunner:
         """One global batch. `serial` runs the same tasks one at a time in one thread: slower,
         but each task's time is then its own, not shared with other stages on the same cores."""
         mailbox = Mailbox()
+        clock = time.perf_counter()
         xs = [self.feed(part) for part in split(x, self.micro_batches)]
         ys = split(y, self.micro_batches)
-        clock = time.perf_counter()
         stage_runs = [
             self._stage_tasks(stage, xs, ys, mailbox, clock, timed or serial)
             for stage in self.stages
         ]
         results = self._serially(stage_runs) if serial else self._concurrently(stage_runs, mailbox)
         losses, records, activations_in, gradients_in, live, updates = zip(*results, strict=True)
+        duration = time.perf_counter() - clock
         return StepReport(
             loss=float(sum(losses)),
             tasks=[record for stage_records in records for record in stage_records],
@@ -134,6 +137,7 @@ class PipelineRunner:
             peak_live=list(live),
             update_s=list(updates),
             serial=serial,
+            duration_s=duration,
         )
 
     def _concurrently(self, stage_runs: list[Generator], mailbox: Mailbox) -> list[tuple]:
@@ -178,7 +182,9 @@ class PipelineRunner:
                     # The copy across the cut onto this device.
                     received = {name: tf.identity(value) for name, value in incoming.items()}
                     moved = time.perf_counter() - moved
+                    called = time.perf_counter()
                     out, saved[task.micro_batch] = tasks.forward(received, ys[task.micro_batch])
+                    called = time.perf_counter() - called
                 peak_live = max(peak_live, len(saved))
                 size = _nbytes(incoming) if stage.index else 0
                 activations_in += size
@@ -198,14 +204,18 @@ class PipelineRunner:
                         else {name: tf.identity(value) for name, value in incoming.items()}
                     )
                     moved = time.perf_counter() - moved
+                    called = time.perf_counter()
                     grads = tasks.backward(kept, upstream, ys[task.micro_batch])
+                    called = time.perf_counter() - called
                 size = 0 if incoming is None else _nbytes(incoming)
                 gradients_in += size
                 if stage.index > 0:
                     mailbox.put(("grad", stage.index - 1, task.micro_batch), grads)
             if timed:
                 if task.kind == "F" and not last:
-                    _wait_for(out)
+                    waited = time.perf_counter()
+                    _wait_for(out)  # the work may still run on a GPU: it is the call's
+                    called += time.perf_counter() - waited
                 records.append(
                     TaskRecord(
                         stage.index,
@@ -215,6 +225,7 @@ class PipelineRunner:
                         time.perf_counter() - clock,
                         moved,
                         size,
+                        called,
                     )
                 )
             yield
