@@ -1,4 +1,5 @@
-"""Pipeline schedules compared: naive, gpipe and 1f1b on a deep MLP, K stages, M micro-batches.
+"""Pipeline schedules compared: naive, gpipe and 1f1b on a deep MLP, K stages, M micro-batches,
+run by the compiled stage tasks (the backward recomputes its forward) and by the eager ones.
 
 Every run goes through one `gpk.Experiment`, so all share one single-device baseline, one fork
 server and one data file. Per (schedule, K, M) the table shows the measured step time, the ratio
@@ -11,6 +12,7 @@ the measured task times on K independent devices; they are a model, labelled as 
 
     python benchmarks/pipeline.py                                  # K = 2 4, M = 1 2 4 8
     python benchmarks/pipeline.py --stages 2 --micro-batches 1 4 --steps 8 --json pipe.json
+    python benchmarks/pipeline.py --stages 4 --micro-batches 1 8 --width 1024 --engine compiled
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ import gpu_parallel_kit as gpk
 
 FEATURES = 256
 CLASSES = 10
-WIDTH = 512
-HIDDEN_LAYERS = 10  # + the output layer: 11 Dense layers, about 2.5 M parameters
+WIDTH = 512  # --width: 512 gives about 2.5 M parameters; 1024 gives a micro-batch more work
+HIDDEN_LAYERS = 10  # + the output layer: 11 Dense layers
+ENGINES = {"compiled": True, "eager": False}  # recompute= of each engine
 SCHEDULES = ("naive", "gpipe", "1f1b")
 
 CPU_STORY = (
@@ -62,14 +65,23 @@ LEGEND = (
 )
 
 
-def build_mlp():
-    """A chain of Dense layers (so the kit can cut it anywhere), compiled like keras.io does."""
+def mlp_builder(width: int):
+    """A builder of a chain of Dense layers of `width` units (so the kit can cut it anywhere)."""
+
+    def build_mlp():
+        return _mlp(width)
+
+    return build_mlp
+
+
+def _mlp(width: int):
+    """The chain of Dense layers, compiled like keras.io does."""
     import keras
 
     model = keras.Sequential(
         [
             keras.Input((FEATURES,)),
-            *[keras.layers.Dense(WIDTH, activation="relu") for _ in range(HIDDEN_LAYERS)],
+            *[keras.layers.Dense(width, activation="relu") for _ in range(HIDDEN_LAYERS)],
             keras.layers.Dense(CLASSES),
         ],
         name="pipeline_mlp",
@@ -95,9 +107,10 @@ class Case:
     schedule: str  # naive | gpipe | 1f1b
     stages: int  # K: devices, one stage each
     micro_batches: int  # M
+    engine: str = "compiled"  # compiled (recompute) | eager (tape kept)
 
     def __str__(self) -> str:
-        return f"{self.schedule} K={self.stages} M={self.micro_batches}"
+        return f"{self.engine} {self.schedule} K={self.stages} M={self.micro_batches}"
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,8 @@ class Row:
     simulated_step_s: float | None = None
     task_span_s: float | None = None  # median over timed steps: first task start to last end
     work_alone_s: float | None = None  # sum of all task times of a serial pass (each alone)
+    task_overhead_s: float | None = None  # median per task: its time beyond its call and copies
+    outside_s: float | None = None  # median per step: time outside every task
     activation_bytes: list[int] = field(default_factory=list)  # per stage, held at peak
     live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
     parameter_bytes: list[int] = field(default_factory=list)
@@ -135,7 +150,9 @@ class Row:
             bubble_theoretical=extra.get("bubble_theoretical"),
             simulated_step_s=extra.get("simulated_step_time_s"),
             task_span_s=_task_span(extra.get("timeline", [])),
-            work_alone_s=_work(extra.get("simulated_timeline", [])),
+            work_alone_s=extra.get("work_alone_s"),
+            task_overhead_s=extra.get("task_overhead_s"),
+            outside_s=extra.get("outside_tasks_s"),
             activation_bytes=[s["activation_bytes_held"] for s in stages],
             live=[s["peak_live_micro_batches"] for s in stages],
             parameter_bytes=[s["parameter_bytes"] for s in stages],
@@ -145,9 +162,7 @@ class Row:
     @property
     def outside_tasks_s(self) -> float | None:
         """Step time not covered by any task: the optimizer updates, splitting, the data."""
-        if self.step_s is None or self.task_span_s is None:
-            return None
-        return self.step_s - self.task_span_s
+        return self.outside_s
 
     @property
     def peak_activation_bytes(self) -> int | None:
@@ -162,12 +177,11 @@ def _task_span(timeline: Sequence[dict[str, Any]]) -> float | None:
     return statistics.median(spans) if spans else None
 
 
-def _work(timeline: Sequence[dict[str, Any]]) -> float | None:
-    return sum(t["end"] - t["start"] for t in timeline) if timeline else None
-
-
 def plan_cases(
-    exp: gpk.Experiment, stages: Sequence[int], micro_batches: Sequence[int]
+    exp: gpk.Experiment,
+    stages: Sequence[int],
+    micro_batches: Sequence[int],
+    engines: Sequence[str] = ("compiled",),
 ) -> tuple[list[Case], list[str]]:
     """Every case the kit accepts, in run order, and one line per case it refused.
 
@@ -176,11 +190,21 @@ def plan_cases(
     """
     cases, refused = [], []
     for k in dict.fromkeys(stages):
-        grid = [Case("naive", k, 1)]
-        grid += [Case(s, k, m) for m in dict.fromkeys(micro_batches) for s in SCHEDULES[1:]]
+        grid = []
+        for engine in engines:
+            grid += [Case("naive", k, 1, engine)]
+            grid += [
+                Case(s, k, m, engine) for m in dict.fromkeys(micro_batches) for s in SCHEDULES[1:]
+            ]
         for case in grid:
             try:
-                exp.plan("model", k, schedule=case.schedule, micro_batches=case.micro_batches)
+                exp.plan(
+                    "model",
+                    k,
+                    schedule=case.schedule,
+                    micro_batches=case.micro_batches,
+                    recompute=ENGINES[case.engine],
+                )
             except gpk.GpkError as error:
                 refused.append(f"{case}: {error}")
                 continue
@@ -191,7 +215,7 @@ def plan_cases(
 def run_all(args: argparse.Namespace, folder: pathlib.Path) -> dict[str, Any]:
     x, y = make_data(args.steps * args.batch, seed=args.seed)
     exp = gpk.Experiment(
-        model=build_mlp,
+        model=mlp_builder(args.width),
         data=(x, y),
         batch_size=args.batch,
         epochs=1,
@@ -200,7 +224,7 @@ def run_all(args: argparse.Namespace, folder: pathlib.Path) -> dict[str, Any]:
         progress=False,
         log=str(folder / "runs.sqlite"),  # keep the caller's own run log clean
     )
-    cases, refused = plan_cases(exp, args.stages, args.micro_batches)
+    cases, refused = plan_cases(exp, args.stages, args.micro_batches, args.engine)
     for line in refused:
         print(f"skipped (refused by the kit) {line}")
     print(f"{len(cases) + 1} runs: the single-device baseline, then {len(cases)} pipelines\n")
@@ -217,6 +241,7 @@ def run_all(args: argparse.Namespace, folder: pathlib.Path) -> dict[str, Any]:
             len(cases) + 1,
             schedule=case.schedule,
             micro_batches=case.micro_batches,
+            recompute=ENGINES[case.engine],
         )
         rows.append(Row.from_result(case, result))
         raw.append(result.to_dict())  # with the timelines: the simulated one has task times
@@ -239,6 +264,7 @@ def _timed_run(
 
 
 HEADER = (
+    "engine",
     "schedule",
     "K",
     "M",
@@ -246,10 +272,12 @@ HEADER = (
     "naive/this",
     "task span ms",
     "outside tasks ms",
+    "task overhead ms",
     "bubble measured",
     "bubble SIMULATED",
     "bubble theory",
     "work alone ms",
+    "work alone / naive's",
     "SIMULATED step ms",
     "SIMULATED naive/this",
     "act. held max/stage",
@@ -260,25 +288,32 @@ HEADER = (
 
 def table_lines(rows: Sequence[Row]) -> list[str]:
     """A Markdown table (readable as is in a terminal) with one line per case."""
-    naive = {r.case.stages: r for r in rows if r.case.schedule == "naive" and r.status == "ok"}
+    naive = {
+        (r.case.engine, r.case.stages): r
+        for r in rows
+        if r.case.schedule == "naive" and r.status == "ok"
+    }
     gpipe = {
-        (r.case.stages, r.case.micro_batches): r
+        (r.case.engine, r.case.stages, r.case.micro_batches): r
         for r in rows
         if r.case.schedule == "gpipe" and r.status == "ok"
     }
     cells = [list(HEADER)]
     for r in rows:
         if r.status != "ok":
-            cells.append([r.case.schedule, str(r.case.stages), str(r.case.micro_batches)])
-            cells[-1] += [f"{r.status}: {r.reason}"] + [""] * (len(HEADER) - 4)
+            cells.append(
+                [r.case.engine, r.case.schedule, str(r.case.stages), str(r.case.micro_batches)]
+            )
+            cells[-1] += [f"{r.status}: {r.reason}"] + [""] * (len(HEADER) - 5)
             continue
-        base = naive.get(r.case.stages)
-        twin = gpipe.get((r.case.stages, r.case.micro_batches))
+        base = naive.get((r.case.engine, r.case.stages))
+        twin = gpipe.get((r.case.engine, r.case.stages, r.case.micro_batches))
         act_ratio = None
         if r.case.schedule == "1f1b" and twin and twin.peak_activation_bytes:
             act_ratio = r.peak_activation_bytes / twin.peak_activation_bytes
         cells.append(
             [
+                r.case.engine,
                 r.case.schedule,
                 str(r.case.stages),
                 str(r.case.micro_batches),
@@ -286,10 +321,12 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
                 _ratio(base.step_s if base else None, r.step_s),
                 _number(r.task_span_s and r.task_span_s * 1e3, "{:.1f}"),
                 _number(r.outside_tasks_s and r.outside_tasks_s * 1e3, "{:.1f}"),
+                _number(r.task_overhead_s and r.task_overhead_s * 1e3, "{:.2f}"),
                 _fraction(r.bubble_measured),
                 _fraction(r.bubble_simulated),
                 _fraction(r.bubble_theoretical),
                 _number(r.work_alone_s and r.work_alone_s * 1e3, "{:.1f}"),
+                _ratio(r.work_alone_s, base.work_alone_s if base else None),
                 _number(r.simulated_step_s and r.simulated_step_s * 1e3, "{:.1f}"),
                 _ratio(base.simulated_step_s if base else None, r.simulated_step_s),
                 _bytes(r.peak_activation_bytes),
@@ -346,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = time.perf_counter()
     cores = os.cpu_count()
     print(
-        f"workload: MLP {FEATURES}-{'-'.join([str(WIDTH)] * HIDDEN_LAYERS)}-{CLASSES} "
+        f"workload: MLP {FEATURES}-{'-'.join([str(args.width)] * HIDDEN_LAYERS)}-{CLASSES} "
         f"({HIDDEN_LAYERS + 1} Dense layers), Adam, sparse CE from logits, global batch "
         f"{args.batch}, {args.steps} steps per run (warm-up left out by the kit), virtual CPU "
         f"devices on {cores} cores, Python {platform.python_version()}; load average {_load()}"
@@ -399,6 +436,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--micro-batches", type=int, nargs="+", default=[1, 2, 4, 8], help="M values"
     )
     parser.add_argument("--steps", type=int, default=10, help="training steps per run")
+    parser.add_argument("--width", type=int, default=WIDTH, help="units of each hidden layer")
+    parser.add_argument(
+        "--engine",
+        nargs="+",
+        choices=list(ENGINES),
+        default=list(ENGINES),
+        help="stage tasks: compiled (the backward recomputes the forward) and/or eager",
+    )
     parser.add_argument("--batch", type=int, default=256, help="global batch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write every raw figure to this JSON file")
