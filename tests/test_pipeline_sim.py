@@ -166,3 +166,143 @@ def test_an_invalid_schedule_is_refused_with_its_grid():
     )
     with pytest.raises(ValueError, match=r"deadlocks[\s\S]*step  stage 0  stage 1"):
         simulate(schedule, unit)
+
+
+def test_zb_h1_two_by_two_places_every_task():
+    timed = planned("zb-h1", 2, 2)
+    assert [(str(t), t.start, t.end) for t in timed] == [
+        ("0F0", 0.0, 1.0),
+        ("0F1", 1.0, 2.0),
+        ("1F0", 1.0, 2.0),
+        ("1B0", 2.0, 3.0),
+        ("0B0", 3.0, 4.0),  # the input gradient came up without waiting for 1W0
+        ("1F1", 3.0, 4.0),
+        ("0W0", 4.0, 5.0),
+        ("1B1", 4.0, 5.0),
+        ("0B1", 5.0, 6.0),
+        ("1W0", 5.0, 6.0),  # deferred on the last stage into the time it would idle
+        ("0W1", 6.0, 7.0),
+        ("1W1", 6.0, 7.0),
+    ]
+    assert all(t.device == t.stage for t in timed)
+
+
+@pytest.mark.parametrize(("stages", "micro_batches"), [(2, 2), (4, 4), (4, 8), (3, 5), (8, 16)])
+def test_zb_h1_with_unit_passes_has_a_third_of_1f1bs_bubble(stages, micro_batches):
+    # F = B = W = 1, so 1f1b's whole backward is B + W = 2.
+    zb_h1 = planned("zb-h1", stages, micro_batches)
+    assert makespan(zb_h1) == 3 * micro_batches + stages - 1
+    expected = (stages - 1) / (3 * micro_batches + stages - 1)  # the paper's (K-1)/(3M) of ideal
+    assert bubble_fraction(zb_h1, stages) == pytest.approx(expected, abs=1e-12)
+    assert theoretical_bubble("zb-h1", stages, micro_batches) == pytest.approx(expected)
+    one_f_one_b = simulate(
+        build_schedule("1f1b", stages, micro_batches), lambda t: 1.0 if t.kind == "F" else 2.0
+    )
+    assert makespan(one_f_one_b) - 3 * micro_batches == 3 * (stages - 1)  # 3x zb-h1's idle
+
+
+@pytest.mark.parametrize(("stages", "micro_batches"), [(2, 1), (4, 1), (4, 3), (8, 5)])
+def test_zb_h1_with_fewer_micro_batches_than_stages(stages, micro_batches):
+    # Stage 0's first B waits 2K-1 passes and too few W's exist to fill that wait: the bubble
+    # lies between the paper's M >= K figure and 1f1b's, and theoretical_bubble says which.
+    timed = planned("zb-h1", stages, micro_batches)
+    assert makespan(timed) == 2 * micro_batches + 2 * stages - 1
+    measured = bubble_fraction(timed, stages)
+    assert measured == pytest.approx(theoretical_bubble("zb-h1", stages, micro_batches))
+    assert (stages - 1) / (3 * micro_batches + stages - 1) < measured
+    assert measured < theoretical_bubble("1f1b", stages, micro_batches)
+
+
+@pytest.mark.parametrize(
+    ("stages", "micro_batches", "chunks"),
+    [(2, 2, 2), (2, 4, 2), (4, 4, 2), (4, 8, 2), (4, 8, 4), (3, 6, 3), (8, 16, 2)],
+)
+def test_interleaved_cuts_the_bubble_by_the_number_of_chunks(stages, micro_batches, chunks):
+    # Each chunk is 1/v of a device's share of the model, so its passes last 1/v.
+    schedule = build_schedule("interleaved", stages, micro_batches, virtual_stages=chunks)
+    timed = simulate(schedule, lambda t: 1.0 / chunks)
+    expected = (stages - 1) / (chunks * micro_batches + stages - 1)  # (K-1)/(vM) of ideal
+    assert bubble_fraction(timed, stages) == pytest.approx(expected, abs=1e-12)
+    assert theoretical_bubble("interleaved", stages, micro_batches, chunks) == expected
+    assert makespan(timed) == pytest.approx(2 * micro_batches + 2 * (stages - 1) / chunks)
+    assert makespan(timed) < makespan(planned("1f1b", stages, micro_batches))
+    assert all(t.device == t.stage % stages for t in timed)
+    for d in range(stages):
+        assert busy_time(timed, d) == pytest.approx(2 * micro_batches)
+
+
+def test_interleaved_two_devices_two_chunks_four_micro_batches_on_the_time_line():
+    timed = simulate(build_schedule("interleaved", 2, 4, virtual_stages=2), lambda t: 0.5)
+    assert makespan(timed) == 9.0  # 1f1b with whole stages: 10
+    assert planned("1f1b", 2, 4)[-1].end == 10.0
+    grid = format_grid(timed).splitlines()
+    assert grid[:4] == [
+        "time  device 0  device 1",
+        "0     0F0",
+        "0.5   0F1       1F0",
+        "1     2F0       1F1",
+    ]
+    assert grid[-1] == "8.5   0B3"
+
+
+def test_transfers_cost_only_between_devices():
+    one_device = build_schedule("interleaved", 1, 2, virtual_stages=2)
+    assert makespan(simulate(one_device, unit, transfer=5.0)) == makespan(
+        simulate(one_device, unit)
+    )
+    two_devices = build_schedule("interleaved", 2, 2, virtual_stages=2)
+    sent = []
+
+    def record(task: Task) -> float:
+        sent.append(str(task))
+        return 0.0
+
+    simulate(two_devices, unit, transfer=record)
+    # Every F but the last stage's and every B but stage 0's crosses to another device.
+    assert sorted(sent) == sorted(
+        [f"{s}F{m}" for s in range(3) for m in range(2)]
+        + [f"{s}B{m}" for s in range(1, 4) for m in range(2)]
+    )
+
+
+def test_weight_gradients_take_their_own_durations():
+    durations = {(s, kind): {"F": 1.0, "B": 1.0, "W": 2.0}[kind] for s in (0, 1) for kind in "FBW"}
+    asked = []
+
+    def lookup(task: Task) -> float:
+        asked.append(str(task))
+        return durations[(task.stage, task.kind)]
+
+    timed = simulate(build_schedule("zb-h1", 2, 2), lookup)
+    assert sorted(t for t in asked if "W" in t) == ["0W0", "0W1", "1W0", "1W1"]
+    assert [(str(t), t.start, t.end) for t in timed if t.kind == "W"] == [
+        ("0W0", 4.0, 6.0),
+        ("1W0", 5.0, 7.0),
+        ("0W1", 7.0, 9.0),
+        ("1W1", 7.0, 9.0),
+    ]
+    assert makespan(timed) == 9.0
+    assert busy_time(timed, 0) == busy_time(timed, 1) == 8.0
+
+
+def test_theoretical_bubble_of_each_schedule():
+    assert theoretical_bubble("naive", 4, 1) == 0.75
+    assert theoretical_bubble("gpipe", 4, 8) == theoretical_bubble("1f1b", 4, 8) == 3 / 11
+    assert theoretical_bubble(4, 8) == 3 / 11  # the older form: stages, micro-batches
+    assert theoretical_bubble("interleaved", 4, 8, 2) == 3 / 19
+    assert theoretical_bubble("interleaved", 4, 8, virtual_stages=4) == 3 / 35
+    assert theoretical_bubble("zb-h1", 4, 8) == pytest.approx(3 / 27)
+    assert theoretical_bubble("zb-h1", 1, 3) == 0.0
+
+
+def test_theoretical_bubble_refuses_what_cannot_be_built():
+    with pytest.raises(GpkError, match="^schedule='interleaved' needs virtual_stages=2 or more"):
+        theoretical_bubble("interleaved", 4, 8)
+    with pytest.raises(GpkError, match="needs micro_batches=6 to be a multiple of stages=4"):
+        theoretical_bubble("interleaved", 4, 6, 2)
+    with pytest.raises(GpkError, match="^virtual_stages=2 applies only to schedule='interleaved'"):
+        theoretical_bubble("1f1b", 4, 8, 2)
+    with pytest.raises(GpkError, match="^schedule='zigzag' is not known"):
+        theoretical_bubble("zigzag", 4, 8)
+    with pytest.raises(TypeError, match="theoretical_bubble needs micro_batches"):
+        theoretical_bubble("1f1b", 4)

@@ -13,9 +13,12 @@ from gpu_parallel_kit.pipeline.schedules import (
     Task,
     build_schedule,
     dependencies,
+    device_of,
     execution_order,
     format_grid,
     max_live_micro_batches,
+    splits_backward,
+    stage_count,
     validate_schedule,
 )
 
@@ -100,12 +103,14 @@ def test_1f1b_with_fewer_micro_batches_than_stages_warms_up_with_all_of_them():
         for name in SCHEDULES
         for stages, micro_batches in [(1, 1), (2, 1), (4, 1), (1, 5), (3, 4)]
         if name != "naive" or micro_batches == 1  # naive runs one micro-batch
+        if name != "interleaved"  # needs virtual_stages: tested below
     ],
 )
 def test_every_built_schedule_is_valid(name, stages, micro_batches):
     schedule = build_schedule(name, stages, micro_batches)
     validate_schedule(schedule, stages, micro_batches)
-    assert len(execution_order(schedule)) == 2 * stages * micro_batches
+    kinds = 3 if name == "zb-h1" else 2  # zb-h1 splits each backward into B and W
+    assert len(execution_order(schedule)) == kinds * stages * micro_batches
 
 
 @pytest.mark.parametrize(("stages", "micro_batches"), [(4, 8), (2, 5), (8, 3), (5, 5)])
@@ -122,7 +127,9 @@ def test_build_schedule_errors_carry_the_values_and_the_fix():
     ):
         build_schedule("naive", 2, 8)
     with pytest.raises(
-        GpkError, match=r"^schedule='zigzag' is not known; use one of 'naive', 'gpipe', '1f1b'$"
+        GpkError,
+        match=r"^schedule='zigzag' is not known; use one of 'naive', 'gpipe', '1f1b', "
+        r"'interleaved', 'zb-h1'$",
     ):
         build_schedule("zigzag", 2, 2)
     with pytest.raises(GpkError, match=r"^stages=0 is too few; use stages=1 or more$"):
@@ -202,6 +209,184 @@ def test_1f1b_holds_at_most_k_minus_s_micro_batches(stages, micro_batches):
     schedule = build_schedule("1f1b", stages, micro_batches)
     for s, tasks in enumerate(schedule):
         assert max_live_micro_batches(tasks) == min(stages - s, micro_batches)
+
+
+def test_a_weight_gradient_task_round_trips():
+    assert str(Task(2, "W", 5)) == "2W5"
+    assert Task.parse("2W5") == Task(2, "W", 5)
+    with pytest.raises(GpkError, match=r"write stage, F, B or W, micro-batch, e\.g\. '1F0'"):
+        Task.parse("2w5")
+
+
+def test_stages_go_round_the_devices():
+    assert [device_of(s, 4) for s in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert [device_of(s, 1) for s in range(3)] == [0, 0, 0]
+    with pytest.raises(GpkError, match=r"^devices=0 is too few; use devices=1 or more$"):
+        device_of(3, 0)
+
+
+def test_interleaved_with_2_devices_2_chunks_and_4_micro_batches():
+    # Megatron-LM's order: K micro-batches through chunk 0, the same through chunk 1, then the
+    # next K; device d warms up with 2(K-d-1) + (v-1)K forwards. Stages 0, 2 on device 0.
+    schedule = build_schedule("interleaved", 2, 4, virtual_stages=2)
+    assert [texts(d) for d in schedule] == [
+        [
+            "0F0", "0F1", "2F0", "2F1",  # warm-up: 2 + 2
+            "0F2", "2B0", "0F3", "2B1", "2F2", "0B0", "2F3", "0B1",  # steady
+            "2B2", "2B3", "0B2", "0B3",  # cool-down
+        ],
+        [
+            "1F0", "1F1",  # warm-up: 0 + 2
+            "3F0", "3B0", "3F1", "3B1", "1F2", "1B0", "1F3", "1B1",
+            "3F2", "3B2", "3F3", "3B3",
+            "1B2", "1B3",
+        ],
+    ]  # fmt: skip
+    assert stage_count(schedule) == 4
+    assert not splits_backward(schedule)
+    validate_schedule(schedule, 2, 4, virtual_stages=2)
+
+
+@pytest.mark.parametrize(
+    ("stages", "micro_batches", "chunks"),
+    [(1, 1, 2), (1, 3, 3), (2, 2, 2), (2, 6, 3), (3, 3, 2), (4, 8, 2), (4, 4, 4), (8, 16, 2)],
+)
+def test_every_interleaved_schedule_is_valid(stages, micro_batches, chunks):
+    schedule = build_schedule("interleaved", stages, micro_batches, virtual_stages=chunks)
+    validate_schedule(schedule, stages, micro_batches, virtual_stages=chunks)
+    assert len(schedule) == stages
+    assert stage_count(schedule) == stages * chunks
+    for d, tasks in enumerate(schedule):
+        assert {t.stage for t in tasks} == set(range(d, stages * chunks, stages))
+    assert len(execution_order(schedule)) == 2 * stages * chunks * micro_batches
+
+
+def test_zb_h1_with_2_stages_and_2_micro_batches():
+    schedule = build_schedule("zb-h1", 2, 2)
+    assert [texts(s) for s in schedule] == [
+        ["0F0", "0F1", "0B0", "0W0", "0B1", "0W1"],
+        ["1F0", "1B0", "1F1", "1B1", "1W0", "1W1"],  # the last stage defers W by K-1 = 1
+    ]
+    assert splits_backward(schedule)
+
+
+def test_zb_h1_with_4_stages_and_4_micro_batches():
+    # 1F1B's order of F and B; stage s defers each W by s micro-batches into the cool-down.
+    assert [texts(s) for s in build_schedule("zb-h1", 4, 4)] == [
+        ["0F0", "0F1", "0F2", "0F3", "0B0", "0W0", "0B1", "0W1", "0B2", "0W2", "0B3", "0W3"],
+        ["1F0", "1F1", "1F2", "1B0", "1F3", "1B1", "1W0", "1B2", "1W1", "1B3", "1W2", "1W3"],
+        ["2F0", "2F1", "2B0", "2F2", "2B1", "2F3", "2B2", "2W0", "2B3", "2W1", "2W2", "2W3"],
+        ["3F0", "3B0", "3F1", "3B1", "3F2", "3B2", "3F3", "3B3", "3W0", "3W1", "3W2", "3W3"],
+    ]
+
+
+@pytest.mark.parametrize(("stages", "micro_batches"), [(2, 1), (3, 7), (6, 4), (8, 8), (4, 16)])
+def test_zb_h1_is_1f1b_with_each_weight_gradient_after_its_backward(stages, micro_batches):
+    zb_h1 = build_schedule("zb-h1", stages, micro_batches)
+    one_f_one_b = build_schedule("1f1b", stages, micro_batches)
+    validate_schedule(zb_h1, stages, micro_batches)
+    for split, whole in zip(zb_h1, one_f_one_b, strict=True):
+        assert [t for t in split if t.kind != "W"] == list(whole)
+        weights = [t.micro_batch for t in split if t.kind == "W"]
+        assert weights == list(range(micro_batches))
+
+
+def test_zb_h1_holds_1f1b_peak_activations():
+    # Live from F until W, which still needs the stored layer inputs: every stage holds
+    # min(K, M), 1f1b's peak (its stage 0). Until B only, it is 1f1b's K - s stage by stage.
+    for stages, micro_batches in [(4, 8), (4, 4), (3, 2), (8, 16)]:
+        zb_h1 = build_schedule("zb-h1", stages, micro_batches)
+        one_f_one_b = build_schedule("1f1b", stages, micro_batches)
+        peak = max(max_live_micro_batches(s) for s in one_f_one_b)
+        assert [max_live_micro_batches(s) for s in zb_h1] == [peak] * stages
+        assert [max_live_micro_batches(s, free_at="B") for s in zb_h1] == [
+            max_live_micro_batches(s) for s in one_f_one_b
+        ]
+    assert [max_live_micro_batches(s) for s in build_schedule("zb-h1", 4, 8)] == [4, 4, 4, 4]
+
+
+def test_interleaved_holds_its_warm_up_plus_one_chunk():
+    schedule = build_schedule("interleaved", 2, 4, virtual_stages=2)
+    assert [max_live_micro_batches(d) for d in schedule] == [5, 3]  # 2(K-d-1) + (v-1)K + 1
+    schedule = build_schedule("interleaved", 4, 8, virtual_stages=2)
+    assert [max_live_micro_batches(d) for d in schedule] == [11, 9, 7, 5]
+
+
+def test_free_at_must_name_a_task_that_frees():
+    with pytest.raises(GpkError, match=r"^free_at='W' cannot free activations of these tasks"):
+        max_live_micro_batches(build_schedule("1f1b", 2, 2)[0], free_at="W")
+    with pytest.raises(GpkError, match=r"^free_at='F' cannot free"):
+        max_live_micro_batches(build_schedule("zb-h1", 2, 2)[0], free_at="F")
+
+
+def test_interleaved_and_virtual_stage_errors_carry_the_values_and_the_fix():
+    with pytest.raises(
+        GpkError,
+        match=r"^schedule='interleaved' needs virtual_stages=2 or more model chunks per device, "
+        r"not 1; use e\.g\. virtual_stages=2, or schedule='1f1b'$",
+    ):
+        build_schedule("interleaved", 4, 8)
+    with pytest.raises(
+        GpkError,
+        match=r"^schedule='interleaved' needs micro_batches=6 to be a multiple of stages=4; "
+        r"use e\.g\. micro_batches=4 or 8$",
+    ):
+        build_schedule("interleaved", 4, 6, virtual_stages=2)
+    with pytest.raises(GpkError, match=r"use e\.g\. micro_batches=4 or 8$"):
+        build_schedule("interleaved", 4, 3, virtual_stages=2)
+    with pytest.raises(
+        GpkError,
+        match=r"^virtual_stages=2 applies only to schedule='interleaved'; "
+        r"use virtual_stages=1 with schedule='zb-h1'$",
+    ):
+        build_schedule("zb-h1", 4, 8, virtual_stages=2)
+    with pytest.raises(GpkError, match=r"^virtual_stages=0 is too few"):
+        build_schedule("interleaved", 4, 8, virtual_stages=0)
+    with pytest.raises(TypeError, match="virtual_stages must be an int, not float"):
+        build_schedule("interleaved", 4, 8, virtual_stages=2.0)
+
+
+def test_a_weight_gradient_waits_for_its_backward_only():
+    assert dependencies(Task(1, "W", 3), 4) == (Task(1, "B", 3),)
+    assert dependencies(Task(3, "W", 0), 4) == (Task(3, "B", 0),)
+    # Interleaved: stage 2 on device 0 waits for stage 1 on device 1, as any stage would.
+    assert dependencies(Task(2, "F", 0), 4) == (Task(1, "F", 0),)
+    assert dependencies(Task(2, "B", 0), 4) == (Task(3, "B", 0), Task(2, "F", 0))
+
+
+def test_a_missing_or_early_weight_gradient_is_named():
+    with pytest.raises(ValueError, match=r"^task 1W1 appears 0 times; list it exactly once:\n"):
+        validate_schedule(parse_rows("0F0 0F1 0B0 0W0 0B1 0W1", "1F0 1B0 1F1 1B1 1W0"), 2, 2)
+    with pytest.raises(ValueError, match="0W0 comes before 0B0; put each weight gradient after"):
+        validate_schedule(parse_rows("0F0 0W0 0B0"), 1, 1)
+
+
+def test_interleaved_lists_are_checked_per_device():
+    schedule = build_schedule("interleaved", 2, 2, virtual_stages=2)
+    with pytest.raises(ValueError, match="the schedule has 1 device lists, not 2"):
+        validate_schedule(schedule[:1], 2, 2, virtual_stages=2)
+    wrong = (schedule[1], schedule[0])
+    with pytest.raises(ValueError, match="task 1F0 does not belong in device 0's list of 2"):
+        validate_schedule(wrong, 2, 2, virtual_stages=2)
+    with pytest.raises(ValueError, match="task 2B0 appears 0 times"):
+        validate_schedule(build_schedule("1f1b", 2, 2), 2, 2, virtual_stages=2)
+
+
+def test_an_interleaved_deadlock_names_the_devices():
+    # Device 0 runs chunk 2 before chunk 0 has fed device 1, which needs 0F0 for 1F0.
+    schedule = parse_rows("2F0 2B0 0F0 0B0", "1F0 3F0 3B0 1B0")
+    with pytest.raises(ValueError) as caught:
+        validate_schedule(schedule, 2, 1, virtual_stages=2)
+    message = str(caught.value)
+    assert message.startswith(
+        "the schedule deadlocks (device 0 waits at 2F0 for 1F0; device 1 waits at 1F0 for 0F0)"
+    )
+    assert message.splitlines()[1] == "step  device 0  device 1"
+
+
+def test_format_grid_of_an_interleaved_schedule_heads_columns_by_device():
+    grid = format_grid(build_schedule("interleaved", 2, 2, virtual_stages=2)).splitlines()
+    assert grid[:3] == ["step  device 0  device 1", "0     0F0       1F0", "1     0F1       1F1"]
 
 
 def test_schedules_do_not_import_tensorflow():
