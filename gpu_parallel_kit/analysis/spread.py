@@ -1,8 +1,9 @@
 """When two measured figures differ by less than their own spread: "the same within noise".
 
-Every step time is a median with its interquartile range (`step_time_spread_s`). A speedup is a
-ratio of two such medians, so its relative uncertainty is about the sum of the two runs' relative
-spreads; a gain smaller than that is not a gain the measurement can show.
+Every step time is a median with its interquartile range (`step_time_spread_s`): half the steps
+fall within about ± half that range of the median. Two runs whose interquartile ranges overlap
+cannot be told apart by these measurements, so a speedup smaller than the two half-ranges
+together is not a gain the measurement can show.
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ from typing import Any
 
 
 def relative_spread(row: Any) -> float:
-    """Interquartile range of the step times over their median; 0 when either is unknown."""
+    """Half the interquartile range of the step times over their median (the "±" of the
+    median); 0 when either is unknown."""
     step, spread = _number(row.get("step_time_s")), _number(row.get("step_time_spread_s"))
     if math.isnan(step) or math.isnan(spread) or step <= 0:
         return 0.0
-    return abs(spread) / step
+    return abs(spread) / 2 / step
 
 
 def within_noise(a: Any, b: Any) -> bool:
     """True when the throughputs of rows `a` and `b` differ by no more than their spreads.
 
-    >>> within_noise({"throughput_samples_s": 100, "step_time_s": 1.0, "step_time_spread_s": 0.1},
+    >>> within_noise({"throughput_samples_s": 100, "step_time_s": 1.0, "step_time_spread_s": 0.2},
     ...              {"throughput_samples_s": 105, "step_time_s": 0.95, "step_time_spread_s": 0.0})
     True
     """
