@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..runs.noise import settle_communication
+from ..runs.noise import settle_communication, shown_noise
 from ..runs.results import RunResult
 from ..runs.target import Target
 from .baseline import Candidate, baseline_index
@@ -217,7 +217,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row["timed_steps"] = len(result.step_times_s)
     below = bool(result.extra.get("comm_below_noise"))
     row["comm_below_noise"] = below
-    row["comm_noise_s"] = _number(result.extra.get("comm_noise_s"))
+    row["comm_noise_s"] = _number(shown_noise(result.extra))
     row.update(_convergence_cells(result))
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)

@@ -38,13 +38,18 @@ class RunRow:
     def __init__(self, spec: RunSpec, container: widgets.Box) -> None:
         self.label = widgets.Label(run_label(spec), layout=widgets.Layout(width="15em"))
         self.bar = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="18em"))
-        self.text = widgets.Label("start-up: starting the worker")
-        self.reason = widgets.HTML(layout=widgets.Layout(display="none", margin="0 0 0 15em"))
+        self.text = widgets.Label("starting the worker")
+        # Last in a wrapping row at full width: it goes on a line of its own, under the bar.
+        self.reason = widgets.HTML(
+            layout=widgets.Layout(display="none", width="100%", margin="0 0 0 15em")
+        )
         self.reason.add_class("gpk-run-reason")
         self.started = time.perf_counter()
         self.startup_s: float | None = None
-        line = widgets.HBox([self.label, self.bar, self.text])
-        self.row = widgets.VBox([line, self.reason])
+        self.row = widgets.HBox(
+            [self.label, self.bar, self.text, self.reason],
+            layout=widgets.Layout(flex_flow="row wrap"),
+        )
         self.row.add_class("gpk-run")
         container.children = (*container.children, self.row)
 
@@ -57,7 +62,7 @@ class RunRow:
                 self.startup_s = time.perf_counter() - self.started
                 self.text.value = f"training (start-up took {self.startup_s:.1f} s)"
             else:
-                self.text.value = f"start-up: {event['phase']}"
+                self.text.value = str(event["phase"])  # a start-up phase, not steps
         elif kind == "progress":
             total = int(event.get("total") or self.bar.max)
             self.bar.max = max(total, 1)

@@ -25,8 +25,9 @@ def settle_communication(result: RunResult) -> RunResult:
     """`result` with a communication figure below its noise moved into `extra` (idempotent).
 
     `extra` then holds `comm_time_raw_s` and `comm_share_raw` (the signed measurements),
-    `comm_below_noise` (True) and `comm_noise_s` (at least the raw figure's size: a figure of
-    -4 ms says the measurement scatters by 4 ms or more).
+    `comm_below_noise` (True) and `comm_noise_bound_s`, the noise shown: the measured
+    `comm_noise_s` (kept as it was), or the raw figure's size when larger (a figure of -4 ms says
+    the measurement scatters by 4 ms or more).
     """
     raw = result.comm_time_s
     if raw is None or result.projected or result.extra.get("comm_below_noise"):
@@ -41,9 +42,14 @@ def settle_communication(result: RunResult) -> RunResult:
         "comm_time_raw_s": raw,
         "comm_share_raw": result.comm_share,
         "comm_below_noise": True,
-        "comm_noise_s": max(abs(raw), noise if noise is not None else 0.0),
+        "comm_noise_bound_s": max(abs(raw), noise if noise is not None else 0.0),
     }
     return dataclasses.replace(result, comm_time_s=None, comm_share=None, extra=extra)
+
+
+def shown_noise(extra: dict) -> float | None:
+    """The noise a figure is shown against: the bound for a settled figure, else as measured."""
+    return extra.get("comm_noise_bound_s", extra.get("comm_noise_s"))
 
 
 def noise_text(noise_s: float | None) -> str:

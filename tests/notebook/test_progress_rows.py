@@ -31,7 +31,7 @@ def _oom() -> RunResult:
 def test_an_oom_row_keeps_its_whole_reason_off_the_bar(plan_spec):
     row = RunRow(plan_spec, widgets.VBox())
     row({"event": "phase", "phase": "building the model"})
-    assert row.text.value == "start-up: building the model"
+    assert row.text.value == "building the model"
     row.close(_oom())
     assert row.text.value == "oom"
     assert REASON.replace("'", "&#x27;") in row.reason.value
