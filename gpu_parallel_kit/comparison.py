@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from .analysis.advice import advice
+from .analysis.compact import compact_html
 from .analysis.convergence import convergence_summary
 from .analysis.tables import comparison_table, format_table
 from .runs.results import RunResult
@@ -97,7 +98,7 @@ class Comparison:
     def _repr_html_(self) -> str:
         table = self.table
         paragraphs = "".join(f"<p><b>{html.escape(s)}</b></p>" for s in _notes(table))
-        return table.to_html(index=False, na_rep="") + paragraphs
+        return compact_html(table) + paragraphs
 
 
 def _notes(table: pd.DataFrame) -> list[str]:

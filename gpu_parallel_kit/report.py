@@ -36,7 +36,8 @@ def write_report(
 ) -> list[Path]:
     """Write `table.csv`, `table.md` (with the advice sentence under the table) and the plots
     (wall time, throughput, speedup, communication) into `directory` (created if missing).
-    With the runs' `results`, also `convergence.png` when they recorded curves, and
+    With the runs' `results`, also `convergence.png` when a run recorded a curve (two epochs or
+    more), and
     `time_to_target.png` when they had a target.
 
     The CSV keeps every column at full precision; the markdown is rounded for reading.
@@ -52,7 +53,9 @@ def write_report(
     markdown_path.write_text(markdown_table(df) + "\n\n" + sentence + "\n", encoding="utf-8")
     written = [csv_path, markdown_path]
     figures = list(_FIGURES)
-    if any(r.ok and r.history_time_s for r in results):
+    # A curve needs two points: a one-epoch run has one, and its plot would be a dot per run on an
+    # axis that says "1e-7+1.521019".
+    if any(r.ok and len(r.history_time_s) >= 2 for r in results):
         figures.append(("convergence.png", lambda _: convergence_figure(results)))
         if not rows_with_target(df).empty:
             figures.append(("time_to_target.png", time_to_target_figure))

@@ -18,6 +18,7 @@ from typing import Any
 
 from .cluster.coordinator import run_on_cluster
 from .runs.failures import classify_exit
+from .runs.noise import settle_communication
 from .runs.process import (
     LOCAL_CLUSTER_ENTRY,
     RUN_ENTRY,
@@ -100,7 +101,7 @@ class _Watch:
 
     def _handle(self, message: dict[str, Any]) -> RunResult | None:
         if message.get("event") == "result":
-            result = RunResult.from_dict(message["result"])
+            result = settle_communication(RunResult.from_dict(message["result"]))
             elapsed = time.perf_counter() - self.started
             extra = {**result.extra, "process_s": elapsed}
             return dataclasses.replace(result, extra=extra)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .analysis.compact import RunTable
 from .analysis.tables import comparison_table
 from .errors import GpkError
 from .runs.results import RunResult
@@ -139,8 +140,9 @@ class RunLog:
 
 def history(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """The comparison table of every run in the log (by default the current directory's);
-    an empty table with the usual columns when there is no log yet."""
-    return RunLog(path).table()
+    an empty table with the usual columns when there is no log yet. Every column is there; a
+    notebook displays its compact view (`analysis.compact.RunTable`)."""
+    return RunTable(RunLog(path).table())
 
 
 def _is_not_sqlite(error: sqlite3.DatabaseError) -> bool:

@@ -82,3 +82,39 @@ def test_with_a_target_the_pick_is_the_run_that_reached_it_first():
     )
     nobody = [dataclasses.replace(r, target={**r.target, "value": 0.99}) for r in _comparison()]
     assert gpk.Comparison(nobody).advice.startswith("No run reached val_accuracy >= 0.99")
+
+
+def _spread(result: RunResult, relative: float) -> RunResult:
+    return dataclasses.replace(result, step_time_spread_s=result.step_time_s * relative)
+
+
+def test_data_on_one_device_is_never_picked_over_single():
+    # data×1 measured 32% faster than single: the same training with extra bookkeeping, so noise.
+    cmp = gpk.Comparison(
+        [_row("single", 1, 1000.0), _row("data", 1, 1320.0), _row("data", 2, 800.0)]
+    )
+    assert cmp.advice.startswith("Pick single on 1 device(s)")
+    assert "data on 1" not in cmp.advice
+
+
+def test_a_gain_within_the_runs_spread_is_the_same_within_noise():
+    # Interquartile ranges of ±5% around each median overlap: 8% apart is within noise.
+    single = _spread(_row("single", 1, 1000.0, virtual=False), 0.1)
+    data = _spread(_row("data", 2, 1080.0, virtual=False), 0.1)
+    advice = gpk.Comparison([single, data]).advice
+    assert advice.startswith("Pick single on 1 device(s)")
+    assert "the same within noise" in advice and "±10%" in advice
+
+
+def test_a_gain_beyond_the_spread_is_a_gain():
+    single = _spread(_row("single", 1, 1000.0, virtual=False), 0.01)
+    data = _spread(_row("data", 2, 1800.0, virtual=False), 0.01)
+    advice = gpk.Comparison([single, data]).advice
+    assert advice.startswith("Pick data on 2 device(s)") and "noise" not in advice
+
+
+def test_a_slowdown_within_noise_is_not_called_slower():
+    single = _spread(_row("single", 1, 1000.0), 0.1)
+    data = _spread(_row("data", 2, 960.0), 0.1)
+    advice = gpk.Comparison([single, data]).advice
+    assert "same within noise" in advice and "slower" not in advice

@@ -19,7 +19,7 @@ from gpu_parallel_kit.runs.results import RunResult
 REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")
 
 
-@pytest.mark.parametrize(("quick", "steps"), [("", 32), ("1", 8)])
+@pytest.mark.parametrize(("quick", "steps"), [("", 32), ("1", 24)])
 def test_run_demo_plans_the_grid_and_writes_the_report(tmp_path, monkeypatch, quick, steps):
     monkeypatch.setenv("GPK_QUICK", quick)
     monkeypatch.setattr(
@@ -40,14 +40,21 @@ def test_run_demo_plans_the_grid_and_writes_the_report(tmp_path, monkeypatch, qu
             step_time_s=0.01,
             throughput_samples_s=spec.global_batch / 0.01,
             wall_time_s=0.5,
+            extra={"parameter_bytes": 4 * 50_000},  # what the projection scales the all-reduce by
         )
 
     monkeypatch.setattr(api, "run_isolated", fake_run)
     comparison = demo.run_demo(str(tmp_path / "report"), progress=False)
     grid = [("single", 1), ("data", 1), ("data", 2), ("data", 4)]
     assert planned == [(strategy, count, steps) for strategy, count in grid]
-    assert set(comparison.table["global_batch"]) == {demo.BATCH_SIZE}
+    table = comparison.table
+    assert set(table["global_batch"]) == {demo.BATCH_SIZE}
     assert all((tmp_path / "report" / name).stat().st_size > 0 for name in REPORT_FILES)
+    projected = table[table["projected"]]
+    assert set(projected["devices"]) == {1, 4, 8}
+    assert set(projected["experiment_id"].str.rsplit(":", n=1).str[-1]) == {demo.PROJECTION}
+    # One epoch leaves one point per run: no convergence plot is drawn from that.
+    assert not (tmp_path / "report" / "convergence.png").exists()
 
 
 @pytest.mark.slow
@@ -68,7 +75,10 @@ def test_demo_writes_a_report_and_logs_its_runs(tmp_path, capsys):
         assert str(out_dir / name) in completed.stdout
 
     with open(out_dir / "table.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+        every_row = list(csv.DictReader(handle))
+    rows = [row for row in every_row if row["projected"] == "False"]
+    projected = {row["devices"] for row in every_row if row["projected"] == "True"}
+    assert projected == {"1", "4", "8"}
     assert [(row["strategy"], row["devices"]) for row in rows] == [
         ("single", "1"),
         ("data", "1"),

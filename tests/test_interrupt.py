@@ -29,6 +29,14 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def _default_sigint() -> None:
+    """In the child, before it execs: SIGINT back to its default. A background job of a
+    non-interactive shell starts pytest with SIGINT ignored, and an ignored signal stays ignored
+    across exec, so the script would never see the signal this test sends and the test would hang
+    to its timeout. From the default, Python installs its KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for(predicate, timeout):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -48,6 +56,7 @@ def test_ctrl_c_cancels_within_two_seconds_and_keeps_finished_rows(tmp_path):
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     try:
         assert _wait_for(lambda: len(gpk.history()) >= 2, timeout=120), (

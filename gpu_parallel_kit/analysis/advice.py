@@ -2,7 +2,9 @@
 
 Derived from the table alone (measured rows first; projected rows, when present, for what other
 hardware would change), with the reason named the way courses name it: compute-, communication-,
-or memory-bound, or held back by shared virtual devices.
+or memory-bound, or held back by shared virtual devices. A gain within the runs' own spread is
+called the same within noise, never a gain; another strategy on one device is never picked over
+`single`, which it only repeats with extra bookkeeping.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import pandas as pd
 
 from .breakdown import step_breakdown
 from .convergence import rows_with_target
+from .spread import relative_spread, within_noise
 
 COMMUNICATION_BOUND_SHARE = 0.25  # exposed communication above this share of a step
 GOOD_EFFICIENCY = 0.8
@@ -24,12 +27,38 @@ def advice(df: pd.DataFrame) -> str:
     by_target = _time_to_target_advice(measured)
     if by_target:
         return by_target
-    best = measured.loc[measured["throughput_samples_s"].idxmax()]
+    candidates = _candidates(measured)
+    best = candidates.loc[candidates["throughput_samples_s"].idxmax()]
+    single = candidates[candidates["strategy"] == "single"]
+    if not single.empty and best["strategy"] != "single":
+        baseline = single.iloc[0]
+        if within_noise(best, baseline):
+            return _same_within_noise(best, baseline)
     pick = f"Pick {best['strategy']} on {int(best['devices'])} device(s)"
     figures = f"{best['throughput_samples_s']:,.0f} samples/s"
     if pd.notna(best["speedup"]):
         figures += f", speedup {best['speedup']:.2f}"
     return f"{pick} ({figures}): {_why(df, measured, best)}."
+
+
+def _candidates(measured: pd.DataFrame) -> pd.DataFrame:
+    """The runs a pick may name. Beside a `single` run, another strategy on one device is that
+    same training with extra bookkeeping (a one-replica all-reduce, a one-stage pipeline), so a
+    higher figure there is noise and never the pick."""
+    if not (measured["strategy"] == "single").any():
+        return measured
+    return measured[(measured["strategy"] == "single") | (measured["devices"] > 1)]
+
+
+def _same_within_noise(best: pd.Series, baseline: pd.Series) -> str:
+    label = f"{best['strategy']} on {int(best['devices'])} devices"
+    spread = relative_spread(best) + relative_spread(baseline)
+    return (
+        f"Pick single on 1 device(s) ({baseline['throughput_samples_s']:,.0f} samples/s): "
+        f"{label} measured {best['throughput_samples_s']:,.0f} samples/s, the same within noise "
+        f"(the runs' step times scatter by ±{spread:.0%}), so more devices buy nothing "
+        "measurable here."
+    )
 
 
 def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
@@ -40,6 +69,13 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
             "runs could train it"
         )
     multi = measured[measured["devices"] > 1]
+    if int(best["devices"]) == 1 and not multi.empty:
+        top = multi.loc[multi["throughput_samples_s"].idxmax()]
+        if within_noise(top, best):
+            return (
+                f"{top['strategy']} on {int(top['devices'])} devices measured the same within "
+                "noise, so more devices buy nothing measurable here" + _projection_hint(df)
+            )
     if multi.empty:
         return "no run used more than one device, so there is nothing to weigh it against"
     top = multi.loc[multi["throughput_samples_s"].idxmax()]

@@ -12,10 +12,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..runs.noise import settle_communication, shown_noise
 from ..runs.results import RunResult
 from ..runs.target import Target
 from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
+from .cells import display_frame, mark_below_noise, mark_not_reached
 from .convergence import has_convergence, reach_of
 
 # The public contract (docs/ARCHITECTURE.md): scripts and notebooks rely on these names and this
@@ -52,6 +54,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "device_kind",
     "epochs",
     "steps_per_epoch",
+    "timed_steps",
     "startup_s",
     "experiment_id",
     "created_at",
@@ -71,8 +74,15 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
 # Parameters and optimizer state on the fullest device: what model parallelism divides.
 MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
 # Where the step goes (analysis/breakdown.py): compute beside the exposed communication, and the
-# bandwidth that communication achieved.
-COMM_COLUMNS: tuple[str, ...] = ("compute_time_s", "effective_bandwidth_bytes_s")
+# bandwidth that communication achieved. A communication figure below its own noise
+# (runs/noise.py) leaves comm_time_s and comm_share NaN, comm_below_noise True and the noise it fell
+# below in comm_noise_s; the signed measurement stays in the result's extra.
+COMM_COLUMNS: tuple[str, ...] = (
+    "compute_time_s",
+    "effective_bandwidth_bytes_s",
+    "comm_noise_s",
+    "comm_below_noise",
+)
 # Time to accuracy (analysis/convergence.py): the learning-rate rule as applied (the effective peak
 # rate and the factor k gave it) and when each run first met the target. A run that never met it has
 # NaN figures and target_reached False ("not reached" in the text tables); rows without a target or
@@ -130,15 +140,10 @@ _INT_COLUMNS = (
     "global_batch",
     "epochs",
     "steps_per_epoch",
+    "timed_steps",
 )
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
-_BOOL_COLUMNS = ("virtual", "projected")
-_BYTE_COLUMNS = {
-    "peak_memory_bytes": "peak_memory_mib",
-    "comm_bytes": "comm_mib",
-    "state_bytes": "state_mib",
-}
-_MIB = 2**20
+_BOOL_COLUMNS = ("virtual", "projected", "comm_below_noise")
 
 # The markdown table is for pasting into reports: the contract plus the scaling mode, which the
 # reader needs to interpret speedup. The CSV keeps every column.
@@ -176,7 +181,6 @@ _TERMINAL_CONVERGENCE: tuple[tuple[str, str], ...] = (
     ("epochs_to_target", "epochs"),
     ("time_to_target_speedup", "tt_speedup"),
 )
-NOT_REACHED = "not reached"
 
 
 def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -205,11 +209,18 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
 
 
 def _row(result: RunResult) -> dict[str, object]:
+    result = settle_communication(result)  # runs logged before the rule get it too
     row: dict[str, object] = {
         name: getattr(result, name)
         for name in ALL_COLUMNS
-        if name not in _FLOAT_COLUMNS and name not in CONVERGENCE_COLUMNS and name != "projected"
+        if name not in _FLOAT_COLUMNS
+        and name not in CONVERGENCE_COLUMNS
+        and name not in ("projected", "timed_steps", "comm_below_noise")
     }
+    row["timed_steps"] = len(result.step_times_s)
+    below = bool(result.extra.get("comm_below_noise"))
+    row["comm_below_noise"] = below
+    row["comm_noise_s"] = _number(shown_noise(result.extra))
     row.update(_convergence_cells(result))
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
@@ -219,7 +230,11 @@ def _row(result: RunResult) -> dict[str, object]:
     row["compute_time_s"] = step_breakdown(row)[0]
     row["effective_bandwidth_bytes_s"] = effective_bandwidth(row)
     if not result.ok:
-        row.update(dict.fromkeys((*FIGURE_COLUMNS, *PIPELINE_COLUMNS, *COMM_COLUMNS), math.nan))
+        figures = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, "compute_time_s")
+        row.update(
+            dict.fromkeys((*figures, "effective_bandwidth_bytes_s", "comm_noise_s"), math.nan)
+        )
+        row["comm_below_noise"] = False
     return row
 
 
@@ -292,7 +307,7 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
     """
     default = (*MARKDOWN_COLUMNS, *(_MARKDOWN_CONVERGENCE if has_convergence(df) else ()))
     chosen = [c for c in (columns or default) if c in df.columns]
-    shown = _mark_not_reached(_display_frame(df[chosen]), df)
+    shown = mark_below_noise(mark_not_reached(display_frame(df[chosen]), df), df)
     align = ["right" if _is_numeric(df, c) else "left" for c in chosen]
     # disable_numparse: the cells are already formatted; tabulate must not re-round them.
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
@@ -312,7 +327,8 @@ def format_table(df: pd.DataFrame) -> str:
     if has_convergence(df):
         columns[-1:-1] = _TERMINAL_CONVERGENCE
     chosen = [(column, header) for column, header in columns if column in df.columns]
-    shown = _mark_not_reached(_display_frame(df[[column for column, _ in chosen]]), df)
+    shown = mark_not_reached(display_frame(df[[column for column, _ in chosen]]), df)
+    shown = mark_below_noise(shown, df)
     if "reason" in df.columns:
         shown["reason"] = shown["reason"].map(_shorten)
     lines = [[header for _, header in chosen], *shown.itertuples(index=False)]
@@ -325,43 +341,6 @@ def format_table(df: pd.DataFrame) -> str:
         ).rstrip()
         for line in lines
     )
-
-
-def _display_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` as text cells, byte columns converted to MiB and renamed to say so."""
-    cells: dict[str, list[str]] = {}
-    for column in df.columns:
-        values = df[column]
-        if column in _BYTE_COLUMNS:
-            cells[_BYTE_COLUMNS[column]] = [_figure_text(v / _MIB) for v in values]
-        elif pd.api.types.is_bool_dtype(values):
-            cells[column] = ["" if _missing(v) else "yes" if v else "no" for v in values]
-        elif pd.api.types.is_float_dtype(values):
-            cells[column] = [_figure_text(v) for v in values]
-        else:
-            cells[column] = ["" if _missing(v) else str(v) for v in values]
-    return pd.DataFrame(cells, columns=list(cells), dtype=object)
-
-
-def _mark_not_reached(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
-    """Put "not reached" where a finished run's time to target would be."""
-    if "time_to_target_s" in shown.columns and "target_reached" in df.columns:
-        missed = (df["target_reached"] == False).fillna(False).to_numpy(dtype=bool)  # noqa: E712
-        shown.loc[missed, "time_to_target_s"] = NOT_REACHED
-    return shown
-
-
-def _figure_text(value: float) -> str:
-    """4 significant digits, but whole numbers from 10 000 up, so throughput never shows 1.2e+04."""
-    if _missing(value):
-        return ""
-    if abs(value) >= 10_000:
-        return f"{value:,.0f}"
-    return f"{value:.4g}"
-
-
-def _missing(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def _is_numeric(df: pd.DataFrame, column: str) -> bool:

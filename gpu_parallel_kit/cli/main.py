@@ -15,12 +15,13 @@ import importlib
 import os
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..analysis.tables import comparison_table, format_table
 from ..api import Experiment
+from ..comparison import Comparison
 from ..errors import GpkError, one_sentence
 from ..options.request import Request, request_from
 from ..runs.devices import list_devices
@@ -186,7 +187,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     experiment = demo.demo_experiment(progress=args.progress, log=args.log)
     print(demo.describe(experiment), flush=True)
-    return _compare(experiment, demo.STRATEGIES, demo.DEVICES, {}, args.out)
+    return _compare(
+        experiment, demo.STRATEGIES, demo.DEVICES, {}, args.out, extend=demo.with_projection
+    )
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -216,12 +219,17 @@ def _compare(
     devices: Sequence[int],
     plan: dict[str, Any],
     out: str | None,
+    extend: Callable[[Comparison], Comparison] | None = None,
 ) -> int:
-    """Run the grid, print the table, write the report; Ctrl-C keeps and prints what finished."""
+    """Run the grid, print the table, write the report; Ctrl-C keeps and prints what finished.
+    `extend` adds rows to the finished comparison (the demo's projection)."""
     try:
         comparison = experiment.compare(strategies, devices, **plan)
     except KeyboardInterrupt:
         return _interrupted(experiment)
+    measured = {result.status for result in comparison.results}
+    if extend is not None and "cancelled" not in measured:
+        comparison = extend(comparison)
     print(comparison)  # the table and the advice sentence under it
     statuses = {result.status for result in comparison.results}
     if "cancelled" in statuses:  # compare() turns Ctrl-C into cancelled rows

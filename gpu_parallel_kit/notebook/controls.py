@@ -85,8 +85,9 @@ class Controls:
             name: widgets.Checkbox(value=name in DEFAULT_STRATEGIES, description=name, indent=False)
             for name in STRATEGIES
         }
-        for box in self.strategies.values():
-            box.layout.width = "6em"
+        for name, box in self.strategies.items():
+            # Wide enough for the whole name ("multiworker" was cut to "multiw…" at 6em).
+            box.layout.width = f"{len(name) * 0.65 + 2.5:.1f}em"
         self.schedule = widgets.Dropdown(
             options=SCHEDULES,
             value=default_schedule(request),

@@ -57,6 +57,7 @@ class Panel(ShowOnce):
         self.runs = widgets.VBox()
         self.tabs, self.outputs = result_tabs.make_tabs()
         self.comparison: Comparison | None = None
+        self._previous_rows: tuple[widgets.Widget, ...] = ()
         self._thread: threading.Thread | None = None
         self._cancel = threading.Event()
         buttons = widgets.HBox([self.run_button, self.compare_button, self.stop_button])
@@ -92,8 +93,10 @@ class Panel(ShowOnce):
             return
         self._cancel = threading.Event()
         self._set_busy(True)
+        # The previous results stay in the tabs until this click has new ones: a bad value
+        # found by the API (e.g. a batch that does not split over the devices) must not wipe them.
+        self._previous_rows = self.runs.children
         self.runs.children = ()
-        result_tabs.clear(self.outputs)
         self.status.value = html.escape(plan.describe()) + "…"
         self._thread = threading.Thread(
             target=self._work, args=(plan,), name="gpk-panel", daemon=True
@@ -125,6 +128,8 @@ class Panel(ShowOnce):
             self.tabs.selected_index = 0
             self.status.value = html.escape(_summary(comparison.results, started))
         except Exception as error:  # noqa: BLE001 - every failure is one sentence in the panel
+            if not self.runs.children:  # nothing ran: show the last results' rows again
+                self.runs.children = self._previous_rows
             self._error(error)
         finally:
             self._set_busy(False)

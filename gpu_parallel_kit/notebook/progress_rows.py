@@ -8,6 +8,8 @@ ipywidgets lets that thread set traits.
 
 from __future__ import annotations
 
+import html
+import time
 from typing import Any
 
 import ipywidgets as widgets
@@ -29,13 +31,25 @@ def run_label(spec: RunSpec) -> str:
 
 
 class RunRow:
-    """One run's row: its label, a bar of steps done, and the phase or the live step time."""
+    """One run's row: its label, a bar of training steps, and the start-up phase or the live step
+    time. Start-up is a phase, not steps; a failed run's reason is written whole on a line under
+    the row, never cut on it."""
 
     def __init__(self, spec: RunSpec, container: widgets.Box) -> None:
         self.label = widgets.Label(run_label(spec), layout=widgets.Layout(width="15em"))
         self.bar = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="18em"))
-        self.text = widgets.Label("starting")
-        self.row = widgets.HBox([self.label, self.bar, self.text])
+        self.text = widgets.Label("starting the worker")
+        # Last in a wrapping row at full width: it goes on a line of its own, under the bar.
+        self.reason = widgets.HTML(
+            layout=widgets.Layout(display="none", width="100%", margin="0 0 0 15em")
+        )
+        self.reason.add_class("gpk-run-reason")
+        self.started = time.perf_counter()
+        self.startup_s: float | None = None
+        self.row = widgets.HBox(
+            [self.label, self.bar, self.text, self.reason],
+            layout=widgets.Layout(flex_flow="row wrap"),
+        )
         self.row.add_class("gpk-run")
         container.children = (*container.children, self.row)
 
@@ -44,7 +58,11 @@ class RunRow:
         if kind == "phase":
             if event.get("total"):
                 self.bar.max = int(event["total"])
-            self.text.value = str(event["phase"])
+            if event["phase"] == "training":
+                self.startup_s = time.perf_counter() - self.started
+                self.text.value = f"training (start-up took {self.startup_s:.1f} s)"
+            else:
+                self.text.value = str(event["phase"])  # a start-up phase, not steps
         elif kind == "progress":
             total = int(event.get("total") or self.bar.max)
             self.bar.max = max(total, 1)
@@ -53,11 +71,16 @@ class RunRow:
             self.text.value = f"step {event['step']}/{total} · {step_ms:.1f} ms per step"
 
     def close(self, result: RunResult) -> None:
-        """The run's outcome on its row: green and the median step, or the status and why."""
+        """The run's outcome on its row: green and the median step, or the status, and why on the
+        line under it."""
         self.bar.bar_style = _STYLE.get(result.status, "danger")
+        startup = f" · start-up {self.startup_s:.1f} s" if self.startup_s is not None else ""
         if result.ok:
             self.bar.value = self.bar.max
             median = (result.step_time_s or 0.0) * 1000
-            self.text.value = f"ok · median step {median:.1f} ms"
-        else:
-            self.text.value = f"{result.status}: {result.reason}"
+            self.text.value = f"ok · median step {median:.1f} ms{startup}"
+            return
+        self.text.value = result.status
+        if result.reason:
+            self.reason.value = f"<small>{html.escape(result.reason)}</small>"
+            self.reason.layout.display = None

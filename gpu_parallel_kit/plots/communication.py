@@ -11,20 +11,22 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from ..analysis.breakdown import step_breakdown
+from ..runs.noise import noise_text
 from .style import DisplayFigure, projected_rows, run_labels, title
 
 PARTS = (("compute", "#4c72b0"), ("exposed communication", "#dd8452"), ("idle (bubble)", "#bbbbbb"))
 METHOD = (
     "Data parallel: exposed communication = median step with minus without the all-reduce, "
-    "alternated in blocks in the same worker (the 1-device run is the no-op control). Model "
-    "parallel: copies across the cuts; idle = measured bubble."
+    "alternated in blocks in the same worker (the 1-device run is the no-op control); "
+    '"below noise" where it is smaller than its scatter between blocks. Model parallel: copies '
+    "across the cuts; idle = measured bubble."
 )
 
 
 def communication_figure(df: pd.DataFrame) -> DisplayFigure:
     """Stacked compute, exposed communication and idle per run; communication share by devices."""
     rows = df[df["status"] == "ok"]
-    figure = DisplayFigure(figsize=(14, 5.2), layout="constrained")
+    figure = DisplayFigure(figsize=(11, 4.8), layout="constrained")
     bars, share = figure.subplots(1, 2, width_ratios=[3, 2])
     _draw_breakdown(bars, rows)
     _draw_share(share, rows)
@@ -33,7 +35,7 @@ def communication_figure(df: pd.DataFrame) -> DisplayFigure:
         caption += (
             " On virtual devices these are runtime overheads on shared cores, not a network's cost."
         )
-    figure.supxlabel(caption, fontsize=8, wrap=True)
+    figure.supxlabel(caption, fontsize=9.5, wrap=True)
     return figure
 
 
@@ -62,14 +64,36 @@ def _draw_breakdown(ax: Axes, rows: pd.DataFrame) -> None:
             ax.bar(
                 position, bottom[position], fill=False, hatch="..", edgecolor="white", linewidth=0
             )
-    ax.set_xticks(list(positions), labels, rotation=35, ha="right", fontsize=8)
+    for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
+        if bool(row.get("comm_below_noise", False)):
+            ax.annotate(
+                "comm:\nbelow noise",
+                (position, bottom[position]),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7.5,
+                color="#8a4b1f",
+            )
+    if bottom:
+        ax.set_ylim(0, max(bottom) * 1.25 or 1.0)  # room for the notes above the bars
+    ax.set_xticks(list(positions), labels, rotation=35, ha="right", fontsize=9)
     ax.set_ylabel("ms per step")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8.5, loc="upper left")
     ax.set_title(title("Where a step goes", rows), fontsize=10)
 
 
 def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
-    with_share = rows[rows["comm_share"].notna() & (rows["strategy"] != "single")]
+    """The share where it was measured above its noise; a hollow grey mark at 0, labelled with
+    the noise, where it was not (runs/noise.py): never a negative share."""
+    multi = rows[rows["strategy"] != "single"]
+    with_share = multi[multi["comm_share"].notna()]
+    below = (
+        multi[multi["comm_below_noise"].fillna(False).astype(bool)]
+        if "comm_below_noise" in multi.columns
+        else multi.iloc[0:0]
+    )
     for (strategy, projected), group in with_share.groupby(
         [with_share["strategy"], projected_rows(with_share)], sort=False
     ):
@@ -82,13 +106,39 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
             markerfacecolor="none" if projected else None,
             label=f"{strategy}{', projected' if projected else ''}",
         )
-    if with_share.empty:
+    if not below.empty:
+        ax.plot(
+            below["devices"],
+            [0.0] * len(below),
+            linestyle="none",
+            marker="o",
+            markersize=8,
+            markerfacecolor="none",
+            color="#888888",
+            label="below noise",
+        )
+        for _, row in below.iterrows():
+            ax.annotate(
+                noise_text(row.get("comm_noise_s")),
+                (row["devices"], 0.0),
+                xytext=(0, 10),
+                textcoords="offset points",
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color="#555555",
+            )
+    shown = pd.concat([with_share, below])
+    if shown.empty:
         ax.text(
             0.5, 0.5, "no communication measured", ha="center", va="center", transform=ax.transAxes
         )
     else:
-        ax.set_xticks(sorted(set(with_share["devices"])))
-        ax.legend(fontsize=8)
+        ax.set_xticks(sorted(set(shown["devices"])))
+        ax.legend(fontsize=8.5, loc="upper left")
+    top = float(with_share["comm_share"].clip(lower=0).max() * 100) if len(with_share) else 0.0
+    ax.set_ylim(0, max(top * 1.3, 10.0))  # a share is 0-100 %; 10 % at least, so noise reads
     ax.set_xlabel("devices")
     ax.set_ylabel("communication share of the step (%)")
     ax.set_title(title("Communication share", rows), fontsize=10)

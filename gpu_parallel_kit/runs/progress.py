@@ -1,35 +1,73 @@
-"""A progress bar per run (tqdm.auto: a widget in notebooks, text in terminals)."""
+"""A progress bar per run (tqdm.auto: a widget in notebooks, text in terminals).
+
+Start-up (devices, model, compile) is a phase of its own, not steps: tqdm's own rate would count it
+and flip between "step/s" and "s/step" beside a median step in ms, so the bar shows no tqdm rate,
+only the live step time in ms while training. A failed run's reason goes on a line under the bar,
+whole, instead of being cut on it.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from .results import RunResult
 
+# tqdm writes the postfix as ", <text>".
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} steps{postfix}"
+START_FORMAT = "{desc}"  # before the worker says how many steps there are: the phase only
+
 
 class RunProgress:
-    """Turns a worker's events into one bar: phase while starting, steps while training."""
+    """Turns a worker's events into one bar: start-up phases first, then training steps."""
 
     def __init__(self, label: str, enabled: bool = True) -> None:
+        self.label = label
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.startup_s: float | None = None
         self.bar = tqdm(
-            total=None, desc=label, unit="step", leave=True, disable=not enabled, dynamic_ncols=True
+            total=None,
+            desc=label,
+            unit="step",
+            leave=True,
+            disable=not enabled,
+            dynamic_ncols=True,
+            bar_format=START_FORMAT,
         )
+        self._phase("starting the worker")
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
         if kind == "phase":
-            if event.get("total"):
-                self.bar.reset(total=event["total"])
-            self.bar.set_postfix_str(event["phase"], refresh=True)
+            if event["phase"] == "training" or event.get("total"):
+                self.startup_s = time.perf_counter() - self.started
+                self.bar.bar_format = BAR_FORMAT
+                self.bar.set_description_str(self.label, refresh=False)
+                self.bar.reset(total=event.get("total") or self.bar.total)
+                self.bar.set_postfix_str(f"start-up took {self.startup_s:.1f} s", refresh=True)
+            else:
+                self._phase(event["phase"])
         elif kind == "progress":
             self.bar.update(event["step"] - self.bar.n)
-            self.bar.set_postfix_str(f"step {event['step_time_s'] * 1000:.1f} ms", refresh=False)
+            self.bar.set_postfix_str(
+                f"{event['step_time_s'] * 1000:.1f} ms per step", refresh=False
+            )
+
+    def _phase(self, phase: str) -> None:
+        self.bar.set_description_str(f"{self.label}: start-up: {phase}", refresh=True)
 
     def close(self, result: RunResult) -> None:
+        startup = f" · start-up {self.startup_s:.1f} s" if self.startup_s is not None else ""
         if result.ok:
-            self.bar.set_postfix_str(f"ok, median step {result.step_time_s * 1000:.1f} ms")
+            median = (result.step_time_s or 0.0) * 1000
+            self.bar.set_postfix_str(f"ok · median step {median:.1f} ms{startup}")
+        elif self.startup_s is None:  # it ended during start-up
+            self.bar.set_description_str(f"{self.label}: {result.status}", refresh=False)
         else:
-            self.bar.set_postfix_str(f"{result.status}: {result.reason}"[:120])
+            self.bar.set_postfix_str(result.status)
         self.bar.close()
+        if not result.ok and result.reason and self.enabled:
+            tqdm.write(f"  {self.label} {result.status}: {result.reason}")

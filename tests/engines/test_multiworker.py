@@ -60,7 +60,8 @@ def test_two_workers_train_the_weights_of_one_device(experiment, tmp_path):
     assert len(result.peak_memory_bytes) == 2 and all(result.peak_memory_bytes.values())
     assert len(result.history["loss"]) == 2
     # Communication measured like a data-parallel run's: the ring moves 2(N-1)/N of the gradients.
-    assert result.comm_time_s is not None and result.extra["standalone_all_reduce_s"] > 0
+    measured = result.comm_time_s is not None or result.extra["comm_time_raw_s"] is not None
+    assert measured and result.extra["standalone_all_reduce_s"] > 0
     assert result.extra["traffic_bytes_per_device"] == result.comm_bytes
     assert result.devices_per_worker == 1
 

@@ -35,7 +35,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "panel.ipynb"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOK = NOTEBOOKS / "panel.ipynb"
+# Lab's stderr output: the red box a student sees when a worker or TensorFlow writes to stderr.
+STDERR = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 TOKEN = "gpk-browser-test"
 NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True}
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
@@ -69,7 +72,8 @@ def lab(tmp_path):
     pytest.importorskip("playwright", reason="pip install playwright (never `playwright install`)")
     root, state = tmp_path / "root", tmp_path / "lab"
     root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    for notebook in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy(notebook, root / notebook.name)
     settings = state / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps(NOTIFICATIONS))
@@ -155,6 +159,40 @@ def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
             page.screenshot(path=str(shot), full_page=True)
             panel.screenshot(path=str(tmp_path / "panel-only.png"))
             assert shot.stat().st_size > 10_000
+            expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
+            print(f"screenshots in {tmp_path}")
+        finally:
+            browser.close()
+
+
+def test_quickstart_runs_in_jupyterlab_without_a_stderr_box(lab, tmp_path):
+    """The first notebook a student opens: every cell runs, nothing writes a red stderr box
+    (TensorFlow's start-up chatter, AutoGraph warnings), the compact table fits the notebook."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{lab}/lab/tree/00_quickstart.ipynb?reset&token={TOKEN}")
+            kernel_status = page.locator(".jp-StatusBar-TextItem[title^='Change kernel']")
+            expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=90_000)
+            page.locator("li.lm-MenuBar-item", has_text="Run").click()
+            page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+            _wait_for_all_cells(page, timeout_s=420)
+            expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=60_000)
+            page.screenshot(path=str(tmp_path / "quickstart.png"), full_page=True)
+            outputs = page.locator(f"{NB} .jp-OutputArea-output")
+            assert outputs.count() > 0
+            expect(
+                page.locator(f"{NB} .jp-OutputArea-output[data-mime-type*='error']")
+            ).to_have_count(0)
+            expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
+            notebook_width = page.locator(f"{NB} .jp-Cell").first.evaluate("c => c.clientWidth")
+            for table in page.locator(f"{NB} table.gpk-table").all():
+                assert table.evaluate("t => t.scrollWidth") <= notebook_width
             print(f"screenshots in {tmp_path}")
         finally:
             browser.close()

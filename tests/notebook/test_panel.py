@@ -128,6 +128,33 @@ def test_a_refused_plan_is_one_red_sentence_and_the_panel_stays_usable(
     assert "batch_size=25 is not divisible by 2 devices" in panel.status.value
 
 
+def test_a_bad_value_keeps_the_previous_results(shell, device_table, fake_cpu):
+    from gpu_parallel_kit.comparison import Comparison
+    from gpu_parallel_kit.notebook import result_tabs
+    from gpu_parallel_kit.runs.results import RunResult
+
+    panel = Panel(small_request(), devices=device_table)
+    earlier = RunResult(
+        run_id="s1", experiment_id="e", strategy="single", devices=1, virtual=False,
+        status="ok", global_batch=32, step_time_s=0.01, throughput_samples_s=3200.0,
+    )  # fmt: skip
+    panel.comparison = Comparison([earlier])
+    result_tabs.fill(panel.outputs, panel.comparison)
+    table_before = panel.outputs["table"].outputs
+    panel.controls.batch_size.value = 250  # not divisible by 4 devices
+    panel.compare_button.click()
+    assert panel.wait(timeout=30)
+    assert "batch_size=250 is not divisible by 4 devices" in panel.status.value
+    assert panel.outputs["table"].outputs == table_before
+    assert panel.comparison.results == [earlier]
+
+
+def test_every_strategy_name_fits_its_checkbox(shell, device_table):
+    panel = Panel(small_request(), devices=device_table)
+    for name, box in panel.controls.strategies.items():
+        assert float(box.layout.width.removesuffix("em")) >= 0.6 * len(name) + 2
+
+
 @pytest.mark.slow
 def test_compare_fills_every_tab_in_the_background(shell):
     panel = Panel(small_request(), title="small_mlp on x y")

@@ -100,22 +100,29 @@ def _result(strategy: str, devices: int, status: str = "ok", **extra) -> RunResu
 def test_summary_keeps_the_columns_that_answer_which_is_fastest():
     table = comparison_table([_result("single", 1), _result("data", 2)])
     frame = summary_frame(table)
+    # No model run: the pipeline columns (schedule, micro-batches, bubble, state) stay out.
     assert list(frame.columns) == [
         "strategy",
         "devices",
-        "virtual",
-        "global batch",
         "status",
-        "step time (s)",
+        "step (ms)",
+        "± (ms)",
+        "steps timed",
         "samples/s",
         "speedup",
         "efficiency",
-        "state (MiB)",
+        "comm share",
         "peak memory (MiB)",
     ]
-    assert frame["virtual"].tolist() == ["no", "yes"]
-    assert frame["state (MiB)"].tolist() == [1.0, 0.5]
-    assert frame["speedup"].tolist() == [1.0, 0.5]
+    assert frame["speedup"].tolist() == ["1", "0.5"]
+    assert frame["peak memory (MiB)"].tolist() == ["300", "300"]
+
+
+def test_summary_adds_the_pipeline_columns_where_there_is_a_model_run():
+    table = comparison_table([_result("single", 1), _result("model", 2)])
+    frame = summary_frame(table)
+    assert {"schedule", "micro-batches", "bubble", "state (MiB)"} <= set(frame.columns)
+    assert frame["state (MiB)"].tolist() == ["1", "0.5"]
 
 
 def test_memory_figure_draws_each_device_of_each_run():

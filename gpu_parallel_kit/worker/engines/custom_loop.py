@@ -71,12 +71,16 @@ def compiled_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
 
 
 def _update_metrics(model: keras.Model, y: Any, predictions: Any) -> None:
-    if (metrics := compiled_metrics(model)) is not None:
+    # No walrus operator here: AutoGraph converts this function inside the traced step and cannot
+    # convert a named expression (it warns "Cause: NamedExpr" in the user's notebook).
+    metrics = compiled_metrics(model)
+    if metrics is not None:
         metrics.update_state(y, predictions)
 
 
 def _reset_metrics(model: keras.Model) -> None:
-    if (metrics := compiled_metrics(model)) is not None:
+    metrics = compiled_metrics(model)
+    if metrics is not None:
         metrics.reset_state()
 
 

@@ -1,0 +1,154 @@
+"""The compact view of a comparison: what a notebook, the panel and `gpk.history()` display.
+
+The full table has some fifty columns, far wider than a notebook. The compact view keeps the
+figures that answer "which is fastest, and did it work" (strategy, devices, status, step time,
+the steps it rests on, throughput, speedup, efficiency, communication share, peak memory) and adds
+only the columns that matter for the strategies present: pipeline figures where there are model
+runs, workers where a run had several, time to target where a run had a target. A failed run's
+reason is written in full on a line under the table. `cmp.table` stays whole.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import pandas as pd
+
+from ..runs.noise import noise_text
+from .cells import NOT_REACHED, figure_text, missing
+from .convergence import has_convergence
+from .tables import format_table
+
+_MIB = 2**20
+# (column, header, when shown: None always, else a test on the table)
+Column = tuple[str, str, Callable[[pd.DataFrame], bool] | None]
+
+
+def _has_model(df: pd.DataFrame) -> bool:
+    return bool((df["strategy"] == "model").any())
+
+
+def _has_workers(df: pd.DataFrame) -> bool:
+    return "workers" in df.columns and bool((df["workers"] > 1).any())
+
+
+COMPACT_COLUMNS: tuple[Column, ...] = (
+    ("strategy", "strategy", None),
+    ("workers", "workers", _has_workers),
+    ("devices", "devices", None),
+    ("schedule", "schedule", _has_model),
+    ("micro_batches", "micro-batches", _has_model),
+    ("status", "status", None),
+    ("step_time_s", "step (ms)", None),
+    ("step_time_spread_s", "± (ms)", None),
+    ("timed_steps", "steps timed", None),
+    ("throughput_samples_s", "samples/s", None),
+    ("speedup", "speedup", None),
+    ("efficiency", "efficiency", None),
+    ("comm_share", "comm share", None),
+    ("bubble_fraction", "bubble", _has_model),
+    ("state_bytes", "state (MiB)", _has_model),
+    ("peak_memory_bytes", "peak memory (MiB)", None),
+)
+CONVERGENCE_COMPACT: tuple[Column, ...] = (
+    ("learning_rate", "learning rate", None),
+    ("time_to_target_s", "time to target (s)", None),
+    ("epochs_to_target", "epochs to target", None),
+    ("time_to_target_speedup", "speedup to target", None),
+)
+
+
+def compact_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The compact view as text cells with headers in words (one row per run, table order)."""
+    columns = list(COMPACT_COLUMNS)
+    if has_convergence(table):
+        columns += CONVERGENCE_COMPACT
+    frame = pd.DataFrame(index=range(len(table)))
+    rows = table.reset_index(drop=True)
+    for column, header, wanted in columns:
+        if column not in rows.columns or (wanted is not None and not wanted(rows)):
+            continue
+        frame[header] = [_cell(column, row) for _, row in rows.iterrows()]
+    return frame
+
+
+def _cell(column: str, row: pd.Series) -> str:
+    value = row[column]
+    if column == "comm_share":
+        if bool(row.get("comm_below_noise", False)):
+            return noise_text(row.get("comm_noise_s"))
+        return "" if missing(value) else f"{value:.0%}"
+    if column == "time_to_target_s" and row.get("target_reached") is False:
+        return NOT_REACHED
+    if missing(value):
+        return ""
+    if column in ("step_time_s", "step_time_spread_s"):
+        return figure_text(value * 1000)
+    if column in ("state_bytes", "peak_memory_bytes"):
+        return figure_text(value / _MIB)
+    if column == "efficiency":
+        return f"{value:.0%}"
+    if column == "speedup":
+        return f"{value:.3g}"
+    if isinstance(value, float):
+        return figure_text(value)
+    return str(value)
+
+
+def failure_lines(table: pd.DataFrame) -> list[str]:
+    """ "data×4 oom: <the whole reason>" for every run that did not finish."""
+    lines = []
+    for _, row in table.iterrows():
+        if row["status"] != "ok" and isinstance(row.get("reason"), str) and row["reason"]:
+            lines.append(
+                f"{row['strategy']}×{int(row['devices'])} {row['status']}: {row['reason']}"
+            )
+    return lines
+
+
+def notes_lines(table: pd.DataFrame) -> list[str]:
+    """What the figures rest on, said once under the table."""
+    notes = []
+    if "virtual" in table.columns and bool(table["virtual"].astype(bool).any()):
+        notes.append(
+            "Virtual devices share this machine's cores: the figures show shapes and costs, "
+            "not real speedups."
+        )
+    if "comm_below_noise" in table.columns and bool(table["comm_below_noise"].any()):
+        notes.append(
+            'comm share: exposed all-reduce time over the step; "below noise" where it was '
+            "smaller than its own scatter between repeated measurements."
+        )
+    return notes
+
+
+def compact_html(table: pd.DataFrame) -> str:
+    """The compact view as an HTML table (class `gpk-table`), failures and notes under it."""
+    if table.empty:
+        return "<p class='gpk-table'>(no runs)</p>"
+    body = compact_frame(table).to_html(index=False, classes="gpk-table", border=0)
+    lines = [f"<li>{html.escape(line)}</li>" for line in failure_lines(table)]
+    failures = f"<ul class='gpk-reasons'>{''.join(lines)}</ul>" if lines else ""
+    notes = "".join(
+        f"<p class='gpk-note'><small>{html.escape(n)}</small></p>" for n in notes_lines(table)
+    )
+    return body + failures + notes
+
+
+class RunTable(pd.DataFrame):
+    """A full comparison table that displays as its compact view (what `gpk.history()` returns).
+
+    Every column is there (`list(t.columns)`, `t[...]`, `t.to_csv()`); only its display is short.
+    Anything computed from it is a plain DataFrame, shown whole.
+    """
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        return compact_html(pd.DataFrame(self))
+
+    def __repr__(self) -> str:
+        return format_table(pd.DataFrame(self))

@@ -1,0 +1,54 @@
+"""The panel's run rows and the tqdm bars: start-up is a phase, a long reason goes under the bar."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import pytest
+
+from gpu_parallel_kit.notebook.progress_rows import RunRow
+from gpu_parallel_kit.runs.progress import RunProgress
+from gpu_parallel_kit.runs.results import RunResult
+from tests import builders
+
+REASON = (
+    "need 21.5 MiB of parameters and optimizer state on /cpu:0, over the memory_budget of 16 MiB; "
+    "split the model (strategy='model') or raise memory_budget"
+)
+
+
+@pytest.fixture
+def plan_spec(fake_cpu):
+    return builders.small_experiment(builders.small_mlp).plan("data", 4)
+
+
+def _oom() -> RunResult:
+    return RunResult(
+        run_id="b", experiment_id="e", strategy="data", devices=4, virtual=True,
+        status="oom", reason=REASON,
+    )  # fmt: skip
+
+
+def test_an_oom_row_keeps_its_whole_reason_off_the_bar(plan_spec):
+    row = RunRow(plan_spec, widgets.VBox())
+    row({"event": "phase", "phase": "building the model"})
+    assert row.text.value == "building the model"
+    row.close(_oom())
+    assert row.text.value == "oom"
+    assert REASON.replace("'", "&#x27;") in row.reason.value
+    assert row.reason.layout.display is None
+
+
+def test_a_row_shows_start_up_as_a_phase_then_training_steps(plan_spec):
+    row = RunRow(plan_spec, widgets.VBox())
+    row({"event": "phase", "phase": "training", "total": 10})
+    assert row.text.value.startswith("training (start-up took ")
+    row({"event": "progress", "step": 3, "total": 10, "step_time_s": 0.0043})
+    assert row.text.value == "step 3/10 · 4.3 ms per step"
+
+
+def test_the_text_bar_prints_a_failed_runs_reason_under_it(capsys):
+    bar = RunProgress("data×4 (virtual)")
+    bar({"event": "phase", "phase": "building the model"})
+    bar.close(_oom())
+    out = capsys.readouterr()
+    assert f"data×4 (virtual) oom: {REASON}" in out.out + out.err

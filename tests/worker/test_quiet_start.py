@@ -1,0 +1,30 @@
+"""TensorFlow's start-up chatter is held back; anything else written to stderr still shows."""
+
+import os
+import subprocess
+import sys
+
+from gpu_parallel_kit.worker.quiet_start import kept_lines
+
+ABSL = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+ONEDNN = "I0000 port.cc:153] oneDNN custom operations are on. You may see slightly different\n"
+
+
+def test_chatter_lines_are_dropped_and_others_kept():
+    text = ABSL + ONEDNN + "E0000 something about the user's run\n"
+    assert kept_lines(text) == "E0000 something about the user's run\n"
+
+
+def test_native_writes_in_the_block_are_filtered_not_lost():
+    code = (
+        "import os\n"
+        "from gpu_parallel_kit.worker.quiet_start import native_stderr_filtered\n"
+        "with native_stderr_filtered():\n"
+        f"    os.write(2, {ABSL!r}.encode())\n"
+        "    os.write(2, b'kept line\\n')\n"
+        "os.write(2, b'after\\n')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
+    )
+    assert done.stderr == "kept line\nafter\n"
