@@ -117,6 +117,7 @@ class Experiment:
         micro_batches: int | None = None,
         balance: Any = "params",
         recompute: bool = True,
+        virtual_stages: int | None = None,
         memory_budget: int | None = None,
         workers: int | None = None,
         cluster: Any = None,
@@ -128,8 +129,9 @@ class Experiment:
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
-        `schedule`, `micro_batches`, `balance` and `recompute` (compiled stage tasks whose
-        backward recomputes the forward; False: eager tasks that keep each tape) apply to
+        `schedule`, `micro_batches`, `balance`, `recompute` (compiled stage tasks whose
+        backward recomputes the forward; False: eager tasks that keep each tape) and
+        `virtual_stages` (interleaved: model chunks per device, default 2) apply to
         strategy="model" only, `workers` and
         `cluster` to strategy="multiworker" only (a comparison passes them to every run; the
         other strategies ignore them). `mode` defaults to "fit", and to "explicit" (the only
@@ -158,7 +160,7 @@ class Experiment:
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,
-            **_pipeline_plan(strategy, schedule, micro_batches, balance, recompute),
+            **_pipeline_plan(strategy, schedule, micro_batches, balance, recompute, virtual_stages),
             **_cluster_plan(strategy, workers, cluster),
         )
 
@@ -279,7 +281,12 @@ class Experiment:
 
 
 def _pipeline_plan(
-    strategy: str, schedule: str | None, micro_batches: int | None, balance: Any, recompute: bool
+    strategy: str,
+    schedule: str | None,
+    micro_batches: int | None,
+    balance: Any,
+    recompute: bool,
+    virtual_stages: int | None,
 ) -> dict[str, Any]:
     """Model-parallel settings: naive without micro-batches, gpipe when micro-batches are asked."""
     if strategy != "model":
@@ -291,6 +298,8 @@ def _pipeline_plan(
         "micro_batches": 1 if micro_batches is None else micro_batches,
         "balance": list(balance) if isinstance(balance, tuple) else balance,
         "recompute": recompute,
+        # Interleaved puts two model chunks on each device unless told otherwise.
+        "virtual_stages": virtual_stages or (2 if schedule == "interleaved" else 1),
     }
 
 

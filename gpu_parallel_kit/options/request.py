@@ -46,6 +46,7 @@ class Request:
     micro_batches: int | None = api_default("micro_batches")  # model parallel; None: 1
     balance: Any = api_default("balance")  # model parallel: params | time | stage starts
     recompute: bool = api_default("recompute")  # model parallel: compiled tasks, recompute
+    virtual_stages: int | None = api_default("virtual_stages")  # interleaved: chunks/device
     memory_budget: int | None = api_default("memory_budget")  # bytes per device
     workers: int | None = api_default("workers")  # multiworker; None: 2 (or the cluster's)
     cluster: str | None = api_default("cluster")  # multiworker: cluster file; None: local

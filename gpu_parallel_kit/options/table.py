@@ -157,8 +157,9 @@ TRAINING: tuple[Option, ...] = (
     Option(
         "--schedule",
         "model parallel: naive (one batch, stage after stage), gpipe (all forwards, then all "
-        "backwards) or 1f1b (fewer activations held); default: naive, or gpipe with "
-        "--micro-batches",
+        "backwards), 1f1b (fewer activations held), interleaved (several model chunks per "
+        "device, a smaller bubble) or zb-h1 (the backward split, weight gradients filling the "
+        "bubble); default: naive, or gpipe with --micro-batches",
         goes_to="plan",
         choices=SCHEDULES,
     ),
@@ -177,6 +178,14 @@ TRAINING: tuple[Option, ...] = (
         goes_to="plan",
         type=balance,
         metavar="params|time|I,J|NAMES",
+    ),
+    Option(
+        "--virtual-stages",
+        "model parallel, interleaved: model chunks each device holds (the bubble shrinks v "
+        "times, the transfers grow v times); default: 2 with --schedule interleaved",
+        goes_to="plan",
+        type=positive,
+        metavar="V",
     ),
     Option(
         "--no-recompute",

@@ -14,8 +14,13 @@ from matplotlib.patches import Patch
 
 from .style import DisplayFigure
 
+HATCHES = {"forward": None, "backward": "//", "weight": ".."}
 PANELS = (
-    ("planned_timeline", "planned (forward 1, backward 2 time units)", "time units"),
+    (
+        "planned_timeline",
+        "planned (forward 1, backward 2 time units; split: 1 and 1)",
+        "time units",
+    ),
     ("timeline", "measured on these devices", "seconds from the step's start"),
     (
         "simulated_timeline",
@@ -40,7 +45,8 @@ def timeline_figure(extra: dict[str, Any], title: str) -> DisplayFigure:
         _draw(axis, tasks, micro_batches)
         axis.set_title(label, fontsize=10, loc="left")
         axis.set_xlabel(unit)
-    figure.legend(handles=_legend(micro_batches), loc="outside right upper", fontsize=8)
+    weight = any(t["kind"] == "weight" for key, _, _ in panels for t in extra[key])
+    figure.legend(handles=_legend(micro_batches, weight), loc="outside right upper", fontsize=8)
     figure.suptitle(title)
     return figure
 
@@ -57,7 +63,7 @@ def _draw(axis, tasks: Sequence[dict[str, Any]], micro_batches: int) -> None:
             color=colours[task["micro_batch"]],
             edgecolor="black",
             linewidth=0.4,
-            hatch="//" if task["kind"] == "backward" else None,
+            hatch=HATCHES.get(task["kind"]),
         )
     axis.set_yticks(devices, [f"device {d}" for d in devices])
     axis.invert_yaxis()
@@ -71,8 +77,12 @@ def _colours(count: int) -> list:
     return [palette(i / max(count - 1, 1)) if count > 10 else palette(i) for i in range(count)]
 
 
-def _legend(micro_batches: int) -> list[Patch]:
+def _legend(micro_batches: int, weight: bool = False) -> list[Patch]:
     colours = _colours(micro_batches)
     handles = [Patch(color=colours[m], label=f"mb {m}") for m in range(micro_batches)]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="backward"))
+    if weight:
+        handles.append(
+            Patch(facecolor="white", edgecolor="black", hatch="..", label="weight gradient")
+        )
     return handles

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GpkError
-from ..pipeline.schedules import SCHEDULES, build_schedule
+from ..pipeline.schedules import SCHEDULES, check_plan
 from .devices import DevicePlan
 from .lr_rules import check_rule, check_warmup, lr_factor
 from .sources import DataSource, ModelSource
@@ -129,6 +129,7 @@ class RunSpec:
     micro_batches: int | None = None  # model parallel: micro-batches per global batch
     balance: Any = "params"  # model parallel: params | time | stage start indices or names
     recompute: bool = True  # model parallel: compiled stage tasks, backward recomputes forward
+    virtual_stages: int = 1  # model parallel, interleaved: model chunks each device holds
     memory_budget: int | None = None  # bytes of parameters + optimizer state allowed per device
     workers: int = 1  # multiworker: processes, each with `devices` devices
     cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
@@ -186,7 +187,8 @@ class RunSpec:
         m = self.micro_batches
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise GpkError(f"micro_batches={m!r} must be a whole number of at least 1")
-        build_schedule(self.schedule, self.devices.count, m)  # naive with M > 1 is refused here
+        # naive with M > 1, interleaved with M not a multiple of K, ... are refused here
+        check_plan(self.schedule, self.devices.count, m, self.virtual_stages)
         if self.global_batch % m:
             lower = self.global_batch - self.global_batch % m
             raise GpkError(

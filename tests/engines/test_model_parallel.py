@@ -23,6 +23,11 @@ CASES = [
     ("1f1b", 2, 4),
     ("1f1b", 4, 1),
     ("1f1b", 4, 4),
+    ("interleaved", 2, 2),
+    ("interleaved", 2, 4),
+    ("zb-h1", 2, 4),
+    ("zb-h1", 4, 1),
+    ("zb-h1", 4, 4),
 ]
 
 
@@ -55,9 +60,10 @@ def test_pipeline_matches_single_device(
     assert diff <= 1e-5
     assert (result.schedule, result.micro_batches) == (schedule, micro_batches)
     for stage in result.extra["stages"]:
-        # Variables and optimizer slots sit on the stage's own device, nowhere else.
+        # Variables and optimizer slots sit on the stage's own device, nowhere else (stage s
+        # of an interleaved schedule lives on device s % K).
         assert [d.rsplit("/", 1)[-1] for d in stage["variable_devices"]] == [
-            f"device:CPU:{stage['stage']}"
+            f"device:CPU:{stage['stage'] % stages}"
         ]
 
 
@@ -108,7 +114,12 @@ def test_1f1b_holds_fewer_micro_batches_than_gpipe(experiment):
     assert live == {"gpipe": [4, 4, 4, 4], "1f1b": [4, 3, 2, 1]}
 
 
-def test_batch_norm_uses_micro_batch_statistics(tmp_path):
+@pytest.mark.parametrize(
+    ("schedule", "recompute"),
+    [("gpipe", True), ("gpipe", False), ("1f1b", True), ("interleaved", True), ("zb-h1", True)],
+)
+def test_batch_norm_uses_micro_batch_statistics(tmp_path, schedule, recompute):
+    """Updated once per micro-batch, by its forward: never again by a recompute."""
     x, y = builders.small_data()
     exp = gpk.Experiment(
         model=builders.batch_norm_first,
@@ -120,8 +131,15 @@ def test_batch_norm_uses_micro_batch_statistics(tmp_path):
         progress=False,
     )
     path = tmp_path / "bn.npz"
+    # Three layers: interleaved runs them as three stages on one device.
+    placement = {"devices": 1, "virtual_stages": 3} if schedule == "interleaved" else {"devices": 2}
     result = exp.run(
-        strategy="model", devices=2, schedule="gpipe", micro_batches=4, save_weights=str(path)
+        strategy="model",
+        **placement,
+        schedule=schedule,
+        micro_batches=4,
+        recompute=recompute,
+        save_weights=str(path),
     )
     assert result.ok, result.reason
     moving_mean = saved_weights(path)[2]
@@ -192,7 +210,10 @@ def test_a_nested_model_stays_whole_in_one_stage(tmp_path):
     assert layers == ["before", "inner", "after", "head"]  # the inner model is one call
 
 
-@pytest.mark.parametrize(("schedule", "stages", "micro_batches"), [("gpipe", 2, 4), ("1f1b", 4, 4)])
+@pytest.mark.parametrize(
+    ("schedule", "stages", "micro_batches"),
+    [("gpipe", 2, 4), ("1f1b", 4, 4), ("interleaved", 2, 4), ("zb-h1", 4, 4)],
+)
 def test_recompute_draws_the_dropout_masks_its_forward_drew(
     tmp_path, schedule, stages, micro_batches
 ):

@@ -66,6 +66,7 @@ def test_a_request_is_the_apis_arguments():
         "micro_batches": 4,
         "balance": "params",
         "recompute": True,
+        "virtual_stages": None,
         "memory_budget": 64 * 2**20,
         "workers": None,
         "cluster": None,

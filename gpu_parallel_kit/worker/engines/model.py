@@ -15,7 +15,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...pipeline.schedules import Task, build_schedule
+from ...errors import GpkError
+from ...pipeline.schedules import Task, build_schedule, device_of, splits_backward
 from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
 from ..keras_internals import compile_config, compile_loss_class
 from ..recorder import StepRecorder
@@ -37,11 +38,14 @@ from .stages import (
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
 SERIAL_REPEATS = 3  # untimed-by-others passes whose task times feed the simulated view
-PLANNED_DURATION = {"F": 1.0, "B": 2.0}  # the planned chart: a backward costs about two forwards
+# The planned chart: a backward costs about two forwards; split, its halves one each.
+PLANNED_DURATION = {"F": 1.0, "B": 2.0}
+PLANNED_SPLIT_DURATION = {"F": 1.0, "B": 1.0, "W": 1.0}
 
 
 class ModelParallelEngine(Engine):
-    """Stages on devices, one thread per stage following the schedule.
+    """Stages on devices, one thread per device following the schedule (an interleaved schedule
+    puts `virtual_stages` stages on each device, round robin).
 
     >>> exp.run(strategy="model", devices=4, schedule="gpipe", micro_batches=8)
     """
@@ -68,12 +72,23 @@ class ModelParallelEngine(Engine):
         first_x, first_y = next(iter(dataset))
         traced = trace(model)
         sample = split(first_x, micro_batches)[0]
-        starts = stage_starts(traced, spec.devices.count, spec.balance, sample)
-        stages = build_stages(model, traced, starts, self.device_names)
+        k, chunks = spec.devices.count, spec.virtual_stages
+        calls = len(traced.graph.calls)
+        if chunks > 1 and calls < k * chunks:
+            raise GpkError(
+                f"the model has {calls} layers, fewer than the {k * chunks} stages of {k} devices "
+                f"x virtual_stages={chunks}; use virtual_stages={max(calls // k, 1)} or fewer, or "
+                "fewer devices"
+            )
+        starts = stage_starts(traced, k * chunks, spec.balance, sample)
+        placed = [self.device_names[device_of(s, k)] for s in range(k * chunks)]
+        stages = build_stages(model, traced, starts, tuple(placed))
         self._stages, self._traced = stages, traced  # validation runs them in order (predict)
-        self.state_bytes = {s.device: s.parameter_bytes + s.optimizer_bytes for s in stages}
+        self.state_bytes = dict.fromkeys(self.device_names, 0)
+        for s in stages:
+            self.state_bytes[s.device] += s.parameter_bytes + s.optimizer_bytes
         check_budget(self.state_bytes, spec.memory_budget)
-        schedule = build_schedule(spec.schedule, spec.devices.count, micro_batches)
+        schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
         runner = PipelineRunner(
             stages,
             schedule,
@@ -142,9 +157,7 @@ class ModelParallelEngine(Engine):
                     (*stage.model.weights, *stage.optimizer.variables), values, strict=True
                 ):
                     variable.assign(value)
-        self._figures = _figures(
-            stages, self._traced, schedule, reports + alone, micro_batches, sample
-        )
+        self._figures = _figures(stages, self._traced, schedule, reports + alone, self.spec, sample)
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         figures = dict(self._figures)
@@ -193,37 +206,44 @@ def _figures(
     traced: TracedModel,
     schedule: tuple[tuple[Task, ...], ...],
     reports: list[StepReport],
-    micro_batches: int,
+    spec: Any,
     sample: tf.Tensor,
 ) -> dict[str, Any]:
     """Timeline, bubble (measured, simulated, theoretical), bytes across cuts, memory per stage."""
-    k = len(stages)
+    k, n = len(schedule), len(stages)  # devices, model stages (more when interleaved)
+    micro_batches = spec.micro_batches or 1
     timed = [r.tasks for r in reports if r.tasks and not r.serial]
     measured = [_records_as_dicts(tasks, step) for step, tasks in enumerate(timed)]
     alone = [r for r in reports if r.serial]
     durations = _median_durations([r.tasks for r in alone])
     simulated = simulate(schedule, lambda t: durations[(t.stage, t.kind)]) if alone else []
-    updates = [statistics.median(r.update_s[s] for r in alone) for s in range(k)] if alone else []
-    planned = simulate(schedule, lambda t: PLANNED_DURATION[t.kind])
+    updates = [statistics.median(r.update_s[d] for r in alone) for d in range(k)] if alone else []
+    planned_cost = PLANNED_SPLIT_DURATION if splits_backward(schedule) else PLANNED_DURATION
+    chunk = 1.0 / spec.virtual_stages  # an interleaved chunk is 1/v of a device's share
+    planned = simulate(schedule, lambda t: planned_cost[t.kind] * chunk)
     measured_bubbles = [_measured_bubble(tasks, k) for tasks in timed]
     activation_bytes = _activation_bytes_per_micro_batch(stages, traced, sample)
     trained = [r for r in reports if not r.serial]
-    peak_live = [max(r.peak_live[s] for r in trained) for s in range(k)] if trained else [0] * k
+    peak_live = [max(r.peak_live[s] for r in trained) for s in range(n)] if trained else [0] * n
     return {
         "timeline": [row for step in measured for row in step],
         "planned_timeline": [_timed_as_dict(t) for t in planned],
         "simulated_timeline": [_timed_as_dict(t) for t in simulated],
         "bubble_fraction": statistics.median(measured_bubbles) if measured_bubbles else None,
         "bubble_simulated": bubble_fraction(simulated, k) if simulated else None,
-        "bubble_theoretical": theoretical_bubble(k, micro_batches),
-        # Each stage applies its update after its last task: the step ends with the last update.
+        "bubble_theoretical": theoretical_bubble(
+            spec.schedule, k, micro_batches, spec.virtual_stages
+        ),
+        "virtual_stages": spec.virtual_stages,
+        # Each device applies its stages' updates after its last task: the step ends with the
+        # last update.
         "simulated_step_time_s": max(
-            max(t.end for t in simulated if t.stage == s) + updates[s] for s in range(k)
+            max(t.end for t in simulated if t.device == d) + updates[d] for d in range(k)
         )
         if simulated
         else None,
         "cut_bytes": trained[-1].cut_bytes if trained else [],
-        "cut_time_s": _cut_times(timed, k),
+        "cut_time_s": _cut_times(timed, n),
         **_overheads([r for r in reports if r.tasks and not r.serial], alone),
         # Copies across cuts only: stage 0's copy of its input is feeding, not communication.
         "comm_time_s": statistics.median(
@@ -303,14 +323,17 @@ def _cut_times(timed: list[list[TaskRecord]], stages: int) -> list[float | None]
     ]
 
 
+KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight"}
+
+
 def _records_as_dicts(tasks: list[TaskRecord], step: int) -> list[dict[str, Any]]:
     return [
         {
             "step": step,
-            "device": t.stage,
+            "device": t.stage if t.device is None else t.device,
             "stage": t.stage,
             "micro_batch": t.micro_batch,
-            "kind": "forward" if t.kind == "F" else "backward",
+            "kind": KIND_NAMES[t.kind],
             "start": t.start,
             "end": t.end,
         }
@@ -320,10 +343,10 @@ def _records_as_dicts(tasks: list[TaskRecord], step: int) -> list[dict[str, Any]
 
 def _timed_as_dict(task) -> dict[str, Any]:
     return {
-        "device": task.stage,
+        "device": task.device,
         "stage": task.stage,
         "micro_batch": task.micro_batch,
-        "kind": "forward" if task.kind == "F" else "backward",
+        "kind": KIND_NAMES[task.kind],
         "start": task.start,
         "end": task.end,
     }

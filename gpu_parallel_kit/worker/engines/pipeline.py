@@ -1,6 +1,7 @@
-"""Run one global batch through the stages, each stage in its own thread, in schedule order.
+"""Run one global batch through the stages, each device in its own thread, in schedule order.
 
-Every stage thread executes exactly its list of tasks from `schedules.build_schedule`: a forward
+Every device thread executes exactly its list of tasks from `schedules.build_schedule` (the
+tasks of the one stage it holds, or of several for an interleaved schedule): a forward
 task receives the tensors that cross into its stage (copied onto this stage's device: the
 transfer across the cut; several for a residual stream or a long skip), keeps its gradient tape,
 and sends on what crosses out; a backward task receives the gradients of what it sent, computes
@@ -21,7 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from ...pipeline.schedules import Task, execution_order
+from ...pipeline.schedules import Task, device_of, execution_order, splits_backward
 from .stage_tasks import make_tasks
 from .stages import Stage
 
@@ -71,6 +72,7 @@ class TaskRecord:
     transfer_s: float = 0.0
     bytes_in: int = 0
     call_s: float = 0.0  # inside the stage's forward or backward: the task's own work
+    device: int | None = None  # the device that ran it; None: the stage's index
 
 
 @dataclass
@@ -81,13 +83,15 @@ class StepReport:
     tasks: list[TaskRecord] = field(default_factory=list)
     cut_bytes: list[int] = field(default_factory=list)  # per cut: activations + their gradients
     peak_live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
-    update_s: list[float] = field(default_factory=list)  # per stage: its optimizer update
+    update_s: list[float] = field(default_factory=list)  # per device: its stages' updates
     serial: bool = False  # the tasks ran one at a time (their times are uncontended)
     duration_s: float = 0.0  # the whole step: splitting the batch, every task, every update
 
 
 class PipelineRunner:
-    """Executes the schedule for each global batch; threads live as long as the runner."""
+    """Executes the schedule for each global batch; one thread per device, living as long as the
+    runner. A device runs its list of tasks, which name the model stages it holds (several for
+    an interleaved schedule)."""
 
     def __init__(
         self,
@@ -100,15 +104,23 @@ class PipelineRunner:
     ) -> None:
         self.stages = stages
         self.schedule = schedule
+        self.devices = len(schedule)
         self.micro_batches = micro_batches
         self.feed = feed  # a micro-batch of x -> the model's input tensors by name
         last = len(stages) - 1
+        split_backward = splits_backward(schedule)
         # loss_fn: (targets, the last stage's outputs by name) -> the micro-batch's mean loss.
         self.tasks = [
-            make_tasks(stage, loss_fn if stage.index == last else None, micro_batches, recompute)
+            make_tasks(
+                stage,
+                loss_fn if stage.index == last else None,
+                micro_batches,
+                recompute,
+                split_backward,
+            )
             for stage in stages
         ]
-        self._pool = ThreadPoolExecutor(max_workers=len(stages), thread_name_prefix="gpk-stage")
+        self._pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="gpk-device")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -117,31 +129,33 @@ class PipelineRunner:
         self, x: tf.Tensor, y: tf.Tensor, timed: bool = False, serial: bool = False
     ) -> StepReport:
         """One global batch. `serial` runs the same tasks one at a time in one thread: slower,
-        but each task's time is then its own, not shared with other stages on the same cores."""
+        but each task's time is then its own, not shared with other devices on the same cores."""
         mailbox = Mailbox()
         clock = time.perf_counter()
         xs = [self.feed(part) for part in split(x, self.micro_batches)]
         ys = split(y, self.micro_batches)
-        stage_runs = [
-            self._stage_tasks(stage, xs, ys, mailbox, clock, timed or serial)
-            for stage in self.stages
+        runs = [
+            self._device_tasks(device, xs, ys, mailbox, clock, timed or serial)
+            for device in range(self.devices)
         ]
-        results = self._serially(stage_runs) if serial else self._concurrently(stage_runs, mailbox)
-        losses, records, activations_in, gradients_in, live, updates = zip(*results, strict=True)
+        results = self._serially(runs) if serial else self._concurrently(runs, mailbox)
         duration = time.perf_counter() - clock
+        stages = len(self.stages)
+        activations_in = [sum(r.activations_in.get(s, 0) for r in results) for s in range(stages)]
+        gradients_in = [sum(r.gradients_in.get(s, 0) for r in results) for s in range(stages)]
         return StepReport(
-            loss=float(sum(losses)),
-            tasks=[record for stage_records in records for record in stage_records],
+            loss=float(sum(r.loss for r in results)),
+            tasks=[record for r in results for record in r.records],
             # Cut c lies between stages c and c+1: activations go down it, their gradients back.
-            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(len(live) - 1)],
-            peak_live=list(live),
-            update_s=list(updates),
+            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(stages - 1)],
+            peak_live=[max(r.peak_live.get(s, 0) for r in results) for s in range(stages)],
+            update_s=[r.update_s for r in results],
             serial=serial,
             duration_s=duration,
         )
 
-    def _concurrently(self, stage_runs: list[Generator], mailbox: Mailbox) -> list[tuple]:
-        futures = [self._pool.submit(_drain, run, mailbox) for run in stage_runs]
+    def _concurrently(self, runs: list[Generator], mailbox: Mailbox) -> list[_DeviceStep]:
+        futures = [self._pool.submit(_drain, run, mailbox) for run in runs]
         results, errors = [], []
         for future in futures:
             try:
@@ -152,29 +166,33 @@ class PipelineRunner:
             raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])
         return results
 
-    def _serially(self, stage_runs: list[Generator]) -> list[tuple]:
-        for task in execution_order(self.schedule):
-            next(stage_runs[task.stage])
-        return [_drain(run, None) for run in stage_runs]
+    def _serially(self, runs: list[Generator]) -> list[_DeviceStep]:
+        for task in execution_order(self.schedule, len(self.stages)):
+            next(runs[device_of(task.stage, self.devices)])
+        return [_drain(run, None) for run in runs]
 
-    def _stage_tasks(
-        self, stage: Stage, xs, ys, mailbox: Mailbox, clock: float, timed: bool
-    ) -> Generator[None, None, tuple]:
-        """One stage's step, pausing after each task; returns (loss part, task records, bytes in,
-        gradient bytes in, peak number of micro-batches whose activations were held at once)."""
-        last = stage.index == len(self.stages) - 1
-        tasks = self.tasks[stage.index]
-        with tf.device(stage.device):
-            tasks.begin_step()
-        saved: dict[int, Any] = {}  # per micro-batch: what its backward needs
-        records: list[TaskRecord] = []
-        loss_total, activations_in, gradients_in, peak_live = 0.0, 0, 0, 0
-        for task in self.schedule[stage.index]:
+    def _device_tasks(
+        self, device: int, xs, ys, mailbox: Mailbox, clock: float, timed: bool
+    ) -> Generator[None, None, _DeviceStep]:
+        """One device's step, pausing after each task."""
+        last = len(self.stages) - 1
+        held = [s for s in self.stages if device_of(s.index, self.devices) == device]
+        for stage in held:
+            with tf.device(stage.device):
+                self.tasks[stage.index].begin_step()
+        saved: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its backward
+        later: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its W task
+        result = _DeviceStep()
+        for task in self.schedule[device]:
+            stage, tasks = self.stages[task.stage], self.tasks[task.stage]
+            key = (task.stage, task.micro_batch)
+            moved = called = 0.0
+            size = 0
             if task.kind == "F":
                 incoming = (
                     xs[task.micro_batch]
-                    if stage.index == 0
-                    else mailbox.get(("act", stage.index, task.micro_batch))
+                    if task.stage == 0
+                    else mailbox.get(("act", task.stage, task.micro_batch))
                 )
                 start = time.perf_counter()  # a task's time starts once its input is here
                 with tf.device(stage.device):
@@ -183,18 +201,24 @@ class PipelineRunner:
                     received = {name: tf.identity(value) for name, value in incoming.items()}
                     moved = time.perf_counter() - moved
                     called = time.perf_counter()
-                    out, saved[task.micro_batch] = tasks.forward(received, ys[task.micro_batch])
+                    out, saved[key] = tasks.forward(received, ys[task.micro_batch])
                     called = time.perf_counter() - called
-                peak_live = max(peak_live, len(saved))
-                size = _nbytes(incoming) if stage.index else 0
-                activations_in += size
-                if last:
-                    loss_total += float(out)
+                # Activations are held from a forward until its backward, or its W when split.
+                live = sum(1 for s, _ in [*saved, *later] if s == task.stage)
+                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
+                size = _nbytes(incoming) if task.stage else 0
+                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+                if task.stage == last:
+                    result.loss += float(out)
                 else:
-                    mailbox.put(("act", stage.index + 1, task.micro_batch), out)
-            else:
-                kept = saved.pop(task.micro_batch)
-                incoming = None if last else mailbox.get(("grad", stage.index, task.micro_batch))
+                    mailbox.put(("act", task.stage + 1, task.micro_batch), out)
+            elif task.kind == "B":
+                kept = saved.pop(key)
+                incoming = (
+                    None
+                    if task.stage == last
+                    else mailbox.get(("grad", task.stage, task.micro_batch))
+                )
                 start = time.perf_counter()
                 with tf.device(stage.device):
                     moved = time.perf_counter()
@@ -205,20 +229,28 @@ class PipelineRunner:
                     )
                     moved = time.perf_counter() - moved
                     called = time.perf_counter()
-                    grads = tasks.backward(kept, upstream, ys[task.micro_batch])
+                    grads, for_weight = tasks.backward(kept, upstream, ys[task.micro_batch])
                     called = time.perf_counter() - called
+                if for_weight is not None:
+                    later[key] = for_weight
                 size = 0 if incoming is None else _nbytes(incoming)
-                gradients_in += size
-                if stage.index > 0:
-                    mailbox.put(("grad", stage.index - 1, task.micro_batch), grads)
+                result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0) + size
+                if task.stage > 0:
+                    mailbox.put(("grad", task.stage - 1, task.micro_batch), grads)
+            else:  # W: the weight gradient of a split backward, nothing to receive or send
+                start = time.perf_counter()
+                with tf.device(stage.device):
+                    called = time.perf_counter()
+                    tasks.weight(later.pop(key))
+                    called = time.perf_counter() - called
             if timed:
-                if task.kind == "F" and not last:
+                if task.kind == "F" and task.stage != last:
                     waited = time.perf_counter()
                     _wait_for(out)  # the work may still run on a GPU: it is the call's
                     called += time.perf_counter() - waited
-                records.append(
+                result.records.append(
                     TaskRecord(
-                        stage.index,
+                        task.stage,
                         task.kind,
                         task.micro_batch,
                         start - clock,
@@ -226,16 +258,30 @@ class PipelineRunner:
                         moved,
                         size,
                         called,
+                        device,
                     )
                 )
             yield
         start = time.perf_counter()
-        with tf.device(stage.device):
-            tasks.apply()
-        if timed:
-            _wait_for(stage.variables[0].value if stage.variables else None)
-        update_s = time.perf_counter() - start
-        return loss_total, records, activations_in, gradients_in, peak_live, update_s
+        for stage in held:
+            with tf.device(stage.device):
+                self.tasks[stage.index].apply()
+        if timed and held and held[-1].variables:
+            _wait_for(held[-1].variables[0].value)
+        result.update_s = time.perf_counter() - start
+        return result
+
+
+@dataclass
+class _DeviceStep:
+    """What one device's thread reports of a step."""
+
+    loss: float = 0.0  # the last stage's share of the step's loss
+    records: list[TaskRecord] = field(default_factory=list)
+    activations_in: dict[int, int] = field(default_factory=dict)  # bytes received, per stage
+    gradients_in: dict[int, int] = field(default_factory=dict)  # gradient bytes, per stage
+    peak_live: dict[int, int] = field(default_factory=dict)  # micro-batches held, per stage
+    update_s: float = 0.0  # its stages' optimizer updates
 
 
 def _drain(stage_run: Generator, mailbox: Mailbox | None) -> tuple:

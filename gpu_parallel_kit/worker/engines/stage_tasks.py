@@ -13,6 +13,11 @@ every activation between the two tasks. Two things must not change in the recomp
 Both are the stage model's `non_trainable_variables` (BatchNormalization statistics and Keras
 seed-generator states), saved and restored as a whole. The variables' gradients are summed into
 accumulators on the stage's device and applied once per global batch.
+
+A split backward (zb-h1) is an input-gradient task B, whose result the upstream stage waits for,
+and a weight-gradient task W, deferred into the bubbles. Eager tasks make them two gradient calls
+on one persistent tape (inputs first, variables later); compiled tasks recompute the forward in
+each, so a split costs them one more forward per micro-batch.
 """
 
 from __future__ import annotations
@@ -30,10 +35,13 @@ LossFn = Callable[[Any, dict[str, tf.Tensor]], tf.Tensor]
 class EagerTasks:
     """Tape kept from forward to backward; every operation dispatched eagerly."""
 
-    def __init__(self, stage: Stage, loss_fn: LossFn | None, micro_batches: int) -> None:
+    def __init__(
+        self, stage: Stage, loss_fn: LossFn | None, micro_batches: int, split: bool = False
+    ) -> None:
         self.stage = stage
         self.loss_fn = loss_fn  # the last stage only
         self.micro_batches = micro_batches
+        self.split = split  # B and W are separate tasks: the tape must serve two calls
         self._accumulated: list[tf.Tensor] = []
 
     def begin_step(self) -> None:
@@ -42,7 +50,7 @@ class EagerTasks:
     def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
         """(what to send on, or the loss on the last stage; what the backward needs)."""
         stage = self.stage
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=self.split) as tape:
             tape.watch([received[n] for n in stage.cut.used if received[n].dtype.is_floating])
             out = stage.forward(received, training=True)
             if self.loss_fn is not None:
@@ -51,7 +59,10 @@ class EagerTasks:
                 out = self.loss_fn(y, out) / self.micro_batches
         return out, (tape, received, out)
 
-    def backward(self, saved: Any, upstream: dict[str, tf.Tensor], y: Any) -> dict[str, tf.Tensor]:
+    def backward(
+        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any
+    ) -> tuple[dict[str, tf.Tensor], Any]:
+        """(the received tensors' gradients, what W needs when the backward is split)."""
         tape, received, out = saved
         stage = self.stage
         used = _floating_used(stage, received)
@@ -60,18 +71,34 @@ class EagerTasks:
         else:
             computed = [n for n in stage.cut.computed if n in upstream]
             targets, weights = [out[n] for n in computed], [upstream[n] for n in computed]
+        sources = [received[n] for n in used]
+        if not self.split:
+            sources += list(stage.variables)
         grads = tape.gradient(
             targets,
-            [received[n] for n in used] + list(stage.variables),
+            sources,
             output_gradients=weights,
             unconnected_gradients=tf.UnconnectedGradients.ZERO,
         )
-        self._accumulated = [
-            a + g for a, g in zip(self._accumulated, grads[len(used) :], strict=True)
-        ]
-        return _received_gradients(
-            stage, dict(zip(used, grads[: len(used)], strict=True)), upstream
+        if not self.split:
+            self._accumulate(grads[len(used) :])
+        by_name = dict(zip(used, grads[: len(used)], strict=True))
+        later = (tape, targets, weights) if self.split else None
+        return _received_gradients(stage, by_name, upstream), later
+
+    def weight(self, later: Any) -> None:
+        """W: the variables' gradients from the same tape, then the tape is let go."""
+        tape, targets, weights = later
+        grads = tape.gradient(
+            targets,
+            list(self.stage.variables),
+            output_gradients=weights,
+            unconnected_gradients=tf.UnconnectedGradients.ZERO,
         )
+        self._accumulate(grads)
+
+    def _accumulate(self, grads: list[tf.Tensor]) -> None:
+        self._accumulated = [a + g for a, g in zip(self._accumulated, grads, strict=True)]
 
     def apply(self) -> None:
         stage = self.stage
@@ -81,15 +108,26 @@ class EagerTasks:
 class CompiledTasks:
     """Each task one compiled function; the backward recomputes its forward (see the module)."""
 
-    def __init__(self, stage: Stage, loss_fn: LossFn | None, micro_batches: int) -> None:
+    def __init__(
+        self, stage: Stage, loss_fn: LossFn | None, micro_batches: int, split: bool = False
+    ) -> None:
         self.stage = stage
         self.loss_fn = loss_fn
         self.micro_batches = micro_batches
+        self.split = split
         with tf.device(stage.device):
             self._sums = [tf.Variable(tf.zeros_like(v), trainable=False) for v in stage.variables]
         self._state = list(stage.model.non_trainable_variables)
         self._forward = tf.function(self._forward_body, reduce_retracing=True)
-        self._backward = tf.function(self._backward_body, reduce_retracing=True)
+        self._backward = {
+            part: tf.function(
+                lambda inputs, weights, state, y, part=part: self._backward_body(
+                    inputs, weights, state, y, part
+                ),
+                reduce_retracing=True,
+            )
+            for part in ("all", "inputs", "variables")
+        }
         self._apply = tf.function(self._apply_body)
         self._reset = tf.function(self._reset_body)
 
@@ -107,7 +145,9 @@ class CompiledTasks:
         shapes = tuple((t.shape, t.dtype) for t in out)  # not the tensors: they are freed
         return sent, (inputs, state, shapes)
 
-    def backward(self, saved: Any, upstream: dict[str, tf.Tensor], y: Any) -> dict[str, tf.Tensor]:
+    def backward(
+        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any
+    ) -> tuple[dict[str, tf.Tensor], Any]:
         inputs, state, shapes = saved
         stage = self.stage
         # The last stage differentiates its loss; the others weigh their outputs by the
@@ -120,13 +160,20 @@ class CompiledTasks:
             if self.loss_fn is None
             else []
         )
-        grads = self._backward(inputs, weights, state, y if self.loss_fn is not None else ())
+        targets = y if self.loss_fn is not None else ()
+        part = "inputs" if self.split else "all"
+        grads = self._backward[part](inputs, weights, state, targets)
         floating = [
             n
             for n, t in zip(stage.cut.received, inputs, strict=True)
             if n in stage.cut.used and t.dtype.is_floating
         ]
-        return _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream)
+        later = (inputs, weights, state, targets) if self.split else None
+        return _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream), later
+
+    def weight(self, later: Any) -> None:
+        """W: recompute once more, and add the variables' gradients to the sums."""
+        self._backward["variables"](*later)
 
     def apply(self) -> None:
         self._apply()
@@ -153,8 +200,15 @@ class CompiledTasks:
         return out, state
 
     def _backward_body(
-        self, inputs: list[tf.Tensor], weights: list[tf.Tensor], state: list[tf.Tensor], y: Any
+        self,
+        inputs: list[tf.Tensor],
+        weights: list[tf.Tensor],
+        state: list[tf.Tensor],
+        y: Any,
+        part: str,
     ) -> list[tf.Tensor]:
+        """The gradients of `part`: all (inputs returned, variables summed), the inputs alone,
+        or the variables alone (summed)."""
         stage = self.stage
         now = [tf.identity(v.value) for v in self._state]
         with tf.control_dependencies(now):
@@ -168,18 +222,24 @@ class CompiledTasks:
         with tf.GradientTape() as tape:
             tape.watch(watched)
             out = self._run(inputs, y)
+        sources = [] if part == "variables" else list(watched)
+        if part != "inputs":
+            sources += list(stage.variables)
         grads = tape.gradient(
             out,
-            watched + list(stage.variables),
+            sources,
             output_gradients=weights or None,
             unconnected_gradients=tf.UnconnectedGradients.ZERO,
         )
-        for total, grad in zip(self._sums, grads[len(watched) :], strict=True):
-            total.assign_add(grad)
+        grads = [tf.convert_to_tensor(g) for g in grads]  # embeddings give IndexedSlices
+        first = 0 if part == "variables" else len(watched)
+        if part != "inputs":
+            for total, grad in zip(self._sums, grads[first:], strict=True):
+                total.assign_add(grad)
         with tf.control_dependencies(grads):
             for variable, value in zip(self._state, now, strict=True):
                 variable.assign(value)  # statistics as the forwards left them: updated once
-        return grads[: len(watched)]
+        return grads[:first]
 
     def _apply_body(self) -> None:
         stage = self.stage
@@ -211,7 +271,10 @@ def _received_gradients(
     return answer
 
 
-def make_tasks(stage: Stage, loss_fn: LossFn | None, micro_batches: int, recompute: bool):
-    """The stage's tasks: compiled with recompute, or eager with the tape kept."""
+def make_tasks(
+    stage: Stage, loss_fn: LossFn | None, micro_batches: int, recompute: bool, split: bool
+):
+    """The stage's tasks: compiled with recompute, or eager with the tape kept; `split` when
+    the schedule has separate weight-gradient tasks."""
     kind = CompiledTasks if recompute else EagerTasks
-    return kind(stage, loss_fn, micro_batches)
+    return kind(stage, loss_fn, micro_batches, split)
