@@ -282,3 +282,14 @@ def test_device_presets_and_compute_scale():
     assert compute_scale(mine, "a100") == pytest.approx(156)
     with pytest.raises(GpkError, match="'compute' or 'memory'"):
         compute_scale("a100", "h100", bound="power")
+
+
+def test_zero_bubble_fills_the_pipeline_with_weight_gradients():
+    """zb-h1 takes the input and weight gradients as half the backward each: with the 1:2
+    forward:backward of WORK that is F:B:W = 1:1:1, where the paper's bubble is exact."""
+    part = Partition.equal(4)
+    one_f_one_b = pipeline(WORK, part, FREE, global_batch=64, micro_batches=8, schedule="1f1b")
+    zero_bubble = pipeline(WORK, part, FREE, global_batch=64, micro_batches=8, schedule="zb-h1")
+    assert zero_bubble.step_time_s < one_f_one_b.step_time_s
+    assert zero_bubble.bubble_fraction == pytest.approx(3 / (3 * 8 + 3))
+    assert zero_bubble.comm_bytes == one_f_one_b.comm_bytes  # W sends nothing

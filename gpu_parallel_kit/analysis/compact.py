@@ -48,7 +48,9 @@ COMPACT_COLUMNS: tuple[Column, ...] = (
     ("efficiency", "efficiency", None),
     ("comm_share", "comm share", None),
     ("bubble_fraction", "bubble", _has_model),
+    ("bubble_theoretical", "bubble (theory)", _has_model),
     ("state_bytes", "state (MiB)", _has_model),
+    ("peak_activation_bytes", "activations held (MiB)", _has_model),
     ("peak_memory_bytes", "peak memory (MiB)", None),
 )
 CONVERGENCE_COMPACT: tuple[Column, ...] = (
@@ -85,7 +87,7 @@ def _cell(column: str, row: pd.Series) -> str:
         return ""
     if column in ("step_time_s", "step_time_spread_s"):
         return figure_text(value * 1000)
-    if column in ("state_bytes", "peak_memory_bytes"):
+    if column in ("state_bytes", "peak_memory_bytes", "peak_activation_bytes"):
         return figure_text(value / _MIB)
     if column == "efficiency":
         return f"{value:.0%}"

@@ -57,8 +57,9 @@ import math
 from dataclasses import dataclass, replace
 
 from ..errors import GpkError
-from ..pipeline.schedules import BACKWARD, FORWARD, Task, build_schedule
+from ..pipeline.schedules import BACKWARD, FORWARD, Task, build_schedule, splits_backward
 from ..pipeline.simulation import makespan, simulate
+from ..pipeline.tasks import WEIGHT
 from .hardware import Interconnect
 
 DEFAULT_BACKWARD_RATIO = 2.0  # backward ≈ 2 × forward: two matrix products per forward one
@@ -303,6 +304,11 @@ def _run_pipeline(
     micro = global_batch / micro_batches
     work = {(s, FORWARD): partition.forward[s] * workload.forward_s * micro for s in range(k)}
     work |= {(s, BACKWARD): partition.backward[s] * workload.backward_s * micro for s in range(k)}
+    if splits_backward(plan):
+        # zb-h1: the input gradient and the weight gradient taken as half the backward each.
+        for s in range(k):
+            work[(s, BACKWARD)] /= 2
+            work[(s, WEIGHT)] = work[(s, BACKWARD)]
     sends = [link.send_s(a * micro) for a in partition.cut_bytes]
 
     def cut_send(stage: int) -> float:
@@ -313,17 +319,24 @@ def _run_pipeline(
 
     def blocking(task: Task) -> float:
         # The receive runs on the receiving device before its compute: forward over the cut
-        # above the stage, backward over the cut below it.
+        # above the stage, backward over the cut below it; a weight gradient receives nothing.
+        if task.kind == WEIGHT:
+            return compute(task)
         return compute(task) + cut_send(task.stage - 1 if task.kind == FORWARD else task.stage)
 
     def in_flight(sender: Task) -> float:
+        if sender.kind == WEIGHT:
+            return 0.0
         return cut_send(sender.stage if sender.kind == FORWARD else sender.stage - 1)
 
     if overlap:
         step = makespan(simulate(plan, compute, in_flight))
     else:
         step = makespan(simulate(plan, blocking))
-    busy = [micro_batches * (work[(s, FORWARD)] + work[(s, BACKWARD)]) for s in range(k)]
+    busy = [
+        micro_batches * sum(work.get((s, kind), 0.0) for kind in (FORWARD, BACKWARD, WEIGHT))
+        for s in range(k)
+    ]
     return _PipelineRun(
         step=step,
         free=makespan(simulate(plan, compute)),

@@ -227,7 +227,12 @@ class _Experiment:
         if plan.schedule is not None or plan.micro_batches is not None:
             m = plan.micro_batches or 1
             return [(plan.schedule or ("naive" if m == 1 else "gpipe"), m)]
-        found = [(r.schedule, r.micro_batches or 1) for r in self.models if r.schedule]
+        # The cost model holds one stage per device: interleaved runs are not projected.
+        found = [
+            (r.schedule, r.micro_batches or 1)
+            for r in self.models
+            if r.schedule and r.schedule != "interleaved"
+        ]
         return list(dict.fromkeys(found)) or [("naive", 1)]
 
     def _partition(self, k: int) -> tuple[Partition, str]:

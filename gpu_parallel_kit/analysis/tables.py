@@ -72,7 +72,8 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
     "outside_tasks_s",
 )
 # Parameters and optimizer state on the fullest device: what model parallelism divides.
-MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes",)
+# ... and the activations the fullest stage holds at its peak: what the schedule decides.
+MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes", "peak_activation_bytes")
 # Where the step goes (analysis/breakdown.py): compute beside the exposed communication, and the
 # bandwidth that communication achieved. A communication figure below its own noise
 # (runs/noise.py) leaves comm_time_s and comm_share NaN, comm_below_noise True and the noise it fell
@@ -226,6 +227,8 @@ def _row(result: RunResult) -> dict[str, object]:
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
     row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
     row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
+    held = [s.get("activation_bytes_held") for s in result.extra.get("stages", [])]
+    row["peak_activation_bytes"] = _number(max((h for h in held if h is not None), default=None))
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
     row["compute_time_s"] = step_breakdown(row)[0]
     row["effective_bandwidth_bytes_s"] = effective_bandwidth(row)
