@@ -22,6 +22,7 @@ each, so a split costs them one more forward per micro-batch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,19 @@ import tensorflow as tf
 from .stages import Stage
 
 LossFn = Callable[[Any, dict[str, tf.Tensor]], tf.Tensor]
+
+
+class _StageTracing(logging.Filter):
+    """TensorFlow warns when functions made from one piece of Python code trace often; every
+    stage makes its own compiled tasks from the same code, each traced once, which is expected
+    here and says nothing to the user. Other retracing warnings (their own code) pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not ("triggered tf.function retracing" in text and "CompiledTasks" in text)
+
+
+tf.get_logger().addFilter(_StageTracing())
 
 
 class EagerTasks:
