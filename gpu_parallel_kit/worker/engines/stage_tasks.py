@@ -116,7 +116,8 @@ class EagerTasks:
 
     def apply(self) -> None:
         stage = self.stage
-        stage.optimizer.apply_gradients(zip(self._accumulated, stage.variables, strict=True))
+        if stage.variables:  # a stage of layers without weights (Concatenate, Add) has nothing
+            stage.optimizer.apply_gradients(zip(self._accumulated, stage.variables, strict=True))
 
 
 class CompiledTasks:
@@ -190,7 +191,8 @@ class CompiledTasks:
         self._backward["variables"](*later)
 
     def apply(self) -> None:
-        self._apply()
+        if self.stage.variables:  # a stage of layers without weights has nothing to update
+            self._apply()
 
     def _used(self, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
         by_name = dict(zip(self.stage.cut.received, inputs, strict=True))
