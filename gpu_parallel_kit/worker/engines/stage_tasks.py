@@ -65,7 +65,7 @@ class EagerTasks:
         """(what to send on, or the loss on the last stage; what the backward needs)."""
         stage = self.stage
         with tf.GradientTape(persistent=self.split) as tape:
-            tape.watch([received[n] for n in stage.cut.used if received[n].dtype.is_floating])
+            tape.watch([received[n] for n in _differentiated(stage, received, self.loss_fn)])
             out = stage.forward(received, training=True)
             if self.loss_fn is not None:
                 # Mean over the micro-batch / M: the micro-batches' gradients sum to the
@@ -79,7 +79,7 @@ class EagerTasks:
         """(the received tensors' gradients, what W needs when the backward is split)."""
         tape, received, out = saved
         stage = self.stage
-        used = _floating_used(stage, received)
+        used = _differentiated(stage, received, self.loss_fn)
         if self.loss_fn is not None:
             targets, weights = out, None
         else:
@@ -178,11 +178,9 @@ class CompiledTasks:
         targets = y if self.loss_fn is not None else ()
         part = "inputs" if self.split else "all"
         grads = self._backward[part](inputs, weights, state, targets)
-        floating = [
-            n
-            for n, t in zip(stage.cut.received, inputs, strict=True)
-            if n in stage.cut.used and t.dtype.is_floating
-        ]
+        floating = _differentiated(
+            stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
+        )
         later = (inputs, weights, state, targets) if self.split else None
         return _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream), later
 
@@ -230,11 +228,8 @@ class CompiledTasks:
         with tf.control_dependencies(now):
             for variable, value in zip(self._state, state, strict=True):
                 variable.assign(value)  # the seeds (and statistics) the forward started from
-        watched = [
-            t
-            for n, t in zip(stage.cut.received, inputs, strict=True)
-            if n in stage.cut.used and t.dtype.is_floating
-        ]
+        by_name = dict(zip(stage.cut.received, inputs, strict=True))
+        watched = [by_name[n] for n in _differentiated(stage, by_name, self.loss_fn)]
         with tf.GradientTape() as tape:
             tape.watch(watched)
             out = self._run(inputs, y)
@@ -268,8 +263,14 @@ class CompiledTasks:
             total.assign(tf.zeros_like(total))
 
 
-def _floating_used(stage: Stage, received: dict[str, tf.Tensor]) -> list[str]:
-    return [n for n in stage.cut.used if received[n].dtype.is_floating]
+def _differentiated(stage: Stage, received: dict[str, tf.Tensor], loss_fn: Any) -> list[str]:
+    """The received tensors a backward differentiates: those the stage's layers read, and, on
+    the last stage, those it passes straight into the loss (a model output made by an earlier
+    stage, such as one head of a two-output model). Integer tensors have no gradient."""
+    wanted = set(stage.cut.used)
+    if loss_fn is not None:
+        wanted |= set(stage.cut.passed_through)
+    return [n for n in stage.cut.received if n in wanted and received[n].dtype.is_floating]
 
 
 def _received_gradients(
