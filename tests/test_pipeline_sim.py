@@ -298,7 +298,7 @@ def test_theoretical_bubble_of_each_schedule():
 def test_theoretical_bubble_refuses_what_cannot_be_built():
     with pytest.raises(GpkError, match="^schedule='interleaved' needs virtual_stages=2 or more"):
         theoretical_bubble("interleaved", 4, 8)
-    with pytest.raises(GpkError, match="needs micro_batches=6 to be a multiple of stages=4"):
+    with pytest.raises(GpkError, match="needs micro_batches=6 to be a multiple of the 4 devices"):
         theoretical_bubble("interleaved", 4, 6, 2)
     with pytest.raises(GpkError, match="^virtual_stages=2 applies only to schedule='interleaved'"):
         theoretical_bubble("1f1b", 4, 8, 2)

@@ -328,7 +328,7 @@ def test_interleaved_and_virtual_stage_errors_carry_the_values_and_the_fix():
         build_schedule("interleaved", 4, 8)
     with pytest.raises(
         GpkError,
-        match=r"^schedule='interleaved' needs micro_batches=6 to be a multiple of stages=4; "
+        match=r"^schedule='interleaved' needs micro_batches=6 to be a multiple of the 4 devices; "
         r"use e\.g\. micro_batches=4 or 8$",
     ):
         build_schedule("interleaved", 4, 6, virtual_stages=2)

@@ -109,7 +109,7 @@ def _check_interleaved(stages: int, micro_batches: int, virtual_stages: int) -> 
         examples = f"{lower} or {lower + stages}" if lower else f"{stages} or {2 * stages}"
         raise GpkError(
             f"schedule='interleaved' needs micro_batches={micro_batches} to be a multiple of "
-            f"stages={stages}; use e.g. micro_batches={examples}"
+            f"the {stages} devices; use e.g. micro_batches={examples}"
         )
 
 
