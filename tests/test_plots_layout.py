@@ -287,6 +287,15 @@ def test_the_convergence_legend_is_one_and_covers_no_panel():
     assert len(legend.get_texts()) == 6  # five runs and the target
 
 
+def test_the_paired_speedup_labels_do_not_collide():
+    figure = time_to_target_figure(comparison_table(notebook_05_weak_runs()))
+    renderer = drawn(figure)
+    labels = [t.get_window_extent(renderer) for t in figure.axes[1].texts]
+    assert len(labels) == 10
+    for a, b in itertools.combinations(labels, 2):
+        assert not overlaps(a, b)
+
+
 def test_the_dash_note_appears_only_when_a_dash_is_drawn():
     everyone = notebook_05_weak_runs()
     reached = time_to_target_figure(comparison_table(everyone)).axes[1]

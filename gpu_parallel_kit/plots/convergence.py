@@ -257,7 +257,7 @@ def _draw_speedups(ax: Axes, rows: pd.DataFrame, target: str) -> None:
         bars = ax.bar([p + offset for p in positions], shown, width, color=color, label=label)
         ax.bar_label(
             bars,
-            labels=["–" if math.isnan(v) else f"{v:.2f}×" for v in values],
+            labels=["–" if math.isnan(v) else f"{v:.2f}" for v in values],  # the axis says speedup
             fontsize=8,
             padding=2,
         )
