@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 
 import gpu_parallel_kit as gpk  # noqa: E402
 from gpu_parallel_kit.analysis.compact import compact_frame  # noqa: E402
-from gpu_parallel_kit.analysis.tables import comparison_table, markdown_table  # noqa: E402
+from gpu_parallel_kit.analysis.tables import comparison_table, format_table, markdown_table  # noqa: E402
 from gpu_parallel_kit.runs.noise import settle_communication  # noqa: E402
 from gpu_parallel_kit.runs.results import RunResult  # noqa: E402
 
@@ -70,6 +70,16 @@ def test_tables_and_views_say_below_noise_and_never_show_a_negative_share():
     assert compact_frame(table)["comm share"].tolist() == ["below noise (±4 ms)", "50%"]
     assert "below noise (±4 ms)" in markdown_table(table)
     assert "-0.4" not in markdown_table(table)
+
+
+def test_the_terminal_table_has_the_communication_share_and_says_below_noise():
+    table = comparison_table([_data(2, -0.004), _data(4, 0.005)])
+    header, below, measured = format_table(table).splitlines()
+    assert "comm" in header.split()
+    start = header.index("comm")
+    assert "below noise (±4 ms)" in below
+    assert measured[start:].split()[0] == "0.5"  # the share, under its header
+    assert "-0.4" not in format_table(table)
 
 
 def test_the_share_plot_draws_no_negative_point_and_labels_noise():

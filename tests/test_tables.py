@@ -188,7 +188,7 @@ def test_format_table_is_compact_and_cuts_long_reasons():
     lines = text.splitlines()
     assert lines[0].split() == [
         "strategy", "devices", "virtual", "schedule", "M", "batch", "status", "step_s",
-        "samples/s", "speedup", "eff", "peak_MiB", "reason",
+        "samples/s", "speedup", "eff", "comm", "peak_MiB", "reason",
     ]  # fmt: skip
     assert len(lines) == 4
     assert max(len(line) for line in lines) <= 140

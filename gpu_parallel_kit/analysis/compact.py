@@ -33,8 +33,13 @@ def _has_workers(df: pd.DataFrame) -> bool:
     return "workers" in df.columns and bool((df["workers"] > 1).any())
 
 
+def _has_projected(df: pd.DataFrame) -> bool:
+    return "projected" in df.columns and bool(df["projected"].astype(bool).any())
+
+
 COMPACT_COLUMNS: tuple[Column, ...] = (
     ("strategy", "strategy", None),
+    ("projected", "projected onto", _has_projected),
     ("workers", "workers", _has_workers),
     ("devices", "devices", None),
     ("schedule", "schedule", _has_model),
@@ -77,6 +82,9 @@ def compact_frame(table: pd.DataFrame) -> pd.DataFrame:
 
 def _cell(column: str, row: pd.Series) -> str:
     value = row[column]
+    if column == "projected":
+        # Projected experiment ids end in ":<preset>" (analysis/projection.py).
+        return str(row.get("experiment_id", "")).rsplit(":", 1)[-1] if value else ""
     if column == "comm_share":
         if bool(row.get("comm_below_noise", False)):
             return noise_text(row.get("comm_noise_s"))
@@ -85,8 +93,12 @@ def _cell(column: str, row: pd.Series) -> str:
         return NOT_REACHED
     if missing(value):
         return ""
-    if column in ("step_time_s", "step_time_spread_s"):
+    if column == "step_time_s":
         return figure_text(value * 1000)
+    if column == "step_time_spread_s":
+        return f"{value * 1000:.2g}"  # a spread needs no more digits than this
+    if column in ("bubble_fraction", "bubble_theoretical"):
+        return f"{value:.0%}"
     if column in ("state_bytes", "peak_memory_bytes", "peak_activation_bytes"):
         return figure_text(value / _MIB)
     if column == "efficiency":
@@ -117,6 +129,11 @@ def notes_lines(table: pd.DataFrame) -> list[str]:
             "Virtual devices share this machine's cores: the figures show shapes and costs, "
             "not real speedups."
         )
+    if _has_projected(table):
+        notes.append(
+            "projected onto: rows a cost model predicted for that hardware from the measured "
+            "ones, not measured; their speedups are against the projected single device."
+        )
     if "comm_below_noise" in table.columns and bool(table["comm_below_noise"].any()):
         notes.append(
             'comm share: exposed all-reduce time over the step; "below noise" where it was '
@@ -129,13 +146,24 @@ def compact_html(table: pd.DataFrame) -> str:
     """The compact view as an HTML table (class `gpk-table`), failures and notes under it."""
     if table.empty:
         return "<p class='gpk-table'>(no runs)</p>"
-    body = compact_frame(table).to_html(index=False, classes="gpk-table", border=0)
+    cells = compact_frame(table).map(html.escape)
+    # "below noise" on one line and its noise under it: the column stays narrow, the words whole.
+    cells = cells.map(lambda text: text.replace("below noise (", "below&nbsp;noise<br>("))
+    body = _STYLE + cells.to_html(index=False, classes="gpk-table", border=0, escape=False)
     lines = [f"<li>{html.escape(line)}</li>" for line in failure_lines(table)]
     failures = f"<ul class='gpk-reasons'>{''.join(lines)}</ul>" if lines else ""
     notes = "".join(
         f"<p class='gpk-note'><small>{html.escape(n)}</small></p>" for n in notes_lines(table)
     )
     return body + failures + notes
+
+
+# Narrower cells than a notebook's default, so that a view with pipeline or time-to-target
+# columns still fits the notebook's width.
+_STYLE = (
+    "<style>table.gpk-table{font-size:12px}"
+    "table.gpk-table th,table.gpk-table td{padding:0.3em 0.45em;white-space:normal}</style>"
+)
 
 
 class RunTable(pd.DataFrame):

@@ -162,10 +162,11 @@ _TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("throughput_samples_s", "samples/s"),
     ("speedup", "speedup"),
     ("efficiency", "eff"),
+    ("comm_share", "comm"),  # a share of the step, like eff; "below noise (±x ms)" under noise
     ("peak_memory_bytes", "peak_MiB"),
     ("reason", "reason"),
 )
-_REASON_WIDTH = 36
+_REASON_WIDTH = 30
 # With a target or a learning-rate rule the text tables add what they need to be read; a run that
 # never met the target says so in words where its time would be.
 _MARKDOWN_CONVERGENCE = (
@@ -319,8 +320,9 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
 def format_table(df: pd.DataFrame) -> str:
     """A compact plain-text table for terminals: the columns that answer "which is fastest".
 
-    Fits about 130 characters at worst (about 165 with a target, whose columns come before the
-    reason); long failure reasons are cut (the full text is in `df`).
+    Fits about 140 characters at worst (about 160 with a communication figure below its noise,
+    about 175 with a target too, whose columns come before the reason); long failure reasons are
+    cut (the full text is in `df`).
     """
     if df.empty:
         return "(no runs)"

@@ -12,7 +12,14 @@ from matplotlib.axes import Axes
 
 from ..analysis.breakdown import step_breakdown
 from ..runs.noise import noise_text
-from .style import DisplayFigure, projected_rows, run_labels, title
+from .style import (
+    OTHER_COLOR,
+    STRATEGY_COLORS,
+    DisplayFigure,
+    projected_rows,
+    run_labels,
+    title,
+)
 
 PARTS = (("compute", "#4c72b0"), ("exposed communication", "#dd8452"), ("idle (bubble)", "#bbbbbb"))
 METHOD = (
@@ -81,7 +88,7 @@ def _draw_breakdown(ax: Axes, rows: pd.DataFrame) -> None:
     ax.set_xticks(list(positions), labels, rotation=35, ha="right", fontsize=9)
     ax.set_ylabel("ms per step")
     ax.legend(fontsize=8.5, loc="upper left")
-    ax.set_title(title("Where a step goes", rows), fontsize=10)
+    ax.set_title(title("Where a step goes", rows, "dotted bars"), fontsize=10)
 
 
 def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
@@ -102,6 +109,7 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
             group["devices"],
             group["comm_share"].clip(lower=0) * 100,
             linestyle="--" if projected else "-",
+            color=STRATEGY_COLORS.get(strategy, OTHER_COLOR),  # as in every other figure
             marker="o",
             markerfacecolor="none" if projected else None,
             label=f"{strategy}{', projected' if projected else ''}",

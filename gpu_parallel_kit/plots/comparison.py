@@ -11,9 +11,14 @@ speedup measured on virtual devices carved out of one CPU means something else t
 
 Rows a cost model projected (`projected` column) are drawn apart from measured ones, never
 silently mixed: dashed lines with hollow markers in the speedup panel, pale dotted bars tagged
-with the projection's label in the throughput panel, and left out of the wall-time panel (a
-projection has a step time, not a wall time). Every title then says "dashed: projected".
+with the projection's label, after a gap, in the throughput panel, and left out of the wall-time
+panel (a projection has a step time, not a wall time). Each title says how its panel draws them.
 Speedups of projected rows are against the projected single device (`analysis/projection.py`).
+
+Sizes are for a notebook: about 11 inches at 100 dpi is the width JupyterLab shows an output at,
+so text drawn at 8-10 points stays 8-10 points on the screen. A comparison with more bars than
+fit a third of that (projections onto 8 devices give 15 or more) gets the throughput panel on a
+row of its own, under the other two.
 """
 
 from __future__ import annotations
@@ -21,8 +26,12 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.textpath import TextToPath
+from matplotlib.ticker import StrMethodFormatter
 
 from .style import (
+    DOTTED_BARS,
     OTHER_COLOR,
     STRATEGY_COLORS,
     DisplayFigure,
@@ -34,8 +43,13 @@ from .style import (
     title,
 )
 
-COMPARISON_FIGSIZE = (15.0, 4.5)
+COMPARISON_FIGSIZE = (11.0, 4.4)
+CROWDED_FIGSIZE = (11.0, 8.4)  # two rows: wall time and speedup, then throughput across
+CROWDED_BARS = 8  # more bars than this do not fit a third of the comparison figure
 SINGLE_FIGSIZE = (6.0, 4.5)
+_BAR_LABEL_POINTS = 8
+_TICK_POINTS = 9
+_TEXT = TextToPath()  # measures text in points without drawing it
 _PROJECTED_DASHES = ["--", "-.", (0, (6, 2, 1, 2, 1, 2))]  # one per projection in a figure
 _PROJECTED_BAR = {"alpha": 0.4, "hatch": "..", "linestyle": "--", "linewidth": 1.0}
 
@@ -43,14 +57,14 @@ _PROJECTED_BAR = {"alpha": 0.4, "hatch": "..", "linestyle": "--", "linewidth": 1
 def wall_time_figure(df: pd.DataFrame) -> Figure:
     """Training wall time of each run, one bar per run."""
     figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
-    _draw_wall_time(figure.subplots(), df)
+    _draw_wall_time(figure.subplots(), df, SINGLE_FIGSIZE[0])
     return figure
 
 
 def throughput_figure(df: pd.DataFrame) -> Figure:
     """Throughput (samples/s) of each run, one bar per run."""
     figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
-    _draw_throughput(figure.subplots(), df)
+    _draw_throughput(figure.subplots(), df, SINGLE_FIGSIZE[0])
     return figure
 
 
@@ -62,39 +76,73 @@ def speedup_figure(df: pd.DataFrame) -> Figure:
 
 
 def comparison_figure(df: pd.DataFrame) -> Figure:
-    """Wall time, throughput and speedup side by side: the one picture of a comparison."""
-    figure = DisplayFigure(figsize=COMPARISON_FIGSIZE, layout="constrained")
-    wall_ax, throughput_ax, speedup_ax = figure.subplots(1, 3)
-    _draw_wall_time(wall_ax, df)
-    _draw_throughput(throughput_ax, df)
+    """Wall time, throughput and speedup side by side: the one picture of a comparison. With
+    more bars than a third of the figure holds, throughput gets a row of its own."""
+    if len(df) > CROWDED_BARS:
+        figure = DisplayFigure(figsize=CROWDED_FIGSIZE, layout="constrained")
+        axes = figure.subplot_mosaic([["wall", "speedup"], ["throughput", "throughput"]])
+        wall_ax, throughput_ax, speedup_ax = axes["wall"], axes["throughput"], axes["speedup"]
+        widths = (CROWDED_FIGSIZE[0] / 2, CROWDED_FIGSIZE[0])
+    else:
+        figure = DisplayFigure(figsize=COMPARISON_FIGSIZE, layout="constrained")
+        wall_ax, throughput_ax, speedup_ax = figure.subplots(1, 3)
+        widths = (COMPARISON_FIGSIZE[0] / 3,) * 2
+    _draw_wall_time(wall_ax, df, widths[0])
+    _draw_throughput(throughput_ax, df, widths[1])
     _draw_speedup(speedup_ax, df)
     return figure
 
 
-def _draw_wall_time(ax: Axes, df: pd.DataFrame) -> None:
+def _draw_wall_time(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
     projected = projected_rows(df)
-    _draw_bars(ax, df[~projected], "wall_time_s", "wall time (s)", "Wall time")
+    _draw_bars(ax, df[~projected], "wall_time_s", "wall time (s)", "Wall time", width_in)
     if projected.any():
         # A projection models one step; it has no wall time to compare.
         ax.set_xlabel(f"{int(projected.sum())} projected row(s) not shown: no wall time")
 
 
-def _draw_throughput(ax: Axes, df: pd.DataFrame) -> None:
-    _draw_bars(ax, df, "throughput_samples_s", "throughput (samples/s)", "Throughput")
+def _draw_throughput(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
+    _draw_bars(ax, df, "throughput_samples_s", "throughput (samples/s)", "Throughput", width_in)
 
 
-def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: str) -> None:
-    ax.set_title(title(heading, df))
+def bar_positions(df: pd.DataFrame) -> list[float]:
+    """One slot per row, and a gap of one slot before each projection's first row, so measured
+    and projected bars stand apart."""
+    positions, x, previous = [], 0.0, None
+    for experiment, is_projected in zip(df["experiment_id"], projected_rows(df), strict=True):
+        group = experiment if is_projected else None
+        if positions and group != previous:
+            x += 1.0
+        positions.append(x)
+        previous = group
+        x += 1.0
+    return positions
+
+
+def _draw_bars(
+    ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: str, width_in: float
+) -> None:
+    ax.set_title(title(heading, df, DOTTED_BARS))
     ax.set_ylabel(ylabel)
     if df.empty:
         _say_no_runs(ax)
         return
     values = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
     done = (df["status"] == "ok").to_numpy() & ~pd.isna(values)
-    positions = list(range(len(df)))
+    positions = bar_positions(df)
     colors = [STRATEGY_COLORS.get(s, OTHER_COLOR) for s in df["strategy"]]
     projected = projected_rows(df).to_numpy()
-    crowded = len(df) > 6
+    texts = [_value_text(v) for v in values]
+    # Labels are turned only when they are wider than a bar's slot (the axes take the width
+    # given less about 0.9 inch of y labels); a projection's tag goes on a second line first.
+    slot_points = (width_in - 0.9) * 72 / (max(positions) + 1)
+    upright = not _fits(texts, _BAR_LABEL_POINTS, slot_points)
+    one_line = run_labels(df)
+    tag_under = [label.replace(" [", "\n[") for label in one_line]
+    stacked = [label.replace("×", "\n×") for label in tag_under]
+    fitting = [c for c in (one_line, tag_under, stacked) if _fits(c, _TICK_POINTS, slot_points)]
+    ticks = fitting[0] if fitting else one_line
+    crowded = not fitting
     for kind, style in ((~projected, {}), (projected, _PROJECTED_BAR)):
         chosen = done & kind
         bars = ax.bar(
@@ -108,22 +156,35 @@ def _draw_bars(ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: st
         )
         ax.bar_label(
             bars,
-            labels=[_value_text(v) for v in values[chosen]],
-            fontsize=7 if crowded else 8,
+            labels=[t for t, keep in zip(texts, chosen, strict=True) if keep],
+            fontsize=_BAR_LABEL_POINTS,
             padding=2,
-            rotation=90 if crowded else 0,
+            rotation=90 if upright else 0,
         )
     draw_missing_bars(ax, positions, df["status"], done, values, "no data")
     ax.set_xticks(
         positions,
-        run_labels(df),
+        ticks,
         rotation=35 if crowded else 0,
         ha="right" if crowded else "center",
         rotation_mode="anchor",
+        fontsize=_TICK_POINTS,
     )
-    if len(df) > 12:
-        ax.tick_params(axis="x", labelsize=7)
-    ax.margins(y=0.12)
+    ax.margins(y=0.2 if upright else 0.12)
+    if values[done].size and values[done].max() >= 10_000:
+        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+
+
+def _fits(labels: list[str], points: float, slot_points: float) -> bool:
+    """Whether every line of every label, as the default font draws it, leaves a few points free
+    in a bar's slot."""
+    font = FontProperties(size=points)
+    widths = [
+        _TEXT.get_text_width_height_descent(line, font, ismath=False)[0]
+        for label in labels
+        for line in label.split("\n")
+    ]
+    return max(widths, default=0.0) + 4 <= slot_points
 
 
 def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:

@@ -24,8 +24,20 @@ from ..runs.results import RunResult
 from ..runs.target import Target
 from .style import OTHER_COLOR, STRATEGY_COLORS, DisplayFigure, draw_missing_bars, title
 
-PANEL_SIZE = (6.5, 4.2)
+PANEL_SIZE = (5.5, 3.6)  # two side by side: 11 inches, the width a notebook shows at 100 dpi
 _RUN_STYLES = ("-", "--", "-.", ":")
+# Distinct colours for runs that share a strategy: matplotlib's tab10 without its grey (single's).
+_RUN_COLOURS = (
+    "tab:blue",
+    "tab:orange",
+    "tab:green",
+    "tab:red",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+    "tab:cyan",
+)
 
 
 def convergence_figure(
@@ -54,7 +66,25 @@ def convergence_figure(
                 else "epoch"
             )
             ax.set_ylabel(metric)
+    _one_legend(figure)
     return figure
+
+
+def _one_legend(figure: DisplayFigure) -> None:
+    """Every panel draws the same runs: one legend under them all, covering no curve."""
+    entries: dict[str, object] = {}
+    for ax in figure.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        figure.legend(
+            list(entries.values()),
+            list(entries),
+            loc="outside lower center",
+            ncols=min(3, len(entries)),
+            fontsize=8,
+            frameon=False,
+        )
 
 
 def time_to_target_figure(df: pd.DataFrame) -> DisplayFigure:
@@ -62,7 +92,7 @@ def time_to_target_figure(df: pd.DataFrame) -> DisplayFigure:
     in samples per second beside speedup in time to target, both against the same baseline."""
     rows = df[~df["projected"].astype(bool)] if "projected" in df.columns else df
     rows = rows_with_target(rows)
-    figure = DisplayFigure(figsize=(13.0, 4.6), layout="constrained")
+    figure = DisplayFigure(figsize=(11.0, 4.6), layout="constrained")
     left, right = figure.subplots(1, 2)
     if rows.empty:
         for ax in (left, right):
@@ -114,6 +144,17 @@ def _line_labels(runs: Sequence[RunResult]) -> list[str]:
     return labels
 
 
+def line_colours(runs: Sequence[RunResult]) -> list[str]:
+    """One colour per line. The strategy's colour while each strategy has one run; once a strategy
+    has several (weak scaling with and without a learning-rate rule), every run gets a colour of
+    its own, so that no two lines are told apart by their dashes alone. `single` stays grey."""
+    strategies = [run.strategy for run in runs]
+    if len(set(strategies)) == len(strategies):
+        return [STRATEGY_COLORS.get(s, OTHER_COLOR) for s in strategies]
+    free = iter(_RUN_COLOURS * (len(runs) // len(_RUN_COLOURS) + 1))
+    return [STRATEGY_COLORS["single"] if s == "single" else next(free) for s in strategies]
+
+
 def _bar_labels(rows: pd.DataFrame) -> list[str]:
     """Enough to tell apart runs of one strategy and device count: "data×4, batch 128, lr ×4"."""
     several_batches = rows["global_batch"].nunique() > 1
@@ -134,13 +175,12 @@ def _draw_curves(
     drawn = False
     target = None
     counts: dict[str, int] = {}
-    for run, label in zip(runs, labels, strict=True):
+    for run, label, color in zip(runs, labels, line_colours(runs), strict=True):
         points = metric_series(run, metric)
         if not points:
             continue
         drawn = True
         index = counts[run.strategy] = counts.get(run.strategy, -1) + 1
-        color = STRATEGY_COLORS.get(run.strategy, OTHER_COLOR)
         xs = [getattr(p, axis) for p in points]
         ax.plot(
             xs,
@@ -149,7 +189,6 @@ def _draw_curves(
             markersize=3,
             linestyle=_RUN_STYLES[index % len(_RUN_STYLES)],
             color=color,
-            alpha=1.0 if index < len(_RUN_STYLES) else 0.6,
             label=label,
         )
         own = Target.from_dict(run.target)
@@ -179,7 +218,6 @@ def _draw_curves(
             transform=ax.transAxes,
         )
         return
-    ax.legend(fontsize=7, loc="best")
 
 
 def _draw_time_bars(ax: Axes, rows: pd.DataFrame, target: str) -> None:
@@ -219,7 +257,7 @@ def _draw_speedups(ax: Axes, rows: pd.DataFrame, target: str) -> None:
         bars = ax.bar([p + offset for p in positions], shown, width, color=color, label=label)
         ax.bar_label(
             bars,
-            labels=["–" if math.isnan(v) else f"{v:.2f}×" for v in values],
+            labels=["–" if math.isnan(v) else f"{v:.2f}" for v in values],  # the axis says speedup
             fontsize=8,
             padding=2,
         )
@@ -228,8 +266,18 @@ def _draw_speedups(ax: Axes, rows: pd.DataFrame, target: str) -> None:
     ax.set_ylabel("speedup over the single-device run")
     ax.margins(y=0.2)
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(
-        title(f"Speedup in samples/s and in time to {target}", rows)
-        + "\n– : no time (target not reached)",
-        fontsize=10,
-    )
+    heading = title(f"Speedup in samples/s and in time to {target}", rows)
+    ax.set_title("\n".join([heading, *_dash_notes(rows)]), fontsize=10)
+
+
+def _dash_notes(rows: pd.DataFrame) -> list[str]:
+    """What a "–" bar label means, said only when one is drawn."""
+    notes = []
+    if rows["speedup"].isna().any():
+        notes.append("– in samples/s: not finished, or no baseline run")
+    no_speedup = rows["time_to_target_speedup"].isna()
+    if (no_speedup & rows["time_to_target_s"].isna()).any():
+        notes.append("– in time to target: target not reached")
+    if (no_speedup & rows["time_to_target_s"].notna()).any():
+        notes.append("– in time to target: the baseline run did not reach the target")
+    return notes

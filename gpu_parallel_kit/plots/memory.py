@@ -22,11 +22,15 @@ ACTIVATION_COLOUR = "tab:orange"
 PEAK_COLOUR = "0.55"
 
 
-def memory_figure(results: Sequence[RunResult]) -> DisplayFigure:
-    """Per-device state (left) and measured peak (right) of every run that recorded them."""
-    figure = DisplayFigure(figsize=(13.0, 4.2), layout="constrained")
+HEADROOM = 1.35  # the top of each panel over its tallest bar: room for the legend, above them
+
+
+def memory_figure(results: Sequence[RunResult], budget_bytes: float | None = None) -> DisplayFigure:
+    """Per-device state (left) and measured peak (right) of every run that recorded them;
+    `budget_bytes` (a run's `memory_budget`) is drawn on the state panel as a dashed line."""
+    figure = DisplayFigure(figsize=(11.0, 4.2), layout="constrained")
     state_axis, peak_axis = figure.subplots(1, 2)
-    _draw_state(state_axis, results)
+    _draw_state(state_axis, results, budget_bytes)
     _draw_peak(peak_axis, [r for r in results if r.ok and r.peak_memory_bytes])
     return figure
 
@@ -78,7 +82,7 @@ def _state_by_device(result: RunResult) -> dict[str, tuple[int, int]]:
     return {device: (bytes_, activations.get(device, 0)) for device, bytes_ in state.items()}
 
 
-def _draw_state(axis: Axes, results: Sequence[RunResult]) -> None:
+def _draw_state(axis: Axes, results: Sequence[RunResult], budget_bytes: float | None) -> None:
     positions, ticks, groups, state, held = _bars(results, _state_by_device)
     axis.set_title("Parameters + optimizer state per device\n(+ activations a stage holds)")
     axis.set_ylabel("MiB")
@@ -86,10 +90,31 @@ def _draw_state(axis: Axes, results: Sequence[RunResult]) -> None:
         _nothing(axis, "no run recorded its state")
         return
     axis.bar(positions, state, color=STATE_COLOUR, label="parameters + optimizer state")
-    if any(held):
-        axis.bar(positions, held, bottom=state, color=ACTIVATION_COLOUR, label="activations held")
+    # Only devices that hold activations get the stacked bar: an empty one on top of a device's
+    # state would pin the axis's top to that state (a bar's base is sticky) and cut the bar off.
+    stacked = [i for i, h in enumerate(held) if h > 0]
+    if stacked:
+        axis.bar(
+            [positions[i] for i in stacked],
+            [held[i] for i in stacked],
+            bottom=[state[i] for i in stacked],
+            color=ACTIVATION_COLOUR,
+            label="activations held",
+        )
+    tallest = max(s + h for s, h in zip(state, held, strict=True))
+    if budget_bytes:
+        budget = budget_bytes / MIB
+        axis.axhline(budget, linestyle="--", color="tab:red", label="memory budget")
+        tallest = max(tallest, budget)
     _label_runs(axis, ticks, positions, groups)
-    axis.legend(fontsize=8, loc="upper right")
+    _legend_above_bars(axis, tallest)
+
+
+def _legend_above_bars(axis: Axes, tallest: float) -> None:
+    """The legend in one row across the top, in headroom kept free of bars."""
+    axis.set_ylim(0, (tallest or 1.0) * HEADROOM)
+    entries = len(axis.get_legend_handles_labels()[1])
+    axis.legend(fontsize=8, loc="upper left", ncols=entries, frameon=False)
 
 
 def _draw_peak(axis: Axes, results: Sequence[RunResult]) -> None:
@@ -107,6 +132,7 @@ def _draw_peak(axis: Axes, results: Sequence[RunResult]) -> None:
         _nothing(axis, "no finished run measured its memory")
         return
     axis.bar(positions, peak, color=PEAK_COLOUR)
+    axis.set_ylim(0, max(peak) * 1.1 or 1.0)
     _label_runs(axis, ticks, positions, groups)
     if sources:
         axis.set_xlabel("device index, grouped by run · source: " + "; ".join(sources), labelpad=36)

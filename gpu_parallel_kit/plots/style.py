@@ -40,8 +40,14 @@ class DisplayFigure(Figure):
         return buffer.getvalue()
 
 
-def title(text: str, df: pd.DataFrame) -> str:
-    """`text` with the scaling mode and, when any run used virtual devices, "(virtual devices)"."""
+# How a panel draws projected rows, named in its title: lines are dashed, bars pale and dotted.
+DASHED = "dashed"
+DOTTED_BARS = "pale dotted bars"
+
+
+def title(text: str, df: pd.DataFrame, projected_as: str = DASHED) -> str:
+    """`text` with the scaling mode and, when any run used virtual devices, "(virtual devices)";
+    with projected rows, a line saying how they are drawn (`projected_as`)."""
     notes = []
     if "scaling" in df.columns:
         modes = [mode for mode in dict.fromkeys(df["scaling"]) if isinstance(mode, str) and mode]
@@ -52,7 +58,7 @@ def title(text: str, df: pd.DataFrame) -> str:
     lines = [text, " ".join(notes)] if notes else [text]
     labels = projection_labels(df)
     if labels:
-        lines.append(f"dashed: projected ({', '.join(labels)}), not measured")
+        lines.append(f"{projected_as}: projected ({', '.join(labels)}), not measured")
     return "\n".join(lines)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import tensorflow as tf
+
 VERIFIED_KERAS = "3.15"  # the minor version every access below was checked on
 
 
@@ -47,6 +49,9 @@ def compile_metrics_class() -> type:
     return _private("keras.src.trainers.compile_utils", "CompileMetrics")
 
 
+# Called inside compiled functions (the evaluation's update): left unconverted, because AutoGraph
+# would otherwise follow the lookup into importlib and warn on stderr that it cannot convert it.
+@tf.autograph.experimental.do_not_convert
 def unscale_loss_for_distribution(loss: Any) -> Any:
     """A compiled loss divided by the replica count inside a strategy, multiplied back."""
     return _private("keras.src.losses.loss", "unscale_loss_for_distribution")(loss)
