@@ -155,10 +155,8 @@ class CompiledTasks:
         out, state = self._forward(inputs, y if self.loss_fn is not None else ())
         if self.loss_fn is not None:
             return out, (inputs, state, ())
-        computed = dict(zip(stage.cut.computed, out, strict=True))
-        sent = {n: computed[n] if n in computed else received[n] for n in stage.cut.sent}
         shapes = tuple((t.shape, t.dtype) for t in out)  # not the tensors: they are freed
-        return sent, (inputs, state, shapes)
+        return stage.sent(received, out), (inputs, state, shapes)
 
     def backward(
         self, saved: Any, upstream: dict[str, tf.Tensor], y: Any
@@ -203,9 +201,7 @@ class CompiledTasks:
         if self.loss_fn is None:
             return outputs
         by_name = dict(zip(stage.cut.received, inputs, strict=True))
-        values = dict(zip(stage.cut.computed, outputs, strict=True))
-        sent = {n: values[n] if n in values else by_name[n] for n in stage.cut.sent}
-        return self.loss_fn(y, sent) / self.micro_batches
+        return self.loss_fn(y, stage.sent(by_name, outputs)) / self.micro_batches
 
     def _forward_body(self, inputs: list[tf.Tensor], y: Any) -> tuple[Any, list[tf.Tensor]]:
         state = [tf.identity(v.value) for v in self._state]  # before: the recompute starts here

@@ -65,8 +65,13 @@ class Stage:
     def forward(self, received: dict[str, tf.Tensor], training: bool) -> dict[str, tf.Tensor]:
         """What the stage sends on: its sub-model's outputs, and what it passes through."""
         outputs = self.model([received[name] for name in self.cut.used], training=training)
-        computed = dict(zip(self.cut.computed, keras.tree.flatten(outputs), strict=True))
-        return {name: computed.get(name, received.get(name)) for name in self.cut.sent}
+        return self.sent(received, keras.tree.flatten(outputs))
+
+    def sent(self, received: dict[str, Any], computed: list[Any]) -> dict[str, Any]:
+        """What crosses out of the stage, by name: its sub-model's outputs (`computed`, in
+        `cut.computed` order) and the received tensors it passes through."""
+        made = dict(zip(self.cut.computed, computed, strict=True))
+        return {name: made[name] if name in made else received[name] for name in self.cut.sent}
 
 
 def trace(model: keras.Model) -> TracedModel:
