@@ -118,51 +118,38 @@ def lab(tmp_path):
 
 
 def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{lab}/lab/tree/{NOTEBOOK.name}?reset&token={TOKEN}")
-            kernel_status = page.locator(".jp-StatusBar-TextItem[title^='Change kernel']")
-            expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=90_000)
+    with _running_all_cells(lab, NOTEBOOK.name) as (page, _):
+        panel = page.locator(PANEL)
+        expect(panel).to_be_visible(timeout=90_000)
+        _wait_for_all_cells(page)
 
-            page.locator("li.lm-MenuBar-item", has_text="Run").click()
-            page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
-            panel = page.locator(PANEL)
-            expect(panel).to_be_visible(timeout=90_000)
-            _wait_for_all_cells(page)
+        compare = panel.locator("button.widget-button", has_text="Compare")
+        expect(compare).to_be_enabled()
+        compare.click()
+        expect(compare).to_be_disabled(timeout=10_000)
+        table = panel.locator(".widget-output table.gpk-table")
+        expect(table).to_be_visible(timeout=240_000)
+        expect(compare).to_be_enabled(timeout=60_000)
+        expect(panel.locator(".gpk-error")).to_have_count(0)
+        expect(panel).to_contain_text("Done in")
+        expect(table).to_contain_text("single")
+        expect(table.locator("tbody tr")).to_have_count(4)  # single, data×1, ×2, ×4
+        expect(panel.locator(".widget-hprogress .progress-bar")).to_have_count(4)
+        panel.screenshot(path=str(tmp_path / "panel-table.png"))
 
-            compare = panel.locator("button.widget-button", has_text="Compare")
-            expect(compare).to_be_enabled()
-            compare.click()
-            expect(compare).to_be_disabled(timeout=10_000)
-            table = panel.locator(".widget-output table.gpk-table")
-            expect(table).to_be_visible(timeout=240_000)
-            expect(compare).to_be_enabled(timeout=60_000)
-            expect(panel.locator(".gpk-error")).to_have_count(0)
-            expect(panel).to_contain_text("Done in")
-            expect(table).to_contain_text("single")
-            expect(table.locator("tbody tr")).to_have_count(4)  # single, data×1, ×2, ×4
-            expect(panel.locator(".widget-hprogress .progress-bar")).to_have_count(4)
-            panel.screenshot(path=str(tmp_path / "panel-table.png"))
-
-            panel.locator(".lm-TabBar-tab", has_text="speedup").click()
-            image = panel.locator(".gpk-tab-speedup img")
-            expect(image).to_be_visible(timeout=10_000)
-            assert image.evaluate("img => img.naturalWidth") > 300
-            panel.scroll_into_view_if_needed()
-            shot = tmp_path / "panel.png"
-            page.screenshot(path=str(shot), full_page=True)
-            panel.screenshot(path=str(tmp_path / "panel-only.png"))
-            assert shot.stat().st_size > 10_000
-            expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
-            print(f"screenshots in {tmp_path}")
-        finally:
-            browser.close()
+        panel.locator(".lm-TabBar-tab", has_text="speedup").click()
+        image = panel.locator(".gpk-tab-speedup img")
+        expect(image).to_be_visible(timeout=10_000)
+        assert image.evaluate("img => img.naturalWidth") > 300
+        panel.scroll_into_view_if_needed()
+        shot = tmp_path / "panel.png"
+        page.screenshot(path=str(shot), full_page=True)
+        panel.screenshot(path=str(tmp_path / "panel-only.png"))
+        assert shot.stat().st_size > 10_000
+        expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
+        print(f"screenshots in {tmp_path}")
 
 
 @pytest.mark.parametrize("name", ["00_quickstart.ipynb", "05_time_to_accuracy.ipynb"])
@@ -170,6 +157,30 @@ def test_notebook_runs_in_jupyterlab_without_a_stderr_box(lab, tmp_path, name):
     """The first notebook a student opens, and the one whose runs evaluate inside the worker:
     every cell runs, nothing writes a red stderr box (TensorFlow's start-up chatter, AutoGraph
     warnings), every compact table fits the output area it is shown in."""
+    from playwright.sync_api import expect
+
+    with _running_all_cells(lab, name) as (page, kernel_status):
+        _wait_for_all_cells(page, timeout_s=420)
+        expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=60_000)
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+        outputs = page.locator(f"{NB} .jp-OutputArea-output")
+        assert outputs.count() > 0
+        expect(page.locator(f"{NB} .jp-OutputArea-output[data-mime-type*='error']")).to_have_count(
+            0
+        )
+        expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
+        tables = page.locator(f"{NB} table.gpk-table").all()
+        assert tables
+        for table in tables:
+            room = table.evaluate("t => t.closest('.jp-OutputArea-output').clientWidth")
+            assert table.evaluate("t => t.scrollWidth") <= room
+        print(f"screenshots in {tmp_path}")
+
+
+@contextlib.contextmanager
+def _running_all_cells(lab: str, name: str):
+    """Chromium on JupyterLab with notebook `name` open, its kernel idle, then Run All clicked:
+    yields (the page, the kernel status item); the browser is closed afterwards."""
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as playwright:
@@ -183,21 +194,7 @@ def test_notebook_runs_in_jupyterlab_without_a_stderr_box(lab, tmp_path, name):
             expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=90_000)
             page.locator("li.lm-MenuBar-item", has_text="Run").click()
             page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
-            _wait_for_all_cells(page, timeout_s=420)
-            expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=60_000)
-            page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
-            outputs = page.locator(f"{NB} .jp-OutputArea-output")
-            assert outputs.count() > 0
-            expect(
-                page.locator(f"{NB} .jp-OutputArea-output[data-mime-type*='error']")
-            ).to_have_count(0)
-            expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
-            tables = page.locator(f"{NB} table.gpk-table").all()
-            assert tables
-            for table in tables:
-                room = table.evaluate("t => t.closest('.jp-OutputArea-output').clientWidth")
-                assert table.evaluate("t => t.scrollWidth") <= room
-            print(f"screenshots in {tmp_path}")
+            yield page, kernel_status
         finally:
             browser.close()
 
