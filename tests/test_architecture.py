@@ -249,3 +249,28 @@ def test_analysis_and_pipeline_never_import_matplotlib(name):
 def test_no_module_is_over_400_lines():
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
     assert long == {}
+
+
+def test_every_entry_point_the_caller_names_exists():
+    """The caller starts worker code by name (runs/process.py); a rename must fail here, not in
+    a child process."""
+    process = ast.parse((PACKAGE / "runs" / "process.py").read_text())
+    entries = [
+        node.value.value
+        for node in process.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and ":" in node.value.value
+        and node.value.value.startswith(NAME)
+    ]
+    assert len(entries) >= 5
+    for entry in entries:
+        module, _, function = entry.partition(":")
+        assert module in MODULES, entry
+        defined = {
+            node.name
+            for node in ast.parse(MODULES[module].read_text()).body
+            if isinstance(node, ast.FunctionDef)
+        }
+        assert function in defined, entry
