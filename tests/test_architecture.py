@@ -253,19 +253,10 @@ def test_no_module_is_over_400_lines():
 
 def test_every_entry_point_the_caller_names_exists():
     """The caller starts worker code by name (runs/process.py); a rename must fail here, not in
-    a child process."""
-    process = ast.parse((PACKAGE / "runs" / "process.py").read_text())
-    entries = [
-        node.value.value
-        for node in process.body
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, str)
-        and ":" in node.value.value
-        and node.value.value.startswith(NAME)
-    ]
-    assert len(entries) >= 5
-    for entry in entries:
+    a child process. Read from the source: importing a worker module would import TensorFlow."""
+    from gpu_parallel_kit.runs.process import ENTRIES
+
+    for entry in ENTRIES:
         module, _, function = entry.partition(":")
         assert module in MODULES, entry
         defined = {

@@ -58,10 +58,6 @@ def _ensure_enough_threads(devices: int) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(devices + 1)
 
 
-def logical_device_names(kind: str) -> list[str]:
-    return [d.name for d in tf.config.list_logical_devices(kind.upper())]
-
-
 def discover_with_tensorflow() -> tuple[PhysicalDevice, ...]:
     """The discovery itself; `tf.config.list_physical_devices` does not start the runtime."""
     gpus = tf.config.list_physical_devices("GPU")
