@@ -14,8 +14,8 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument
 
-from ..options import request as requests
 from ..options.request import Request
+from ..options.request import request_from as request_with
 from ..options.table import COMPARE, HISTORY, RUN, TRAINING, Option
 from ..runs.synthetic import SYNTHETIC_SETS
 from .names import resolve_data, resolve_model, resolve_validation
@@ -91,7 +91,7 @@ def help_option(func: Callable) -> Callable:
 
 def request_from(args: argparse.Namespace, namespace: Mapping[str, Any]) -> Request:
     """The Request the options describe, with names resolved in the notebook's namespace."""
-    return requests.request_from(
+    return request_with(
         args,
         model=resolve_model(args.model, namespace),
         data=resolve_data(args.data, namespace),

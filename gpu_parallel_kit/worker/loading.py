@@ -5,6 +5,7 @@ Runs inside the worker, under the run's strategy scope, so variables land on the
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -169,7 +170,9 @@ def labels(source: DataSource) -> np.ndarray | None:
     return None if source.kind == "dataset_builder" else _arrays(source)[1]
 
 
+@functools.lru_cache(maxsize=4)
 def _arrays(source: DataSource) -> tuple[np.ndarray, np.ndarray]:
+    """Once per worker: the dataset, the labels' check and the validation share them."""
     if source.kind == "synthetic":
         return make_synthetic(source.name, source.samples or 0, seed=source.seed)
     x_path, y_path = source.paths

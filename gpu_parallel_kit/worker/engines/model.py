@@ -15,7 +15,6 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...errors import GpkError
 from ...pipeline.schedules import Task, build_schedule, device_of, splits_backward
 from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
 from ..keras_internals import compile_config, compile_loss_class
@@ -73,14 +72,7 @@ class ModelParallelEngine(Engine):
         traced = trace(model)
         sample = split(first_x, micro_batches)[0]
         k, chunks = spec.devices.count, spec.virtual_stages
-        calls = len(traced.graph.calls)
-        if chunks > 1 and calls < k * chunks:
-            raise GpkError(
-                f"the model has {calls} layers, fewer than the {k * chunks} stages of {k} devices "
-                f"x virtual_stages={chunks}; use virtual_stages={max(calls // k, 1)} or fewer, or "
-                "fewer devices"
-            )
-        starts = stage_starts(traced, k * chunks, spec.balance, sample)
+        starts = stage_starts(traced, k, chunks, spec.balance, sample)
         placed = [self.device_names[device_of(s, k)] for s in range(k * chunks)]
         stages = build_stages(model, traced, starts, tuple(placed))
         self._stages, self._traced = stages, traced  # validation runs them in order (predict)

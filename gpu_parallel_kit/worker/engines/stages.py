@@ -151,10 +151,20 @@ def bytes_per_sample(tensor: keras.KerasTensor) -> int:
     return size * tf.as_dtype(tensor.dtype).size
 
 
-def stage_starts(traced: TracedModel, stages: int, balance: Any, sample: Any) -> list[int]:
-    """Where stages 1..K-1 begin, as positions in the graph's order of calls."""
+def stage_starts(
+    traced: TracedModel, devices: int, chunks: int, balance: Any, sample: Any
+) -> list[int]:
+    """Where stages 1..K*v-1 begin (K devices, v chunks each), as positions in the graph's
+    order of calls."""
     graph = traced.graph
     calls = len(graph.calls)
+    stages = devices * chunks
+    if chunks > 1 and calls < stages:
+        raise GpkError(
+            f"the model has {calls} layers, fewer than the {stages} stages of {devices} devices "
+            f"x virtual_stages={chunks}; use virtual_stages={max(calls // devices, 1)} or fewer, "
+            "or fewer devices"
+        )
     check_splittable(calls, stages)
     if isinstance(balance, list | tuple) and balance and isinstance(balance[0], str):
         return positions_from_names(graph, list(balance), stages)
