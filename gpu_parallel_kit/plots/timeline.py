@@ -16,11 +16,7 @@ from .style import DisplayFigure
 
 HATCHES = {"forward": None, "backward": "//", "weight": ".."}
 PANELS = (
-    (
-        "planned_timeline",
-        "planned (forward 1, backward 2 time units; split: 1 and 1)",
-        "time units",
-    ),
+    ("planned_timeline", "planned (forward 1, backward 2 time units)", "time units"),
     ("timeline", "measured on these devices", "seconds from the step's start"),
     (
         "simulated_timeline",
@@ -39,14 +35,17 @@ def timeline_figure(extra: dict[str, Any], title: str) -> DisplayFigure:
     figure = DisplayFigure(figsize=(11, 2.1 * len(panels) + 0.8), layout="constrained")
     axes = figure.subplots(len(panels), 1, squeeze=False)[:, 0]
     micro_batches = 1 + max(t["micro_batch"] for t in extra[panels[0][0]])
+    weight = any(t["kind"] == "weight" for key, _, _ in panels for t in extra[key])
     for axis, (key, label, unit) in zip(axes, panels, strict=True):
+        if key == "planned_timeline" and weight:
+            label = "planned (forward, input gradient and weight gradient 1 time unit each)"
         tasks = extra[key]
         if key == "timeline":
             tasks = [t for t in tasks if t.get("step", 0) == 0]
         _draw(axis, tasks, micro_batches)
+        axis.set_xlim(left=0)  # every view starts at the step's start
         axis.set_title(label, fontsize=10, loc="left")
         axis.set_xlabel(unit)
-    weight = any(t["kind"] == "weight" for key, _, _ in panels for t in extra[key])
     figure.legend(handles=_legend(micro_batches, weight), loc="outside right upper", fontsize=8)
     figure.suptitle(title)
     return figure
