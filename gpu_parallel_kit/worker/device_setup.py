@@ -6,6 +6,10 @@ in a process its device layout is fixed, which is why every run gets a fresh wor
 
 from __future__ import annotations
 
+from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
+
+# isort: split
+
 import os
 import shutil
 import subprocess

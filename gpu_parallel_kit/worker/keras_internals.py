@@ -12,9 +12,8 @@ missing piece and the supported version, instead of an AttributeError deep insid
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
-
-import tensorflow as tf
 
 VERIFIED_KERAS = "3.15"  # the minor version every access below was checked on
 
@@ -49,9 +48,21 @@ def compile_metrics_class() -> type:
     return _private("keras.src.trainers.compile_utils", "CompileMetrics")
 
 
-# Called inside compiled functions (the evaluation's update): left unconverted, because AutoGraph
-# would otherwise follow the lookup into importlib and warn on stderr that it cannot convert it.
-@tf.autograph.experimental.do_not_convert
+def _not_autographed(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Left unconverted by AutoGraph, when TensorFlow is there: called inside compiled functions
+    (the evaluation's update), AutoGraph would otherwise follow the lookup into importlib and warn
+    on stderr that it cannot convert it. Imported here, not at the top, so that the JAX path of
+    the worker, which also reads these names, needs no TensorFlow."""
+    import keras  # noqa: PLC0415
+
+    if keras.backend.backend() != "tensorflow":
+        return function
+    import tensorflow as tf  # noqa: PLC0415
+
+    return tf.autograph.experimental.do_not_convert(function)
+
+
+@_not_autographed
 def unscale_loss_for_distribution(loss: Any) -> Any:
     """A compiled loss divided by the replica count inside a strategy, multiplied back."""
     return _private("keras.src.losses.loss", "unscale_loss_for_distribution")(loss)

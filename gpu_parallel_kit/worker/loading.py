@@ -1,6 +1,7 @@
-"""Turn a run's model and data sources into a compiled Keras model and a batched tf.data pipeline.
+"""Turn a run's data source into a batched tf.data pipeline, and build a model from its data.
 
 Runs inside the worker, under the run's strategy scope, so variables land on the run's devices.
+Loading and compiling the model, which need no TensorFlow, live in `compiling.py`.
 """
 
 from __future__ import annotations
@@ -15,76 +16,11 @@ import numpy as np
 import tensorflow as tf
 
 from ..errors import GpkError
-from ..runs.sources import DataSource, ModelSource
+from ..runs.sources import DataSource
 from ..runs.spec import TrainingConfig
 from ..runs.synthetic import make_synthetic
 from .batching import batch_indices
-from .builtin_models import BUILDERS, default_compile_args
-from .keras_internals import compile_config, user_metrics
-
-
-class BuilderError(Exception):
-    """The user's model or dataset builder raised; the worker reports the original error."""
-
-
-def load_model(source: ModelSource) -> keras.Model:
-    if source.kind == "builtin":
-        return BUILDERS[source.name]()
-    if source.kind == "file":
-        return keras.models.load_model(source.name)
-    builder = cloudpickle.loads(source.payload)
-    try:
-        model = builder()
-    except Exception as error:
-        raise BuilderError(f"the model builder {source.name} raised") from error
-    if not isinstance(model, keras.Model):
-        raise GpkError(
-            f"the model builder {source.name} returned {type(model).__name__}, not a Keras model; "
-            "make it return the model"
-        )
-    return model
-
-
-def compile_model(
-    model: keras.Model, source: ModelSource, training: TrainingConfig, steps_per_execution: int
-) -> None:
-    """Compile with the experiment's choices, else the model's own, else the built-in defaults."""
-    given = {"optimizer": _resolve(training.optimizer), "loss": _resolve(training.loss)}
-    if training.metrics:
-        given["metrics"] = list(training.metrics)
-    given = {k: v for k, v in given.items() if v is not None}
-    if getattr(model, "compiled", False) and not given:
-        args = {
-            "optimizer": model.optimizer,
-            "loss": model.loss,
-            "metrics": user_metrics(model),
-        }
-    elif source.kind == "builtin":
-        args = {**default_compile_args(), **given}
-    else:
-        args = dict(given)
-        if getattr(model, "compiled", False):
-            args.setdefault("optimizer", model.optimizer)
-            args.setdefault("loss", model.loss)
-    if args.get("loss") is None or args.get("optimizer") is None:
-        raise GpkError(
-            "the model comes uncompiled; compile it in the builder or pass optimizer= and loss= "
-            "to the Experiment (e.g. optimizer='adam', loss='sparse_categorical_crossentropy')"
-        )
-    if compile_config(model).get("run_eagerly"):
-        # The user asked for eager execution (to debug, or to compare with eager code): keep it.
-        args["run_eagerly"] = True
-    # Recompiling inside the strategy scope builds the optimizer's slots on the run's devices.
-    model.compile(**args, steps_per_execution=steps_per_execution)
-
-
-def _resolve(value):
-    """Strings and config dicts pass through to Keras; a zero-argument factory is called here."""
-    if callable(value) and not isinstance(value, str | dict) and not hasattr(value, "get_config"):
-        return value()
-    if isinstance(value, dict) and "class_name" in value:
-        return keras.saving.deserialize_keras_object(value)
-    return value
+from .compiling import BuilderError
 
 
 def build_from_data(model: keras.Model, element_spec: Any) -> None:

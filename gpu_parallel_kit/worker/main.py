@@ -6,39 +6,41 @@ run) and must therefore not start the TensorFlow runtime at import time.
 
 from __future__ import annotations
 
+from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
+
+# isort: split
+
+import contextlib
+import datetime
 import os
+import platform
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+import keras
+import numpy as np
+import tensorflow as tf
 
-import contextlib  # noqa: E402
-import datetime  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
-
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ..errors import GpkError  # noqa: E402
-from ..runs.failures import classify_exception  # noqa: E402
-from ..runs.lr_rules import ramp_steps  # noqa: E402
-from ..runs.process import parent_emitter  # noqa: E402
-from ..runs.results import RunResult  # noqa: E402
-from ..runs.spec import RunSpec  # noqa: E402
-from ..version import __version__  # noqa: E402
-from .device_setup import configure_worker_devices  # noqa: E402
-from .engines import make_engine  # noqa: E402
-from .engines.budget import MemoryBudgetExceeded  # noqa: E402
-from .engines.evaluation import watch_convergence  # noqa: E402
-from .engines.lr_schedule import apply_lr_rule  # noqa: E402
-from .loading import build_from_data, compile_model, labels, load_model, make_dataset
-from .memory import peak_memory  # noqa: E402
-from .preflight import check_inputs, check_targets, largest_label  # noqa: E402
-from .recorder import StepRecorder  # noqa: E402
+from ..errors import GpkError
+from ..runs.failures import classify_exception
+from ..runs.lr_rules import ramp_steps
+from ..runs.process import parent_emitter
+from ..runs.results import RunResult
+from ..runs.spec import RunSpec
+from ..version import __version__
+from .compiling import compile_model, load_model
+from .device_setup import configure_worker_devices
+from .engines import make_engine
+from .engines.budget import MemoryBudgetExceeded
+from .engines.evaluation import watch_convergence
+from .engines.lr_schedule import apply_lr_rule
+from .loading import build_from_data, labels, make_dataset
+from .memory import peak_memory
+from .preflight import check_inputs, check_targets, largest_label
+from .recorder import StepRecorder
 
 
 def worker_main(spec: RunSpec, connection: Any) -> None:

@@ -6,6 +6,10 @@ cluster's hosts (cluster/serve.py), both by name (`runs.process.MEMBER_ENTRY`).
 
 from __future__ import annotations
 
+from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
+
+# isort: split
+
 import contextlib
 import dataclasses
 import os
