@@ -12,6 +12,7 @@ from typing import Any
 from .comparison import Comparison
 from .errors import GpkError
 from .runner import run_isolated
+from .runs.backends import BACKEND_STRATEGIES, MISSING_STRATEGY, check_backend, check_layout_map
 from .runs.devices import plan_devices
 from .runs.process import RunInterrupted
 from .runs.progress import RunProgress
@@ -55,6 +56,7 @@ class Experiment:
         warmup_epochs: float = 0.0,
         target: Any = None,
         deterministic: bool = False,
+        backend: str = "tensorflow",
         timeout: float | None = DEFAULT_TIMEOUT_S,
         log: str | None = None,
         progress: bool | Callable[[RunSpec], Any] = True,
@@ -91,6 +93,8 @@ class Experiment:
         self.training = dataclasses.replace(
             self.training, validation=held_out, target=parse_target(target)
         )
+        check_backend(backend, "single")
+        self.backend = backend
         self.timeout = timeout
         self.log = RunLog(log)
         self.progress = progress
@@ -100,7 +104,9 @@ class Experiment:
         return (
             f"<Experiment {self.experiment_id} model={self.model.name} data={self.data!r} "
             f"batch_size={self.training.batch_size} ({self.training.scaling} scaling) "
-            f"epochs={self.training.epochs}>"
+            f"epochs={self.training.epochs}"
+            + (f" backend={self.backend}" if self.backend != "tensorflow" else "")
+            + ">"
         )
 
     def plan(
@@ -126,6 +132,9 @@ class Experiment:
         warmup_epochs: float | None = None,
         target: Any = None,
         deterministic: bool | None = None,
+        backend: str | None = None,
+        mesh: tuple[int, int] | None = None,
+        layout_map: Any = None,
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
@@ -137,14 +146,18 @@ class Experiment:
         other strategies ignore them). `mode` defaults to "fit", and to "explicit" (the only
         loop that works under MultiWorkerMirroredStrategy) for multiworker. `scaling`,
         `lr_scaling`, `warmup_epochs`, `target` and `deterministic` override the experiment's own
-        for this run (None keeps them).
+        for this run (None keeps them). `backend` overrides the experiment's ("tensorflow" or
+        "jax"); `mesh=(data, model)` and `layout_map` (variable-path patterns to axes, over the
+        kit's own layout) apply to strategy="tensor" only.
         """
+        backend = backend or self.backend
         check_strategy(strategy)
+        check_backend(backend, strategy)
         return RunSpec(
             run_id=uuid.uuid4().hex[:12],
             experiment_id=self.experiment_id,
             strategy=strategy,
-            devices=plan_devices(devices),
+            devices=plan_devices(devices, backend=backend),
             model=self.model,
             data=self.data,
             training=self._run_training(
@@ -162,6 +175,7 @@ class Experiment:
             memory_budget=memory_budget,
             **_pipeline_plan(strategy, schedule, micro_batches, balance, recompute, virtual_stages),
             **_cluster_plan(strategy, workers, cluster),
+            **_tensor_plan(strategy, backend, mesh, layout_map),
         )
 
     def _run_training(self, **overrides: Any) -> TrainingConfig:
@@ -199,7 +213,7 @@ class Experiment:
         All runs are planned (and so validated) before the first starts. Ctrl-C or `cancel`
         stops the comparison within a couple of seconds and keeps every finished row.
         """
-        specs = self._plan_grid(strategies, devices, plan)
+        specs = self._plan_backends(strategies, devices, plan)
         results: list[RunResult] = []
         for index, spec in enumerate(specs):
             try:
@@ -218,6 +232,36 @@ class Experiment:
                 break
         return Comparison(results)
 
+    def _plan_backends(
+        self,
+        strategies: Sequence[str],
+        devices: Sequence[int | Sequence[int]],
+        plan: dict[str, Any],
+    ) -> list[RunSpec]:
+        """The grid on each asked backend, each with its own `single` baseline."""
+        backends = plan.pop("backend", None) or self.backend
+        if isinstance(backends, str):
+            backends = [backends]
+        if isinstance(strategies, str):
+            strategies = [strategies]
+        for backend in backends:
+            check_backend(backend, "single")
+        for strategy in strategies:
+            check_strategy(strategy)
+            if not any(strategy in BACKEND_STRATEGIES[b] for b in backends):
+                check_backend(backends[0], strategy)  # offered nowhere: refused in one sentence
+        specs = []
+        for backend in backends:
+            offered = [s for s in strategies if s in BACKEND_STRATEGIES[backend]]
+            for left_out in (s for s in strategies if s not in offered):
+                print(
+                    f"{backend}: {left_out} left out ({MISSING_STRATEGY[(backend, left_out)]})",
+                    file=sys.stderr,
+                )
+            if offered:
+                specs.extend(self._plan_grid(offered, devices, {**plan, "backend": backend}))
+        return specs
+
     def _plan_grid(
         self,
         strategies: Sequence[str],
@@ -230,13 +274,17 @@ class Experiment:
             devices = [devices]
         if not strategies or not devices:
             raise GpkError("compare() needs at least one strategy and one device count")
+        backend = plan.get("backend") or self.backend
         specs = []
         for strategy in strategies:
             for choice in devices:
                 count = choice if isinstance(choice, int) else len(choice)
                 if strategy == "single" and count != 1:
                     continue
-                if strategy == "multiworker" and count > 1 and _on_cpu(choice):
+                if strategy == "tensor" and (count == 1 or _mesh_size(plan, count) != count):
+                    # One device splits nothing; a mesh of another size is for another count.
+                    continue
+                if strategy == "multiworker" and count > 1 and _on_cpu(choice, backend):
                     # One replica per worker on the CPU: the other counts would only fail.
                     continue
                 specs.append(self.plan(strategy, choice, **plan))
@@ -248,7 +296,8 @@ class Experiment:
 
     def _execute(self, spec: RunSpec, cancel: threading.Event | None) -> RunResult:
         workers = f" {spec.workers} workers" if spec.strategy == "multiworker" else ""
-        label = f"{spec.strategy}{workers}×{spec.devices.count}" + (
+        on = " on jax" if spec.backend == "jax" else ""
+        label = f"{spec.strategy}{workers}×{spec.devices.count}{on}" + (
             " (virtual)" if spec.devices.virtual else ""
         )
         if callable(self.progress):
@@ -303,8 +352,25 @@ def _pipeline_plan(
     }
 
 
-def _on_cpu(devices: int | Sequence[int]) -> bool:
-    return plan_devices(devices).kind == "cpu"
+def _on_cpu(devices: int | Sequence[int], backend: str) -> bool:
+    return plan_devices(devices, backend=backend).kind == "cpu"
+
+
+def _mesh_size(plan: dict[str, Any], count: int) -> int:
+    mesh = plan.get("mesh")
+    return count if mesh is None else int(mesh[0]) * int(mesh[1])
+
+
+def _tensor_plan(strategy: str, backend: str, mesh: Any, layout_map: Any) -> dict[str, Any]:
+    """Backend, and the tensor-parallel mesh and layout; a comparison's other strategies ignore
+    the mesh and layout, as they ignore `workers`."""
+    if strategy != "tensor":
+        return {"backend": backend}
+    return {
+        "backend": backend,
+        "mesh": None if mesh is None else tuple(mesh) if isinstance(mesh, list) else mesh,
+        "layout_map": check_layout_map(layout_map),
+    }
 
 
 def _cluster_plan(strategy: str, workers: int | None, cluster: Any) -> dict[str, Any]:

@@ -17,11 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .cluster.coordinator import run_on_cluster
+from .runs.entry import JAX_RUN_ENTRY, LOCAL_CLUSTER_ENTRY, RUN_ENTRY
 from .runs.failures import classify_exit
 from .runs.noise import settle_communication
 from .runs.process import (
-    LOCAL_CLUSTER_ENTRY,
-    RUN_ENTRY,
     RunInterrupted,
     start_child,
     stop_child,
@@ -47,9 +46,13 @@ def run_isolated(
     if spec.strategy == "multiworker" and spec.cluster is not None:
         return run_on_cluster(spec, on_event, cancel)
     entry = LOCAL_CLUSTER_ENTRY if spec.strategy == "multiworker" else RUN_ENTRY
+    if spec.backend == "jax":
+        entry = JAX_RUN_ENTRY
     watch = _Watch(spec, on_event or (lambda event: None), cancel)
     try:
-        process, receiver = start_child(entry, spec, name=f"gpk-{spec.run_id}")
+        process, receiver = start_child(
+            entry, spec, name=f"gpk-{spec.run_id}", backend=spec.backend
+        )
     except KeyboardInterrupt:
         raise RunInterrupted(watch.failed("cancelled", "cancelled by Ctrl-C")) from None
     try:

@@ -23,12 +23,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "version": set(),
     "pipeline": {"errors"},
+    "sharding": set(),
     # runs.results draws RunResult.plot_timeline() with plots.timeline, which imports no room.
     "runs": {"errors", "pipeline", "plots.timeline"},
-    "analysis": {"errors", "pipeline", "runs"},
+    "analysis": {"errors", "pipeline", "runs", "sharding"},
     "plots": {"errors", "runs", "analysis"},
     "cluster": {"errors", "runs"},
-    "worker": {"errors", "version", "runs", "pipeline", "cluster"},
+    "worker": {"errors", "version", "runs", "pipeline", "sharding", "cluster"},
     "runner": {"errors", "runs", "cluster"},
     "store": {"errors", "runs", "analysis"},
     "report": {"runs", "analysis", "plots"},
@@ -235,12 +236,12 @@ def test_the_caller_side_never_imports_tensorflow_or_keras_at_module_level():
     assert _third_party(HEAVY, outside_worker, module_level_only=True) == []
 
 
-@pytest.mark.parametrize("name", ["analysis", "pipeline", "plots"])
+@pytest.mark.parametrize("name", ["analysis", "pipeline", "plots", "sharding"])
 def test_pure_rooms_never_import_tensorflow(name):
     assert _third_party(HEAVY, lambda m: room(m) == name, module_level_only=False) == []
 
 
-@pytest.mark.parametrize("name", ["analysis", "pipeline"])
+@pytest.mark.parametrize("name", ["analysis", "pipeline", "sharding"])
 def test_analysis_and_pipeline_never_import_matplotlib(name):
     found = _third_party(("matplotlib",), lambda m: room(m) == name, module_level_only=False)
     assert found == []
@@ -254,7 +255,7 @@ def test_no_module_is_over_400_lines():
 def test_every_entry_point_the_caller_names_exists():
     """The caller starts worker code by name (runs/process.py); a rename must fail here, not in
     a child process. Read from the source: importing a worker module would import TensorFlow."""
-    from gpu_parallel_kit.runs.process import ENTRIES
+    from gpu_parallel_kit.runs.entry import ENTRIES
 
     for entry in ENTRIES:
         module, _, function = entry.partition(":")

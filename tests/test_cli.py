@@ -44,7 +44,7 @@ def _result(spec, status="ok", step_time_s=0.01):
 @pytest.fixture(autouse=True)
 def fake_machine(monkeypatch):
     """A CPU-only machine with 8 virtual devices; starting a worker fails the test."""
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: FAKE_CPU)
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: FAKE_CPU)
     monkeypatch.delenv("GPK_MAX_VIRTUAL", raising=False)
     monkeypatch.delenv("GPK_QUICK", raising=False)
 

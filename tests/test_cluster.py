@@ -31,7 +31,7 @@ def no_workers(monkeypatch):
         raise AssertionError("a worker was started")
 
     monkeypatch.setattr(api, "run_isolated", refuse)
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (CPU,))
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU,))
 
 
 def _exp(**settings):
@@ -50,7 +50,7 @@ def test_local_multiworker_plan_counts_every_workers_devices():
 
 def test_two_gpus_per_worker_are_planned_on_a_gpu_machine(monkeypatch):
     gpu = [PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "A100", 40 << 30) for i in (0, 1)]
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (CPU, *gpu))
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU, *gpu))
     spec = _exp().plan("multiworker", 2, workers=2)
     assert (spec.replicas, spec.devices.kind, spec.devices.virtual) == (4, "gpu", False)
     assert spec.all_reduce == "auto"

@@ -23,7 +23,9 @@ REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "spe
 def test_run_demo_plans_the_grid_and_writes_the_report(tmp_path, monkeypatch, quick, steps):
     monkeypatch.setenv("GPK_QUICK", quick)
     monkeypatch.setattr(
-        devices, "discover_physical_devices", lambda: (PhysicalDevice("cpu0", "cpu", 0),)
+        devices,
+        "discover_physical_devices",
+        lambda backend=None: (PhysicalDevice("cpu0", "cpu", 0),),
     )
     planned = []
 

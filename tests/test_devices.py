@@ -62,14 +62,14 @@ def test_devices_must_be_a_count_or_indices():
 
 
 def test_list_devices_offers_virtual_cpu_devices(monkeypatch):
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (CPU,))
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU,))
     table = devices.list_devices(max_virtual=4)
     assert list(table["name"]) == ["/cpu:0", "/cpu:1", "/cpu:2", "/cpu:3"]
     assert table["virtual"].all()
 
 
 def test_list_devices_shows_real_gpus(monkeypatch):
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (CPU, *gpus(8)))
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU, *gpus(8)))
     table = devices.list_devices()
     assert len(table) == 8 and not table["virtual"].any()
     assert set(table["memory_bytes"]) == {16 << 30}

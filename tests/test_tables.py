@@ -44,7 +44,8 @@ def test_columns_come_in_contract_order_then_extras():
         "comm_share", "comm_bytes", "projected",
     ]  # fmt: skip
     assert list(df.columns[len(COLUMNS) :]) == [
-        "workers", "devices_per_worker", "scaling", "mode", "all_reduce", "device_kind", "epochs",
+        "backend", "mesh", "workers", "devices_per_worker", "scaling", "mode", "all_reduce",
+        "device_kind", "epochs",
         "steps_per_epoch", "timed_steps", "startup_s", "experiment_id", "created_at",
         "bubble_fraction", "bubble_theoretical", "bubble_simulated", "simulated_step_time_s",
         "task_overhead_s", "outside_tasks_s",

@@ -23,7 +23,7 @@ FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)
 @pytest.fixture(autouse=True)
 def fake_machine(monkeypatch):
     """A CPU-only machine; workers are replaced by instant results, and their specs kept."""
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: FAKE_CPU)
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: FAKE_CPU)
     monkeypatch.delenv("GPK_MAX_VIRTUAL", raising=False)
     specs = []
 

@@ -21,7 +21,7 @@ def no_workers(monkeypatch):
 
     monkeypatch.setattr(api, "run_isolated", refuse)
     cpu = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: (cpu,))
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (cpu,))
 
 
 def _exp(**kwargs):

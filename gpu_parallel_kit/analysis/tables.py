@@ -46,6 +46,8 @@ COLUMNS: tuple[str, ...] = (
 )
 # Context that says how to read the figures (scaling mode, where and when the run happened).
 EXTRA_COLUMNS: tuple[str, ...] = (
+    "backend",  # tensorflow (tf.distribute) | jax (keras.distribution): speedups stay within one
+    "mesh",  # tensor parallel: data x model devices
     "workers",
     "devices_per_worker",
     "scaling",
@@ -143,6 +145,8 @@ _INT_COLUMNS = (
     "steps_per_epoch",
     "timed_steps",
 )
+# Speedups compare runs of one experiment on one backend: JAX rows against JAX's `single`.
+_BASELINE_GROUP = ("experiment_id", "backend")
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected", "comm_below_noise")
 
@@ -188,12 +192,13 @@ _TERMINAL_CONVERGENCE: tuple[tuple[str, str], ...] = (
 def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
     """One row per run in `results` order, contract columns first, then `EXTRA_COLUMNS`.
 
-    Speedup is throughput / baseline throughput within each `experiment_id`. The baseline is the
-    first finished run with strategy "single"; without one, the first finished run on one device of
-    any strategy. Comparing throughput (samples/s) rather than step time makes the one formula right
-    for both scalings: under strong scaling the global batch is fixed, so it is the step-time ratio;
-    under weak scaling the global batch grows with the devices, so it is the scaled speedup and
-    efficiency = speedup / devices equals t(1) / t(n), the usual weak-scaling efficiency.
+    Speedup is throughput / baseline throughput within each `experiment_id` and backend. The
+    baseline is the first finished run with strategy "single"; without one, the first finished run
+    on one device of any strategy. Comparing throughput (samples/s) rather than step time makes the
+    one formula right for both scalings: under strong scaling the global batch is fixed, so it is
+    the step-time ratio; under weak scaling the global batch grows with the devices, so it is the
+    scaled speedup and efficiency = speedup / devices equals t(1) / t(n), the usual weak-scaling
+    efficiency.
     Runs that did not finish, or have no baseline in their experiment, get NaN speedup and
     efficiency. `projected` comes from the result: True only for rows a cost model projected.
     """
@@ -264,7 +269,7 @@ def _convergence_cells(result: RunResult) -> dict[str, object]:
 
 def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
-    for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
+    for _, group in frame.groupby(list(_BASELINE_GROUP), sort=False, dropna=False):
         baseline = _baseline_throughput(group)
         if baseline is None:
             continue
@@ -279,7 +284,7 @@ def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
 def _with_time_to_target_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     """Baseline time to target / each run's, within each experiment; NaN unless both reached it."""
     speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
-    for _, group in frame.groupby("experiment_id", sort=False, dropna=False):
+    for _, group in frame.groupby(list(_BASELINE_GROUP), sort=False, dropna=False):
         baseline = _baseline(group)
         # NaN when there is no baseline or it never reached the target.
         if baseline is not None and baseline["time_to_target_s"] > 0:
@@ -329,6 +334,10 @@ def format_table(df: pd.DataFrame) -> str:
     columns = list(_TERMINAL_COLUMNS)
     if "workers" in df.columns and (df["workers"] > 1).any():
         columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
+    if "backend" in df.columns and (df["backend"] != "tensorflow").any():
+        columns.insert(columns.index(("strategy", "strategy")), ("backend", "backend"))
+    if "mesh" in df.columns and (df["mesh"] != "").any():
+        columns.insert(columns.index(("schedule", "schedule")), ("mesh", "mesh"))
     if has_convergence(df):
         columns[-1:-1] = _TERMINAL_CONVERGENCE
     chosen = [(column, header) for column, header in columns if column in df.columns]

@@ -19,8 +19,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from ..runs.entry import MEMBER_ENTRY, entry_point
 from ..runs.failures import classify_exit
-from ..runs.process import MEMBER_ENTRY, die_with_parent, entry_point, parent_emitter
+from ..runs.process import die_with_parent, parent_emitter
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from .config import local_workers

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from ..errors import GpkError
 from ..runs.devices import discover_physical_devices
+from ..runs.entry import SERVED_MEMBER_ENTRY
 from ..runs.failures import classify_exit
-from ..runs.process import SERVED_MEMBER_ENTRY, start_child, stop_child
+from ..runs.process import start_child, stop_child
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from .config import ClusterSpec

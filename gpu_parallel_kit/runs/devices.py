@@ -9,6 +9,7 @@ then carves virtual devices out of them before its own runtime starts (`configur
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..errors import GpkError
-from .process import DISCOVERY_ENTRY, call_in_worker
+from .entry import DISCOVERY_ENTRY, JAX_DISCOVERY_ENTRY
+from .process import call_in_worker
 
 DEFAULT_MAX_VIRTUAL_DEVICES = 8  # offered when real devices are missing; enough for 1, 2, 4, 8 runs
 DEFAULT_VIRTUAL_GPU_MEMORY_BYTES = 1 << 30  # used when a GPU's memory cannot be read
@@ -67,23 +69,38 @@ class DevicePlan:
         return tuple(f"/{self.kind}:{i}" for i in range(self.count))
 
 
-@functools.lru_cache(maxsize=1)
-def discover_physical_devices() -> tuple[PhysicalDevice, ...]:
-    """List this machine's CPU and GPUs as TensorFlow sees them, asked in a worker process.
+def default_backend() -> str:
+    """TensorFlow where it is installed, else JAX: what lists the devices when no run says.
 
-    The caller (a notebook kernel, `gpk`) never imports TensorFlow, let alone starts its runtime:
-    the worker fork server imports it once for all runs, and a child of it answers. Cached: the
+    Asked of the import system without importing anything, so the caller stays light.
+    """
+    return "tensorflow" if importlib.util.find_spec("tensorflow") is not None else "jax"
+
+
+def discover_physical_devices(backend: str | None = None) -> tuple[PhysicalDevice, ...]:
+    """List this machine's CPU and GPUs as `backend` sees them, asked in a worker process.
+
+    The caller (a notebook kernel, `gpk`) never imports TensorFlow or JAX, let alone starts their
+    runtimes: a server imports them once for all runs, and a child of it answers. Cached: the
     hardware does not change while a kernel lives.
     """
+    return _discover(backend or default_backend())
+
+
+@functools.lru_cache(maxsize=2)
+def _discover(backend: str) -> tuple[PhysicalDevice, ...]:
+    if backend == "jax":
+        return call_in_worker(JAX_DISCOVERY_ENTRY, backend="jax")
     return call_in_worker(DISCOVERY_ENTRY)
 
 
-def list_devices(max_virtual: int | None = None) -> pd.DataFrame:
+def list_devices(max_virtual: int | None = None, backend: str | None = None) -> pd.DataFrame:
     """One row per device a run can use: the real GPUs, else virtual devices made from the CPU.
 
-    Columns: index, name, kind, description, memory_bytes, virtual, physical.
+    Columns: index, name, kind, description, memory_bytes, virtual, physical. `backend` says who
+    looks (TensorFlow where installed, by default; "jax" asks JAX).
     """
-    physical = discover_physical_devices()
+    physical = discover_physical_devices(backend)
     gpus = [d for d in physical if d.kind == "gpu"]
     rows = []
     for d in gpus:
@@ -134,17 +151,25 @@ def plan_devices(
     devices: int | Sequence[int],
     physical: Sequence[PhysicalDevice] | None = None,
     max_virtual: int | None = None,
+    backend: str = "tensorflow",
 ) -> DevicePlan:
     """Turn a device count or index list into a plan, virtual when real devices are too few.
 
     Real GPUs are used when there are enough; fewer GPUs than asked are split into virtual GPUs
-    with their memory divided evenly; with no GPU, virtual devices are carved out of the CPU.
+    with their memory divided evenly (TensorFlow only: JAX cannot split a GPU); with no GPU,
+    virtual devices are carved out of the CPU (host devices, on JAX).
     """
-    physical = discover_physical_devices() if physical is None else tuple(physical)
+    indices = _normalise_devices(devices)
+    physical = discover_physical_devices(backend) if physical is None else tuple(physical)
     limit = max_virtual or virtual_device_limit()
     gpus = [d for d in physical if d.kind == "gpu"]
-    indices = _normalise_devices(devices)
     count = len(indices) if indices is not None else devices
+    if backend == "jax" and gpus and count > len(gpus):
+        raise GpkError(
+            f"devices={count} is more than the {len(gpus)} GPU(s) here, and JAX cannot split a "
+            f"GPU into virtual ones; use devices<={len(gpus)}, or backend='tensorflow' for "
+            "virtual GPUs"
+        )
     offered = len(gpus) if gpus and count <= len(gpus) else max(limit, len(gpus))
     if indices is not None:
         _check_indices(indices, offered, gpus)

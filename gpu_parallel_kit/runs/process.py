@@ -12,34 +12,28 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import importlib
 import multiprocessing
 import os
 import signal
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
+from .entry import (
+    PRELOAD,
+    enter,
+    entry_point,
+    main_module_hidden,
+)
 
 if TYPE_CHECKING:
     from .results import RunResult
 
 START_METHODS = ("forkserver", "spawn")
-# What the fork server imports once for every child: the worker, and with it TensorFlow.
-PRELOAD = "gpu_parallel_kit.worker.main"
-# The children's entry points, named rather than imported (tests check each one exists).
-RUN_ENTRY = "gpu_parallel_kit.worker.main:worker_main"
-LOCAL_CLUSTER_ENTRY = "gpu_parallel_kit.cluster.local:launch_local_cluster"
-DISCOVERY_ENTRY = "gpu_parallel_kit.worker.device_setup:discover_with_tensorflow"
-MEMBER_ENTRY = "gpu_parallel_kit.worker.member:run_member"
-SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.member:served_member_main"
-ENTRIES = (RUN_ENTRY, LOCAL_CLUSTER_ENTRY, DISCOVERY_ENTRY, MEMBER_ENTRY, SERVED_MEMBER_ENTRY)
 
 _PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent dies
 _context_lock = threading.Lock()
-_starting = threading.Lock()
 _contexts: dict[str, multiprocessing.context.BaseContext] = {}
 
 
@@ -58,21 +52,25 @@ def start_method() -> str:
     return method
 
 
-def entry_point(name: str) -> Callable[..., Any]:
-    """The function `"module:function"` names, imported here (in the child)."""
-    module, _, function = name.partition(":")
-    return getattr(importlib.import_module(module), function)
+def start_child(
+    entry: str, *args: Any, name: str | None = None, backend: str = "tensorflow"
+) -> tuple[Any, Any]:
+    """Start `entry(*args, sender)` in a fresh worker process; (process, receiving end).
 
+    A JAX child is forked from the JAX server instead (`runs/served.py`): the TensorFlow fork
+    server has Keras imported on TensorFlow, and a process's Keras keeps its first backend.
+    """
+    if backend == "jax" and start_method() == "forkserver":
+        from .served import jax_server
 
-def start_child(entry: str, *args: Any, name: str | None = None) -> tuple[Any, Any]:
-    """Start `entry(*args, sender)` in a fresh worker process; (process, receiving end)."""
+        return jax_server().start(entry, args)
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
-        target=_enter, args=(entry, args, sender), daemon=True, name=name or f"gpk-{entry}"
+        target=enter, args=(entry, args, sender), daemon=True, name=name or f"gpk-{entry}"
     )
     try:
-        with _main_module_hidden():
+        with main_module_hidden():
             process.start()
     except BaseException:  # Ctrl-C while starting: leave no child behind
         stop_child(process)
@@ -95,13 +93,13 @@ def stop_child(process: Any) -> None:
     process.join(timeout=5)
 
 
-def call_in_worker(entry: str, timeout_s: float = 180.0) -> Any:
+def call_in_worker(entry: str, timeout_s: float = 180.0, backend: str = "tensorflow") -> Any:
     """Call the zero-argument function `entry` names in a worker process; its picklable result.
 
     For work that needs TensorFlow but should not load it into the caller, such as device
     discovery: the fork server has TensorFlow imported already, so this costs a fork, not an import.
     """
-    process, receiver = start_child(_CALL_AND_SEND, entry)
+    process, receiver = start_child(_CALL_AND_SEND, entry, backend=backend)
     try:
         if not receiver.poll(timeout_s):
             raise RuntimeError(f"a worker process did not answer within {timeout_s:g} s")
@@ -152,11 +150,6 @@ def call_and_send(entry: str, sender: Any) -> None:
 _CALL_AND_SEND = f"{__name__}:call_and_send"
 
 
-def _enter(entry: str, args: tuple[Any, ...], sender: Any) -> None:
-    """Runs in the child: import the entry point there (TensorFlow stays out of the caller)."""
-    entry_point(entry)(*args, sender)
-
-
 def _context() -> multiprocessing.context.BaseContext:
     method = start_method()
     with _context_lock:
@@ -168,35 +161,3 @@ def _context() -> multiprocessing.context.BaseContext:
                 context.set_forkserver_preload([PRELOAD])
             _contexts[method] = context
         return _contexts[method]
-
-
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """Start children without re-running the caller's main script in them.
-
-    multiprocessing re-imports `__main__` in every child (and in the fork server) so that functions
-    defined there can be found; the kit never needs that, because builders travel by value through
-    cloudpickle. Hiding the script spares users the `if __name__ == "__main__":` guard and spares
-    every run from re-executing the user's whole script.
-    """
-    with _starting:  # a panel's thread and the kernel may both start runs at once
-        yield from _hidden_main()
-
-
-def _hidden_main() -> Iterator[None]:
-    main = sys.modules.get("__main__")
-    saved = {
-        key: main.__dict__[key]
-        for key in ("__file__", "__spec__")
-        if main is not None and key in main.__dict__
-    }
-    try:
-        if main is not None:
-            main.__dict__.pop("__file__", None)
-            main.__spec__ = None
-        yield
-    finally:
-        if main is not None:
-            main.__dict__.update(saved)
-            if "__spec__" not in saved:
-                main.__dict__.pop("__spec__", None)

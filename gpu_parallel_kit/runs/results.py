@@ -19,7 +19,7 @@ class RunResult:
 
     run_id: str  # unique per run; the key in the run log
     experiment_id: str  # runs of one Experiment share it; speedup compares within it
-    strategy: str  # single | data | model | multiworker
+    strategy: str  # single | data | model | multiworker | tensor
     devices: int  # number of devices (replicas or stages) the run used, over all workers
     virtual: bool  # True when the devices were logical devices carved out of fewer physical ones
     status: str  # one of STATUSES
@@ -67,6 +67,8 @@ class RunResult:
     evaluation_time_s: float | None = None  # seconds spent evaluating, left out of every timing
     compile_time_s: float | None = None  # the first step's time beyond the median step (tracing)
     deterministic: bool = False  # trained with TensorFlow's op determinism
+    backend: str = "tensorflow"  # tensorflow (tf.distribute) | jax (keras.distribution)
+    mesh: str = ""  # tensor parallel: "data x model" devices, e.g. "2x2"
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

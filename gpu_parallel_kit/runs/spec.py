@@ -11,12 +11,13 @@ from typing import Any
 
 from ..errors import GpkError
 from ..pipeline.schedules import SCHEDULES, check_plan
+from .backends import check_backend, check_layout_map, check_mesh
 from .devices import DevicePlan
 from .lr_rules import check_rule, check_warmup, lr_factor
 from .sources import DataSource, ModelSource
 from .target import Target
 
-STRATEGIES = ("single", "data", "model", "multiworker")
+STRATEGIES = ("single", "data", "model", "multiworker", "tensor")
 MODES = ("fit", "explicit")
 ALL_REDUCE = ("auto", "nccl", "hierarchical", "reduce_to_one", "ring")
 # MultiWorkerMirroredStrategy's collective implementations: ring (gRPC) or NCCL on GPUs.
@@ -133,9 +134,15 @@ class RunSpec:
     memory_budget: int | None = None  # bytes of parameters + optimizer state allowed per device
     workers: int = 1  # multiworker: processes, each with `devices` devices
     cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
+    backend: str = "tensorflow"  # tensorflow (tf.distribute) | jax (keras.distribution)
+    mesh: tuple[int, int] | None = None  # tensor: (data, model) devices; None: (1, devices)
+    # tensor: the user's layout, (regex over variable paths, axes) pairs that win over the
+    # kit's own; axes name "batch" and "model", or None for a replicated dimension
+    layout_map: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         check_strategy(self.strategy)
+        check_backend(self.backend, self.strategy)
         if self.strategy == "single" and self.devices.count != 1:
             raise GpkError(
                 f"strategy='single' runs on one device, not {self.devices.count}; "
@@ -173,11 +180,54 @@ class RunSpec:
             raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
+        if self.backend == "jax":
+            self._check_jax()
+        elif self.mesh is not None or self.layout_map:
+            raise GpkError("mesh= and layout_map= are for strategy='tensor' on backend='jax'")
         if self.strategy == "model":
             self._check_pipeline()
         else:
             check_batch(self.global_batch, self.replicas)
         check_enough_data(self.data.samples, self.global_batch)
+
+    def _check_jax(self) -> None:
+        if self.mode != "fit":
+            raise GpkError(
+                f"mode={self.mode!r} is the TensorFlow custom loop; on backend='jax' use "
+                "mode='fit', Keras's own loop under keras.distribution"
+            )
+        if self.all_reduce != "auto":
+            raise GpkError(
+                f"all_reduce={self.all_reduce!r} picks a tf.distribute all-reduce; on "
+                "backend='jax' XLA chooses the collectives, so drop it"
+            )
+        if self.data.kind == "dataset_builder":
+            raise GpkError(
+                f"the dataset builder {self.data.name} gives a tf.data.Dataset, which a JAX run "
+                "does not read; pass (x, y) arrays or a built-in set, or use backend='tensorflow'"
+            )
+        if self.training.validation is not None or self.training.target is not None:
+            raise GpkError(
+                "validation during training and targets run on backend='tensorflow'; drop "
+                "validation= and target= for a JAX run, or use backend='tensorflow'"
+            )
+        if self.strategy != "tensor" and (self.mesh is not None or self.layout_map):
+            raise GpkError(
+                f"mesh= and layout_map= shard layers under strategy='tensor', not "
+                f"{self.strategy!r}; use strategy='tensor' or drop them"
+            )
+        if self.strategy == "tensor":
+            if self.mesh is not None:
+                object.__setattr__(self, "mesh", check_mesh(self.mesh, self.devices.count))
+            object.__setattr__(self, "layout_map", check_layout_map(self.layout_map))
+            data, _ = self.mesh_shape
+            check_batch(self.global_batch, data)
+
+    @property
+    def mesh_shape(self) -> tuple[int, int]:
+        """(data, model) devices of a tensor-parallel run; every device on the model axis by
+        default."""
+        return self.mesh if self.mesh is not None else (1, self.devices.count)
 
     def _check_pipeline(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -248,6 +298,8 @@ class RunSpec:
             epochs=self.training.epochs,
             schedule=self.schedule,
             micro_batches=self.micro_batches,
+            backend=self.backend,
+            mesh="x".join(map(str, self.mesh_shape)) if self.strategy == "tensor" else "",
             **self.training.result_identity(self.global_batch),
         )
 

@@ -102,3 +102,20 @@ def raw_learning_rate(optimizer: Any) -> Any:
     if not hasattr(optimizer, "_learning_rate"):
         raise _changed("optimizer._learning_rate")
     return optimizer._learning_rate
+
+
+def set_seed_without_tensorflow(seed: int) -> None:
+    """`keras.utils.set_random_seed` minus TensorFlow's seed: on JAX it would import TensorFlow
+    (seconds, and its chatter) wherever it is installed, for a tf.data pipeline a JAX run has
+    not. Python's, NumPy's and Keras's own global seed are set as it sets them."""
+    import random  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    global_state = _private("keras.src.backend.common", "global_state")
+    seed_name = _private("keras.src.utils.rng_utils", "GLOBAL_RANDOM_SEED")
+    generator_name = _private("keras.src.random.seed_generator", "GLOBAL_SEED_GENERATOR")
+    global_state.set_global_attribute(seed_name, seed)
+    global_state.set_global_attribute(generator_name, None)
+    random.seed(seed)
+    np.random.seed(seed)

@@ -6,8 +6,6 @@ Loading and compiling the model, which need no TensorFlow, live in `compiling.py
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import Any
 
 import cloudpickle
@@ -18,9 +16,9 @@ import tensorflow as tf
 from ..errors import GpkError
 from ..runs.sources import DataSource
 from ..runs.spec import TrainingConfig
-from ..runs.synthetic import make_synthetic
 from .batching import batch_indices
 from .compiling import BuilderError
+from .run_data import arrays, steps_from_samples
 
 
 def build_from_data(model: keras.Model, element_spec: Any) -> None:
@@ -58,8 +56,8 @@ def make_dataset(
     """A pipeline of full global batches for the whole run, and the number of steps per epoch."""
     if source.kind == "dataset_builder":
         return _builder_pipeline(source, training, global_batch)
-    x, y = _arrays(source)
-    steps = training.steps_per_epoch or _steps_from_samples(len(x), global_batch)
+    x, y = arrays(source)
+    steps = training.steps_per_epoch or steps_from_samples(len(x), global_batch)
     order = batch_indices(
         len(x), global_batch, steps * training.epochs, training.seed, training.shuffle
     )
@@ -82,7 +80,7 @@ def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
                 "e.g. with .take(1000)"
             )
         return dataset.batch(batch).prefetch(tf.data.AUTOTUNE)
-    x, y = _arrays(source)
+    x, y = arrays(source)
     dataset = tf.data.Dataset.from_tensor_slices((np.asarray(x), np.asarray(y)))
     return dataset.batch(batch).cache().prefetch(tf.data.AUTOTUNE)
 
@@ -93,7 +91,7 @@ def _builder_pipeline(
     """The user's own dataset: their order and shuffling, batched to the global batch here."""
     dataset = _dataset_from_builder(source)
     samples = int(dataset.cardinality().numpy())
-    steps = training.steps_per_epoch or _steps_from_samples(
+    steps = training.steps_per_epoch or steps_from_samples(
         samples if samples >= 0 else None, global_batch
     )
     # drop_remainder: every step carries the full global batch, split evenly over the replicas.
@@ -103,17 +101,7 @@ def _builder_pipeline(
 
 def labels(source: DataSource) -> np.ndarray | None:
     """The targets, when the data is arrays (memory-mapped: reading their maximum is cheap)."""
-    return None if source.kind == "dataset_builder" else _arrays(source)[1]
-
-
-@functools.lru_cache(maxsize=4)
-def _arrays(source: DataSource) -> tuple[np.ndarray, np.ndarray]:
-    """Once per worker: the dataset, the labels' check and the validation share them."""
-    if source.kind == "synthetic":
-        return make_synthetic(source.name, source.samples or 0, seed=source.seed)
-    x_path, y_path = source.paths
-    # Memory-mapped: the file written once by the caller is shared by every run's page cache.
-    return np.load(x_path, mmap_mode="r"), np.load(y_path, mmap_mode="r")
+    return None if source.kind == "dataset_builder" else arrays(source)[1]
 
 
 def _dataset_from_builder(source: DataSource) -> tf.data.Dataset:
@@ -128,17 +116,3 @@ def _dataset_from_builder(source: DataSource) -> tf.data.Dataset:
             "make it return a tf.data.Dataset of unbatched (x, y) samples"
         )
     return dataset
-
-
-def _steps_from_samples(samples: int | None, global_batch: int) -> int:
-    if samples is None:
-        raise GpkError(
-            "the dataset's length is unknown (infinite or filtered); pass steps_per_epoch="
-        )
-    steps = math.floor(samples / global_batch)
-    if steps < 1:
-        raise GpkError(
-            f"the data has {samples} samples, fewer than one global batch of {global_batch}; "
-            f"use batch_size <= {samples} or more data"
-        )
-    return steps

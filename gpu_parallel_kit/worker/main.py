@@ -36,8 +36,8 @@ from .device_setup import configure_worker_devices
 from .engines import make_engine
 from .engines.budget import MemoryBudgetExceeded
 from .engines.evaluation import watch_convergence
-from .engines.lr_schedule import apply_lr_rule
 from .loading import build_from_data, labels, make_dataset
+from .lr_schedule import apply_lr_rule
 from .memory import peak_memory
 from .preflight import check_inputs, check_targets, largest_label
 from .recorder import StepRecorder

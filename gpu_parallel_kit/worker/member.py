@@ -1,7 +1,7 @@
 """One worker of a multi-worker run: TF_CONFIG, its devices, then the usual run in this process.
 
 Entered in a fresh child by the local launcher (cluster/local.py) and by `gpk worker` on a named
-cluster's hosts (cluster/serve.py), both by name (`runs.process.MEMBER_ENTRY`).
+cluster's hosts (cluster/serve.py), both by name (`runs.entry.MEMBER_ENTRY`).
 """
 
 from __future__ import annotations

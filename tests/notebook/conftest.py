@@ -41,7 +41,7 @@ def shell(tmp_path, monkeypatch):
 def fake_cpu(monkeypatch):
     """A CPU-only machine without asking a worker: discovery is the one seam
     (docs/ARCHITECTURE.md)."""
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda: CPU_ONLY)
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: CPU_ONLY)
     monkeypatch.setenv("GPK_MAX_VIRTUAL", "8")
     return devices.list_devices()
 

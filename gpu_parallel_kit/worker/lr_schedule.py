@@ -13,8 +13,8 @@ from typing import Any
 
 import keras
 
-from ...errors import GpkError
-from ..keras_internals import raw_learning_rate
+from ..errors import GpkError
+from .keras_internals import raw_learning_rate
 
 
 @keras.saving.register_keras_serializable(package="gpu_parallel_kit")

@@ -1,0 +1,157 @@
+"""What a JAX run's collectives cost, measured in its own worker after training.
+
+- Data parallel, *exposed*: the same per-device gradient computation on one real batch with and
+  without the sum over devices (`jax.shard_map`, `psum` or none), alternated in blocks so drift
+  hits both, median per call; the difference is what the reduction adds. The method is the
+  TensorFlow data engine's (`engines/comm.py`), so the two backends' figures compare.
+- Tensor parallel, *standalone*: XLA places the activation all-reduces inside the layers, so no
+  step without them exists to subtract; the collectives the layout implies are timed alone, on
+  arrays of the sizes they move, over the mesh's model axis (and the gradient shards over its
+  data axis). Nothing overlaps them there, so this is an upper bound on what they expose.
+On host devices the "devices" share the same cores and memory: these are runtime costs on shared
+cores, not a network's. Nothing here changes the model.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+BLOCKS = 5  # alternations of (without, with)
+CALLS_PER_BLOCK = 3
+
+
+def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> dict[str, float]:
+    """Exposed and standalone gradient all-reduce of a data-parallel step on `devices`."""
+    mesh = Mesh(np.asarray(devices), ("batch",))
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def local_gradients(weights, x, y):
+        def loss_of(weights):
+            y_pred, _ = model.stateless_call(weights, non_trainable, x, training=False)
+            return model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
+
+        return jax.grad(loss_of)(weights)
+
+    replicated = P()
+    batch = P("batch")
+
+    @jax.jit
+    def without_reduce(weights, x, y):
+        per_device = jax.shard_map(
+            lambda w, x, y: [g[None] for g in local_gradients(w, x, y)],
+            mesh=mesh,
+            in_specs=(replicated, batch, batch),
+            out_specs=batch,
+            check_vma=False,
+        )
+        return per_device(weights, x, y)
+
+    @jax.jit
+    def with_reduce(weights, x, y):
+        reduced = jax.shard_map(
+            lambda w, x, y: jax.lax.psum(local_gradients(w, x, y), "batch"),
+            mesh=mesh,
+            in_specs=(replicated, batch, batch),
+            out_specs=replicated,
+            check_vma=False,
+        )
+        return reduced(weights, x, y)
+
+    @jax.jit
+    def reduce_only(stacked):
+        return jax.shard_map(
+            lambda g: jax.lax.psum([s[0] for s in g], "batch"),
+            mesh=mesh,
+            in_specs=(batch,),
+            out_specs=replicated,
+            check_vma=False,
+        )(stacked)
+
+    arguments = (trainable, _on_mesh(x, mesh, batch), _on_mesh(y, mesh, batch))
+    stacked = _ready(without_reduce(*arguments))  # compiles; the standalone sums these
+    _ready(with_reduce(*arguments))
+    _ready(reduce_only(stacked))
+    plain, reduced = [], []
+    for _ in range(BLOCKS):
+        plain.append(_per_call(without_reduce, arguments))
+        reduced.append(_per_call(with_reduce, arguments))
+    standalone = statistics.median(_per_call(reduce_only, (stacked,)) for _ in range(BLOCKS))
+    differences = [r - p for r, p in zip(reduced, plain, strict=True)]
+    return {
+        "comm_time_s": statistics.median(reduced) - statistics.median(plain),
+        "comm_noise_s": (max(differences) - min(differences)) / 2,
+        "standalone_all_reduce_s": standalone,
+        "step_without_all_reduce_s": statistics.median(plain),
+        "step_with_all_reduce_s": statistics.median(reduced),
+    }
+
+
+def measure_tensor_collectives(
+    devices: Sequence[Any],
+    mesh_shape: tuple[int, int],
+    activation_bytes: Sequence[int],
+    gradient_bytes: int,
+) -> dict[str, float]:
+    """The layout's all-reduces alone: each activation sum over the model axis, then the gradient
+    shards over the data axis; median of blocks, and half their range as the noise."""
+    data, model = mesh_shape
+    mesh = Mesh(np.asarray(devices).reshape(data, model), ("batch", "model"))
+    sizes = [max(1, n // 4) for n in activation_bytes]  # float32 elements per device
+    stacked = [
+        jax.device_put(
+            jnp.ones((data, model, n), jnp.float32), NamedSharding(mesh, P("batch", "model"))
+        )
+        for n in sizes
+    ]
+    gradients = jax.device_put(
+        jnp.ones((data, max(1, gradient_bytes // 4)), jnp.float32),
+        NamedSharding(mesh, P("batch")),
+    )
+
+    @jax.jit
+    def collectives(stacked, gradients):
+        def local(stacked, gradients):
+            summed = [jax.lax.psum(s, "model") for s in stacked]
+            return summed, jax.lax.psum(gradients, "batch") if data > 1 else gradients
+
+        return jax.shard_map(
+            local,
+            mesh=mesh,
+            in_specs=(P("batch", "model"), P("batch")),
+            out_specs=(P("batch"), P()),
+            check_vma=False,
+        )(stacked, gradients)
+
+    _ready(collectives(stacked, gradients))
+    blocks = [_per_call(collectives, (stacked, gradients)) for _ in range(BLOCKS)]
+    return {
+        "comm_time_s": statistics.median(blocks),
+        "comm_noise_s": (max(blocks) - min(blocks)) / 2,
+        "standalone_all_reduce_s": statistics.median(blocks),
+    }
+
+
+def _on_mesh(value: Any, mesh: Mesh, spec: P) -> Any:
+    return jax.tree.map(lambda a: jax.device_put(np.asarray(a), NamedSharding(mesh, spec)), value)
+
+
+def _ready(outputs: Any) -> Any:
+    """Wait for the call's work to finish: JAX dispatches asynchronously, on every device."""
+    return jax.block_until_ready(outputs)
+
+
+def _per_call(function: Callable[..., Any], arguments: tuple[Any, ...]) -> float:
+    start = time.perf_counter()
+    for _ in range(CALLS_PER_BLOCK):
+        _ready(function(*arguments))
+    return (time.perf_counter() - start) / CALLS_PER_BLOCK

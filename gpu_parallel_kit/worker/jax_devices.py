@@ -1,0 +1,119 @@
+"""A JAX run's devices: host devices carved out of the CPU, or the planned GPUs; their memory.
+
+JAX reads its host device count from `XLA_FLAGS` when its runtime starts, on the first
+`jax.devices()` call, not at import. The JAX server imports JAX without starting it, so each child
+sets the count its run needs here, first. No TensorFlow is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import tempfile
+from typing import Any
+
+from ..runs.devices import DevicePlan, PhysicalDevice
+
+_HOST_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def host_device_flags(existing: str, count: int) -> str:
+    """`XLA_FLAGS` with the host device count set to `count`, the user's other flags kept."""
+    kept = [flag for flag in existing.split() if not flag.startswith(_HOST_COUNT_FLAG)]
+    return " ".join([*kept, f"{_HOST_COUNT_FLAG}={count}"])
+
+
+def configure_jax_devices(plan: DevicePlan) -> list[Any]:
+    """Start JAX's runtime with the plan's devices and return them, in mesh order."""
+    if plan.kind == "cpu":
+        os.environ["XLA_FLAGS"] = host_device_flags(os.environ.get("XLA_FLAGS", ""), plan.count)
+        os.environ["JAX_PLATFORMS"] = "cpu"  # a CPU plan stays on the CPU, as on TensorFlow
+    _quiet_jax_logging()
+    import jax  # noqa: PLC0415 - imported by the server already; this starts nothing
+
+    _share_compilations(jax)
+    if plan.kind == "cpu":
+        devices = jax.devices("cpu")
+        if len(devices) < plan.count:
+            raise RuntimeError(
+                f"JAX offers {len(devices)} host devices, not {plan.count}: its runtime started "
+                "before the device count was set"
+            )
+        return devices[: plan.count]
+    gpus = jax.devices("gpu")
+    return [gpus[i] for i in plan.physical_indices]
+
+
+def _share_compilations(jax: Any) -> None:
+    """Keep XLA's compiled programs on disk between runs (JAX's persistent compilation cache).
+
+    Every run is a fresh process, so without it each one compiles its model's initializers and
+    train step again: about two seconds of a small model's run on two cores. Runs that compile
+    the same programs (the same model on the same devices) then load them instead; the cache
+    changes no result. GPK_JAX_CACHE names the folder, or "off".
+    """
+    folder = os.environ.get("GPK_JAX_CACHE") or os.path.join(
+        tempfile.gettempdir(), f"gpk-jax-cache-{os.getuid()}"
+    )
+    if folder == "off":
+        return
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def device_names(devices: list[Any]) -> tuple[str, ...]:
+    """Names in the kit's form (`/cpu:0`, `/gpu:1`), as TensorFlow rows have them."""
+    return tuple(f"/{d.platform}:{d.id}" for d in devices)
+
+
+def peak_memory(kind: str, devices: list[Any]) -> tuple[dict[str, int], str]:
+    """Per-device peak bytes and what the figure is: the GPU allocator's peak, or on host devices
+    the process's peak resident memory, shared by all of them (an upper bound, not a split)."""
+    names = device_names(devices)
+    if kind == "gpu":
+        peaks = {}
+        for name, device in zip(names, devices, strict=True):
+            stats = device.memory_stats() or {}
+            peaks[name] = int(stats.get("peak_bytes_in_use", 0))
+        return peaks, "gpu allocator peak"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    return dict.fromkeys(names, rss), "process peak rss (shared by all cpu devices)"
+
+
+def discover_with_jax() -> tuple[PhysicalDevice, ...]:
+    """The machine as JAX sees it: the CPU, and the GPUs when JAX has a CUDA build."""
+    _quiet_jax_logging()
+    import jax  # noqa: PLC0415
+
+    found = [
+        PhysicalDevice(
+            name="/physical_device:CPU:0",
+            kind="cpu",
+            index=0,
+            description=f"{os.cpu_count()} cores",
+        )
+    ]
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:  # no GPU backend in this JAX build, or no GPU
+        gpus = []
+    for i, gpu in enumerate(gpus):
+        stats = gpu.memory_stats() or {}
+        found.append(
+            PhysicalDevice(
+                name=f"/physical_device:GPU:{i}",
+                kind="gpu",
+                index=i,
+                description=str(getattr(gpu, "device_kind", "GPU")),
+                memory_bytes=stats.get("bytes_limit"),
+            )
+        )
+    return tuple(found)
+
+
+def _quiet_jax_logging() -> None:
+    """JAX warns on every CPU start that no CUDA build is installed; a run on the CPU asked for
+    the CPU, so that warning says nothing to the user."""
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.ERROR)

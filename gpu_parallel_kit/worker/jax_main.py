@@ -1,0 +1,199 @@
+"""The body of one JAX run: Keras 3 on JAX under `keras.distribution`, no TensorFlow.
+
+Preloaded by the JAX server (`worker/jax_server.py`), so it must not start JAX's runtime when
+imported: the run sets its host device count first (`jax_devices.configure_jax_devices`).
+
+- `single`: no distribution, one device.
+- `data`: `keras.distribution.DataParallel` over a 1-D mesh of the run's devices.
+- `tensor`: `keras.distribution.ModelParallel` over a (data, model) mesh, with the `LayoutMap`
+  the kit derives (`sharding/layout.py`) or the user's patterns over it.
+Every strategy trains with Keras's own `fit` on the same batches in the same order
+(`batching.batch_indices`), so trained weights can be compared with a `single` run's.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported, in a spawned child too
+
+import contextlib  # noqa: E402
+import datetime  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..errors import GpkError  # noqa: E402
+from ..runs.failures import classify_exception  # noqa: E402
+from ..runs.lr_rules import ramp_steps  # noqa: E402
+from ..runs.process import parent_emitter  # noqa: E402
+from ..runs.results import RunResult  # noqa: E402
+from ..runs.spec import RunSpec  # noqa: E402
+from ..version import __version__  # noqa: E402
+from .batching import batch_indices  # noqa: E402
+from .compiling import compile_model, load_model  # noqa: E402
+from .jax_devices import configure_jax_devices, device_names, peak_memory  # noqa: E402
+from .jax_strategy import JaxStrategy  # noqa: E402
+from .keras_internals import set_seed_without_tensorflow  # noqa: E402
+from .lr_schedule import apply_lr_rule  # noqa: E402
+from .recorder import StepRecorder, StepTimer  # noqa: E402
+from .run_data import run_arrays, steps_per_epoch  # noqa: E402
+
+if keras.backend.backend() != "jax":  # Keras was imported earlier on another backend
+    raise RuntimeError(
+        f"Keras runs on {keras.backend.backend()!r} in this process; a JAX run needs a fresh one"
+    )
+
+
+def jax_worker_main(spec: RunSpec, connection: Any) -> None:
+    """Entry point of a JAX run's process; always ends the process, never returns."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # own process group: the caller can kill the run and all it started
+    emit = parent_emitter(connection)
+
+    def report_and_exit(result: RunResult) -> None:
+        emit(event="result", result=result.to_dict())
+        with contextlib.suppress(OSError):
+            connection.close()
+        os._exit(0)
+
+    code = 0
+    try:
+        report_and_exit(run_jax_in_this_process(spec, emit, report_and_exit))
+    except BaseException:  # noqa: BLE001 - the caller turns a missing result into a row
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(OSError):
+            connection.close()
+        os._exit(code)
+
+
+def run_jax_in_this_process(
+    spec: RunSpec,
+    emit: Callable[..., None],
+    report_and_exit: Callable[[RunResult], None] | None = None,
+) -> RunResult:
+    """Run one JAX spec here and return its result; failures become a result, not an exception."""
+    start = time.perf_counter()
+    phase = "setting up devices"
+    base = _base_fields(spec)
+    try:
+        emit(event="phase", phase=phase)
+        warnings.filterwarnings("ignore", module="keras")
+        devices = configure_jax_devices(spec.devices)
+        names = device_names(devices)
+        x, y = run_arrays(spec.data)
+        strategy = JaxStrategy(spec, devices)
+        phase = "building the model"
+        emit(event="phase", phase=phase)
+        sample = _take(x, np.zeros(1, dtype=np.int64))
+        model = strategy.build(lambda: _built_model(spec, sample), sample)
+        phase = "preparing the data"
+        steps = steps_per_epoch(spec, len(x))
+        total = steps * spec.training.epochs
+        order = batch_indices(
+            len(x), spec.global_batch, total, spec.training.seed, spec.training.shuffle
+        )
+        x_run, y_run = _take(x, order), _take(y, order)
+        with strategy.scope():
+            base_lr, learning_rate = apply_lr_rule(
+                model.optimizer,
+                spec.training.lr_factor(spec.global_batch),
+                ramp_steps(spec.training.warmup_epochs, steps),
+            )
+        recorder = StepRecorder(total, emit, spec.training.warmup_steps, steps)
+        startup = time.perf_counter() - start
+        phase = "training"
+        emit(event="phase", phase=phase, total=total)
+
+        def finish() -> RunResult:
+            nonlocal phase
+            if spec.save_weights:
+                phase = "saving the weights"
+                np.savez(spec.save_weights, *[np.asarray(w) for w in model.get_weights()])
+            phase = "measuring communication"
+            first = order[0]
+            measured = strategy.after_training(model, _take(x, first[None]), _take(y, first[None]))
+            memory, memory_source = peak_memory(spec.devices.kind, devices)
+            summary = recorder.summary()
+            step_time = summary["step_time_s"]
+            return RunResult(
+                **base,
+                status="ok",
+                device_names=names,
+                all_reduce=strategy.describe(),
+                steps_per_epoch=steps,
+                startup_s=startup,
+                throughput_samples_s=spec.global_batch / step_time if step_time else None,
+                peak_memory_bytes=memory,
+                memory_source=memory_source,
+                base_learning_rate=base_lr,
+                learning_rate=learning_rate,
+                **summary,
+                **strategy.result_fields(model, measured, step_time),
+            )
+
+        if report_and_exit is not None:
+            recorder.on_train_end = lambda: report_and_exit(finish())
+        with strategy.scope():
+            model.fit(
+                x_run,
+                y_run,
+                batch_size=spec.global_batch,
+                epochs=spec.training.epochs,
+                steps_per_epoch=steps,
+                callbacks=[StepTimer(recorder)],
+                verbose=0,
+                shuffle=False,
+            )
+        return finish()
+    except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
+        status, reason = classify_exception(error, phase)
+        if not isinstance(error, GpkError):
+            traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
+        return RunResult(**base, status=status, reason=reason)
+
+
+def _built_model(spec: RunSpec, sample: Any) -> keras.Model:
+    """The user's model, seeded, compiled and with its variables, in the current scope.
+
+    A model that makes its variables on first call (Sequential without `keras.Input`, a
+    subclassed model) is called once on one sample, in inference mode, as on TensorFlow.
+    """
+    set_seed_without_tensorflow(spec.training.seed)
+    model = load_model(spec.model)
+    compile_model(model, spec.model, spec.training, spec.steps_per_execution)
+    if not (model.built and model.weights):
+        model(sample, training=False)
+    return model
+
+
+def _take(values: Any, order: np.ndarray) -> Any:
+    """The samples `order` names, batch after batch, from arrays or a dict or tuple of them."""
+    flat = order.reshape(-1)
+    if isinstance(values, dict):
+        return {key: np.asarray(v)[flat] for key, v in values.items()}
+    if isinstance(values, tuple | list):
+        return type(values)(np.asarray(v)[flat] for v in values)
+    return np.asarray(values)[flat]
+
+
+def _base_fields(spec: RunSpec) -> dict[str, Any]:
+    return dict(
+        **spec.result_identity(),
+        versions={
+            "python": platform.python_version(),
+            "jax": jax.__version__,
+            "keras": keras.__version__,
+            "gpu_parallel_kit": __version__,
+        },
+        created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )

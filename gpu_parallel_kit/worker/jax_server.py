@@ -1,0 +1,87 @@
+"""The JAX server, server side: Keras on JAX imported once, then one forked child per request.
+
+Started by `runs/served.py` in a spawned process. It sets `KERAS_BACKEND=jax` before anything
+imports Keras, imports the JAX run's module (and with it JAX and Keras) once, and never starts
+JAX's runtime itself: `jax.devices()` is first called in each child, after the child has set its
+own host device count, so a child of this server is as fresh as a new interpreter but starts in
+milliseconds. No TensorFlow is imported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import time
+from typing import Any
+
+os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported anywhere in this process
+
+from ..runs.entry import entry_point  # noqa: E402
+from ..runs.process import die_with_parent  # noqa: E402
+
+PRELOAD = "gpu_parallel_kit.worker.jax_main"
+_POLL_S = 0.02
+
+
+def serve(control: Any) -> None:
+    """Answer the caller's requests until it goes away: start a run, or wait for one to end."""
+    die_with_parent()
+    importlib.import_module(PRELOAD)
+    exit_codes: dict[int, int] = {}
+    while True:
+        try:
+            message = control.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        try:
+            if message[0] == "start":
+                answer: Any = _start(control, *message[1:])
+            else:
+                answer = _wait(*message[1:], exit_codes)
+        except Exception as error:  # noqa: BLE001 - the caller turns it into one sentence
+            answer = RuntimeError(f"{type(error).__name__}: {error}")
+        control.send(answer)
+
+
+def _start(control: Any, entry: str, args: tuple[Any, ...], sender: Any) -> int:
+    pid = os.fork()
+    if pid == 0:  # the run: never returns into the server's loop
+        code = 1
+        try:
+            control.close()
+            die_with_parent()
+            entry_point(entry)(*args, sender)
+            code = 0
+        finally:
+            os._exit(code)
+    sender.close()
+    return pid
+
+
+def _wait(pid: int, timeout_s: float, exit_codes: dict[int, int]) -> int | None:
+    """The child's exit code once it has ended within `timeout_s`, else None."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if pid in exit_codes:
+            return exit_codes.pop(pid)
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return exit_codes.pop(pid, 0)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            _reap_others(exit_codes)
+            return None
+        time.sleep(_POLL_S)
+
+
+def _reap_others(exit_codes: dict[int, int]) -> None:
+    """Collect any other ended child, so none stays a zombie while nobody asks for it."""
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            done, status = os.waitpid(-1, os.WNOHANG)
+            if not done:
+                return
+            exit_codes[done] = os.waitstatus_to_exitcode(status)
