@@ -380,3 +380,30 @@ def dropout_chain(rate: float = 0.3):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model
+
+
+def transformer_block():
+    """A functional Transformer encoder block over float features: attention, then a feed-forward
+    pair, each with a residual and a LayerNormalization; pooled to logits."""
+    import keras
+
+    tokens, width = 8, 16
+    inputs = keras.Input((tokens * width,))
+    x = keras.layers.Reshape((tokens, width))(inputs)
+    attended = keras.layers.MultiHeadAttention(num_heads=4, key_dim=4)(x, x)
+    x = keras.layers.LayerNormalization()(x + attended)
+    hidden = keras.layers.Dense(32, activation="gelu")(x)
+    x = keras.layers.LayerNormalization()(x + keras.layers.Dense(width)(hidden))
+    outputs = keras.layers.Dense(CLASSES)(keras.layers.GlobalAveragePooling1D()(x))
+    model = keras.Model(inputs, outputs, name="transformer_block")
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def transformer_data(samples: int = 256, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, 8 * 16)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32") + (x[:, 1] > 1).astype("int32")
