@@ -73,8 +73,13 @@ def check_layout_map(layout_map: Any) -> tuple[tuple[str, tuple[str | None, ...]
     """The user's layout as (pattern, axes) pairs: patterns compile, axes name mesh axes."""
     if not layout_map:
         return ()
-    items = layout_map.items() if hasattr(layout_map, "items") else None
-    if items is None:
+    if hasattr(layout_map, "items"):
+        items = list(layout_map.items())
+    elif isinstance(layout_map, tuple | list) and all(
+        isinstance(pair, tuple | list) and len(pair) == 2 for pair in layout_map
+    ):
+        items = list(layout_map)  # (pattern, axes) pairs, as a RunSpec holds them
+    else:
         raise GpkError(
             f"layout_map={layout_map!r} must map variable-path patterns to axes, e.g. "
             "{'.*dense/kernel': (None, 'model')}"
