@@ -12,8 +12,9 @@ from typing import Any
 from .comparison import Comparison
 from .errors import GpkError
 from .runner import run_isolated
-from .runs.backends import BACKEND_STRATEGIES, MISSING_STRATEGY, check_backend, check_layout_map
+from .runs.backends import BACKEND_STRATEGIES, MISSING_STRATEGY, check_backend
 from .runs.devices import plan_devices
+from .runs.plan_options import mesh_size, one_backend, pipeline_plan, tensor_plan
 from .runs.process import RunInterrupted
 from .runs.progress import RunProgress
 from .runs.results import RunResult
@@ -150,7 +151,7 @@ class Experiment:
         "jax"); `mesh=(data, model)` and `layout_map` (variable-path patterns to axes, over the
         kit's own layout) apply to strategy="tensor" only.
         """
-        backend = backend or self.backend
+        backend = one_backend(backend) or self.backend
         check_strategy(strategy)
         check_backend(backend, strategy)
         return RunSpec(
@@ -173,9 +174,9 @@ class Experiment:
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,
-            **_pipeline_plan(strategy, schedule, micro_batches, balance, recompute, virtual_stages),
+            **pipeline_plan(strategy, schedule, micro_batches, balance, recompute, virtual_stages),
             **_cluster_plan(strategy, workers, cluster),
-            **_tensor_plan(strategy, backend, mesh, layout_map),
+            **tensor_plan(strategy, backend, mesh, layout_map),
         )
 
     def _run_training(self, **overrides: Any) -> TrainingConfig:
@@ -281,7 +282,7 @@ class Experiment:
                 count = choice if isinstance(choice, int) else len(choice)
                 if strategy == "single" and count != 1:
                     continue
-                if strategy == "tensor" and (count == 1 or _mesh_size(plan, count) != count):
+                if strategy == "tensor" and (count == 1 or mesh_size(plan, count) != count):
                     # One device splits nothing; a mesh of another size is for another count.
                     continue
                 if strategy == "multiworker" and count > 1 and _on_cpu(choice, backend):
@@ -329,48 +330,8 @@ class Experiment:
         return rows
 
 
-def _pipeline_plan(
-    strategy: str,
-    schedule: str | None,
-    micro_batches: int | None,
-    balance: Any,
-    recompute: bool,
-    virtual_stages: int | None,
-) -> dict[str, Any]:
-    """Model-parallel settings: naive without micro-batches, gpipe when micro-batches are asked."""
-    if strategy != "model":
-        return {}
-    if schedule is None:
-        schedule = "gpipe" if micro_batches not in (None, 1) else "naive"
-    return {
-        "schedule": schedule,
-        "micro_batches": 1 if micro_batches is None else micro_batches,
-        "balance": list(balance) if isinstance(balance, tuple) else balance,
-        "recompute": recompute,
-        # Interleaved puts two model chunks on each device unless told otherwise.
-        "virtual_stages": virtual_stages or (2 if schedule == "interleaved" else 1),
-    }
-
-
 def _on_cpu(devices: int | Sequence[int], backend: str) -> bool:
     return plan_devices(devices, backend=backend).kind == "cpu"
-
-
-def _mesh_size(plan: dict[str, Any], count: int) -> int:
-    mesh = plan.get("mesh")
-    return count if mesh is None else int(mesh[0]) * int(mesh[1])
-
-
-def _tensor_plan(strategy: str, backend: str, mesh: Any, layout_map: Any) -> dict[str, Any]:
-    """Backend, and the tensor-parallel mesh and layout; a comparison's other strategies ignore
-    the mesh and layout, as they ignore `workers`."""
-    if strategy != "tensor":
-        return {"backend": backend}
-    return {
-        "backend": backend,
-        "mesh": None if mesh is None else tuple(mesh) if isinstance(mesh, list) else mesh,
-        "layout_map": check_layout_map(layout_map),
-    }
 
 
 def _cluster_plan(strategy: str, workers: int | None, cluster: Any) -> dict[str, Any]:

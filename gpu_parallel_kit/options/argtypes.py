@@ -93,3 +93,15 @@ def target(text: str, name: str = "") -> str:
     except GpkError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
+
+
+def mesh(text: str, name: str = "") -> tuple[int, int]:
+    """'2x2' or '2,2': a (data, model) mesh for tensor parallelism."""
+    parts = text.replace("x", ",").split(",")
+    try:
+        data, model = (int(part) for part in parts)
+    except ValueError:
+        raise _bad(name, repr(text), "is not two whole numbers like 2x2 (data x model)") from None
+    if data < 1 or model < 1:
+        raise _bad(name, repr(text), "needs at least 1 device on each axis, like 2x2")
+    return data, model

@@ -58,6 +58,8 @@ class Request:
     warmup_epochs: float = api_default("warmup_epochs")
     target: Any = api_default("target")  # e.g. "val_accuracy=0.9" or {"val_accuracy": 0.9}
     deterministic: bool = api_default("deterministic")
+    backend: Any = api_default("backend")  # tensorflow | jax, or both (compare); None: tensorflow
+    mesh: tuple[int, int] | None = api_default("mesh")  # tensor parallel: (data, model)
 
     def __repr__(self) -> str:
         # Short: the default repr would print the data arrays themselves.

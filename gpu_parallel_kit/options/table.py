@@ -19,9 +19,11 @@ from typing import Any
 
 from ..api import Experiment
 from ..pipeline.schedules import SCHEDULES
+from ..runs.backends import BACKENDS
 from ..runs.lr_rules import LR_RULES
 from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
 from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
+from .argtypes import mesh as mesh_shape
 
 MIB = 2**20
 _FROM_API = object()  # the default is the API's own: read from the signature of `api_call`
@@ -247,6 +249,23 @@ TRAINING: tuple[Option, ...] = (
         "TensorFlow's op determinism: the same seed gives the same curve",
         action="store_true",
     ),
+    Option(
+        "--backend",
+        "tensorflow (tf.distribute) or jax (Keras's own keras.distribution, which has tensor "
+        "parallelism); compare takes both, for one table; default: tensorflow",
+        goes_to="plan",
+        nargs="+",
+        choices=BACKENDS,
+        metavar="BACKEND",
+    ),
+    Option(
+        "--mesh",
+        "tensor parallel: devices on the (data x model) axes, e.g. 2x2 for 4 devices; "
+        "default: every device on the model axis",
+        goes_to="plan",
+        type=mesh_shape,
+        metavar="DxM",
+    ),
 )
 
 PROGRESS = Option(
@@ -263,8 +282,9 @@ RUN: tuple[Option, ...] = (
     Option(
         "--strategy",
         "how to spread training over the devices: single (one device), data (replicas with an "
-        "all-reduce of the gradients), model (the layers cut into stages on the devices) or "
-        "multiworker (replicas in several processes); default: %(default)s",
+        "all-reduce of the gradients), model (the layers cut into stages on the devices), "
+        "multiworker (replicas in several processes) or tensor (each layer's weights split over "
+        "the devices; --backend jax); default: %(default)s",
         goes_to="front end",
         choices=STRATEGIES,
         api_call=_run("run"),

@@ -70,6 +70,8 @@ def test_a_request_is_the_apis_arguments():
         "memory_budget": 64 * 2**20,
         "workers": None,
         "cluster": None,
+        "backend": None,  # the experiment's: tensorflow
+        "mesh": None,
     }
     experiment = request.experiment(progress=False)
     assert experiment.training.batch_size == 256 and experiment.model.name == "mlp"
