@@ -17,13 +17,15 @@ def test_environment_yml_is_a_conda_environment_installing_this_checkout():
     assert pip == ["-e .[dev]"]
 
 
-def test_pyproject_declares_the_command_and_the_two_tensorflow_builds():
+def test_pyproject_declares_the_command_the_two_tensorflow_builds_and_jax():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["scripts"]["gpk"] == "gpu_parallel_kit.cli:main"
     extras = project["optional-dependencies"]
     assert extras["cpu"][0].startswith("tensorflow-cpu>=2.21")
     assert extras["gpu"][0].startswith("tensorflow[and-cuda]>=2.21")
-    assert "gpu_parallel_kit[cpu,test]" in extras["dev"]
+    assert extras["jax"][0].startswith("jax>=")
+    assert "gpu_parallel_kit[cpu,jax,test]" in extras["dev"]  # CI runs the JAX tests too
+    assert not any(d.startswith("tensorflow") for d in project["dependencies"])  # JAX-only works
 
 
 def test_readme_opens_with_the_two_commands():

@@ -210,7 +210,7 @@ def test_experiments_without_a_baseline_are_skipped_and_none_at_all_is_an_error(
 
 def test_bad_requests_say_how_to_fix_them(measured):
     with pytest.raises(GpkError, match="cannot be projected"):
-        project_results(measured, "pcie4", [2], strategies=["tensor"])
+        project_results(measured, "pcie4", [2], strategies=["pipeline"])
     with pytest.raises(GpkError, match="hybrid_stages=K"):
         project_results(measured, "pcie4", [2], strategies=["data+model"])
     with pytest.raises(GpkError, match="devices=0"):

@@ -47,8 +47,8 @@ all stages::
 Speedup = throughput / single-device throughput of the *same* workload on the same (scaled)
 device, efficiency = speedup / N. Not modelled: compute per sample changing with the (micro-)batch
 size (small micro-batches are less efficient on GPUs, so pipelines come out optimistic), memory
-limits, optimizer-update time apart from the backward, contention of several groups on one link,
-tensor parallelism.
+limits, optimizer-update time apart from the backward, contention of several groups on one link.
+Tensor parallelism is modelled in `analysis/tensor_cost.py`.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class Partition:
 class Prediction:
     """What the model predicts for one configuration; times in seconds per optimizer step."""
 
-    strategy: str  # single | data | model | data+model
+    strategy: str  # single | data | model | data+model | tensor
     devices: int  # N: all devices the step uses
     global_batch: float  # samples per optimizer step
     step_time_s: float
@@ -173,7 +173,7 @@ class Prediction:
 
 def ring_all_reduce_s(nbytes: float, devices: int, link: Interconnect) -> float:
     """α·2(N-1) + 2(N-1)/N · S/B: reduce-scatter then all-gather around a ring of N devices."""
-    _check_devices(devices)
+    check_devices(devices)
     if devices == 1 or nbytes <= 0:
         return 0.0
     steps = 2 * (devices - 1)
@@ -183,7 +183,7 @@ def ring_all_reduce_s(nbytes: float, devices: int, link: Interconnect) -> float:
 def single_device(workload: Workload, global_batch: float) -> Prediction:
     """The baseline every speedup is measured against."""
     step = (workload.forward_s + workload.backward_s) * global_batch
-    return _prediction(workload, "single", 1, global_batch, step, compute=step)
+    return make_prediction(workload, "single", 1, global_batch, step, compute=step)
 
 
 def data_parallel(
@@ -195,12 +195,12 @@ def data_parallel(
     overlap: bool = False,
 ) -> Prediction:
     """N replicas, each computing G/N samples, gradients summed by a ring all-reduce."""
-    _check_devices(devices)
+    check_devices(devices)
     share = global_batch / devices
     forward, backward = workload.forward_s * share, workload.backward_s * share
     comm = ring_all_reduce_s(workload.parameter_bytes, devices, link)
     step = forward + (max(backward, comm) if overlap else backward + comm)
-    return _prediction(
+    return make_prediction(
         workload,
         "data",
         devices,
@@ -224,7 +224,7 @@ def pipeline(
 ) -> Prediction:
     """K stages on K devices running `schedule` (naive, gpipe or 1f1b) over M micro-batches."""
     run = _run_pipeline(workload, partition, link, global_batch, micro_batches, schedule, overlap)
-    return _prediction(
+    return make_prediction(
         workload,
         "model",
         partition.stages,
@@ -251,14 +251,14 @@ def data_pipeline(
     overlap: bool = False,
 ) -> Prediction:
     """D copies of a K-stage pipeline; `data_link` (default `link`) carries the all-reduces."""
-    _check_devices(replicas)
+    check_devices(replicas)
     run = _run_pipeline(
         workload, partition, link, global_batch / replicas, micro_batches, schedule, overlap
     )
     stage_bytes = [share * workload.parameter_bytes for share in partition.parameters]
     reduce = max(ring_all_reduce_s(b, replicas, data_link or link) for b in stage_bytes)
     step = run.step + reduce
-    return _prediction(
+    return make_prediction(
         workload,
         "data+model",
         replicas * partition.stages,
@@ -347,7 +347,7 @@ def _run_pipeline(
     )
 
 
-def _prediction(
+def make_prediction(
     workload: Workload,
     strategy: str,
     devices: int,
@@ -379,7 +379,7 @@ def _prediction(
     )
 
 
-def _check_devices(devices: int) -> None:
+def check_devices(devices: int) -> None:
     if isinstance(devices, bool) or not isinstance(devices, int):
         raise TypeError(f"devices must be an int, not {type(devices).__name__}")
     if devices < 1:

@@ -3,6 +3,7 @@ pipeline's stage shares and bytes per cut, each with a note saying where it came
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,3 +69,14 @@ def backward_ratio(given: float | None, models: Sequence[RunResult]) -> tuple[fl
             ratio = backward / forward
             return ratio, f"backward = {ratio:.3g} × forward (tasks of {run.run_id} timed alone)"
     return DEFAULT_BACKWARD_RATIO, "backward = 2 × forward (assumed)"
+
+
+def sharded_parameter_share(run: RunResult) -> float:
+    """The share of a tensor-parallel run's trainable parameter elements its layout sharded."""
+    total = sharded = 0
+    for placement in run.extra.get("layout", []):
+        size = math.prod(placement["shape"]) if placement["shape"] else 1
+        total += size
+        if "model" in placement["axes"]:
+            sharded += size
+    return sharded / total if total else 0.0

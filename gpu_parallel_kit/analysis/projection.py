@@ -44,9 +44,14 @@ from .costmodel import (
     single_device,
 )
 from .hardware import Device, Interconnect
-from .measured import backward_ratio, measured_partition, parameter_bytes
+from .measured import (
+    backward_ratio,
+    measured_partition,
+    parameter_bytes,
+)
+from .tensor_cost import tensor_predictions
 
-PROJECTABLE = ("data", "multiworker", "model", "data+model")
+PROJECTABLE = ("data", "multiworker", "model", "data+model", "tensor")
 
 LinkSpec = str | Mapping[str, Any] | Interconnect
 DeviceSpec = str | Mapping[str, Any] | Device
@@ -121,10 +126,10 @@ def project_results(
         hybrid_stages=hybrid_stages,
         label=label or _label(link, target, compute_scale),
     )
-    experiments: dict[str, list[RunResult]] = {}
+    experiments: dict[tuple[str, str], list[RunResult]] = {}
     for result in results:
-        if not result.projected:
-            experiments.setdefault(result.experiment_id, []).append(result)
+        if not result.projected:  # each backend projects from its own baseline
+            experiments.setdefault((result.experiment_id, result.backend), []).append(result)
     rows = []
     for runs in experiments.values():
         baseline = _baseline(runs)
@@ -194,7 +199,17 @@ class _Experiment:
                 rows.append(self._row(p, key, note, schedule=schedule, micro_batches=m))
         if "data+model" in wanted:
             rows += self._hybrid_rows(*configs[0])
+        if "tensor" in wanted:
+            rows += self._tensor_rows()
         return rows
+
+    def _tensor_rows(self) -> list[RunResult]:
+        return [
+            self._row(p, key, note, mesh=mesh)
+            for p, key, note, mesh in tensor_predictions(
+                self.workload, self.runs, self.plan.counts, self.plan.link, self._batch
+            )
+        ]
 
     def _hybrid_rows(self, schedule: str, m: int) -> list[RunResult]:
         plan, k = self.plan, self.plan.hybrid_stages or 1
@@ -260,7 +275,8 @@ class _Experiment:
 
     def _row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
         plan, base = self.plan, self.baseline
-        experiment_id = f"{base.experiment_id}:{plan.label}"
+        backend = "" if base.backend == "tensorflow" else f":{base.backend}"
+        experiment_id = f"{base.experiment_id}:{plan.label}{backend}"
         extra: dict[str, Any] = {
             "preset": plan.link.name,
             "interconnect": {
@@ -303,6 +319,7 @@ class _Experiment:
             projected=True,
             extra=extra,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            backend=base.backend,
             **fields,
         )
 

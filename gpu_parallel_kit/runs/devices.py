@@ -74,7 +74,11 @@ def default_backend() -> str:
 
     Asked of the import system without importing anything, so the caller stays light.
     """
-    return "tensorflow" if importlib.util.find_spec("tensorflow") is not None else "jax"
+    try:
+        found = importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as none
+        found = False
+    return "tensorflow" if found else "jax"
 
 
 def discover_physical_devices(backend: str | None = None) -> tuple[PhysicalDevice, ...]:

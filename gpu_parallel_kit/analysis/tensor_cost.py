@@ -1,0 +1,104 @@
+"""Cost model of tensor parallelism: sharded layers' compute split, activations all-reduced.
+
+Pure Python, modelled, never measured (see `costmodel.py` for the notation).
+
+Tensor parallel over M devices on the model axis (× D data replicas, N = D·M): the share σ of
+the compute that sharded layers do is split M ways, the rest is repeated on each; every
+activation all-reduce c of a_c bytes per sample (per layer pair, one in the forward and one in
+the backward; the layout's `collectives`) sums G/D samples over the M devices, on the critical
+path, then each device's gradient shards (S/M of the sharded bytes) are summed over D::
+
+    T  = (f + b) · G/D · (σ/M + 1 - σ) + Σ_c C(a_c · G/D, M) + C(S_D, D)
+
+The activation collectives come from a measured tensor-parallel run of the same experiment (its
+layout's `collectives`, elements per sample): the cost model has no graph of its own to derive
+them from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from ..errors import GpkError
+from ..runs.results import RunResult
+from .costmodel import Prediction, Workload, check_devices, make_prediction, ring_all_reduce_s
+from .hardware import Interconnect
+from .measured import sharded_parameter_share
+
+ACTIVATION_BYTES = 4  # float32 activations
+
+
+def tensor_parallel(
+    workload: Workload,
+    devices: int,
+    link: Interconnect,
+    *,
+    global_batch: float,
+    collective_bytes_per_sample: tuple[float, ...],
+    sharded_share: float = 1.0,
+    data: int = 1,
+) -> Prediction:
+    """`devices` = D·M, the model axis M = devices / data; see the module's formula."""
+    check_devices(devices)
+    if data < 1 or devices % data:
+        raise GpkError(f"data={data} does not divide devices={devices}; use a divisor")
+    if not 0.0 <= sharded_share <= 1.0:
+        raise GpkError(f"sharded_share={sharded_share} is not a share; give 0 to 1")
+    model = devices // data
+    share = global_batch / data
+    per_sample = workload.forward_s + workload.backward_s
+    compute = per_sample * share * (sharded_share / model + 1.0 - sharded_share)
+    activations = [ring_all_reduce_s(a * share, model, link) for a in collective_bytes_per_sample]
+    gradient_bytes = workload.parameter_bytes * (sharded_share / model + 1.0 - sharded_share)
+    gradients = ring_all_reduce_s(gradient_bytes, data, link)
+    comm = math.fsum(activations) + gradients
+    moved = (
+        math.fsum(2 * (model - 1) * a * share for a in collective_bytes_per_sample) * data
+        + 2 * (data - 1) * gradient_bytes * model
+    )
+    return make_prediction(
+        workload,
+        "tensor",
+        devices,
+        global_batch,
+        compute + comm,
+        compute=compute,
+        comm=comm,
+        moved=moved,
+    )
+
+
+def tensor_predictions(
+    workload: Workload,
+    runs: Sequence[RunResult],
+    counts: Sequence[int],
+    link: Interconnect,
+    batch_of: Callable[[int], int],
+) -> list[tuple[Prediction, str, str, str]]:
+    """(prediction, key, note, mesh) per count above one, from the experiment's first finished
+    tensor-parallel run; none without such a run."""
+    measured = next((r for r in runs if r.ok and r.extra.get("collectives")), None)
+    if measured is None:
+        return []
+    per_sample = tuple(
+        ACTIVATION_BYTES * float(c["elements_per_sample"]) for c in measured.extra["collectives"]
+    )
+    sharded = sharded_parameter_share(measured)
+    note = (
+        f"{len(per_sample)} activation all-reduces per step from run {measured.run_id}'s layout; "
+        f"{sharded:.0%} of the parameters sharded, taken as the share of compute split over the "
+        "model axis"
+    )
+    predictions = []
+    for n in (n for n in counts if n > 1):
+        p = tensor_parallel(
+            workload,
+            n,
+            link,
+            global_batch=batch_of(n),
+            collective_bytes_per_sample=per_sample,
+            sharded_share=sharded,
+        )
+        predictions.append((p, f"tensor-{n}", note, f"1x{n}"))
+    return predictions
