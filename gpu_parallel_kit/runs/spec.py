@@ -154,6 +154,10 @@ class RunSpec:
             raise GpkError(
                 f"all_reduce={self.all_reduce!r} is not known; use one of {', '.join(ALL_REDUCE)}"
             )
+        if self.backend == "jax":
+            self._check_jax()
+        elif self.mesh is not None or self.layout_map:
+            raise GpkError("mesh= and layout_map= are for strategy='tensor' on backend='jax'")
         if self.strategy == "multiworker":
             self._check_multiworker()
         elif self.workers != 1 or self.cluster is not None:
@@ -180,10 +184,6 @@ class RunSpec:
             raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
-        if self.backend == "jax":
-            self._check_jax()
-        elif self.mesh is not None or self.layout_map:
-            raise GpkError("mesh= and layout_map= are for strategy='tensor' on backend='jax'")
         if self.strategy == "model":
             self._check_pipeline()
         else:
