@@ -275,8 +275,8 @@ class _Experiment:
 
     def _row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
         plan, base = self.plan, self.baseline
-        backend = "" if base.backend == "tensorflow" else f":{base.backend}"
-        experiment_id = f"{base.experiment_id}:{plan.label}{backend}"
+        experiment_id = f"{base.experiment_id}:{plan.label}"
+        backend = "" if base.backend == "tensorflow" else f"@{base.backend}"
         extra: dict[str, Any] = {
             "preset": plan.link.name,
             "interconnect": {
@@ -300,7 +300,7 @@ class _Experiment:
             else f"compute ×{self.scale:.3g}"
         )
         return RunResult(
-            run_id=f"{experiment_id}:{key}",
+            run_id=f"{experiment_id}:{key}{backend}",
             experiment_id=experiment_id,
             strategy=fields.pop("strategy", p.strategy),
             devices=p.devices,

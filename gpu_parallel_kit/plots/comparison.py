@@ -31,10 +31,12 @@ from matplotlib.textpath import TextToPath
 from matplotlib.ticker import StrMethodFormatter
 
 from .style import (
+    BACKEND_TAGS,
     DOTTED_BARS,
     OTHER_COLOR,
     STRATEGY_COLORS,
     DisplayFigure,
+    backend_tags,
     draw_missing_bars,
     projected_rows,
     projection_label,
@@ -200,6 +202,7 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
     measured = df[~projected_rows(df)]
     several = {key: measured[key].nunique() > 1 for key in ("experiment_id", "scaling")}
     several["micro_batches"] = df.loc[plotted, "micro_batches"].nunique() > 1
+    several["backend"] = any(backend_tags(df))
     for _, group in df[shown].groupby(_series_keys(df), sort=False, dropna=False):
         ordered = group.sort_values("devices")
         strategy = ordered["strategy"].iloc[0]
@@ -209,7 +212,7 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
         ax.plot(
             ordered["devices"],
             ordered["speedup"],
-            marker="s" if weak else "o",
+            marker="s" if weak else "^" if _on_jax(ordered) else "o",
             linestyle=dashes[projection_label(ordered["experiment_id"].iloc[0])]
             if projected
             else ":"
@@ -228,12 +231,17 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
     ax.legend(loc="upper left", fontsize=8)
 
 
+def _on_jax(group: pd.DataFrame) -> bool:
+    return "backend" in group.columns and group["backend"].iloc[0] == "jax"
+
+
 def _series_keys(df: pd.DataFrame) -> list[pd.Series]:
     # One line per strategy (and schedule, for pipelines) within one experiment and scaling, so
     # points that are not comparable are never joined into one zigzag.
     # Projected rows have their own experiment id, so they never join a measured line.
     return [
         df["experiment_id"],
+        df["backend"] if "backend" in df.columns else df["scaling"],
         df["scaling"],
         df["strategy"],
         df["schedule"],
@@ -244,6 +252,8 @@ def _series_keys(df: pd.DataFrame) -> list[pd.Series]:
 def _series_label(group: pd.DataFrame, several: dict[str, bool], projected: bool) -> str:
     first = group.iloc[0]
     label = str(first["strategy"])
+    if several["backend"]:
+        label += f" {BACKEND_TAGS.get(first['backend'], first['backend'])}"
     if isinstance(first["schedule"], str) and first["schedule"]:
         m = first["micro_batches"]
         label += (

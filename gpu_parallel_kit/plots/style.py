@@ -22,6 +22,7 @@ STRATEGY_COLORS = {
     "model": "tab:orange",
     "multiworker": "tab:green",
     "data+model": "tab:red",
+    "tensor": "tab:cyan",
 }
 OTHER_COLOR = "tab:purple"
 _MISSING_STYLE = {"fill": False, "hatch": "//", "edgecolor": "0.55", "linewidth": 1.0}
@@ -82,15 +83,29 @@ def projection_label(experiment_id: object) -> str:
     return text.rsplit(":", 1)[1] if ":" in text else "projected"
 
 
+BACKEND_TAGS = {"tensorflow": "tf", "jax": "jax"}
+
+
+def backend_tags(df: pd.DataFrame) -> list[str]:
+    """ " jax" or " tf" per row when the figure holds a JAX row, else "" (TensorFlow alone is
+    the kit's default and needs no tag)."""
+    if "backend" not in df.columns or (df["backend"].fillna("tensorflow") == "tensorflow").all():
+        return [""] * len(df)
+    return [f" {BACKEND_TAGS.get(b, b)}" for b in df["backend"].fillna("tensorflow")]
+
+
 def run_labels(df: pd.DataFrame) -> list[str]:
-    """Bar labels such as "data×2", and "data×8 [nvlink4]" for a projected row."""
+    """Bar labels such as "data×2", "data×8 [nvlink4]" for a projected row, and "tensor×4 jax"
+    when the figure holds JAX rows."""
     tags = [
         f" [{projection_label(e)}]" if p else ""
         for e, p in zip(df.get("experiment_id", [""] * len(df)), projected_rows(df), strict=True)
     ]
     return [
-        f"{strategy}×{devices}{tag}"
-        for strategy, devices, tag in zip(df["strategy"], df["devices"], tags, strict=True)
+        f"{strategy}×{devices}{backend}{tag}"
+        for strategy, devices, backend, tag in zip(
+            df["strategy"], df["devices"], backend_tags(df), tags, strict=True
+        )
     ]
 
 
