@@ -102,6 +102,13 @@ class Controls:
             style={"description_width": "initial"},
             layout=widgets.Layout(width="12em"),
         )
+        self.backend = widgets.Dropdown(
+            options=BACKEND_CHOICES,
+            value=_backend_choice(request.backend),
+            description="backend",
+            layout=widgets.Layout(width="16em"),
+        )
+        self.backend.tooltip = "jax: Keras's own keras.distribution, with tensor parallelism"
         self.batch_size = widgets.BoundedIntText(
             value=request.batch_size, min=1, max=2**24, description="batch size"
         )
@@ -115,7 +122,7 @@ class Controls:
         self.model_options = widgets.HBox([self.schedule, self.micro_batches])
         self.hint = widgets.HTML()
         strategies = widgets.HBox([widgets.Label("strategies"), *self.strategies.values()])
-        sizes = widgets.VBox([self.batch_size, self.epochs, self.steps_per_epoch])
+        sizes = widgets.VBox([self.backend, self.batch_size, self.epochs, self.steps_per_epoch])
         self.widget = widgets.HBox(
             [self.devices, widgets.VBox([strategies, self.model_options, sizes])]
         )
@@ -141,6 +148,7 @@ class Controls:
             steps_per_epoch=self.steps_per_epoch.value or None,
             schedule=self.schedule.value,
             micro_batches=self.micro_batches.value,
+            backend=list(self.backend.value),
         )
         return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
 
@@ -162,6 +170,23 @@ class Controls:
             f"<i>Run: the ticked strategies on the {len(picked)} picked device(s). "
             f"Compare: on {counts} of them. <code>single</code> always uses one.{workers}</i>"
         )
+
+
+# The backends a click runs on: one, or both for one table that holds both.
+BACKEND_CHOICES = (
+    ("TensorFlow", ("tensorflow",)),
+    ("JAX", ("jax",)),
+    ("both", ("tensorflow", "jax")),
+)
+
+
+def _backend_choice(backend: object) -> tuple[str, ...]:
+    """The dropdown's value for a request's backend (None: TensorFlow, the API's default)."""
+    if not backend:
+        return ("tensorflow",)
+    chosen = (backend,) if isinstance(backend, str) else tuple(backend)
+    known = [value for _, value in BACKEND_CHOICES]
+    return chosen if chosen in known else ("tensorflow",)
 
 
 def device_sets(picked: Sequence[int]) -> list[list[int]]:

@@ -81,7 +81,13 @@ def test_controls_produce_the_plan_the_api_takes(shell, device_table):
     )
     assert plan.request.plan()["schedule"] == "1f1b"
     assert plan.request.plan()["micro_batches"] == 4
+    assert plan.request.plan()["backend"] == ["tensorflow"]
     assert "Compare: on 1, 2 of them" in controls.hint.value
+    controls.backend.value = ("tensorflow", "jax")  # "both": one table that holds both
+    controls.strategies["tensor"].value = True
+    both = panel.plan("compare")
+    assert both.request.plan()["backend"] == ["tensorflow", "jax"]
+    assert "tensor" in both.strategies
 
 
 def test_the_hint_says_how_many_workers_multiworker_starts(shell, device_table):
