@@ -1,0 +1,59 @@
+"""A JAX run's devices, behind a faked `jax` module: no GPU is needed to check the GPU path."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from gpu_parallel_kit.runs.devices import DevicePlan
+from gpu_parallel_kit.worker import jax_devices
+
+
+class FakeDevice:
+    def __init__(self, platform: str, index: int, peak: int = 0) -> None:
+        self.platform, self.id, self._peak = platform, index, peak
+        self.device_kind = "NVIDIA A100-SXM4-40GB"
+
+    def memory_stats(self):
+        return {"peak_bytes_in_use": self._peak, "bytes_limit": 40 << 30}
+
+
+@pytest.fixture
+def fake_jax(monkeypatch):
+    gpus = [FakeDevice("gpu", i, peak=(i + 1) << 20) for i in range(4)]
+    module = types.SimpleNamespace(
+        devices=lambda kind=None: gpus if kind == "gpu" else [FakeDevice("cpu", 0)],
+        config=types.SimpleNamespace(update=lambda *args: None),
+    )
+    monkeypatch.setitem(sys.modules, "jax", module)
+    for name in ("XLA_FLAGS", "JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE"):
+        monkeypatch.delenv(name, raising=False)
+    return gpus
+
+
+def test_host_device_count_replaces_the_flag_and_keeps_the_users_others():
+    flags = jax_devices.host_device_flags(
+        "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=8", 2
+    )
+    assert flags == "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=2"
+
+
+def test_a_gpu_plan_takes_the_planned_gpus_and_allocates_memory_as_needed(fake_jax):
+    plan = DevicePlan(kind="gpu", count=2, virtual=False, physical_indices=(1, 3))
+    devices = jax_devices.configure_jax_devices(plan)
+    assert devices == [fake_jax[1], fake_jax[3]]
+    assert jax_devices.device_names(devices) == ("/gpu:1", "/gpu:3")
+    import os
+
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert "JAX_PLATFORMS" not in os.environ  # the GPUs stay visible
+    peaks, source = jax_devices.peak_memory("gpu", devices)
+    assert peaks == {"/gpu:1": 2 << 20, "/gpu:3": 4 << 20} and source == "gpu allocator peak"
+
+
+def test_discovery_lists_the_gpus_jax_sees(fake_jax):
+    found = jax_devices.discover_with_jax()
+    assert [d.kind for d in found] == ["cpu", "gpu", "gpu", "gpu", "gpu"]
+    assert found[1].description == "NVIDIA A100-SXM4-40GB" and found[1].memory_bytes == 40 << 30
