@@ -255,10 +255,8 @@ class Experiment:
         for backend in backends:
             offered = [s for s in strategies if s in BACKEND_STRATEGIES[backend]]
             for left_out in (s for s in strategies if s not in offered):
-                print(
-                    f"{backend}: {left_out} left out ({MISSING_STRATEGY[(backend, left_out)]})",
-                    file=sys.stderr,
-                )
+                # A note, not a warning: on stdout, so a notebook shows no red box for it.
+                print(f"{backend}: {left_out} left out ({MISSING_STRATEGY[(backend, left_out)]})")
             if offered:
                 specs.extend(self._plan_grid(offered, devices, {**plan, "backend": backend}))
         return specs

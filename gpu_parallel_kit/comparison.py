@@ -43,6 +43,29 @@ class Comparison:
 
         return communication_figure(self.table)
 
+    def plot_layout(self, run_id: str | None = None):
+        """How a tensor-parallel run placed each kernel: the shards per device, as the arrays
+        hold them. `run_id` picks the run; by default the first finished tensor run."""
+        from .plots.sharding import layout_figure
+
+        tensor = [r for r in self.results if r.ok and r.extra.get("layout")]
+        chosen = [r for r in tensor if run_id is None or r.run_id == run_id]
+        if not chosen:
+            from .errors import GpkError
+
+            raise GpkError(
+                f"no finished tensor-parallel run {run_id or ''} in this comparison; "
+                "compare strategy 'tensor' with backend='jax'"
+            )
+        return layout_figure(chosen[0])
+
+    def plot_sharding(self):
+        """Memory against communication: parameters and optimizer state on the fullest device,
+        beside the bytes the collectives move per device and step, one bar per run."""
+        from .plots.sharding import sharding_cost_figure
+
+        return sharding_cost_figure(self.results)
+
     def plot_convergence(self, metrics: str | Sequence[str] | None = None):
         """Loss or metric against training time and against epochs, one line per run, with the
         target as a dashed line. `metrics` defaults to the target's metric (else the validation

@@ -86,7 +86,7 @@ def test_compare_on_both_backends_leaves_out_what_each_lacks_and_says_so(no_work
         ("tensorflow", "model", 1), ("tensorflow", "model", 2),
         ("jax", "single", 1), ("jax", "data", 1), ("jax", "data", 2), ("jax", "tensor", 2),
     ]  # fmt: skip
-    said = capsys.readouterr().err
+    said = capsys.readouterr().out
     assert "tensorflow: tensor left out" in said and "jax: model left out" in said
     table = cmp.table
     assert list(table["backend"]).count("jax") == 4

@@ -137,6 +137,24 @@ class RunResult:
         columns = ["stage", "first_layer", "last_layer", "tensor", "shape", "bytes_per_sample"]
         return pd.DataFrame(rows, columns=columns)
 
+    @property
+    def layout(self):
+        """Per weight (tensor parallel): layer, variable, shape, axes, role and the shape of one
+        device's shard, as a pandas DataFrame; empty for other strategies."""
+        import pandas as pd
+
+        columns = ["layer", "variable", "shape", "axes", "role", "shard_shape"]
+        rows = [
+            {
+                **p,
+                "shape": tuple(p["shape"]),
+                "axes": tuple(a or None for a in p["axes"]),
+                "shard_shape": tuple(p["shard_shape"]),
+            }
+            for p in self.extra.get("layout", [])
+        ]
+        return pd.DataFrame(rows, columns=columns)
+
     def plot_timeline(self):
         """Planned, measured and simulated Gantt charts of one pipeline step."""
         from ..plots.timeline import timeline_figure
