@@ -19,6 +19,7 @@ from .runs.results import RunResult
 from .runs.sources import ArrayStore, default_data_for, model_source
 from .runs.spec import RunSpec, TrainingConfig, check_strategy
 from .runs.target import parse_target
+from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
 from .store import RunLog
 
@@ -55,6 +56,8 @@ class Experiment:
         warmup_epochs: float = 0.0,
         target: Any = None,
         deterministic: bool = False,
+        tune: str = "auto",
+        measure_comm: bool = True,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         log: str | None = None,
         progress: bool | Callable[[RunSpec], Any] = True,
@@ -91,6 +94,9 @@ class Experiment:
         self.training = dataclasses.replace(
             self.training, validation=held_out, target=parse_target(target)
         )
+        check_tune(tune, None, None, measure_comm)
+        self.tune = tune  # every run's, unless run(tune=...) says otherwise
+        self.measure_comm = measure_comm
         self.timeout = timeout
         self.log = RunLog(log)
         self.progress = progress
@@ -110,7 +116,10 @@ class Experiment:
         *,
         mode: str | None = None,
         all_reduce: str = "auto",
-        steps_per_execution: int = 1,
+        steps_per_execution: int | None = None,
+        jit_compile: bool | None = None,
+        tune: str | None = None,
+        measure_comm: bool | None = None,
         timeout: float | None = ...,
         save_weights: str | None = None,
         schedule: str | None = None,
@@ -138,6 +147,13 @@ class Experiment:
         loop that works under MultiWorkerMirroredStrategy) for multiworker. `scaling`,
         `lr_scaling`, `warmup_epochs`, `target` and `deterministic` override the experiment's own
         for this run (None keeps them).
+
+        `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
+        and the input pipeline's prefetch by the rules of runs/tuning.py, and records them in
+        `RunResult.extra["tuned"]`; `tune="off"` keeps Keras's defaults. An explicit
+        `steps_per_execution=` or `jit_compile=` always wins. `measure_comm=False` skips the
+        communication measurement after training (data parallel): the row then says
+        "not measured", never zero. Both default to the experiment's own (None).
         """
         check_strategy(strategy)
         return RunSpec(
@@ -157,6 +173,9 @@ class Experiment:
             mode=mode or ("explicit" if strategy == "multiworker" else "fit"),
             all_reduce=all_reduce,
             steps_per_execution=steps_per_execution,
+            jit_compile=jit_compile,
+            tune=self.tune if tune is None else tune,
+            measure_comm=self.measure_comm if measure_comm is None else measure_comm,
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,

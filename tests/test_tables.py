@@ -45,12 +45,13 @@ def test_columns_come_in_contract_order_then_extras():
     ]  # fmt: skip
     assert list(df.columns[len(COLUMNS) :]) == [
         "workers", "devices_per_worker", "scaling", "mode", "all_reduce", "device_kind", "epochs",
-        "steps_per_epoch", "timed_steps", "startup_s", "experiment_id", "created_at",
+        "steps_per_epoch", "timed_steps", "startup_s", "tune", "steps_per_execution",
+        "jit_compile", "experiment_id", "created_at",
         "bubble_fraction", "bubble_theoretical", "bubble_simulated", "simulated_step_time_s",
         "task_overhead_s", "outside_tasks_s",
         "state_bytes", "peak_activation_bytes", "compute_time_s", "effective_bandwidth_bytes_s",
         "comm_noise_s",
-        "comm_below_noise",
+        "comm_below_noise", "comm_measured",
         "learning_rate", "lr_scaling", "lr_factor", "warmup_epochs", "target", "target_reached",
         "time_to_target_s", "epochs_to_target", "time_to_target_speedup",
     ]  # fmt: skip

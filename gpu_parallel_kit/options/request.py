@@ -58,6 +58,11 @@ class Request:
     warmup_epochs: float = api_default("warmup_epochs")
     target: Any = api_default("target")  # e.g. "val_accuracy=0.9" or {"val_accuracy": 0.9}
     deterministic: bool = api_default("deterministic")
+    # The fast path (runs/tuning.py): tune's rules, an explicit steps per execution, and
+    # whether communication is measured after training.
+    tune: str = api_default("tune")  # auto | off
+    steps_per_execution: int | None = api_default("steps_per_execution")  # None: tune's choice
+    measure_comm: bool = api_default("measure_comm")
 
     def __repr__(self) -> str:
         # Short: the default repr would print the data arrays themselves.

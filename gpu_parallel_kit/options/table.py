@@ -21,6 +21,7 @@ from ..api import Experiment
 from ..pipeline.schedules import SCHEDULES
 from ..runs.lr_rules import LR_RULES
 from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
+from ..runs.tuning import TUNE
 from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
 
 MIB = 2**20
@@ -246,6 +247,26 @@ TRAINING: tuple[Option, ...] = (
         "--deterministic",
         "TensorFlow's op determinism: the same seed gives the same curve",
         action="store_true",
+    ),
+    Option(
+        "--tune",
+        "auto: the worker picks steps per execution, XLA and the input pipeline's prefetch by "
+        "rules, and the row records them; off: Keras's defaults; default: %(default)s",
+        choices=TUNE,
+    ),
+    Option(
+        "--steps-per-execution",
+        "optimizer steps per compiled call of fit (wins over --tune); default: tune's choice",
+        goes_to="plan",
+        type=positive,
+        metavar="N",
+    ),
+    Option(
+        "--no-measure-comm",
+        "skip the communication measurement after training (data parallel): a cheaper run "
+        "whose row says communication was not measured",
+        action="store_false",
+        dest="measure_comm",
     ),
 )
 

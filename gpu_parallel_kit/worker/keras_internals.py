@@ -91,3 +91,15 @@ def raw_learning_rate(optimizer: Any) -> Any:
     if not hasattr(optimizer, "_learning_rate"):
         raise _changed("optimizer._learning_rate")
     return optimizer._learning_rate
+
+
+def dispatches_async(callbacks: list[Any]) -> bool:
+    """Whether `fit` would call these callbacks' batch hooks from a thread, the training loop
+    not waiting for them (`CallbackList._async_train`): only on a backend Keras marks thread-safe
+    (`IS_THREAD_SAFE`: not TensorFlow), and only when every per-batch callback is async-safe."""
+    import keras  # noqa: PLC0415 - the worker has it imported already
+
+    container = keras.callbacks.CallbackList(list(callbacks))
+    if not hasattr(container, "_async_train"):
+        raise _changed("CallbackList._async_train")
+    return bool(container._async_train)

@@ -29,16 +29,26 @@ from ..runs.lr_rules import ramp_steps  # noqa: E402
 from ..runs.process import parent_emitter  # noqa: E402
 from ..runs.results import RunResult  # noqa: E402
 from ..runs.spec import RunSpec  # noqa: E402
+from ..runs.tuning import warmup_in_executions  # noqa: E402
 from ..version import __version__  # noqa: E402
 from .device_setup import configure_worker_devices  # noqa: E402
 from .engines import make_engine  # noqa: E402
 from .engines.budget import MemoryBudgetExceeded  # noqa: E402
 from .engines.evaluation import watch_convergence  # noqa: E402
 from .engines.lr_schedule import apply_lr_rule  # noqa: E402
-from .loading import build_from_data, compile_model, labels, load_model, make_dataset
+from .loading import (  # noqa: E402
+    build_from_data,
+    compile_model,
+    labels,
+    load_model,
+    make_dataset,
+    with_prefetch,
+)
 from .memory import peak_memory  # noqa: E402
 from .preflight import check_inputs, check_targets, largest_label  # noqa: E402
 from .recorder import StepRecorder  # noqa: E402
+from .stats import warmup_steps  # noqa: E402
+from .tuning import tune_run  # noqa: E402
 
 
 def worker_main(spec: RunSpec, connection: Any) -> None:
@@ -93,11 +103,20 @@ def run_in_this_process(
         with engine.build_scope():
             keras.utils.set_random_seed(spec.training.seed)
             model = load_model(spec.model)
-            compile_model(model, spec.model, spec.training, spec.steps_per_execution)
         phase = "preparing the data"
         dataset, steps_per_epoch = make_dataset(spec.data, spec.training, spec.global_batch)
         total = steps_per_epoch * spec.training.epochs
+        warmup = warmup_steps(spec.training.warmup_steps, total)
+        tuned = tune_run(spec, model, steps_per_epoch, total, warmup)
+        dataset = with_prefetch(dataset, tuned.prefetch_batches)
         with engine.build_scope():
+            compile_model(
+                model,
+                spec.model,
+                spec.training,
+                tuned.steps_per_execution,
+                "auto" if tuned.jit_compile is None else tuned.jit_compile,
+            )
             check_inputs(model, dataset.element_spec)
             build_from_data(model, dataset.element_spec)
             check_targets(model, dataset.element_spec, largest_label(labels(spec.data)))
@@ -106,7 +125,13 @@ def run_in_this_process(
                 spec.training.lr_factor(spec.global_batch),
                 ramp_steps(spec.training.warmup_epochs, steps_per_epoch),
             )
-        recorder = StepRecorder(total, emit, spec.training.warmup_steps, steps_per_epoch)
+        recorder = StepRecorder(
+            total,
+            emit,
+            warmup_in_executions(warmup, tuned.steps_per_execution, total),
+            steps_per_epoch,
+            tuned.steps_per_execution,
+        )
         watch_convergence(recorder, engine, model, spec)
         startup = time.perf_counter() - start
         phase = "training"
@@ -123,6 +148,11 @@ def run_in_this_process(
             memory, memory_source = peak_memory(spec.devices.kind, device_names)
             summary = recorder.summary()
             step_time = summary["step_time_s"]
+            fields = engine.result_fields(step_time)
+            fields["extra"].update(
+                tuned={**tuned.to_dict(), "jit_compile": bool(model.jit_compile)},
+                step_time_method=recorder.method(),
+            )
             return RunResult(
                 **base,
                 status="ok",
@@ -136,7 +166,7 @@ def run_in_this_process(
                 base_learning_rate=base_lr,
                 learning_rate=learning_rate,
                 **summary,
-                **engine.result_fields(step_time),
+                **fields,
             )
 
         if report_and_exit is not None:

@@ -70,6 +70,7 @@ def test_a_request_is_the_apis_arguments():
         "memory_budget": 64 * 2**20,
         "workers": None,
         "cluster": None,
+        "steps_per_execution": None,  # tune's choice
     }
     experiment = request.experiment(progress=False)
     assert experiment.training.batch_size == 256 and experiment.model.name == "mlp"
