@@ -227,7 +227,10 @@ class Bench:
     def _kit_run(self, exp: gpk.Experiment) -> dict[str, Any]:
         called = time.perf_counter()
         result = exp.run(
-            strategy="data", devices=self.args.devices, measure_comm=self.args.measure_comm
+            strategy="data",
+            devices=self.args.devices,
+            measure_comm=self.args.measure_comm,
+            steps_per_execution=self.args.steps_per_execution,  # None: tune's choice
         )
         returned = time.perf_counter()
         total = returned - called
@@ -346,6 +349,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--tune", choices=("auto", "off"), default="auto", help="the kit's tune for its runs"
+    )
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=None,
+        help="force the kit's steps per execution (default: tune's choice), to check tune's rule",
     )
     parser.add_argument(
         "--no-measure-comm",
