@@ -32,6 +32,11 @@ class Experiment:
     >>> exp = Experiment(model="mlp", data="tabular", batch_size=256, epochs=1)
     >>> exp.run(strategy="data", devices=2)
     >>> exp.compare(strategies=["single", "data"], devices=[1, 2, 4]).table
+
+    `tune="auto"` (default) lets each run's worker pick steps per execution, XLA and prefetch by
+    the rules of runs/tuning.py (recorded in the row); `tune="off"` keeps Keras's defaults.
+    `measure_comm=False` skips the communication measurement after training. Both are every
+    run's defaults; `run()`/`compare()` can override them per call.
     """
 
     def __init__(

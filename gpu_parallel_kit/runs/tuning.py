@@ -6,14 +6,15 @@ one train function per candidate (0.3-1 s each on two cores), more than the fixe
 run, so the choices are rules, each justified by a measurement in benchmarks/README.md ("What
 tune picks, and why").
 
-- **Steps per execution.** Keras calls its callbacks, converts the step's logs to Python floats
-  (a host sync under TensorFlow) and crosses from Python into the runtime once per execution; on
-  two CPU cores that is about 1 ms of a 12-25 ms step. Several steps per execution (a
-  `tf.while_loop` in one compiled call) pay it once for all of them. The weights are those of
-  one step at a time (the same ops in the same order). The value divides the steps per epoch
-  and the evaluation interval, so executions never straddle an epoch end or an evaluation, and
-  leaves at least `MIN_TIMED_EXECUTIONS` executions timed after warm-up, so a median still
-  means something.
+- **Steps per execution.** Keras calls its callbacks, converts the step's logs to Python floats (a
+  host sync under TensorFlow) and crosses from Python into the runtime once per execution; on two
+  CPU cores that was 1-3 ms of a 12-25 ms step in the measurements so far. Several steps per
+  execution (a `tf.while_loop` in one compiled call) pay it once for all of them. The weights are
+  those of one step at a time (the same ops in the same order). The value divides the steps per
+  epoch (Keras runs whole executions: one straddling an epoch's end would train steps beyond it on
+  the kit's repeating data) and the evaluation interval (an evaluation sees the weights of the step
+  it is due at), and leaves at least `MIN_TIMED_EXECUTIONS` executions timed after warm-up, so a
+  median still means something.
 - **XLA** (`jit_compile=True`). Keras's own rule: on when there is a GPU and no tf.distribute
   strategy. The kit always trains under a strategy (OneDeviceStrategy for the baseline), which
   makes Keras switch XLA off, so `auto` switches it back on where a user's own single-GPU `fit`
@@ -21,9 +22,10 @@ tune picks, and why").
   determinism). Not on the CPU (measured slower or no faster there) and not under
   MirroredStrategy (Keras leaves it off under tf.distribute; the all-reduce is not in XLA's
   cluster).
-- **Input pipeline.** Array data is gathered batch by batch in a `tf.data` map. `auto` keeps
-  tf.data's autotuned parallelism and prefetch and asks for at least two executions' worth of
-  batches ahead, so the loop inside one execution never waits for its next batch.
+- **Input pipeline.** Array data is gathered batch by batch in a `tf.data` map with autotuned
+  parallelism, and prefetched. `auto` keeps that and adds a prefetch of two executions' worth of
+  batches, since an execution takes its batches back to back; its effect has not been measured
+  apart from that of steps per execution, and it costs a few batches of host memory.
 
 An explicit `steps_per_execution=` or `jit_compile=` always wins over the rules; `tune="off"`
 keeps Keras's defaults (one step per execution, XLA as Keras decides under a strategy: off).

@@ -109,6 +109,7 @@ def run_in_this_process(
         warmup = warmup_steps(spec.training.warmup_steps, total)
         tuned = tune_run(spec, model, steps_per_epoch, total, warmup)
         dataset = with_prefetch(dataset, tuned.prefetch_batches)
+        phase = "building the model"  # compiled once the data says how many steps an epoch has
         with engine.build_scope():
             compile_model(
                 model,
