@@ -29,6 +29,7 @@ tune picks, and why").
 
 An explicit `steps_per_execution=` or `jit_compile=` always wins over the rules; `tune="off"`
 keeps Keras's defaults (one step per execution, XLA as Keras decides under a strategy: off).
+The row records the XLA setting Keras actually applied.
 """
 
 from __future__ import annotations
@@ -126,17 +127,20 @@ def choose_settings(
         jit = jit_compile
         why["jit_compile"] = "user"
     elif auto:
-        jit = device_kind == "gpu" and strategy == "single" and devices == 1 and not deterministic
+        # Only ever switched on: elsewhere Keras's own "auto" stands (off under a tf.distribute
+        # strategy; a backend that always compiles keeps compiling).
+        on = device_kind == "gpu" and strategy == "single" and devices == 1 and not deterministic
+        jit = True if on else None
         why["jit_compile"] = (
             "tune: one GPU, no tf.distribute replicas: Keras's own choice without a strategy"
-            if jit
-            else "tune: off "
+            if on
+            else "tune: left to Keras (off under a strategy): "
             + (
-                "with op determinism"
+                "op determinism"
                 if deterministic and device_kind == "gpu"
-                else "on the CPU"
+                else "XLA measured slower on the CPU"
                 if device_kind != "gpu"
-                else "under MirroredStrategy"
+                else "replicas under MirroredStrategy"
             )
         )
     else:
