@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as the kit's worker does, 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from workload import build_model  # noqa: E402
+from workload import MODELS, build  # noqa: E402
 
 IMPORTED = time.perf_counter()
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with strategy.scope():
         keras.utils.set_random_seed(args.seed)
-        model = build_model(args.width, args.layers)
+        model = build(args.model, args.width, args.layers)
     x, y = np.load(args.x), np.load(args.y)
     ready = time.perf_counter()
 
@@ -106,6 +106,7 @@ class _Timer(keras.callbacks.Callback):
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--model", choices=MODELS, default="mlp", help="see workload.py")
     parser.add_argument("--batch", type=int, default=256, help="global batch")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--width", type=int, default=512)

@@ -1,14 +1,16 @@
 """What the kit costs on top of training, measured on this machine.
 
-1. Throughput, kit / hand-written: the kit's data-parallel run (`Experiment.run(strategy="data")`)
-   against `hand_written.py`, the program a user writes after keras.io's distributed training guide
-   (a fresh interpreter, MirroredStrategy with ReductionToOneDevice, `model.fit` on NumPy arrays).
+1. Throughput, kit / hand-written, per model (`--model`): the kit's data-parallel run
+   (`Experiment.run(strategy="data")`) against `hand_written.py`, the program a user writes after
+   keras.io's distributed training guide (a fresh interpreter, MirroredStrategy with
+   ReductionToOneDevice, `model.fit` on NumPy arrays).
    Same model, data, global batch, devices and steps; the two alternate round by round, and both are
    timed by the same callback timestamps and reduced by the same functions.
 2. Fixed cost of one isolated run: everything the kit spends beyond training (start the worker,
    import, set up devices, build, compile, return the result, exit), from the runner's own figures.
 
     python benchmarks/overhead.py --devices 2 --rounds 3
+    python benchmarks/overhead.py --model mlp cnn transformer --rounds 5   # a ratio per model
     GPK_START_METHOD=spawn python benchmarks/overhead.py   # plain interpreters
     python benchmarks/overhead.py --spawn-runs 3           # both methods
 """
@@ -101,18 +103,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-class Bench:
-    """One invocation: the data, both experiments, and the figures as they come in."""
+class _Workload:
+    """One model's data on disk (for the hand-written side) and the kit's experiments on it."""
 
-    def __init__(self, args: argparse.Namespace, folder: pathlib.Path) -> None:
-        self.args = args
-        self.folder = folder
-        self.samples = args.steps * args.batch  # both sides: exactly `steps` full batches
-        x, y = workload.make_data(self.samples, seed=args.seed)
-        self.x_path, self.y_path = folder / "x.npy", folder / "y.npy"
+    def __init__(self, name: str, args: argparse.Namespace, folder: pathlib.Path) -> None:
+        self.name = name
+        samples = args.steps * args.batch  # both sides: exactly `steps` full batches
+        x, y = workload.data_for(name, samples, seed=args.seed)
+        self.x_path, self.y_path = folder / f"{name}_x.npy", folder / f"{name}_y.npy"
         np.save(self.x_path, x)
         np.save(self.y_path, y)
-        builder = functools.partial(workload.build_model, args.width, args.layers)
+        builder = functools.partial(workload.build, name, args.width, args.layers)
         common = dict(
             model=builder,
             data=(x, y),
@@ -120,18 +121,31 @@ class Bench:
             seed=args.seed,
             progress=False,
             log=str(folder / "runs.sqlite"),  # keep the caller's own run log clean
+            tune=args.tune,
         )
         self.train_exp = gpk.Experiment(epochs=args.epochs, **common)
         self.short_exp = gpk.Experiment(epochs=1, steps_per_epoch=args.fixed_steps, **common)
 
+
+class Bench:
+    """One invocation: the data, the experiments of every model, the figures as they come in."""
+
+    def __init__(self, args: argparse.Namespace, folder: pathlib.Path) -> None:
+        self.args = args
+        self.folder = folder
+        self.workloads = {name: _Workload(name, args, folder) for name in args.model}
+        first = self.workloads[args.model[0]]  # the fixed cost is measured on the first model
+        self.short_exp = first.short_exp
+
     def run(self) -> dict[str, Any]:
         args = self.args
         method = start_method()
+        models = "; ".join(workload.describe(n, args.width, args.layers) for n in args.model)
         print(
-            f"workload: MLP {workload.FEATURES}-{'-'.join([str(args.width)] * args.layers)}-"
-            f"{workload.CLASSES}, global batch {args.batch}, {args.devices} virtual CPU devices, "
-            f"{args.steps} steps x {args.epochs} epochs, {os.cpu_count()} cores; "
-            f"kit start method: {method}; load average {_load()}"
+            f"workloads: {models}; global batch {args.batch}, {args.devices} virtual CPU "
+            f"devices, {args.steps} steps x {args.epochs} epochs, {os.cpu_count()} cores; "
+            f"kit start method: {method}, tune={args.tune}, measure_comm={args.measure_comm}; "
+            f"load average {_load()}"
         )
         began = time.perf_counter()
         discovery_s = _timed(discover_physical_devices)[1]
@@ -144,7 +158,7 @@ class Bench:
             _heading("Starting the kit's workers once, outside the figures")
             print(f"first run: {self._kit_run(self.short_exp)['parent_total_s']:.2f} s")
         if args.only in ("all", "throughput"):
-            report["throughput"] = self.throughput()
+            report["throughput"] = {name: self.throughput(name) for name in args.model}
         if args.spawn_runs and method != "spawn" and args.only in ("all", "fixed"):
             os.environ["GPK_START_METHOD"] = "spawn"
             try:
@@ -181,10 +195,11 @@ class Bench:
         keys += ("fit_setup_s", "after_training_s")
         return {"runs": rows, "first": rows[0], "later_median": _medians(rows[1:], keys)}
 
-    def throughput(self) -> dict[str, Any]:
+    def throughput(self, name: str) -> dict[str, Any]:
         args = self.args
+        work = self.workloads[name]
         _heading(
-            f"Throughput, kit vs hand-written ({args.rounds} rounds, alternating; "
+            f"{name}: throughput, kit vs hand-written ({args.rounds} rounds, alternating; "
             f"samples/s over epochs 2..{args.epochs}, median step over all but warm-up steps)"
         )
         print(
@@ -194,8 +209,8 @@ class Bench:
         kit_rows, hand_rows = [], []
         for index in range(args.rounds):
             for side, rows, measure in (
-                ("kit", kit_rows, lambda: self._kit_run(self.train_exp)),
-                ("hand", hand_rows, self._hand_run),
+                ("kit", kit_rows, lambda: self._kit_run(work.train_exp)),
+                ("hand", hand_rows, lambda: self._hand_run(work)),
             ):
                 row = measure()
                 rows.append(row)
@@ -211,7 +226,12 @@ class Bench:
 
     def _kit_run(self, exp: gpk.Experiment) -> dict[str, Any]:
         called = time.perf_counter()
-        result = exp.run(strategy="data", devices=self.args.devices)
+        result = exp.run(
+            strategy="data",
+            devices=self.args.devices,
+            measure_comm=self.args.measure_comm,
+            steps_per_execution=self.args.steps_per_execution,  # None: tune's choice
+        )
         returned = time.perf_counter()
         total = returned - called
         if not result.ok:
@@ -239,6 +259,7 @@ class Bench:
             "step_spread_s": result.step_time_spread_s,
             "steps_per_epoch": steps,
             "loss": result.history.get("loss", []),
+            "tuned": result.extra.get("tuned", {}),
             **_EventClock.phases(called, returned),
         }
         # Between the "training" event and fit's on_train_begin: fit distributes the data set
@@ -246,14 +267,14 @@ class Bench:
         row["fit_setup_s"] = row.pop("training_seen_s") - wall
         return row
 
-    def _hand_run(self) -> dict[str, Any]:
+    def _hand_run(self, work: _Workload) -> dict[str, Any]:
         args = self.args
         out = self.folder / "hand.json"
-        command = [sys.executable, str(HERE / "hand_written.py")]
+        command = [sys.executable, str(HERE / "hand_written.py"), "--model", work.name]
         command += ["--devices", str(args.devices), "--batch", str(args.batch)]
         command += ["--epochs", str(args.epochs), "--width", str(args.width)]
         command += ["--layers", str(args.layers), "--seed", str(args.seed)]
-        command += ["--x", str(self.x_path), "--y", str(self.y_path), "--out", str(out)]
+        command += ["--x", str(work.x_path), "--y", str(work.y_path), "--out", str(out)]
         command += ["--inter-op-threads", str(args.hand_inter_op_threads)]
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
@@ -318,6 +339,29 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "and the fixed cost of one isolated run."
     )
     parser.add_argument("--devices", type=int, default=2, help="virtual CPU devices (replicas)")
+    parser.add_argument(
+        "--model",
+        nargs="+",
+        choices=workload.MODELS,
+        default=["mlp"],
+        help="models to compare on (mlp: the MLP of --width/--layers; cnn, transformer: the "
+        "kit's built-ins); the fixed cost is measured on the first",
+    )
+    parser.add_argument(
+        "--tune", choices=("auto", "off"), default="auto", help="the kit's tune for its runs"
+    )
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=None,
+        help="force the kit's steps per execution (default: tune's choice), to check tune's rule",
+    )
+    parser.add_argument(
+        "--no-measure-comm",
+        dest="measure_comm",
+        action="store_false",
+        help="the kit's runs skip the communication measurement after training",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="kit/hand pairs, alternating")
     parser.add_argument("--steps", type=int, default=20, help="steps per epoch")
     parser.add_argument("--epochs", type=int, default=4, help="epochs per throughput run (>= 2)")

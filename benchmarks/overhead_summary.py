@@ -6,11 +6,17 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-FIXED_COST_TARGET_S = 3.0
+# Issue 16's targets: a run after the first costs at most 1 s beyond training, the first run in a
+# kernel at most 3 s with device discovery; the kit's median step beats the hand-written
+# program's by 5 % on the MLP, and is no slower on any model.
+FIXED_COST_TARGET_S = 1.0
+FIRST_RUN_TARGET_S = 3.0
+STEP_RATIO_TARGET = 1.05  # the MLP
+STEP_RATIO_FLOOR = 1.0  # every model
 
 
 def _summarise(report: dict[str, Any]) -> dict[str, Any]:
-    """The headline figures, medians over runs or rounds."""
+    """The headline figures, medians over runs or rounds; per model under "models"."""
     summary: dict[str, Any] = {}
     for method, fixed in report.get("fixed", {}).items():
         summary[f"{method}_first_run_total_s"] = fixed["first"]["parent_total_s"]
@@ -18,26 +24,35 @@ def _summarise(report: dict[str, Any]) -> dict[str, Any]:
         summary[f"{method}_fixed_s"] = fixed["later_median"]["fixed_s"]
         summary[f"{method}_parent_fixed_s"] = fixed["later_median"]["parent_fixed_s"]
     if "throughput" in report:
-        kit, hand = report["throughput"]["kit"], report["throughput"]["hand"]
-        for side, rows in (("kit", kit), ("hand", hand)):
-            summary[f"{side}_samples_per_s"] = _median(rows, "samples_per_s")
-            summary[f"{side}_step_time_s"] = _median(rows, "step_time_s")
-            summary[f"{side}_parent_fixed_s"] = _median(rows, "parent_fixed_s")
-            summary[f"{side}_parent_total_s"] = _median(rows, "parent_total_s")
-            summary[f"{side}_after_training_s"] = _median(rows, "after_training_s")
-            summary[f"{side}_epoch_first_step_s"] = statistics.median(
-                t for row in rows for t in row["epoch_first_steps_s"]
-            )
-        summary["kit_fixed_s"] = _median(kit, "fixed_s")
-        # Paired within each round (kit and hand run back to back), so drift of the machine's
-        # speed between rounds cancels out; then the median over rounds.
-        pairs = list(zip(kit, hand, strict=True))
-        summary["ratio_epoch_throughput"] = statistics.median(
-            k["samples_per_s"] / h["samples_per_s"] for k, h in pairs
+        summary["models"] = {
+            name: _throughput_summary(sides) for name, sides in report["throughput"].items()
+        }
+    return summary
+
+
+def _throughput_summary(sides: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    kit, hand = sides["kit"], sides["hand"]
+    for side, rows in (("kit", kit), ("hand", hand)):
+        summary[f"{side}_samples_per_s"] = _median(rows, "samples_per_s")
+        summary[f"{side}_step_time_s"] = _median(rows, "step_time_s")
+        summary[f"{side}_parent_fixed_s"] = _median(rows, "parent_fixed_s")
+        summary[f"{side}_parent_total_s"] = _median(rows, "parent_total_s")
+        summary[f"{side}_after_training_s"] = _median(rows, "after_training_s")
+        summary[f"{side}_epoch_first_step_s"] = statistics.median(
+            t for row in rows for t in row["epoch_first_steps_s"]
         )
-        summary["ratio_step_throughput"] = statistics.median(
-            h["step_time_s"] / k["step_time_s"] for k, h in pairs
-        )
+    summary["kit_fixed_s"] = _median(kit, "fixed_s")
+    # Paired within each round (kit and hand run back to back), so drift of the machine's
+    # speed between rounds cancels out; then the median over rounds.
+    pairs = list(zip(kit, hand, strict=True))
+    summary["ratio_epoch_throughput"] = statistics.median(
+        k["samples_per_s"] / h["samples_per_s"] for k, h in pairs
+    )
+    summary["ratio_step_throughput"] = statistics.median(
+        h["step_time_s"] / k["step_time_s"] for k, h in pairs
+    )
+    summary["tuned"] = kit[-1].get("tuned", {})
     return summary
 
 
@@ -54,9 +69,12 @@ def print_summary(report: dict[str, Any], load: str) -> None:
         what = "the fork server is already up: device discovery started it"
         if method == "spawn":
             what = "a fresh interpreter, as every spawn run is"
+        first_in_kernel = report["caller_discovery_s"] + first["parent_total_s"]
+        first_verdict = "meets" if first_in_kernel <= FIRST_RUN_TARGET_S else "MISSES"
         print(
             f"[{method}] first run ({what}): {first['parent_total_s']:.2f} s around exp.run, "
-            f"fixed cost {first['fixed_s']:.2f} s"
+            f"fixed cost {first['fixed_s']:.2f} s; with discovery {first_in_kernel:.2f} s "
+            f"({first_verdict} the {FIRST_RUN_TARGET_S:g} s target, which counts training too)"
         )
         verdict = "meets" if later["fixed_s"] <= FIXED_COST_TARGET_S else "MISSES"
         print(
@@ -69,42 +87,65 @@ def print_summary(report: dict[str, Any], load: str) -> None:
             "after training "
             f"{later['after_training_s']:.2f} s"
         )
-    if "throughput" in report:
-        print(
-            "THROUGHPUT, samples/s over the epochs after the first (medians over rounds; the ratio "
-            "is the median of the per-round ratios): "
-            f"kit {summary['kit_samples_per_s']:.0f}, hand-written "
-            f"{summary['hand_samples_per_s']:.0f} -> ratio kit/hand "
-            f"{summary['ratio_epoch_throughput']:.3f}"
-        )
-        print(
-            "STEP TIME, median step (medians over rounds; ratio: median of per-round ratios): "
-            f"kit {summary['kit_step_time_s'] * 1e3:.1f} ms, hand-written "
-            f"{summary['hand_step_time_s'] * 1e3:.1f} ms -> ratio kit/hand "
-            f"{summary['ratio_step_throughput']:.3f}"
-        )
-        print("    (ratios >= 1.0: the kit is at least as fast)")
-        print(
-            "first step of each later epoch (median): "
-            f"kit {summary['kit_epoch_first_step_s'] * 1e3:.0f} ms, hand-written "
-            f"{summary['hand_epoch_first_step_s'] * 1e3:.0f} ms (fit on arrays makes a new "
-            "distributed iterator every epoch; the kit keeps one over repeating data)"
-        )
-        print(
-            "after the last step until the caller has the result (median): kit "
-            f"{summary['kit_after_training_s']:.2f} s, hand-written "
-            f"{summary['hand_after_training_s']:.2f} s (fit's return tears down its input "
-            "iterator; the hand-written program also tears down its interpreter)"
-        )
-        print(
-            "beyond training, per throughput run (median): kit "
-            f"{summary['kit_fixed_s']:.2f} s = process - training, "
-            f"{summary['kit_parent_fixed_s']:.2f} s around exp.run; hand-written "
-            f"{summary['hand_parent_fixed_s']:.2f} s (a fresh interpreter each time)"
-        )
+    for name, model_summary in summary.get("models", {}).items():
+        _print_throughput(name, model_summary)
+    if "models" in summary:
+        _print_verdict(summary["models"])
     print(
         f"benchmark wall time: {report['benchmark_s']:.0f} s; load average now {load} "
         "(other work on the machine's cores skews every figure: run it on a quiet machine)"
+    )
+
+
+def _print_verdict(models: dict[str, dict[str, Any]]) -> None:
+    print("\n== Step ratio kit/hand per model (median of per-round ratios; >= 1.0: kit faster)")
+    print("model        ratio   kit ms   hand ms  kit trained with")
+    for name, m in models.items():
+        goal = STEP_RATIO_TARGET if name == "mlp" else STEP_RATIO_FLOOR
+        verdict = "meets" if m["ratio_step_throughput"] >= goal else "MISSES"
+        tuned = m.get("tuned") or {}
+        how = f"{tuned.get('steps_per_execution', '?')} steps/execution" + (
+            ", XLA" if tuned.get("jit_compile") else ""
+        )
+        print(
+            f"{name:<11} {m['ratio_step_throughput']:>6.3f}  {m['kit_step_time_s'] * 1e3:>7.1f}  "
+            f"{m['hand_step_time_s'] * 1e3:>8.1f}  {how}  ({verdict} >= {goal:g})"
+        )
+
+
+def _print_throughput(name: str, summary: dict[str, Any]) -> None:
+    print(f"-- {name}")
+    print(
+        "THROUGHPUT, samples/s over the epochs after the first (medians over rounds; the ratio "
+        "is the median of the per-round ratios): "
+        f"kit {summary['kit_samples_per_s']:.0f}, hand-written "
+        f"{summary['hand_samples_per_s']:.0f} -> ratio kit/hand "
+        f"{summary['ratio_epoch_throughput']:.3f}"
+    )
+    print(
+        "STEP TIME, median step (medians over rounds; ratio: median of per-round ratios): "
+        f"kit {summary['kit_step_time_s'] * 1e3:.1f} ms, hand-written "
+        f"{summary['hand_step_time_s'] * 1e3:.1f} ms -> ratio kit/hand "
+        f"{summary['ratio_step_throughput']:.3f}"
+    )
+    print("    (ratios >= 1.0: the kit is at least as fast)")
+    print(
+        "first step of each later epoch (median): "
+        f"kit {summary['kit_epoch_first_step_s'] * 1e3:.0f} ms, hand-written "
+        f"{summary['hand_epoch_first_step_s'] * 1e3:.0f} ms (fit on arrays makes a new "
+        "distributed iterator every epoch; the kit keeps one over repeating data)"
+    )
+    print(
+        "after the last step until the caller has the result (median): kit "
+        f"{summary['kit_after_training_s']:.2f} s, hand-written "
+        f"{summary['hand_after_training_s']:.2f} s (fit's return tears down its input "
+        "iterator; the hand-written program also tears down its interpreter)"
+    )
+    print(
+        "beyond training, per throughput run (median): kit "
+        f"{summary['kit_fixed_s']:.2f} s = process - training, "
+        f"{summary['kit_parent_fixed_s']:.2f} s around exp.run; hand-written "
+        f"{summary['hand_parent_fixed_s']:.2f} s (a fresh interpreter each time)"
     )
 
 

@@ -40,3 +40,36 @@ def make_data(samples: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     x = rng.standard_normal((samples, FEATURES), dtype=np.float32)
     y = np.argmax(x[:, :CLASSES], axis=1).astype(np.int32)
     return x, y
+
+
+# The kit's built-in models on their synthetic sets (gpu_parallel_kit/worker/builtin_models.py),
+# beside the MLP above: a setting that helps one and hurts another shows up in the ratios.
+MODELS = ("mlp", "cnn", "transformer")
+_SYNTHETIC = {"cnn": "images", "transformer": "tokens"}
+
+
+def build(name: str = "mlp", width: int = DEFAULT_WIDTH, layers: int = DEFAULT_LAYERS):
+    """`name`'s model, compiled the same way on both sides of the benchmark."""
+    if name == "mlp":
+        return build_model(width, layers)
+    from gpu_parallel_kit.worker.builtin_models import BUILDERS, default_compile_args
+
+    model = BUILDERS[name]()
+    model.compile(**default_compile_args())
+    return model
+
+
+def data_for(name: str, samples: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`name`'s training arrays: the MLP's above, or the built-in synthetic set of the model."""
+    if name == "mlp":
+        return make_data(samples, seed)
+    from gpu_parallel_kit.runs.synthetic import make_synthetic
+
+    x, y = make_synthetic(_SYNTHETIC[name], samples, seed=seed)
+    return np.ascontiguousarray(x), np.ascontiguousarray(y)
+
+
+def describe(name: str, width: int = DEFAULT_WIDTH, layers: int = DEFAULT_LAYERS) -> str:
+    if name == "mlp":
+        return f"MLP {FEATURES}-{'-'.join([str(width)] * layers)}-{CLASSES}"
+    return f"the built-in {name} on the synthetic {_SYNTHETIC[name]} set"

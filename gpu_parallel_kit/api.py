@@ -21,6 +21,7 @@ from .runs.results import RunResult
 from .runs.sources import ArrayStore, default_data_for, model_source
 from .runs.spec import RunSpec, TrainingConfig, check_strategy
 from .runs.target import parse_target
+from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
 from .store import RunLog
 
@@ -33,6 +34,11 @@ class Experiment:
     >>> exp = Experiment(model="mlp", data="tabular", batch_size=256, epochs=1)
     >>> exp.run(strategy="data", devices=2)
     >>> exp.compare(strategies=["single", "data"], devices=[1, 2, 4]).table
+
+    `tune="auto"` (default) lets each run's worker pick steps per execution, XLA and prefetch by
+    the rules of runs/tuning.py (recorded in the row); `tune="off"` keeps Keras's defaults.
+    `measure_comm=False` skips the communication measurement after training. Both are every
+    run's defaults; `run()`/`compare()` can override them per call.
     """
 
     def __init__(
@@ -58,6 +64,8 @@ class Experiment:
         target: Any = None,
         deterministic: bool = False,
         backend: str = "tensorflow",
+        tune: str = "auto",
+        measure_comm: bool = True,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         log: str | None = None,
         progress: bool | Callable[[RunSpec], Any] = True,
@@ -96,6 +104,9 @@ class Experiment:
         )
         check_backend(backend, "single")
         self.backend = backend
+        check_tune(tune, None, None, measure_comm)
+        self.tune = tune  # every run's, unless run(tune=...) says otherwise
+        self.measure_comm = measure_comm
         self.timeout = timeout
         self.log = RunLog(log)
         self.progress = progress
@@ -117,7 +128,10 @@ class Experiment:
         *,
         mode: str | None = None,
         all_reduce: str = "auto",
-        steps_per_execution: int = 1,
+        steps_per_execution: int | None = None,
+        jit_compile: bool | None = None,
+        tune: str | None = None,
+        measure_comm: bool | None = None,
         timeout: float | None = ...,
         save_weights: str | None = None,
         schedule: str | None = None,
@@ -150,6 +164,15 @@ class Experiment:
         for this run (None keeps them). `backend` overrides the experiment's ("tensorflow" or
         "jax"); `mesh=(data, model)` and `layout_map` (variable-path patterns to axes, over the
         kit's own layout) apply to strategy="tensor" only.
+
+        for this run (None keeps them).
+
+        `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
+        and the input pipeline's prefetch by the rules of runs/tuning.py, and records them in
+        `RunResult.extra["tuned"]`; `tune="off"` keeps Keras's defaults. An explicit
+        `steps_per_execution=` or `jit_compile=` always wins. `measure_comm=False` skips the
+        communication measurement after training (data parallel): the row then says
+        "not measured", never zero. Both default to the experiment's own (None).
         """
         backend = one_backend(backend) or self.backend
         check_strategy(strategy)
@@ -171,6 +194,9 @@ class Experiment:
             mode=mode or ("explicit" if strategy == "multiworker" else "fit"),
             all_reduce=all_reduce,
             steps_per_execution=steps_per_execution,
+            jit_compile=jit_compile,
+            tune=self.tune if tune is None else tune,
+            measure_comm=self.measure_comm if measure_comm is None else measure_comm,
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,

@@ -45,13 +45,13 @@ def test_columns_come_in_contract_order_then_extras():
     ]  # fmt: skip
     assert list(df.columns[len(COLUMNS) :]) == [
         "backend", "mesh", "workers", "devices_per_worker", "scaling", "mode", "all_reduce",
-        "device_kind", "epochs",
-        "steps_per_epoch", "timed_steps", "startup_s", "experiment_id", "created_at",
+        "device_kind", "epochs", "steps_per_epoch", "timed_steps", "startup_s", "tune",
+        "steps_per_execution", "jit_compile", "experiment_id", "created_at",
         "bubble_fraction", "bubble_theoretical", "bubble_simulated", "simulated_step_time_s",
         "task_overhead_s", "outside_tasks_s",
         "state_bytes", "peak_activation_bytes", "compute_time_s", "effective_bandwidth_bytes_s",
         "comm_noise_s",
-        "comm_below_noise",
+        "comm_below_noise", "comm_measured",
         "learning_rate", "lr_scaling", "lr_factor", "warmup_epochs", "target", "target_reached",
         "time_to_target_s", "epochs_to_target", "time_to_target_speedup",
     ]  # fmt: skip
@@ -236,3 +236,41 @@ def test_pipeline_figures_come_from_the_result_and_stay_blank_elsewhere():
     df = comparison_table([run("a", "single", 1, 100.0), pipeline])
     assert df.loc[1, "bubble_fraction"] == 0.3 and df.loc[1, "simulated_step_time_s"] == 0.05
     assert df.loc[0, ["bubble_fraction", "bubble_simulated"]].isna().all()
+
+
+def _tuned(spe: int, xla: bool = False) -> dict:
+    return {"tuned": {"tune": "auto", "steps_per_execution": spe, "jit_compile": xla}}
+
+
+def test_the_table_says_what_each_run_trained_with():
+    df = by_id(
+        comparison_table(
+            [
+                run("s", "single", 1, 100.0, extra=_tuned(8)),
+                run("x", "single", 1, 120.0, extra=_tuned(4, xla=True)),
+                run("old", "single", 1, 90.0),  # logged before tune: blank, not a default
+            ]
+        )
+    )
+    assert (df.loc["s", "tune"], df.loc["s", "steps_per_execution"]) == ("auto", 8)
+    assert bool(df.loc["x", "jit_compile"]) and not bool(df.loc["s", "jit_compile"])
+    assert df.loc["old", "tune"] == "" and df["steps_per_execution"].isna()["old"]
+    header = format_table(df.reset_index()).splitlines()[0].split()
+    assert header[-3:] == ["spe", "xla", "reason"]
+    # Rows from before tune show no such column at all.
+    old = format_table(comparison_table([run("old", "single", 1, 90.0)]))
+    assert "spe" not in old.splitlines()[0].split()
+
+
+def test_communication_not_measured_is_said_in_words_never_zero():
+    from gpu_parallel_kit.analysis.compact import compact_frame, notes_lines
+
+    extra = {"comm_measured": False, **_tuned(8)}
+    skipped = run("d", "data", 2, 150.0, comm_bytes=4096, extra=extra)
+    df = comparison_table([run("s", "single", 1, 100.0, extra=_tuned(8)), skipped])
+    row = by_id(df).loc["d"]
+    assert not row["comm_measured"] and math.isnan(row["comm_time_s"])
+    assert math.isnan(row["compute_time_s"])  # the step's split is unknown, not all compute
+    assert "not measured" in format_table(df) and "not measured" in markdown_table(df)
+    assert list(compact_frame(df)["comm share"]) == ["", "not measured"]
+    assert any("execution's time / its steps" in note for note in notes_lines(df))

@@ -20,6 +20,7 @@ _BYTE_COLUMNS = {
 }
 _MIB = 2**20
 NOT_REACHED = "not reached"
+NOT_MEASURED = "not measured"
 
 
 def display_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -59,6 +60,21 @@ def mark_below_noise(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
         if column in shown.columns:
             shown[column] = shown[column].astype(object)
             shown.loc[below, column] = [t for t, b in zip(texts, below, strict=True) if b]
+    return shown
+
+
+def mark_not_measured(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Put "not measured" where a run that skipped the measurement (measure_comm=False) would
+    show its communication: blank could be read as zero."""
+    if "comm_measured" not in df.columns:
+        return shown
+    skipped = ~df["comm_measured"].fillna(True).to_numpy(dtype=bool)
+    finished = (df["status"] == "ok").to_numpy(dtype=bool) if "status" in df.columns else True
+    skipped &= finished
+    for column in ("comm_time_s", "comm_share"):
+        if column in shown.columns and skipped.any():
+            shown[column] = shown[column].astype(object)
+            shown.loc[skipped, column] = NOT_MEASURED
     return shown
 
 

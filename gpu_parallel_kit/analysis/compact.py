@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from ..runs.noise import noise_text
-from .cells import NOT_REACHED, figure_text, missing
+from .cells import NOT_MEASURED, NOT_REACHED, figure_text, missing
 from .convergence import has_convergence
 from .tables import format_table
 
@@ -88,6 +88,8 @@ def _cell(column: str, row: pd.Series) -> str:
     if column == "comm_share":
         if bool(row.get("comm_below_noise", False)):
             return noise_text(row.get("comm_noise_s"))
+        if not bool(row.get("comm_measured", True)) and row.get("status") == "ok":
+            return NOT_MEASURED  # measure_comm=False: blank would read as none
         return "" if missing(value) else f"{value:.0%}"
     if column == "time_to_target_s" and row.get("target_reached") is False:
         return NOT_REACHED
@@ -134,12 +136,31 @@ def notes_lines(table: pd.DataFrame) -> list[str]:
             "projected onto: rows a cost model predicted for that hardware from the measured "
             "ones, not measured; their speedups are against the projected single device."
         )
+    tuned = _tuned_note(table)
+    if tuned:
+        notes.append(tuned)
     if "comm_below_noise" in table.columns and bool(table["comm_below_noise"].any()):
         notes.append(
             'comm share: exposed all-reduce time over the step; "below noise" where it was '
             "smaller than its own scatter between repeated measurements."
         )
     return notes
+
+
+def _tuned_note(table: pd.DataFrame) -> str:
+    """What the runs trained with, when some ran several steps per execution or with XLA."""
+    if "steps_per_execution" not in table.columns:
+        return ""
+    spe = table["steps_per_execution"].dropna()
+    used = table["jit_compile"] == True if "jit_compile" in table.columns else None  # noqa: E712
+    xla = used is not None and bool(used.fillna(False).any())
+    if not len(spe) or (int(spe.max()) <= 1 and not xla):
+        return ""
+    counts = ", ".join(str(int(n)) for n in sorted(set(spe)))
+    return (
+        f"steps per execution: {counts} (tune or yours; a step's time is its execution's time / "
+        "its steps)" + ("; XLA on in some runs" if xla else "") + "."
+    )
 
 
 def compact_html(table: pd.DataFrame) -> str:

@@ -17,7 +17,7 @@ from ..runs.results import RunResult
 from ..runs.target import Target
 from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
-from .cells import display_frame, mark_below_noise, mark_not_reached
+from .cells import display_frame, mark_below_noise, mark_not_measured, mark_not_reached
 from .convergence import has_convergence, reach_of
 
 # The public contract (docs/ARCHITECTURE.md): scripts and notebooks rely on these names and this
@@ -58,6 +58,10 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "steps_per_epoch",
     "timed_steps",
     "startup_s",
+    # What the run trained with (runs/tuning.py): tune's mode, and the settings in force.
+    "tune",
+    "steps_per_execution",
+    "jit_compile",
     "experiment_id",
     "created_at",
 )
@@ -85,6 +89,7 @@ COMM_COLUMNS: tuple[str, ...] = (
     "effective_bandwidth_bytes_s",
     "comm_noise_s",
     "comm_below_noise",
+    "comm_measured",  # False: measure_comm=False skipped it; the figures are blank, not zero
 )
 # Time to accuracy (analysis/convergence.py): the learning-rate rule as applied (the effective peak
 # rate and the factor k gave it) and when each run first met the target. A run that never met it has
@@ -149,10 +154,14 @@ _INT_COLUMNS = (
 _BASELINE_GROUP = ("experiment_id", "backend")
 _OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
 _BOOL_COLUMNS = ("virtual", "projected", "comm_below_noise")
+# Blank where the strategy has no such setting (or the row predates it).
+_OPTIONAL_INT_COLUMNS = ("micro_batches", "steps_per_execution")
+_BOOL_COLUMNS = ("virtual", "projected", "comm_below_noise", "comm_measured")
+_OPTIONAL_BOOL_COLUMNS = ("jit_compile",)  # blank for rows from before tune
 
 # The markdown table is for pasting into reports: the contract plus the scaling mode, which the
 # reader needs to interpret speedup. The CSV keeps every column.
-MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "scaling")
+MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "scaling", "steps_per_execution")
 # Terminal view: (table column, short header).
 _TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("strategy", "strategy"),
@@ -209,6 +218,7 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
             **dict.fromkeys(_INT_COLUMNS, "int64"),
             **dict.fromkeys(_OPTIONAL_INT_COLUMNS, "Int64"),
             **dict.fromkeys(_BOOL_COLUMNS, "bool"),
+            **dict.fromkeys(_OPTIONAL_BOOL_COLUMNS, "boolean"),
             "target_reached": "boolean",
         }
     )
@@ -222,8 +232,9 @@ def _row(result: RunResult) -> dict[str, object]:
         for name in ALL_COLUMNS
         if name not in _FLOAT_COLUMNS
         and name not in CONVERGENCE_COLUMNS
-        and name not in ("projected", "timed_steps", "comm_below_noise")
+        and name not in ("projected", "timed_steps", "comm_below_noise", *_TUNED_COLUMNS)
     }
+    row.update(_tuned_cells(result))
     row["timed_steps"] = len(result.step_times_s)
     below = bool(result.extra.get("comm_below_noise"))
     row["comm_below_noise"] = below
@@ -236,7 +247,8 @@ def _row(result: RunResult) -> dict[str, object]:
     held = [s.get("activation_bytes_held") for s in result.extra.get("stages", [])]
     row["peak_activation_bytes"] = _number(max((h for h in held if h is not None), default=None))
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
-    row["compute_time_s"] = step_breakdown(row)[0]
+    # Not measured is not zero: the step's split into compute and communication is unknown.
+    row["compute_time_s"] = step_breakdown(row)[0] if row["comm_measured"] else math.nan
     row["effective_bandwidth_bytes_s"] = effective_bandwidth(row)
     if not result.ok:
         figures = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, "compute_time_s")
@@ -245,6 +257,20 @@ def _row(result: RunResult) -> dict[str, object]:
         )
         row["comm_below_noise"] = False
     return row
+
+
+_TUNED_COLUMNS = ("tune", "steps_per_execution", "jit_compile", "comm_measured")
+
+
+def _tuned_cells(result: RunResult) -> dict[str, object]:
+    """What the run trained with, from `extra["tuned"]`; blank for rows logged before tune."""
+    tuned = result.extra.get("tuned") or {}
+    return {
+        "tune": tuned.get("tune", ""),
+        "steps_per_execution": tuned.get("steps_per_execution", pd.NA),
+        "jit_compile": tuned.get("jit_compile", pd.NA),
+        "comm_measured": bool(result.extra.get("comm_measured", True)),
+    }
 
 
 def _number(value: float | int | None) -> float:
@@ -317,6 +343,7 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
     default = (*MARKDOWN_COLUMNS, *(_MARKDOWN_CONVERGENCE if has_convergence(df) else ()))
     chosen = [c for c in (columns or default) if c in df.columns]
     shown = mark_below_noise(mark_not_reached(display_frame(df[chosen]), df), df)
+    shown = mark_not_measured(shown, df)
     align = ["right" if _is_numeric(df, c) else "left" for c in chosen]
     # disable_numparse: the cells are already formatted; tabulate must not re-round them.
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
@@ -332,6 +359,13 @@ def format_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "(no runs)"
     columns = list(_TERMINAL_COLUMNS)
+    # What tune (or the user) chose, shown once rows carry it; XLA only when a run used it.
+    tuned = [("steps_per_execution", "spe")]
+    if "steps_per_execution" not in df.columns or df["steps_per_execution"].isna().all():
+        tuned = []
+    elif (df["jit_compile"] == True).fillna(False).any():  # noqa: E712
+        tuned.append(("jit_compile", "xla"))
+    columns[-1:-1] = tuned
     if "workers" in df.columns and (df["workers"] > 1).any():
         columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
     if "backend" in df.columns and (df["backend"] != "tensorflow").any():
@@ -342,7 +376,7 @@ def format_table(df: pd.DataFrame) -> str:
         columns[-1:-1] = _TERMINAL_CONVERGENCE
     chosen = [(column, header) for column, header in columns if column in df.columns]
     shown = mark_not_reached(display_frame(df[[column for column, _ in chosen]]), df)
-    shown = mark_below_noise(shown, df)
+    shown = mark_not_measured(mark_below_noise(shown, df), df)
     if "reason" in df.columns:
         shown["reason"] = shown["reason"].map(_shorten)
     lines = [[header for _, header in chosen], *shown.itertuples(index=False)]

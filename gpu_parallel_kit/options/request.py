@@ -60,6 +60,11 @@ class Request:
     deterministic: bool = api_default("deterministic")
     backend: Any = api_default("backend")  # tensorflow | jax, or both (compare); None: tensorflow
     mesh: tuple[int, int] | None = api_default("mesh")  # tensor parallel: (data, model)
+    # The fast path (runs/tuning.py): tune's rules, an explicit steps per execution, and
+    # whether communication is measured after training.
+    tune: str = api_default("tune")  # auto | off
+    steps_per_execution: int | None = api_default("steps_per_execution")  # None: tune's choice
+    measure_comm: bool = api_default("measure_comm")
 
     def __repr__(self) -> str:
         # Short: the default repr would print the data arrays themselves.

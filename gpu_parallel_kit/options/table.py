@@ -22,6 +22,7 @@ from ..pipeline.schedules import SCHEDULES
 from ..runs.backends import BACKENDS
 from ..runs.lr_rules import LR_RULES
 from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
+from ..runs.tuning import TUNE
 from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
 from .argtypes import mesh as mesh_shape
 
@@ -265,6 +266,26 @@ TRAINING: tuple[Option, ...] = (
         goes_to="plan",
         type=mesh_shape,
         metavar="DxM",
+    ),
+    Option(
+        "--tune",
+        "auto: the worker picks steps per execution, XLA and the input pipeline's prefetch by "
+        "rules, and the row records them; off: Keras's defaults; default: %(default)s",
+        choices=TUNE,
+    ),
+    Option(
+        "--steps-per-execution",
+        "optimizer steps per compiled call of fit (wins over --tune); default: tune's choice",
+        goes_to="plan",
+        type=positive,
+        metavar="N",
+    ),
+    Option(
+        "--no-measure-comm",
+        "skip the communication measurement after training (data parallel): a cheaper run "
+        "whose row says communication was not measured",
+        action="store_false",
+        dest="measure_comm",
     ),
 )
 

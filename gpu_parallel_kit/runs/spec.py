@@ -16,6 +16,7 @@ from .devices import DevicePlan
 from .lr_rules import check_rule, check_warmup, lr_factor
 from .sources import DataSource, ModelSource
 from .target import Target
+from .tuning import check_tune
 
 STRATEGIES = ("single", "data", "model", "multiworker", "tensor")
 MODES = ("fit", "explicit")
@@ -123,7 +124,11 @@ class RunSpec:
     training: TrainingConfig
     mode: str = "fit"  # fit: Keras model.fit; explicit: custom loop with a visible all-reduce
     all_reduce: str = "auto"
-    steps_per_execution: int = 1
+    # None: tune's choice (runs/tuning.py), or 1 with tune="off"; a number always wins.
+    steps_per_execution: int | None = None
+    jit_compile: bool | None = None  # XLA; None: tune's choice, or off with tune="off"
+    tune: str = "auto"  # auto: fast settings by rules (runs/tuning.py); off: Keras's defaults
+    measure_comm: bool = True  # False: skip the after-training all-reduce measurement
     timeout_s: float | None = None  # None: no limit
     save_weights: str | None = None  # .npz path for the trained weights, in model.weights order
     schedule: str = ""  # model parallel: naive | gpipe | 1f1b
@@ -180,8 +185,7 @@ class RunSpec:
             )
         if not isinstance(self.recompute, bool):
             raise TypeError(f"recompute={self.recompute!r} must be True or False")
-        if self.steps_per_execution < 1:
-            raise GpkError(f"steps_per_execution={self.steps_per_execution} must be at least 1")
+        check_tune(self.tune, self.steps_per_execution, self.jit_compile, self.measure_comm)
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
         if self.strategy == "model":

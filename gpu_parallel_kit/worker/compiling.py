@@ -38,9 +38,16 @@ def load_model(source: ModelSource) -> keras.Model:
 
 
 def compile_model(
-    model: keras.Model, source: ModelSource, training: TrainingConfig, steps_per_execution: int
+    model: keras.Model,
+    source: ModelSource,
+    training: TrainingConfig,
+    steps_per_execution: int = 1,
+    jit_compile: bool | str = "auto",
 ) -> None:
-    """Compile with the experiment's choices, else the model's own, else the built-in defaults."""
+    """Compile with the experiment's choices, else the model's own, else the built-in defaults.
+
+    `steps_per_execution` and `jit_compile` come from tune (runs/tuning.py), which already let
+    the user's own values win; "auto" leaves XLA to Keras (off under a strategy)."""
     given = {"optimizer": _resolve(training.optimizer), "loss": _resolve(training.loss)}
     if training.metrics:
         given["metrics"] = list(training.metrics)
@@ -67,7 +74,9 @@ def compile_model(
         # The user asked for eager execution (to debug, or to compare with eager code): keep it.
         args["run_eagerly"] = True
     # Recompiling inside the strategy scope builds the optimizer's slots on the run's devices.
-    model.compile(**args, steps_per_execution=steps_per_execution)
+    if compile_config(model).get("run_eagerly"):
+        jit_compile = False  # Keras would refuse XLA with eager execution, with a warning
+    model.compile(**args, steps_per_execution=steps_per_execution, jit_compile=jit_compile)
 
 
 def _resolve(value):

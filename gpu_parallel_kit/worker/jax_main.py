@@ -36,6 +36,7 @@ from ..runs.lr_rules import ramp_steps  # noqa: E402
 from ..runs.process import parent_emitter  # noqa: E402
 from ..runs.results import RunResult  # noqa: E402
 from ..runs.spec import RunSpec  # noqa: E402
+from ..runs.tuning import Tuned, warmup_in_executions  # noqa: E402
 from ..version import __version__  # noqa: E402
 from .batching import batch_indices  # noqa: E402
 from .compiling import compile_model, load_model  # noqa: E402
@@ -45,6 +46,8 @@ from .keras_internals import set_seed_without_tensorflow  # noqa: E402
 from .lr_schedule import apply_lr_rule  # noqa: E402
 from .recorder import StepRecorder, StepTimer  # noqa: E402
 from .run_data import run_arrays, steps_per_epoch  # noqa: E402
+from .stats import warmup_steps  # noqa: E402
+from .tuning import tune_run  # noqa: E402
 
 if keras.backend.backend() != "jax":  # Keras was imported earlier on another backend
     raise RuntimeError(
@@ -94,11 +97,16 @@ def run_jax_in_this_process(
         strategy = JaxStrategy(spec, devices)
         phase = "building the model"
         emit(event="phase", phase=phase)
-        sample = _take(x, np.zeros(1, dtype=np.int64))
-        model = strategy.build(lambda: _built_model(spec, sample), sample)
-        phase = "preparing the data"
         steps = steps_per_epoch(spec, len(x))
         total = steps * spec.training.epochs
+        warmup = warmup_steps(spec.training.warmup_steps, total)
+        sample = _take(x, np.zeros(1, dtype=np.int64))
+        chosen: list[Tuned] = []
+        model = strategy.build(
+            lambda: _built_model(spec, sample, chosen, steps, total, warmup), sample
+        )
+        tuned = chosen[-1]
+        phase = "preparing the data"
         order = batch_indices(
             len(x), spec.global_batch, total, spec.training.seed, spec.training.shuffle
         )
@@ -109,7 +117,13 @@ def run_jax_in_this_process(
                 spec.training.lr_factor(spec.global_batch),
                 ramp_steps(spec.training.warmup_epochs, steps),
             )
-        recorder = StepRecorder(total, emit, spec.training.warmup_steps, steps)
+        recorder = StepRecorder(
+            total,
+            emit,
+            warmup_in_executions(warmup, tuned.steps_per_execution, total),
+            steps,
+            tuned.steps_per_execution,
+        )
         startup = time.perf_counter() - start
         phase = "training"
         emit(event="phase", phase=phase, total=total)
@@ -121,10 +135,19 @@ def run_jax_in_this_process(
                 np.savez(spec.save_weights, *[np.asarray(w) for w in model.get_weights()])
             phase = "measuring communication"
             first = order[0]
-            measured = strategy.after_training(model, _take(x, first[None]), _take(y, first[None]))
+            measured = (
+                strategy.after_training(model, _take(x, first[None]), _take(y, first[None]))
+                if spec.measure_comm
+                else None
+            )
             memory, memory_source = peak_memory(spec.devices.kind, devices)
             summary = recorder.summary()
             step_time = summary["step_time_s"]
+            fields = strategy.result_fields(model, measured, step_time)
+            fields["extra"].update(
+                tuned={**tuned.to_dict(), "jit_compile": bool(model.jit_compile)},
+                step_time_method=recorder.method(),
+            )
             return RunResult(
                 **base,
                 status="ok",
@@ -138,7 +161,7 @@ def run_jax_in_this_process(
                 base_learning_rate=base_lr,
                 learning_rate=learning_rate,
                 **summary,
-                **strategy.result_fields(model, measured, step_time),
+                **fields,
             )
 
         if report_and_exit is not None:
@@ -162,15 +185,21 @@ def run_jax_in_this_process(
         return RunResult(**base, status=status, reason=reason)
 
 
-def _built_model(spec: RunSpec, sample: Any) -> keras.Model:
-    """The user's model, seeded, compiled and with its variables, in the current scope.
+def _built_model(
+    spec: RunSpec, sample: Any, chosen: list[Tuned], steps: int, total: int, warmup: int
+) -> keras.Model:
+    """The user's model, seeded, compiled with what tune chose (appended to `chosen`) and with
+    its variables, in the current scope.
 
     A model that makes its variables on first call (Sequential without `keras.Input`, a
     subclassed model) is called once on one sample, in inference mode, as on TensorFlow.
     """
     set_seed_without_tensorflow(spec.training.seed)
     model = load_model(spec.model)
-    compile_model(model, spec.model, spec.training, spec.steps_per_execution)
+    tuned = tune_run(spec, model, steps, total, warmup)
+    chosen.append(tuned)
+    jit = "auto" if tuned.jit_compile is None else tuned.jit_compile  # auto: XLA, on JAX
+    compile_model(model, spec.model, spec.training, tuned.steps_per_execution, jit)
     if not (model.built and model.weights):
         model(sample, training=False)
     return model

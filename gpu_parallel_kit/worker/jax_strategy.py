@@ -101,8 +101,10 @@ class JaxStrategy:
         return tensor_traffic(self.layout, data, self.spec.global_batch)
 
     def result_fields(
-        self, model: keras.Model, measured: dict[str, Any], step_time_s: float | None
+        self, model: keras.Model, measured: dict[str, Any] | None, step_time_s: float | None
     ) -> dict[str, Any]:
+        """Memory from the placed shards, bytes from the layout, and the communication measured
+        (`measured` None: measure_comm=False skipped it, and the row says so)."""
         state = placed_bytes([*model.weights, *model.optimizer.variables])
         parameter_bytes = sum(_nbytes(v) for v in model.trainable_variables)
         extra: dict[str, Any] = {
@@ -143,7 +145,9 @@ class JaxStrategy:
             extra["activation_bytes"] = traffic.activation_bytes
             extra["gradient_bytes"] = traffic.gradient_bytes
             fields["comm_bytes"] = traffic.reduced_bytes
-        if measured:
+        if measured is None and self.spec.strategy in ("data", "tensor"):
+            extra.update(comm_measured=False, comm_method="not measured (measure_comm=False)")
+        elif measured:
             comm = dict(measured)
             exposed = comm.pop("comm_time_s")
             virtual = _VIRTUAL if self.spec.devices.virtual else ""

@@ -119,3 +119,15 @@ def set_seed_without_tensorflow(seed: int) -> None:
     global_state.set_global_attribute(generator_name, None)
     random.seed(seed)
     np.random.seed(seed)
+
+
+def dispatches_async(callbacks: list[Any]) -> bool:
+    """Whether `fit` would call these callbacks' batch hooks from a thread, the training loop
+    not waiting for them (`CallbackList._async_train`): only on a backend Keras marks thread-safe
+    (`IS_THREAD_SAFE`: not TensorFlow), and only when every per-batch callback is async-safe."""
+    import keras  # noqa: PLC0415 - the worker has it imported already
+
+    container = keras.callbacks.CallbackList(list(callbacks))
+    if not hasattr(container, "_async_train"):
+        raise _changed("CallbackList._async_train")
+    return bool(container._async_train)

@@ -70,6 +70,12 @@ def make_dataset(
     return dataset.repeat().prefetch(tf.data.AUTOTUNE), steps
 
 
+def with_prefetch(dataset: tf.data.Dataset, batches: int | None) -> tf.data.Dataset:
+    """At least `batches` batches ahead (tune: two executions' worth), tf.data's autotuning
+    otherwise kept: one execution of several steps then never waits for its next batch."""
+    return dataset.prefetch(batches) if batches else dataset
+
+
 def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
     """The validation samples in batches of `batch` (the last one may be smaller), one pass."""
     if source.kind == "dataset_builder":

@@ -30,17 +30,20 @@ from ..runs.lr_rules import ramp_steps
 from ..runs.process import parent_emitter
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
+from ..runs.tuning import warmup_in_executions
 from ..version import __version__
 from .compiling import compile_model, load_model
 from .device_setup import configure_worker_devices
 from .engines import make_engine
 from .engines.budget import MemoryBudgetExceeded
 from .engines.evaluation import watch_convergence
-from .loading import build_from_data, labels, make_dataset
+from .loading import build_from_data, labels, make_dataset, with_prefetch
 from .lr_schedule import apply_lr_rule
 from .memory import peak_memory
 from .preflight import check_inputs, check_targets, largest_label
 from .recorder import StepRecorder
+from .stats import warmup_steps
+from .tuning import tune_run
 
 
 def worker_main(spec: RunSpec, connection: Any) -> None:
@@ -95,11 +98,21 @@ def run_in_this_process(
         with engine.build_scope():
             keras.utils.set_random_seed(spec.training.seed)
             model = load_model(spec.model)
-            compile_model(model, spec.model, spec.training, spec.steps_per_execution)
         phase = "preparing the data"
         dataset, steps_per_epoch = make_dataset(spec.data, spec.training, spec.global_batch)
         total = steps_per_epoch * spec.training.epochs
+        warmup = warmup_steps(spec.training.warmup_steps, total)
+        tuned = tune_run(spec, model, steps_per_epoch, total, warmup)
+        dataset = with_prefetch(dataset, tuned.prefetch_batches)
+        phase = "building the model"  # compiled once the data says how many steps an epoch has
         with engine.build_scope():
+            compile_model(
+                model,
+                spec.model,
+                spec.training,
+                tuned.steps_per_execution,
+                "auto" if tuned.jit_compile is None else tuned.jit_compile,
+            )
             check_inputs(model, dataset.element_spec)
             build_from_data(model, dataset.element_spec)
             check_targets(model, dataset.element_spec, largest_label(labels(spec.data)))
@@ -108,7 +121,13 @@ def run_in_this_process(
                 spec.training.lr_factor(spec.global_batch),
                 ramp_steps(spec.training.warmup_epochs, steps_per_epoch),
             )
-        recorder = StepRecorder(total, emit, spec.training.warmup_steps, steps_per_epoch)
+        recorder = StepRecorder(
+            total,
+            emit,
+            warmup_in_executions(warmup, tuned.steps_per_execution, total),
+            steps_per_epoch,
+            tuned.steps_per_execution,
+        )
         watch_convergence(recorder, engine, model, spec)
         startup = time.perf_counter() - start
         phase = "training"
@@ -125,6 +144,11 @@ def run_in_this_process(
             memory, memory_source = peak_memory(spec.devices.kind, device_names)
             summary = recorder.summary()
             step_time = summary["step_time_s"]
+            fields = engine.result_fields(step_time)
+            fields["extra"].update(
+                tuned={**tuned.to_dict(), "jit_compile": bool(model.jit_compile)},
+                step_time_method=recorder.method(),
+            )
             return RunResult(
                 **base,
                 status="ok",
@@ -138,7 +162,7 @@ def run_in_this_process(
                 base_learning_rate=base_lr,
                 learning_rate=learning_rate,
                 **summary,
-                **engine.result_fields(step_time),
+                **fields,
             )
 
         if report_and_exit is not None:

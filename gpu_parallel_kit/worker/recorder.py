@@ -7,6 +7,7 @@ Progress goes to the parent at most a few times a second so reporting never slow
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,8 +32,11 @@ class StepRecorder:
         emit: Callable[..., None],
         warmup_steps: int | None = None,
         steps_per_epoch: int | None = None,
+        steps_per_execution: int = 1,
     ) -> None:
         self.total_steps = total_steps
+        # Keras calls back once per execution: its steps share the execution's time equally.
+        self.steps_per_execution = max(steps_per_execution, 1)
         self.steps_per_epoch = steps_per_epoch or total_steps or 1
         self.warmup_steps = (
             default_warmup_steps(total_steps)
@@ -129,6 +133,17 @@ class StepRecorder:
         finally:
             self._paused_s += time.perf_counter() - start
 
+    def method(self) -> str:
+        """How the step times were taken, in words, for the row's `extra["step_time_method"]`."""
+        if self.steps_per_execution == 1:
+            return "per step: time between consecutive step ends (Keras's batch callbacks)"
+        n = self.steps_per_execution
+        return (
+            f"per execution of {n} steps: Keras calls back once per execution, so each step's "
+            f"time is its execution's time / {n}; the spread is between executions, and "
+            f"warm-up is rounded up to whole executions"
+        )
+
     @property
     def done(self) -> bool:
         return len(self._batch_ends) >= self.total_steps
@@ -143,8 +158,9 @@ class StepRecorder:
         measured = durations[self.warmup_steps :]
         median, spread = median_and_spread(measured)
         wall = (self._batch_ends[-1] - self._first_begin) if self._batch_ends else None
-        # The first step traces and compiles: its time beyond a typical step is a one-off cost.
-        compile_time = max(0.0, durations[0] - median) if durations and median else None
+        # The first execution traces and compiles: its time beyond typical steps is a one-off.
+        first = durations[: self.steps_per_execution]
+        compile_time = max(0.0, sum(first) - len(first) * median) if first and median else None
         return {
             "step_times_s": tuple(measured),
             "warmup_steps": self.warmup_steps,
@@ -161,16 +177,34 @@ class StepRecorder:
 
 
 class StepTimer(keras.callbacks.Callback):
-    """Feeds a StepRecorder from `model.fit`.
+    """Feeds a StepRecorder from `model.fit`, without making Keras wait for every step.
 
-    Not marked async-safe on purpose: Keras then hands over the step's logs synchronously, so the
-    timestamp is taken after the step has really finished on the device.
+    A per-batch callback that is not async-safe makes Keras call it in line, after the step's
+    logs are on the host: the training loop waits for every step, which on a GPU a user's own
+    `fit` need not do. This one is async-safe, so on a backend that dispatches callbacks to a
+    thread (Keras's `IS_THREAD_SAFE` backends: JAX, torch) the loop runs ahead while the
+    callback, in Keras's thread, takes its timestamp once that step's logs are ready, that is
+    once the step has finished on the device. The TensorFlow backend never dispatches callbacks
+    asynchronously and converts the logs to floats at each execution's end anyway, so there the
+    timer adds no wait a user's `fit` does not have. It is not async-safe when evaluations run
+    inside an epoch (`validation_every_steps`): they must see the weights of the step that
+    triggered them, and pause the training clock.
+
+    Calls may then arrive from several threads, in any order: a lock keeps the recorder's lists
+    whole, and a call for an execution already covered by a later one counts nothing (the later
+    call spread its steps over the time since the one before).
     """
 
     def __init__(self, recorder: StepRecorder) -> None:
         super().__init__()
         self.recorder = recorder
         self._epoch_first_step = 0
+        self._lock = threading.Lock()
+
+    @property
+    def async_safe(self) -> bool:
+        """Read by Keras's CallbackList when fit starts (keras/src/callbacks/callback_list.py)."""
+        return not self.recorder.evaluate_every_steps
 
     def on_train_begin(self, logs=None) -> None:
         self.recorder.train_begin()
@@ -181,8 +215,11 @@ class StepTimer(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None) -> None:
         # With steps_per_execution > 1 Keras reports once per execution, passing its last step.
-        done_this_epoch = self.recorder.steps_done - self._epoch_first_step
-        self.recorder.step_end(max(1, batch + 1 - done_this_epoch))
+        with self._lock:
+            done_this_epoch = self.recorder.steps_done - self._epoch_first_step
+            steps = batch + 1 - done_this_epoch
+            if steps >= 1:
+                self.recorder.step_end(steps)
 
     def on_epoch_end(self, epoch, logs=None) -> None:
         self.recorder.epoch_end(logs)

@@ -37,3 +37,10 @@ def median_and_spread(values: Sequence[float]) -> tuple[float | None, float | No
         return float(values[0]), 0.0
     quartiles = statistics.quantiles(values, n=4, method="inclusive")
     return float(statistics.median(values)), float(quartiles[2] - quartiles[0])
+
+
+def warmup_steps(asked: int | None, total_steps: int) -> int:
+    """The steps the user asked to leave out (None: the default), leaving at least one timed."""
+    if asked is None:
+        return default_warmup_steps(total_steps)
+    return min(asked, max(total_steps - 1, 0))

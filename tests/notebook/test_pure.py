@@ -72,6 +72,7 @@ def test_a_request_is_the_apis_arguments():
         "cluster": None,
         "backend": None,  # the experiment's: tensorflow
         "mesh": None,
+        "steps_per_execution": None,  # tune's choice
     }
     experiment = request.experiment(progress=False)
     assert experiment.training.batch_size == 256 and experiment.model.name == "mlp"

@@ -55,6 +55,20 @@ PROBE = textwrap.dedent(
         schedule = ki.raw_learning_rate(scheduled)
         assert isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule)
 
+    def dispatches_async():
+        class Plain(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                pass
+
+        # The TensorFlow backend never dispatches batch callbacks to a thread.
+        assert ki.dispatches_async([Plain()]) is False
+        import keras.src.backend as backend
+
+        backend.IS_THREAD_SAFE = True  # as the JAX and torch backends are
+        assert ki.dispatches_async([Plain()]) is False
+        Plain.async_safe = True
+        assert ki.dispatches_async([Plain()]) is True
+
     def missing_piece_is_one_sentence():
         try:
             ki.raw_learning_rate(object())
@@ -67,7 +81,7 @@ PROBE = textwrap.dedent(
     outcome = {}
     for check in (compile_config, compile_loss_class, compile_metrics_class,
                   unscale_loss_for_distribution, compiled_metrics, user_metrics,
-                  raw_learning_rate, missing_piece_is_one_sentence):
+                  raw_learning_rate, dispatches_async, missing_piece_is_one_sentence):
         try:
             check()
             outcome[check.__name__] = "ok"
@@ -84,6 +98,7 @@ ACCESSES = (
     "compiled_metrics",
     "user_metrics",
     "raw_learning_rate",
+    "dispatches_async",
     "missing_piece_is_one_sentence",
 )
 

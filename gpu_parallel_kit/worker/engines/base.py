@@ -15,6 +15,7 @@ import keras
 import tensorflow as tf
 
 from ...runs.spec import RunSpec
+from ..keras_internals import dispatches_async
 from ..recorder import StepRecorder, StepTimer
 from .budget import check_budget, variable_bytes
 from .custom_loop import train_custom_loop
@@ -68,7 +69,10 @@ class Engine(abc.ABC):
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         """RunResult fields only this engine measures (after train)."""
-        return {"extra": {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}}
+        extra = {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}
+        if getattr(self, "callbacks_async", None) is not None:
+            extra["timer_async"] = self.callbacks_async
+        return {"extra": extra}
 
     def prepare_replicas(self, model: keras.Model) -> None:
         """Build the optimizer's slots beside their variables and hold the replicas' state
@@ -101,11 +105,14 @@ class Engine(abc.ABC):
                 recorder,
             )
         else:
+            timer = StepTimer(recorder)
+            # Recorded for the row: whether Keras lets the loop run ahead of the timer.
+            self.callbacks_async = dispatches_async([timer])
             model.fit(
                 dataset,
                 epochs=self.spec.training.epochs,
                 steps_per_epoch=steps_per_epoch,
-                callbacks=[StepTimer(recorder)],
+                callbacks=[timer],
                 verbose=0,
                 shuffle=False,
             )

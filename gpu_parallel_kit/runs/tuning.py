@@ -1,0 +1,189 @@
+"""What `tune="auto"` picks for a run: steps per execution, XLA and the input pipeline, by rules.
+
+Plain values in, a frozen `Tuned` out, no TensorFlow: the worker calls `choose_settings` before
+it compiles, and the tests check every rule in milliseconds. A probe inside the worker would trace
+one train function per candidate (0.3-1 s each on two cores), more than the fixed cost of a whole
+run, so the choices are rules, each justified by a measurement in benchmarks/README.md ("What
+tune picks, and why").
+
+- **Steps per execution.** Keras calls its callbacks, converts the step's logs to Python floats (a
+  host sync under TensorFlow) and crosses from Python into the runtime once per execution; on two
+  CPU cores that was 1-3 ms of a 12-25 ms step in the measurements so far. Several steps per
+  execution (a `tf.while_loop` in one compiled call) pay it once for all of them. The weights are
+  those of one step at a time (the same ops in the same order). The value divides the steps per
+  epoch (Keras runs whole executions: one straddling an epoch's end would train steps beyond it on
+  the kit's repeating data) and the evaluation interval (an evaluation sees the weights of the step
+  it is due at), and leaves at least `MIN_TIMED_EXECUTIONS` executions timed after warm-up, so a
+  median still means something.
+- **XLA** (`jit_compile=True`). Keras's own rule: on when there is a GPU and no tf.distribute
+  strategy. The kit always trains under a strategy (OneDeviceStrategy for the baseline), which
+  makes Keras switch XLA off, so `auto` switches it back on where a user's own single-GPU `fit`
+  would have it: one GPU, strategy single, no op determinism (Keras refuses XLA with
+  determinism). Not on the CPU (measured slower or no faster there) and not under
+  MirroredStrategy (Keras leaves it off under tf.distribute; the all-reduce is not in XLA's
+  cluster).
+- **Input pipeline.** Array data is gathered batch by batch in a `tf.data` map with autotuned
+  parallelism, and prefetched. `auto` keeps that and adds a prefetch of two executions' worth of
+  batches, since an execution takes its batches back to back; its effect has not been measured
+  apart from that of steps per execution, and it costs a few batches of host memory.
+
+An explicit `steps_per_execution=` or `jit_compile=` always wins over the rules; `tune="off"`
+keeps Keras's defaults (one step per execution, XLA as Keras decides under a strategy: off).
+The row records the XLA setting Keras actually applied.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import GpkError
+
+TUNE = ("auto", "off")
+# Steps per execution aimed at (benchmarks/README.md: the per-execution cost is paid 1/8 as often,
+# and the traced while-loop stays cheap to trace); lowered to fit the run.
+TARGET_STEPS_PER_EXECUTION = 8
+MIN_TIMED_EXECUTIONS = 4  # executions timed after warm-up, at least, for a median
+# Strategies trained by Keras's fit, where steps_per_execution and jit_compile apply.
+_FIT_STRATEGIES = ("single", "data")
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """The settings a run trains with, and who chose each (user, tune, or the default)."""
+
+    tune: str  # auto | off
+    steps_per_execution: int
+    jit_compile: bool | None  # None: Keras's own "auto"
+    prefetch_batches: int | None  # None: tf.data.AUTOTUNE alone
+    why: dict[str, str] = field(default_factory=dict)  # per setting: who chose it and why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tune": self.tune,
+            "steps_per_execution": self.steps_per_execution,
+            "jit_compile": self.jit_compile,
+            "prefetch_batches": self.prefetch_batches,
+            "why": dict(self.why),
+        }
+
+
+def check_tune(tune: Any, steps_per_execution: Any, jit_compile: Any, measure_comm: Any) -> None:
+    """One sentence per bad value, raised in the caller before a worker starts."""
+    if tune not in TUNE:
+        raise GpkError(f"tune={tune!r} is not known; use 'auto' (the default) or 'off'")
+    spe = steps_per_execution
+    if spe is not None and (isinstance(spe, bool) or not isinstance(spe, int) or spe < 1):
+        raise GpkError(
+            f"steps_per_execution={spe!r} must be a whole number of at least 1, "
+            "or None to let tune choose"
+        )
+    if jit_compile is not None and not isinstance(jit_compile, bool):
+        raise GpkError(
+            f"jit_compile={jit_compile!r} must be True, False or None (None: tune chooses)"
+        )
+    if not isinstance(measure_comm, bool):
+        raise GpkError(f"measure_comm={measure_comm!r} must be True or False")
+
+
+def choose_settings(
+    *,
+    tune: str,
+    strategy: str,
+    mode: str,
+    device_kind: str,
+    devices: int,
+    steps_per_epoch: int,
+    total_steps: int,
+    warmup_steps: int,
+    evaluate_every_steps: int | None = None,
+    deterministic: bool = False,
+    steps_per_execution: int | None = None,
+    jit_compile: bool | None = None,
+) -> Tuned:
+    """The settings of one run under `tune`, the user's explicit values first."""
+    why: dict[str, str] = {}
+    fit = mode == "fit" and strategy in _FIT_STRATEGIES
+    auto = tune == "auto" and fit
+
+    if steps_per_execution is not None:
+        spe = steps_per_execution
+        why["steps_per_execution"] = "user"
+    elif auto:
+        spe = tuned_steps_per_execution(
+            steps_per_epoch, total_steps, warmup_steps, evaluate_every_steps
+        )
+        why["steps_per_execution"] = (
+            f"tune: largest of <= {TARGET_STEPS_PER_EXECUTION} dividing the epoch"
+            + (" and the evaluation interval" if evaluate_every_steps else "")
+            + f" with >= {MIN_TIMED_EXECUTIONS} timed executions"
+        )
+    else:
+        spe = 1
+        why["steps_per_execution"] = "default" if fit else f"not used by {_loop(strategy, mode)}"
+
+    if jit_compile is not None:
+        jit = jit_compile
+        why["jit_compile"] = "user"
+    elif auto:
+        # Only ever switched on: elsewhere Keras's own "auto" stands (off under a tf.distribute
+        # strategy; a backend that always compiles keeps compiling).
+        on = device_kind == "gpu" and strategy == "single" and devices == 1 and not deterministic
+        jit = True if on else None
+        why["jit_compile"] = (
+            "tune: one GPU, no tf.distribute replicas: Keras's own choice without a strategy"
+            if on
+            else "tune: left to Keras (off under a strategy): "
+            + (
+                "op determinism"
+                if deterministic and device_kind == "gpu"
+                else "XLA measured slower on the CPU"
+                if device_kind != "gpu"
+                else "replicas under MirroredStrategy"
+            )
+        )
+    else:
+        jit = None
+        why["jit_compile"] = "default (Keras's auto: off under a tf.distribute strategy)"
+
+    prefetch = 2 * spe if auto else None
+    why["prefetch"] = (
+        f"tune: tf.data autotuned, at least {prefetch} batches (two executions) ahead"
+        if auto
+        else "default (tf.data autotuned)"
+    )
+    return Tuned(tune, spe, jit, prefetch, why)
+
+
+def tuned_steps_per_execution(
+    steps_per_epoch: int,
+    total_steps: int,
+    warmup_steps: int,
+    evaluate_every_steps: int | None = None,
+) -> int:
+    """The largest value <= the target that divides the epoch (and the evaluation interval) and
+    leaves at least MIN_TIMED_EXECUTIONS executions after warm-up; 1 when none does."""
+    interval = math.gcd(steps_per_epoch, evaluate_every_steps or steps_per_epoch)
+    for spe in range(min(TARGET_STEPS_PER_EXECUTION, interval), 1, -1):
+        if interval % spe:
+            continue
+        warm = warmup_in_executions(warmup_steps, spe, total_steps)
+        if (total_steps - warm) // spe >= MIN_TIMED_EXECUTIONS:
+            return spe
+    return 1
+
+
+def warmup_in_executions(warmup_steps: int, steps_per_execution: int, total_steps: int) -> int:
+    """Warm-up rounded up to whole executions: the steps of one execution share its time, so the
+    tracing of the first would otherwise leak into steps that count. At least one execution stays
+    timed."""
+    spe = max(steps_per_execution, 1)
+    rounded = math.ceil(warmup_steps / spe) * spe
+    return max(0, min(rounded, total_steps - spe))
+
+
+def _loop(strategy: str, mode: str) -> str:
+    if strategy in _FIT_STRATEGIES:
+        return f"mode={mode!r} (a custom loop, one step per call)"
+    return f"strategy={strategy!r} (its own loop)"

@@ -1,0 +1,139 @@
+"""The fast path inside the worker, without training: step times with several steps per
+execution, the async-safe timer, and what tune picks for a run planned on faked GPUs."""
+
+from __future__ import annotations
+
+import keras
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.worker import keras_internals
+from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+from gpu_parallel_kit.worker.tuning import tune_run
+
+CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
+
+
+class Clock:
+    """A hand-wound perf_counter: step times are exact, so the arithmetic can be checked."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr("gpu_parallel_kit.worker.recorder.time.perf_counter", clock)
+    return clock
+
+
+def test_an_executions_time_is_spread_over_its_steps_and_warm_up_is_whole_executions(clock):
+    recorder = StepRecorder(12, lambda **_: None, warmup_steps=4, steps_per_execution=4)
+    timer = StepTimer(recorder)
+    timer.on_train_begin()
+    timer.on_epoch_begin(0)
+    for batch, seconds in ((3, 2.0), (7, 0.4), (11, 0.8)):  # Keras: the execution's last step
+        clock.now += seconds
+        timer.on_train_batch_end(batch)
+    timer.on_epoch_end(0, {"loss": 1.0})
+    summary = recorder.summary()
+    assert recorder.steps_done == 12
+    assert summary["warmup_steps"] == 4
+    assert summary["step_times_s"] == pytest.approx((0.1,) * 4 + (0.2,) * 4)
+    assert summary["step_time_s"] == pytest.approx(0.15)
+    # The first execution traced: its time beyond four typical steps, not one step's excess.
+    assert summary["compile_time_s"] == pytest.approx(2.0 - 4 * 0.15)
+    assert "execution's time / 4" in recorder.method()
+    assert "per step" in StepRecorder(4, lambda **_: None).method()
+
+
+def test_a_late_call_for_an_execution_already_counted_adds_no_step(clock):
+    recorder = StepRecorder(8, lambda **_: None, warmup_steps=0, steps_per_execution=4)
+    timer = StepTimer(recorder)
+    timer.on_train_begin()
+    timer.on_epoch_begin(0)
+    clock.now += 1.0
+    timer.on_train_batch_end(7)  # a thread ran the second execution's callback first
+    clock.now += 0.5
+    timer.on_train_batch_end(3)
+    assert recorder.steps_done == 8
+    assert recorder.summary()["step_times_s"] == pytest.approx((1.0 / 8,) * 8)
+
+
+class Plain(keras.callbacks.Callback):
+    """A per-batch callback as users write them: not marked async-safe."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        pass
+
+
+def test_the_timer_lets_a_thread_safe_backend_run_ahead(monkeypatch):
+    timer = StepTimer(StepRecorder(8, lambda **_: None))
+    assert timer.async_safe
+    # TensorFlow's backend calls batch callbacks in line whatever they say; its fit converts
+    # the logs to floats at each execution's end anyway, so the timer adds no wait there.
+    assert keras_internals.dispatches_async([timer]) is False
+    monkeypatch.setattr("keras.src.backend.IS_THREAD_SAFE", True)  # as JAX's and torch's are
+    assert keras_internals.dispatches_async([timer]) is True
+    assert keras_internals.dispatches_async([timer, Plain()]) is False
+
+
+def test_evaluations_inside_an_epoch_keep_the_timer_in_line(monkeypatch):
+    recorder = StepRecorder(8, lambda **_: None)
+    recorder.evaluate = lambda: {"val_loss": 0.0}
+    recorder.evaluate_every_steps = 4  # must see the weights of the step that triggers it
+    timer = StepTimer(recorder)
+    monkeypatch.setattr("keras.src.backend.IS_THREAD_SAFE", True)
+    assert not timer.async_safe
+    assert keras_internals.dispatches_async([timer]) is False
+
+
+def _plan_on_fake_gpus(monkeypatch, gpus: int, **plan):
+    fakes = [
+        PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "Fake GPU", 16 << 30)
+        for i in range(gpus)
+    ]
+    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU, *fakes))
+    exp = gpk.Experiment(
+        model="mlp", samples=4096, batch_size=256, epochs=2, progress=False, **plan
+    )
+    return exp
+
+
+def _uncompiled():
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+
+def test_tune_on_one_faked_gpu_turns_xla_on_as_kerass_own_fit_would(monkeypatch):
+    exp = _plan_on_fake_gpus(monkeypatch, 1)
+    spec = exp.plan("single", 1)
+    assert spec.devices.kind == "gpu"
+    tuned = tune_run(spec, _uncompiled(), steps_per_epoch=16, total_steps=32, warmup=2)
+    assert tuned.jit_compile is True and tuned.steps_per_execution == 4
+    determined = exp.plan("single", 1, deterministic=True)
+    assert tune_run(determined, _uncompiled(), 16, 32, 2).jit_compile is None  # Keras's: off
+
+
+def test_tune_on_faked_gpus_keeps_xla_off_under_mirrored_strategy(monkeypatch):
+    spec = _plan_on_fake_gpus(monkeypatch, 2).plan("data", 2)
+    assert (spec.devices.kind, spec.devices.virtual) == ("gpu", False)
+    tuned = tune_run(spec, _uncompiled(), steps_per_epoch=16, total_steps=32, warmup=2)
+    assert tuned.jit_compile is None and "MirroredStrategy" in tuned.why["jit_compile"]
+
+
+def test_a_builders_own_compile_settings_count_as_the_users(monkeypatch):
+    spec = _plan_on_fake_gpus(monkeypatch, 2).plan("data", 2)
+    model = _uncompiled()
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=2, jit_compile=True)
+    tuned = tune_run(spec, model, steps_per_epoch=16, total_steps=32, warmup=2)
+    assert (tuned.steps_per_execution, tuned.jit_compile) == (2, True)
+    assert tuned.why["steps_per_execution"] == tuned.why["jit_compile"] == "user"
+    # A run's own value wins over the builder's.
+    spec = _plan_on_fake_gpus(monkeypatch, 2).plan("data", 2, steps_per_execution=1)
+    assert tune_run(spec, model, 16, 32, 2).steps_per_execution == 1
