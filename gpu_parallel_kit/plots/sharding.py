@@ -72,7 +72,10 @@ def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
             "backend": [r.backend for r in runs],
         }
     )
-    labels = run_labels(frame) if runs else []
+    labels = [
+        f"{label} {r.mesh}" if r.mesh else label
+        for label, r in zip(run_labels(frame) if runs else [], runs, strict=True)
+    ]
     state = [max(r.extra["state_bytes"].values()) / MIB for r in runs]
     traffic = [(r.extra.get("traffic_bytes_per_device") or 0) / MIB for r in runs]
     colours = [DEVICE_COLOURS[0] if r.strategy != "tensor" else "tab:cyan" for r in runs]
@@ -80,6 +83,15 @@ def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
     state_axis.set_title("parameters + optimizer state per device", fontsize=10)
     _bars(traffic_axis, labels, traffic, colours, "MiB per device per step")
     traffic_axis.set_title("what the collectives move per step (from the layout)", fontsize=10)
+    traffic_axis.text(
+        0.0,
+        -0.42,
+        "counted per each run's algorithm: a ring on JAX (2(N-1)/N of each tensor); TensorFlow "
+        "rows as their all_reduce (on the CPU, reduction to one device)",
+        transform=traffic_axis.transAxes,
+        fontsize=7,
+        color="0.35",
+    )
     return figure
 
 
