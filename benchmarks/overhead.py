@@ -125,6 +125,10 @@ class _Workload:
         )
         self.train_exp = gpk.Experiment(epochs=args.epochs, **common)
         self.short_exp = gpk.Experiment(epochs=1, steps_per_epoch=args.fixed_steps, **common)
+        # The fixed cost on JAX: the same runs from the JAX server (runs/served.py).
+        self.short_jax_exp = gpk.Experiment(
+            epochs=1, steps_per_epoch=args.fixed_steps, backend="jax", **common
+        )
 
 
 class Bench:
@@ -136,6 +140,7 @@ class Bench:
         self.workloads = {name: _Workload(name, args, folder) for name in args.model}
         first = self.workloads[args.model[0]]  # the fixed cost is measured on the first model
         self.short_exp = first.short_exp
+        self.short_jax_exp = first.short_jax_exp
 
     def run(self) -> dict[str, Any]:
         args = self.args
@@ -152,7 +157,10 @@ class Bench:
         report: dict[str, Any] = {"config": vars(args), "start_method": method}
         report["caller_discovery_s"] = discovery_s
         if args.only in ("all", "fixed"):
-            report["fixed"] = {method: self.fixed_cost(method, args.fixed_runs + 1)}
+            report["fixed"] = {}
+            for backend in args.fixed_backend:  # alternating would mix the servers' first runs
+                key = method if backend == "tensorflow" else f"{method}+{backend}"
+                report["fixed"][key] = self.fixed_cost(key, args.fixed_runs + 1)
         if args.only == "throughput":
             # Start the fork server outside the figures, as the fixed-cost section otherwise does.
             _heading("Starting the kit's workers once, outside the figures")
@@ -180,8 +188,9 @@ class Bench:
             "process  startup  fixed  parent-only"
         )
         rows = []
+        experiment = self.short_jax_exp if method.endswith("+jax") else self.short_exp
         for index in range(runs):
-            row = self._kit_run(self.short_exp)
+            row = self._kit_run(experiment)
             rows.append(row)
             print(
                 f"{index:>3}  {row['parent_total_s']:>5.2f}  {row['to_worker_s']:>9.2f}  "
@@ -380,6 +389,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also measure the fixed cost with GPK_START_METHOD=spawn: runs after the first",
     )
     parser.add_argument("--only", choices=("all", "throughput", "fixed"), default="all")
+    parser.add_argument(
+        "--fixed-backend",
+        nargs="+",
+        choices=("tensorflow", "jax"),
+        default=["tensorflow"],
+        help="backends whose fixed cost is measured, one after the other (jax: from its server)",
+    )
     parser.add_argument(
         "--hand-inter-op-threads",
         type=int,
