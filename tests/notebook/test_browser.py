@@ -152,7 +152,9 @@ def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
         print(f"screenshots in {tmp_path}")
 
 
-@pytest.mark.parametrize("name", ["00_quickstart.ipynb", "05_time_to_accuracy.ipynb"])
+@pytest.mark.parametrize(
+    "name", ["00_quickstart.ipynb", "05_time_to_accuracy.ipynb", "06_tensor_parallelism.ipynb"]
+)
 def test_notebook_runs_in_jupyterlab_without_a_stderr_box(lab, tmp_path, name):
     """The first notebook a student opens, and the one whose runs evaluate inside the worker:
     every cell runs, nothing writes a red stderr box (TensorFlow's start-up chatter, AutoGraph
