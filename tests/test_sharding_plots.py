@@ -71,3 +71,16 @@ def test_a_comparison_without_a_tensor_run_says_so_in_one_sentence():
     layout = gpk.Comparison([_result("tensor", 4, "1x4", layout=LAYOUT)]).results[0].layout
     assert list(layout["role"]) == ["column", "column", "row", "replicated"]
     assert layout["axes"].iloc[0] == (None, "model")
+
+
+def test_the_speedup_lines_join_one_devices_count_per_mesh_and_name_a_2d_mesh():
+    rows = [
+        _result("single", 1),
+        _result("tensor", 2, "1x2"),
+        _result("tensor", 4, "1x4"),
+        _result("tensor", 4, "2x2"),
+    ]
+    figure = gpk.Comparison(rows).plot()
+    speedup = next(axis for axis in figure.axes if axis.get_title().startswith("Speedup"))
+    lines = [line.get_label() for line in speedup.get_lines()]
+    assert lines == ["single jax", "tensor jax", "tensor jax 2x2", "ideal"]

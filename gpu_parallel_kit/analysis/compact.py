@@ -33,15 +33,25 @@ def _has_workers(df: pd.DataFrame) -> bool:
     return "workers" in df.columns and bool((df["workers"] > 1).any())
 
 
+def _has_jax(df: pd.DataFrame) -> bool:
+    return "backend" in df.columns and bool((df["backend"] != "tensorflow").any())
+
+
+def _has_tensor(df: pd.DataFrame) -> bool:
+    return bool((df["strategy"] == "tensor").any())
+
+
 def _has_projected(df: pd.DataFrame) -> bool:
     return "projected" in df.columns and bool(df["projected"].astype(bool).any())
 
 
 COMPACT_COLUMNS: tuple[Column, ...] = (
+    ("backend", "backend", _has_jax),
     ("strategy", "strategy", None),
     ("projected", "projected onto", _has_projected),
     ("workers", "workers", _has_workers),
     ("devices", "devices", None),
+    ("mesh", "mesh (data×model)", _has_tensor),
     ("schedule", "schedule", _has_model),
     ("micro_batches", "micro-batches", _has_model),
     ("status", "status", None),
@@ -54,7 +64,7 @@ COMPACT_COLUMNS: tuple[Column, ...] = (
     ("comm_share", "comm share", None),
     ("bubble_fraction", "bubble", _has_model),
     ("bubble_theoretical", "bubble (theory)", _has_model),
-    ("state_bytes", "state (MiB)", _has_model),
+    ("state_bytes", "state (MiB)", lambda df: _has_model(df) or _has_tensor(df)),
     ("peak_activation_bytes", "activations held (MiB)", _has_model),
     ("peak_memory_bytes", "peak memory (MiB)", None),
 )

@@ -38,6 +38,7 @@ from .style import (
     DisplayFigure,
     backend_tags,
     draw_missing_bars,
+    mesh_tag,
     projected_rows,
     projection_label,
     projection_labels,
@@ -186,7 +187,7 @@ def _fits(labels: list[str], points: float, slot_points: float) -> bool:
         for label in labels
         for line in label.split("\n")
     ]
-    return max(widths, default=0.0) + 4 <= slot_points
+    return max(widths, default=0.0) + 10 <= slot_points  # room between neighbours, too
 
 
 def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
@@ -244,6 +245,10 @@ def _series_keys(df: pd.DataFrame) -> list[pd.Series]:
         df["backend"] if "backend" in df.columns else df["scaling"],
         df["scaling"],
         df["strategy"],
+        # A 2-D mesh is its own line; "1xN" (every device on the model axis) is the default one.
+        df["mesh"].map(lambda m: m if mesh_tag(m) else "")
+        if "mesh" in df.columns
+        else df["scaling"],
         df["schedule"],
         df["micro_batches"],
     ]
@@ -254,6 +259,8 @@ def _series_label(group: pd.DataFrame, several: dict[str, bool], projected: bool
     label = str(first["strategy"])
     if several["backend"]:
         label += f" {BACKEND_TAGS.get(first['backend'], first['backend'])}"
+    if mesh_tag(first.get("mesh", "")):
+        label += f" {first['mesh']}"
     if isinstance(first["schedule"], str) and first["schedule"]:
         m = first["micro_batches"]
         label += (

@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
 from ..runs.results import RunResult
-from .style import DisplayFigure, run_labels
+from .style import DisplayFigure, mesh_tag, run_labels
 
 MIB = 2**20
 DEVICE_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
@@ -62,7 +62,12 @@ def layout_figure(result: RunResult) -> DisplayFigure:
 def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
     """Left: parameters and optimizer state on the fullest device. Right: bytes the collectives
     move in and out of each device per step (the layout's textbook counts). One bar per run."""
-    runs = [r for r in results if r.ok and r.extra.get("state_bytes")]
+    # One device moves nothing: a 1-device data run would only repeat the single run's bar.
+    runs = [
+        r
+        for r in results
+        if r.ok and r.extra.get("state_bytes") and (r.strategy == "single" or r.devices > 1)
+    ]
     figure = DisplayFigure(figsize=(11.0, 3.8), layout="constrained")
     state_axis, traffic_axis = figure.subplots(1, 2)
     frame = pd.DataFrame(
@@ -70,10 +75,11 @@ def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
             "strategy": [r.strategy for r in runs],
             "devices": [r.devices for r in runs],
             "backend": [r.backend for r in runs],
+            "mesh": [r.mesh for r in runs],
         }
     )
     labels = [
-        f"{label} {r.mesh}" if r.mesh else label
+        f"{label} {r.mesh}" if r.mesh and not mesh_tag(r.mesh) else label
         for label, r in zip(run_labels(frame) if runs else [], runs, strict=True)
     ]
     state = [max(r.extra["state_bytes"].values()) / MIB for r in runs]
@@ -82,15 +88,10 @@ def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
     _bars(state_axis, labels, state, colours, "MiB on the fullest device")
     state_axis.set_title("parameters + optimizer state per device", fontsize=10)
     _bars(traffic_axis, labels, traffic, colours, "MiB per device per step")
-    traffic_axis.set_title("what the collectives move per step (from the layout)", fontsize=10)
-    traffic_axis.text(
-        0.0,
-        -0.42,
-        "counted per each run's algorithm: a ring on JAX (2(N-1)/N of each tensor); TensorFlow "
-        "rows as their all_reduce (on the CPU, reduction to one device)",
-        transform=traffic_axis.transAxes,
-        fontsize=7,
-        color="0.35",
+    traffic_axis.set_title(
+        "what the collectives move per device and step\n(counted from the layout: a ring on JAX; "
+        "TensorFlow rows by their all_reduce)",
+        fontsize=9,
     )
     return figure
 
@@ -99,7 +100,7 @@ def _bars(axis: Axes, labels: list[str], values: list[float], colours: list[str]
     positions = range(len(values))
     axis.bar(positions, values, color=colours)
     for position, value in zip(positions, values, strict=True):
-        axis.text(position, value, f"{value:.3g}", ha="center", va="bottom", fontsize=8)
+        axis.text(position, value, f"{value:.2g}", ha="center", va="bottom", fontsize=7)
     axis.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)
     axis.set_ylabel(unit)
     axis.set_ylim(0, max(values, default=1.0) * 1.2 or 1.0)

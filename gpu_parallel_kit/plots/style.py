@@ -94,6 +94,12 @@ def backend_tags(df: pd.DataFrame) -> list[str]:
     return [f" {BACKEND_TAGS.get(b, b)}" for b in df["backend"].fillna("tensorflow")]
 
 
+def mesh_tag(mesh: object) -> bool:
+    """A tensor run's mesh is named in labels when it has a data axis ("2x2"); "1x4", every
+    device on the model axis, is the default and goes without saying."""
+    return isinstance(mesh, str) and "x" in mesh and not mesh.startswith("1x")
+
+
 def run_labels(df: pd.DataFrame) -> list[str]:
     """Bar labels such as "data×2", "data×8 [nvlink4]" for a projected row, and "tensor×4 jax"
     when the figure holds JAX rows."""
@@ -101,10 +107,11 @@ def run_labels(df: pd.DataFrame) -> list[str]:
         f" [{projection_label(e)}]" if p else ""
         for e, p in zip(df.get("experiment_id", [""] * len(df)), projected_rows(df), strict=True)
     ]
+    meshes = [f" {m}" if mesh_tag(m) else "" for m in df.get("mesh", pd.Series([""] * len(df)))]
     return [
-        f"{strategy}×{devices}{backend}{tag}"
-        for strategy, devices, backend, tag in zip(
-            df["strategy"], df["devices"], backend_tags(df), tags, strict=True
+        f"{strategy}×{devices}{backend}{mesh}{tag}"
+        for strategy, devices, backend, mesh, tag in zip(
+            df["strategy"], df["devices"], backend_tags(df), meshes, tags, strict=True
         )
     ]
 
