@@ -69,6 +69,13 @@ class DevicePlan:
         return tuple(f"/{self.kind}:{i}" for i in range(self.count))
 
 
+def host_cpu() -> PhysicalDevice:
+    """This machine's CPU, as every discovery lists it first (whatever the backend)."""
+    return PhysicalDevice(
+        name="/physical_device:CPU:0", kind="cpu", index=0, description=f"{os.cpu_count()} cores"
+    )
+
+
 def default_backend() -> str:
     """TensorFlow where it is installed, else JAX: what lists the devices when no run says.
 

@@ -16,7 +16,7 @@ import subprocess
 
 import tensorflow as tf
 
-from ..runs.devices import DevicePlan, PhysicalDevice
+from ..runs.devices import DevicePlan, PhysicalDevice, host_cpu
 
 
 def configure_worker_devices(plan: DevicePlan) -> tuple[str, ...]:
@@ -66,14 +66,7 @@ def discover_with_tensorflow() -> tuple[PhysicalDevice, ...]:
     """The discovery itself; `tf.config.list_physical_devices` does not start the runtime."""
     gpus = tf.config.list_physical_devices("GPU")
     memory = _gpu_memory_from_nvidia_smi()
-    found = [
-        PhysicalDevice(
-            name="/physical_device:CPU:0",
-            kind="cpu",
-            index=0,
-            description=f"{os.cpu_count()} cores",
-        )
-    ]
+    found = [host_cpu()]
     for i, gpu in enumerate(gpus):
         details = tf.config.experimental.get_device_details(gpu)
         found.append(

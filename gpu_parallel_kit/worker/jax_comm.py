@@ -25,6 +25,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from .stats import communication_figures
+
 BLOCKS = 5  # alternations of (without, with)
 CALLS_PER_BLOCK = 3
 
@@ -86,14 +88,7 @@ def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) 
         plain.append(_per_call(without_reduce, arguments))
         reduced.append(_per_call(with_reduce, arguments))
     standalone = statistics.median(_per_call(reduce_only, (stacked,)) for _ in range(BLOCKS))
-    differences = [r - p for r, p in zip(reduced, plain, strict=True)]
-    return {
-        "comm_time_s": statistics.median(reduced) - statistics.median(plain),
-        "comm_noise_s": (max(differences) - min(differences)) / 2,
-        "standalone_all_reduce_s": standalone,
-        "step_without_all_reduce_s": statistics.median(plain),
-        "step_with_all_reduce_s": statistics.median(reduced),
-    }
+    return communication_figures(plain, reduced, standalone)
 
 
 def measure_tensor_collectives(

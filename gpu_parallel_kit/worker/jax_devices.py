@@ -13,7 +13,7 @@ import resource
 import tempfile
 from typing import Any
 
-from ..runs.devices import DevicePlan, PhysicalDevice
+from ..runs.devices import DevicePlan, PhysicalDevice, host_cpu
 
 _HOST_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
@@ -91,14 +91,7 @@ def discover_with_jax() -> tuple[PhysicalDevice, ...]:
     _quiet_jax_logging()
     import jax  # noqa: PLC0415
 
-    found = [
-        PhysicalDevice(
-            name="/physical_device:CPU:0",
-            kind="cpu",
-            index=0,
-            description=f"{os.cpu_count()} cores",
-        )
-    ]
+    found = [host_cpu()]
     try:
         gpus = jax.devices("gpu")
     except RuntimeError:  # no GPU backend in this JAX build, or no GPU

@@ -17,7 +17,6 @@ import os
 
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported, in a spawned child too
 
-import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
@@ -33,12 +32,12 @@ import numpy as np  # noqa: E402
 from ..errors import GpkError  # noqa: E402
 from ..runs.failures import classify_exception  # noqa: E402
 from ..runs.lr_rules import ramp_steps  # noqa: E402
-from ..runs.process import parent_emitter  # noqa: E402
 from ..runs.results import RunResult  # noqa: E402
 from ..runs.spec import RunSpec  # noqa: E402
 from ..runs.tuning import Tuned, warmup_in_executions  # noqa: E402
 from ..version import __version__  # noqa: E402
 from .batching import batch_indices  # noqa: E402
+from .child import run_child  # noqa: E402
 from .compiling import compile_model, load_model  # noqa: E402
 from .jax_devices import configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .jax_strategy import JaxStrategy  # noqa: E402
@@ -57,26 +56,7 @@ if keras.backend.backend() != "jax":  # Keras was imported earlier on another ba
 
 def jax_worker_main(spec: RunSpec, connection: Any) -> None:
     """Entry point of a JAX run's process; always ends the process, never returns."""
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)  # own process group: the caller can kill the run and all it started
-    emit = parent_emitter(connection)
-
-    def report_and_exit(result: RunResult) -> None:
-        emit(event="result", result=result.to_dict())
-        with contextlib.suppress(OSError):
-            connection.close()
-        os._exit(0)
-
-    code = 0
-    try:
-        report_and_exit(run_jax_in_this_process(spec, emit, report_and_exit))
-    except BaseException:  # noqa: BLE001 - the caller turns a missing result into a row
-        traceback.print_exc()
-        code = 1
-    finally:
-        with contextlib.suppress(OSError):
-            connection.close()
-        os._exit(code)
+    run_child(spec, connection, run_jax_in_this_process)
 
 
 def run_jax_in_this_process(

@@ -10,9 +10,7 @@ from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
 
 # isort: split
 
-import contextlib
 import datetime
-import os
 import platform
 import time
 import traceback
@@ -27,11 +25,11 @@ import tensorflow as tf
 from ..errors import GpkError
 from ..runs.failures import classify_exception
 from ..runs.lr_rules import ramp_steps
-from ..runs.process import parent_emitter
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from ..runs.tuning import warmup_in_executions
 from ..version import __version__
+from .child import run_child
 from .compiling import compile_model, load_model
 from .device_setup import configure_worker_devices
 from .engines import make_engine
@@ -48,28 +46,7 @@ from .tuning import tune_run
 
 def worker_main(spec: RunSpec, connection: Any) -> None:
     """Entry point of the worker process; always ends the process, never returns."""
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)  # own process group: the parent can kill the run and all it started
-
-    emit = parent_emitter(connection)
-
-    def report_and_exit(result: RunResult) -> None:
-        emit(event="result", result=result.to_dict())
-        with contextlib.suppress(OSError):
-            connection.close()
-        os._exit(0)
-
-    code = 0
-    try:
-        report_and_exit(run_in_this_process(spec, emit, report_and_exit))
-    except BaseException:  # noqa: BLE001 - the parent turns a missing result into a row
-        traceback.print_exc()
-        code = 1
-    finally:
-        with contextlib.suppress(OSError):
-            connection.close()
-        # Skip interpreter teardown: after TensorFlow it costs a second or more and adds nothing.
-        os._exit(code)
+    run_child(spec, connection, run_in_this_process)
 
 
 def run_in_this_process(

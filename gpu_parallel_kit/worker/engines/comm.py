@@ -21,6 +21,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from ..stats import communication_figures
+
 BLOCKS = 3  # alternations of (without, with)
 STEPS_PER_BLOCK = 2
 
@@ -61,15 +63,7 @@ def measure_all_reduce(
         plain.append(_per_call(without_reduce, batch))
         reduced.append(_per_call(with_reduce, batch))
     standalone = statistics.median(_per_call(reduce_only, gradients) for _ in range(BLOCKS))
-    differences = [r - p for r, p in zip(reduced, plain, strict=True)]
-    return {
-        "comm_time_s": statistics.median(reduced) - statistics.median(plain),
-        # Half the range of the per-block differences: how far apart repeated figures fall.
-        "comm_noise_s": (max(differences) - min(differences)) / 2,
-        "standalone_all_reduce_s": standalone,
-        "step_without_all_reduce_s": statistics.median(plain),
-        "step_with_all_reduce_s": statistics.median(reduced),
-    }
+    return communication_figures(plain, reduced, standalone)
 
 
 def not_measured(extra: dict[str, Any], gradient_bytes: int) -> dict[str, Any]:
