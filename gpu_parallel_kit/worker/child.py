@@ -11,11 +11,62 @@ import contextlib
 import os
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..runs.process import parent_emitter
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a run knows when training is done, beside the recorder's figures and the engine's."""
+
+    device_names: tuple[str, ...]
+    all_reduce: str
+    steps_per_epoch: int
+    startup_s: float
+    memory: dict[str, int]
+    memory_source: str
+    base_learning_rate: float | None
+    learning_rate: float | None
+
+
+def finished_result(
+    spec: RunSpec,
+    base: dict[str, Any],
+    done: Finished,
+    recorder: Any,
+    tuned: Any,
+    model: Any,
+    engine_fields: Callable[[float | None], dict[str, Any]],
+) -> RunResult:
+    """A finished run's row, the same for both backends: the recorder's step figures, what
+    tune chose (and the XLA setting Keras applied), and the engine's own fields."""
+    summary = recorder.summary()
+    step_time = summary["step_time_s"]
+    fields = engine_fields(step_time)
+    fields["extra"].update(
+        tuned={**tuned.to_dict(), "jit_compile": bool(model.jit_compile)},
+        step_time_method=recorder.method(),
+    )
+    return RunResult(
+        **base,
+        status="ok",
+        device_names=done.device_names,
+        all_reduce=done.all_reduce,
+        steps_per_epoch=done.steps_per_epoch,
+        startup_s=done.startup_s,
+        throughput_samples_s=spec.global_batch / step_time if step_time else None,
+        peak_memory_bytes=done.memory,
+        memory_source=done.memory_source,
+        base_learning_rate=done.base_learning_rate,
+        learning_rate=done.learning_rate,
+        **summary,
+        **fields,
+    )
+
 
 Body = Callable[[RunSpec, Callable[..., None], Callable[[RunResult], None]], RunResult]
 

@@ -37,7 +37,7 @@ from ..runs.spec import RunSpec  # noqa: E402
 from ..runs.tuning import Tuned, warmup_in_executions  # noqa: E402
 from ..version import __version__  # noqa: E402
 from .batching import batch_indices  # noqa: E402
-from .child import run_child  # noqa: E402
+from .child import Finished, finished_result, run_child  # noqa: E402
 from .compiling import compile_model, load_model  # noqa: E402
 from .jax_devices import configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .jax_strategy import JaxStrategy  # noqa: E402
@@ -121,27 +121,24 @@ def run_jax_in_this_process(
                 else None
             )
             memory, memory_source = peak_memory(spec.devices.kind, devices)
-            summary = recorder.summary()
-            step_time = summary["step_time_s"]
-            fields = strategy.result_fields(model, measured, step_time)
-            fields["extra"].update(
-                tuned={**tuned.to_dict(), "jit_compile": bool(model.jit_compile)},
-                step_time_method=recorder.method(),
+            done = Finished(
+                names,
+                strategy.describe(),
+                steps,
+                startup,
+                memory,
+                memory_source,
+                base_lr,
+                learning_rate,
             )
-            return RunResult(
-                **base,
-                status="ok",
-                device_names=names,
-                all_reduce=strategy.describe(),
-                steps_per_epoch=steps,
-                startup_s=startup,
-                throughput_samples_s=spec.global_batch / step_time if step_time else None,
-                peak_memory_bytes=memory,
-                memory_source=memory_source,
-                base_learning_rate=base_lr,
-                learning_rate=learning_rate,
-                **summary,
-                **fields,
+            return finished_result(
+                spec,
+                base,
+                done,
+                recorder,
+                tuned,
+                model,
+                lambda step: strategy.result_fields(model, measured, step),
             )
 
         if report_and_exit is not None:

@@ -29,7 +29,7 @@ from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from ..runs.tuning import warmup_in_executions
 from ..version import __version__
-from .child import run_child
+from .child import Finished, finished_result, run_child
 from .compiling import compile_model, load_model
 from .device_setup import configure_worker_devices
 from .engines import make_engine
@@ -119,28 +119,17 @@ def run_in_this_process(
             phase = "measuring communication"
             engine.after_training(model, dataset)
             memory, memory_source = peak_memory(spec.devices.kind, device_names)
-            summary = recorder.summary()
-            step_time = summary["step_time_s"]
-            fields = engine.result_fields(step_time)
-            fields["extra"].update(
-                tuned={**tuned.to_dict(), "jit_compile": bool(model.jit_compile)},
-                step_time_method=recorder.method(),
+            done = Finished(
+                device_names,
+                engine.describe_all_reduce(),
+                steps_per_epoch,
+                startup,
+                memory,
+                memory_source,
+                base_lr,
+                learning_rate,
             )
-            return RunResult(
-                **base,
-                status="ok",
-                device_names=device_names,
-                all_reduce=engine.describe_all_reduce(),
-                steps_per_epoch=steps_per_epoch,
-                startup_s=startup,
-                throughput_samples_s=spec.global_batch / step_time if step_time else None,
-                peak_memory_bytes=memory,
-                memory_source=memory_source,
-                base_learning_rate=base_lr,
-                learning_rate=learning_rate,
-                **summary,
-                **fields,
-            )
+            return finished_result(spec, base, done, recorder, tuned, model, engine.result_fields)
 
         if report_and_exit is not None:
             recorder.on_train_end = lambda: report_and_exit(finish())
