@@ -69,6 +69,18 @@ PROBE = textwrap.dedent(
         Plain.async_safe = True
         assert ki.dispatches_async([Plain()]) is True
 
+    def set_seed_without_tensorflow():
+        import random
+
+        import numpy as np
+        from keras.src.utils.rng_utils import get_random_seed
+
+        ki.set_seed_without_tensorflow(7)
+        first = (random.random(), float(np.random.rand()), float(keras.random.uniform(())))
+        ki.set_seed_without_tensorflow(7)
+        again = (random.random(), float(np.random.rand()), float(keras.random.uniform(())))
+        assert get_random_seed() == 7 and first == again, (first, again)
+
     def missing_piece_is_one_sentence():
         try:
             ki.raw_learning_rate(object())
@@ -81,7 +93,8 @@ PROBE = textwrap.dedent(
     outcome = {}
     for check in (compile_config, compile_loss_class, compile_metrics_class,
                   unscale_loss_for_distribution, compiled_metrics, user_metrics,
-                  raw_learning_rate, dispatches_async, missing_piece_is_one_sentence):
+                  raw_learning_rate, dispatches_async, set_seed_without_tensorflow,
+                  missing_piece_is_one_sentence):
         try:
             check()
             outcome[check.__name__] = "ok"
@@ -99,6 +112,7 @@ ACCESSES = (
     "user_metrics",
     "raw_learning_rate",
     "dispatches_async",
+    "set_seed_without_tensorflow",
     "missing_piece_is_one_sentence",
 )
 
