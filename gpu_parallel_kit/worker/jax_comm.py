@@ -14,6 +14,7 @@ cores, not a network's. Nothing here changes the model.
 
 from __future__ import annotations
 
+import inspect
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -36,10 +37,15 @@ def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) 
     mesh = Mesh(np.asarray(devices), ("batch",))
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
+    # `stateless_call` hands its keywords to `call` as they are (`__call__` would drop a
+    # `training` the user's `call` does not take): pass it only where `call` has it.
+    inference = (
+        {"training": False} if "training" in inspect.signature(model.call).parameters else {}
+    )
 
     def local_gradients(weights, x, y):
         def loss_of(weights):
-            y_pred, _ = model.stateless_call(weights, non_trainable, x, training=False)
+            y_pred, _ = model.stateless_call(weights, non_trainable, x, **inference)
             return model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
 
         return jax.grad(loss_of)(weights)

@@ -116,7 +116,7 @@ def run_jax_in_this_process(
             phase = "measuring communication"
             first = order[0]
             measured = (
-                strategy.after_training(model, _take(x, first[None]), _take(y, first[None]))
+                _measured(strategy, model, _take(x, first[None]), _take(y, first[None]))
                 if spec.measure_comm
                 else None
             )
@@ -160,6 +160,16 @@ def run_jax_in_this_process(
         if not isinstance(error, GpkError):
             traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
         return RunResult(**base, status=status, reason=reason)
+
+
+def _measured(strategy: JaxStrategy, model: keras.Model, x: Any, y: Any) -> dict[str, Any] | None:
+    """The communication figures, or None when measuring them failed: the trained run keeps its
+    row (marked not measured), and the worker's stderr keeps why."""
+    try:
+        return strategy.after_training(model, x, y)
+    except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
+        traceback.print_exc()
+        return None
 
 
 def _built_model(

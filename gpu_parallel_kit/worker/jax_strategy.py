@@ -146,7 +146,12 @@ class JaxStrategy:
             extra["gradient_bytes"] = traffic.gradient_bytes
             fields["comm_bytes"] = traffic.reduced_bytes
         if measured is None and self.spec.strategy in ("data", "tensor"):
-            extra.update(comm_measured=False, comm_method="not measured (measure_comm=False)")
+            why = (
+                "the measurement failed; the worker's stderr says why"
+                if self.spec.measure_comm
+                else "measure_comm=False"
+            )
+            extra.update(comm_measured=False, comm_method=f"not measured ({why})")
         elif measured:
             comm = dict(measured)
             exposed = comm.pop("comm_time_s")

@@ -55,3 +55,26 @@ def test_every_strategy_trains_the_weights_of_one_device(trained_alone, plan, tm
     assert result.ok, f"{name} {plan}: {result.reason}"
     assert (result.backend, result.strategy) == ("jax", PLANS[plan]["strategy"])
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE, (name, plan)
+
+
+@pytest.mark.parametrize("name", ["subclassed", "deferred-sequential"])
+def test_models_without_keras_input_train_as_one_device_on_jax(name, tmp_path):
+    """A subclassed model (whose `call` takes no `training`) and a Sequential without
+    `keras.Input` make their variables on first call: built from one sample, as on TensorFlow."""
+    from tests.builders import deferred_sequential, small_data, subclassed_model
+
+    builder = {"subclassed": subclassed_model, "deferred-sequential": deferred_sequential}[name]
+    exp = gpk.Experiment(
+        builder, small_data(), batch_size=32, steps_per_epoch=3, backend="jax", progress=False
+    )
+    paths = {plan: tmp_path / f"{plan}.npz" for plan in ("single", "data", "tensor")}
+    runs = {
+        "single": exp.run("single", 1, save_weights=str(paths["single"])),
+        "data": exp.run("data", 2, save_weights=str(paths["data"])),
+        "tensor": exp.run("tensor", 2, save_weights=str(paths["tensor"])),
+    }
+    assert all(r.ok for r in runs.values()), {k: r.reason for k, r in runs.items()}
+    assert runs["data"].extra.get("comm_measured", True)  # measured, not skipped
+    reference = saved_weights(paths["single"])
+    for plan in ("data", "tensor"):
+        assert largest_difference(saved_weights(paths[plan]), reference) <= TOLERANCE, plan
