@@ -17,6 +17,8 @@ from typing import Any
 from ..runs.process import parent_emitter
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
+from ..runs.tuning import warmup_in_executions
+from .recorder import StepRecorder
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,19 @@ def finished_result(
         learning_rate=done.learning_rate,
         **summary,
         **fields,
+    )
+
+
+def tuned_recorder(
+    emit: Callable[..., None], tuned: Any, warmup: int, total: int, steps_per_epoch: int
+) -> StepRecorder:
+    """The run's recorder: warm-up rounded to whole executions of tune's steps per execution."""
+    return StepRecorder(
+        total,
+        emit,
+        warmup_in_executions(warmup, tuned.steps_per_execution, total),
+        steps_per_epoch,
+        tuned.steps_per_execution,
     )
 
 

@@ -34,16 +34,16 @@ from ..runs.failures import classify_exception  # noqa: E402
 from ..runs.lr_rules import ramp_steps  # noqa: E402
 from ..runs.results import RunResult  # noqa: E402
 from ..runs.spec import RunSpec  # noqa: E402
-from ..runs.tuning import Tuned, warmup_in_executions  # noqa: E402
+from ..runs.tuning import Tuned  # noqa: E402
 from ..version import __version__  # noqa: E402
 from .batching import batch_indices  # noqa: E402
-from .child import Finished, finished_result, run_child  # noqa: E402
+from .child import Finished, finished_result, run_child, tuned_recorder  # noqa: E402
 from .compiling import compile_model, load_model  # noqa: E402
 from .jax_devices import configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .jax_strategy import JaxStrategy  # noqa: E402
 from .keras_internals import set_seed_without_tensorflow  # noqa: E402
 from .lr_schedule import apply_lr_rule  # noqa: E402
-from .recorder import StepRecorder, StepTimer  # noqa: E402
+from .recorder import StepTimer  # noqa: E402
 from .run_data import run_arrays, steps_per_epoch  # noqa: E402
 from .stats import warmup_steps  # noqa: E402
 from .tuning import tune_run  # noqa: E402
@@ -97,13 +97,7 @@ def run_jax_in_this_process(
                 spec.training.lr_factor(spec.global_batch),
                 ramp_steps(spec.training.warmup_epochs, steps),
             )
-        recorder = StepRecorder(
-            total,
-            emit,
-            warmup_in_executions(warmup, tuned.steps_per_execution, total),
-            steps,
-            tuned.steps_per_execution,
-        )
+        recorder = tuned_recorder(emit, tuned, warmup, total, steps)
         startup = time.perf_counter() - start
         phase = "training"
         emit(event="phase", phase=phase, total=total)

@@ -27,9 +27,8 @@ from ..runs.failures import classify_exception
 from ..runs.lr_rules import ramp_steps
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
-from ..runs.tuning import warmup_in_executions
 from ..version import __version__
-from .child import Finished, finished_result, run_child
+from .child import Finished, finished_result, run_child, tuned_recorder
 from .compiling import compile_model, load_model
 from .device_setup import configure_worker_devices
 from .engines import make_engine
@@ -39,7 +38,6 @@ from .loading import build_from_data, labels, make_dataset, with_prefetch
 from .lr_schedule import apply_lr_rule
 from .memory import peak_memory
 from .preflight import check_inputs, check_targets, largest_label
-from .recorder import StepRecorder
 from .stats import warmup_steps
 from .tuning import tune_run
 
@@ -98,13 +96,7 @@ def run_in_this_process(
                 spec.training.lr_factor(spec.global_batch),
                 ramp_steps(spec.training.warmup_epochs, steps_per_epoch),
             )
-        recorder = StepRecorder(
-            total,
-            emit,
-            warmup_in_executions(warmup, tuned.steps_per_execution, total),
-            steps_per_epoch,
-            tuned.steps_per_execution,
-        )
+        recorder = tuned_recorder(emit, tuned, warmup, total, steps_per_epoch)
         watch_convergence(recorder, engine, model, spec)
         startup = time.perf_counter() - start
         phase = "training"
