@@ -31,7 +31,6 @@ import numpy as np  # noqa: E402
 
 from ..errors import GpkError  # noqa: E402
 from ..runs.failures import classify_exception  # noqa: E402
-from ..runs.lr_rules import ramp_steps  # noqa: E402
 from ..runs.results import RunResult  # noqa: E402
 from ..runs.spec import RunSpec  # noqa: E402
 from ..runs.tuning import Tuned  # noqa: E402
@@ -42,7 +41,7 @@ from .compiling import compile_model, load_model  # noqa: E402
 from .jax_devices import configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .jax_strategy import JaxStrategy  # noqa: E402
 from .keras_internals import set_seed_without_tensorflow  # noqa: E402
-from .lr_schedule import apply_lr_rule  # noqa: E402
+from .lr_schedule import apply_run_rule  # noqa: E402
 from .recorder import StepTimer  # noqa: E402
 from .run_data import run_arrays, steps_per_epoch  # noqa: E402
 from .stats import warmup_steps  # noqa: E402
@@ -92,11 +91,7 @@ def run_jax_in_this_process(
         )
         x_run, y_run = _take(x, order), _take(y, order)
         with strategy.scope():
-            base_lr, learning_rate = apply_lr_rule(
-                model.optimizer,
-                spec.training.lr_factor(spec.global_batch),
-                ramp_steps(spec.training.warmup_epochs, steps),
-            )
+            base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps)
         recorder = tuned_recorder(emit, tuned, warmup, total, steps)
         startup = time.perf_counter() - start
         phase = "training"
@@ -108,9 +103,9 @@ def run_jax_in_this_process(
                 phase = "saving the weights"
                 np.savez(spec.save_weights, *[np.asarray(w) for w in model.get_weights()])
             phase = "measuring communication"
-            first = order[0]
+            first = np.arange(spec.global_batch)  # the run's first batch, already gathered
             measured = (
-                _measured(strategy, model, _take(x, first[None]), _take(y, first[None]))
+                _measured(strategy, model, _take(x_run, first), _take(y_run, first))
                 if spec.measure_comm
                 else None
             )

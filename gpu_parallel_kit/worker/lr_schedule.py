@@ -14,6 +14,8 @@ from typing import Any
 import keras
 
 from ..errors import GpkError
+from ..runs.lr_rules import ramp_steps
+from ..runs.spec import RunSpec
 from .keras_internals import raw_learning_rate
 
 
@@ -81,3 +83,15 @@ def apply_lr_rule(
             "cannot scale; give the optimizer a number or a LearningRateSchedule"
         )
     return base, base * factor
+
+
+def apply_run_rule(
+    optimizer: keras.optimizers.Optimizer, spec: RunSpec, steps_per_epoch: int
+) -> tuple[float, float]:
+    """The run's own rule on its optimizer: the factor its global batch gives, ramped over its
+    warmup epochs (both backends apply it so)."""
+    return apply_lr_rule(
+        optimizer,
+        spec.training.lr_factor(spec.global_batch),
+        ramp_steps(spec.training.warmup_epochs, steps_per_epoch),
+    )

@@ -24,7 +24,6 @@ import tensorflow as tf
 
 from ..errors import GpkError
 from ..runs.failures import classify_exception
-from ..runs.lr_rules import ramp_steps
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from ..version import __version__
@@ -35,7 +34,7 @@ from .engines import make_engine
 from .engines.budget import MemoryBudgetExceeded
 from .engines.evaluation import watch_convergence
 from .loading import build_from_data, labels, make_dataset, with_prefetch
-from .lr_schedule import apply_lr_rule
+from .lr_schedule import apply_run_rule
 from .memory import peak_memory
 from .preflight import check_inputs, check_targets, largest_label
 from .stats import warmup_steps
@@ -91,11 +90,7 @@ def run_in_this_process(
             check_inputs(model, dataset.element_spec)
             build_from_data(model, dataset.element_spec)
             check_targets(model, dataset.element_spec, largest_label(labels(spec.data)))
-            base_lr, learning_rate = apply_lr_rule(
-                model.optimizer,
-                spec.training.lr_factor(spec.global_batch),
-                ramp_steps(spec.training.warmup_epochs, steps_per_epoch),
-            )
+            base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps_per_epoch)
         recorder = tuned_recorder(emit, tuned, warmup, total, steps_per_epoch)
         watch_convergence(recorder, engine, model, spec)
         startup = time.perf_counter() - start
