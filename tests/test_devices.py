@@ -44,7 +44,7 @@ def test_too_few_gpus_are_split_into_virtual_gpus_with_memory_divided():
 @pytest.mark.parametrize(
     ("request_", "message"),
     [
-        (0, "devices=0 asks for no device"),
+        (0, "devices=0 is too few; use devices=1 or more"),
         ([], "names no device"),
         ([0, 0], "names a device twice"),
         ([0, 9], "device index 9 is out of range"),

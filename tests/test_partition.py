@@ -136,5 +136,5 @@ def test_bad_boundaries_are_named_with_the_fix(boundaries, message):
 
 
 def test_boundaries_must_be_ints():
-    with pytest.raises(TypeError, match="boundary 2.5 must be an int layer index"):
+    with pytest.raises(TypeError, match=r"boundary must be an int, not float \(boundary=2\.5\)"):
         sizes_from_boundaries([2.5], layers=6, stages=2)

@@ -115,7 +115,7 @@ def test_xla_where_a_users_own_fit_would_have_it(kind, strategy, devices, determ
     [
         ("tune", "fast", "tune='fast' is not known; use 'auto'"),
         ("measure_comm", "no", "measure_comm='no' must be True or False"),
-        ("steps_per_execution", 0, "steps_per_execution=0 must be a whole number of at least 1"),
+        ("steps_per_execution", 0, "steps_per_execution=0 is too few; use steps_per_execution=1"),
         ("jit_compile", "yes", "jit_compile='yes' must be True, False or None"),
     ],
 )

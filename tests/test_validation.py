@@ -45,7 +45,7 @@ def test_unknown_strategy():
     ("devices_", "message"),
     [
         ([0, 12], "device index 12 is out of range"),
-        (0, "devices=0 asks for no device"),
+        (0, "devices=0 is too few; use devices=1 or more"),
     ],
 )
 def test_bad_devices(devices_, message):

@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 from ..pipeline.schedules import BACKWARD, FORWARD, Task, build_schedule, splits_backward
 from ..pipeline.simulation import makespan, simulate
 from ..pipeline.tasks import WEIGHT
@@ -380,10 +380,7 @@ def make_prediction(
 
 
 def check_devices(devices: int) -> None:
-    if isinstance(devices, bool) or not isinstance(devices, int):
-        raise TypeError(f"devices must be an int, not {type(devices).__name__}")
-    if devices < 1:
-        raise GpkError(f"devices={devices} is too few; use 1 or more")
+    whole_number(devices, "devices")
 
 
 def _check_figure(name: str, value: float) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 
 
 def check_splittable(layers: int, stages: int) -> None:
@@ -149,8 +149,7 @@ def sizes_from_boundaries(boundaries: Sequence[int], layers: int, stages: int) -
         )
     previous = 0
     for bound in bounds:
-        if isinstance(bound, bool) or not isinstance(bound, int):
-            raise TypeError(f"boundary {bound!r} must be an int layer index")
+        whole_number(bound, "boundary", minimum=None, hint="a layer index")
         if not 1 <= bound <= layers - 1:
             raise GpkError(
                 f"boundary {bound} is outside 1..{layers - 1}; each boundary is the index of "

@@ -11,7 +11,7 @@ Their names are re-exported here, where callers have always found them.
 
 from __future__ import annotations
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 from .checks import dependencies, execution_order, max_live_micro_batches, validate_schedule
 from .grid import format_grid
 from .tasks import (
@@ -70,9 +70,9 @@ def check_plan(name: str, stages: int, micro_batches: int, virtual_stages: int =
     Shared with `simulation.theoretical_bubble`, so a formula is never quoted for a schedule
     that could not be built.
     """
-    _check_count("stages", stages)
-    _check_count("micro_batches", micro_batches)
-    _check_count("virtual_stages", virtual_stages)
+    whole_number(stages, "stages")
+    whole_number(micro_batches, "micro_batches")
+    whole_number(virtual_stages, "virtual_stages")
     if name not in SCHEDULES:
         known = ", ".join(repr(n) for n in SCHEDULES)
         raise GpkError(f"schedule={name!r} is not known; use one of {known}")
@@ -88,13 +88,6 @@ def check_plan(name: str, stages: int, micro_batches: int, virtual_stages: int =
             f"virtual_stages={virtual_stages} applies only to schedule='interleaved'; "
             f"use virtual_stages=1 with schedule={name!r}"
         )
-
-
-def _check_count(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 1:
-        raise GpkError(f"{name}={value} is too few; use {name}=1 or more")
 
 
 def _check_interleaved(stages: int, micro_batches: int, virtual_stages: int) -> None:

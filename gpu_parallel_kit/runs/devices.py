@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 from .entry import DISCOVERY_ENTRY, JAX_DISCOVERY_ENTRY
 from .process import call_in_worker
 
@@ -213,19 +213,16 @@ def plan_devices(
 
 def _normalise_devices(devices: int | Sequence[int]) -> list[int] | None:
     """None for a count; the list for explicit indices; a clear error for anything else."""
-    if isinstance(devices, bool):
-        raise TypeError(f"devices={devices!r} must be a count like 2 or indices like [0, 1]")
-    if isinstance(devices, int):
-        if devices < 1:
-            raise GpkError(f"devices={devices} asks for no device; use a count of at least 1")
+    if isinstance(devices, int):  # a bool too, which whole_number refuses
+        whole_number(devices, "devices", hint="or indices like [0, 1]")
         return None
     if not isinstance(devices, Sequence) or isinstance(devices, str):
         raise TypeError(f"devices={devices!r} must be a count like 2 or indices like [0, 1]")
     indices = list(devices)
     if not indices:
         raise GpkError("devices=[] names no device; give a count like 2 or indices like [0, 1]")
-    if any(isinstance(i, bool) or not isinstance(i, int) for i in indices):
-        raise TypeError(f"devices={devices!r} must hold whole-number indices like [0, 1]")
+    for position, index in enumerate(indices):
+        whole_number(index, f"devices[{position}]", minimum=None, hint="e.g. devices=[0, 1]")
     if len(set(indices)) != len(indices):
         raise GpkError(f"devices={indices} names a device twice; list each index once")
     return indices

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 
 TUNE = ("auto", "off")
 # Steps per execution aimed at (benchmarks/README.md: the per-execution cost is paid 1/8 as often,
@@ -73,12 +73,8 @@ def check_tune(tune: Any, steps_per_execution: Any, jit_compile: Any, measure_co
     """One sentence per bad value, raised in the caller before a worker starts."""
     if tune not in TUNE:
         raise GpkError(f"tune={tune!r} is not known; use 'auto' (the default) or 'off'")
-    spe = steps_per_execution
-    if spe is not None and (isinstance(spe, bool) or not isinstance(spe, int) or spe < 1):
-        raise GpkError(
-            f"steps_per_execution={spe!r} must be a whole number of at least 1, "
-            "or None to let tune choose"
-        )
+    if steps_per_execution is not None:
+        whole_number(steps_per_execution, "steps_per_execution", hint="or None to let tune choose")
     if jit_compile is not None and not isinstance(jit_compile, bool):
         raise GpkError(
             f"jit_compile={jit_compile!r} must be True, False or None (None: tune chooses)"
