@@ -14,6 +14,7 @@ from gpu_parallel_kit.pipeline.simulation import (
     simulate,
     theoretical_bubble,
 )
+from tests.text_tables import grid_cells
 
 
 def unit(task: Task) -> float:
@@ -41,15 +42,15 @@ def test_gpipe_two_by_two_places_every_task():
 
 
 def test_format_grid_of_the_planned_chart():
-    assert format_grid(planned("gpipe", 2, 2)) == (
-        "time  stage 0  stage 1\n"
-        "0     0F0\n"
-        "1     0F1      1F0\n"
-        "2              1F1\n"
-        "3              1B1\n"
-        "4     0B1      1B0\n"
-        "5     0B0"
-    )
+    assert grid_cells(format_grid(planned("gpipe", 2, 2))) == [
+        ["time", "stage 0", "stage 1"],
+        ["0", "0F0", ""],
+        ["1", "0F1", "1F0"],
+        ["2", "", "1F1"],
+        ["3", "", "1B1"],
+        ["4", "0B1", "1B0"],
+        ["5", "0B0", ""],
+    ]
 
 
 @pytest.mark.parametrize(("stages", "micro_batches"), [(1, 1), (2, 2), (4, 8), (3, 5), (8, 2)])
@@ -235,14 +236,14 @@ def test_interleaved_two_devices_two_chunks_four_micro_batches_on_the_time_line(
     timed = simulate(build_schedule("interleaved", 2, 4, virtual_stages=2), lambda t: 0.5)
     assert makespan(timed) == 9.0  # 1f1b with whole stages: 10
     assert planned("1f1b", 2, 4)[-1].end == 10.0
-    grid = format_grid(timed).splitlines()
+    grid = grid_cells(format_grid(timed))
     assert grid[:4] == [
-        "time  device 0  device 1",
-        "0     0F0",
-        "0.5   0F1       1F0",
-        "1     2F0       1F1",
+        ["time", "device 0", "device 1"],
+        ["0", "0F0", ""],
+        ["0.5", "0F1", "1F0"],
+        ["1", "2F0", "1F1"],
     ]
-    assert grid[-1] == "8.5   0B3"
+    assert grid[-1] == ["8.5", "0B3", ""]
 
 
 def test_transfers_cost_only_between_devices():

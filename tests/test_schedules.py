@@ -21,6 +21,7 @@ from gpu_parallel_kit.pipeline.schedules import (
     stage_count,
     validate_schedule,
 )
+from tests.text_tables import grid_cells
 
 
 def texts(tasks) -> list[str]:
@@ -148,15 +149,15 @@ def test_dependencies_follow_the_pipeline():
 
 
 def test_format_grid_of_a_schedule_lists_each_stage_in_its_own_column():
-    assert format_grid(build_schedule("gpipe", 2, 2)) == (
-        "step  stage 0  stage 1\n"
-        "0     0F0      1F0\n"
-        "1     0F1      1F1\n"
-        "2     0B1      1B1\n"
-        "3     0B0      1B0"
-    )
+    assert grid_cells(format_grid(build_schedule("gpipe", 2, 2))) == [
+        ["step", "stage 0", "stage 1"],
+        ["0", "0F0", "1F0"],
+        ["1", "0F1", "1F1"],
+        ["2", "0B1", "1B1"],
+        ["3", "0B0", "1B0"],
+    ]
     uneven = parse_rows("0F0 0B0", "1F0")
-    assert format_grid(uneven).splitlines()[-1] == "1     0B0"
+    assert grid_cells(format_grid(uneven))[-1] == ["1", "0B0", ""]
 
 
 def test_a_deadlock_is_reported_with_who_waits_for_what_and_the_grid():
@@ -168,7 +169,7 @@ def test_a_deadlock_is_reported_with_who_waits_for_what_and_the_grid():
         "the schedule deadlocks (stage 0 waits at 0B0 for 1B0; stage 1 waits at 1F1 for 0F1)"
     )
     assert message.splitlines()[1:] == format_grid(schedule).splitlines()
-    assert "0     0F0      1F1" in message
+    assert grid_cells("\n".join(message.splitlines()[1:]))[1] == ["0", "0F0", "1F1"]
 
 
 def test_a_missing_or_repeated_task_is_named():
@@ -381,12 +382,12 @@ def test_an_interleaved_deadlock_names_the_devices():
     assert message.startswith(
         "the schedule deadlocks (device 0 waits at 2F0 for 1F0; device 1 waits at 1F0 for 0F0)"
     )
-    assert message.splitlines()[1] == "step  device 0  device 1"
+    assert message.splitlines()[1].split() == ["step", "device", "0", "device", "1"]
 
 
 def test_format_grid_of_an_interleaved_schedule_heads_columns_by_device():
-    grid = format_grid(build_schedule("interleaved", 2, 2, virtual_stages=2)).splitlines()
-    assert grid[:3] == ["step  device 0  device 1", "0     0F0       1F0", "1     0F1       1F1"]
+    grid = grid_cells(format_grid(build_schedule("interleaved", 2, 2, virtual_stages=2)))
+    assert grid[:3] == [["step", "device 0", "device 1"], ["0", "0F0", "1F0"], ["1", "0F1", "1F1"]]
 
 
 def test_schedules_do_not_import_tensorflow():

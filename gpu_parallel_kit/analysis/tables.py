@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
+from tabulate import tabulate
 
 from ..runs.noise import settle_communication, shown_noise
 from ..runs.results import RunResult
@@ -379,15 +380,14 @@ def format_table(df: pd.DataFrame) -> str:
     shown = mark_not_measured(mark_below_noise(shown, df), df)
     if "reason" in df.columns:
         shown["reason"] = shown["reason"].map(_shorten)
-    lines = [[header for _, header in chosen], *shown.itertuples(index=False)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(chosen))]
-    right = [_is_numeric(df, column) for column, _ in chosen]
-    return "\n".join(
-        "  ".join(
-            cell.rjust(width) if is_right else cell.ljust(width)
-            for cell, width, is_right in zip(line, widths, right, strict=True)
-        ).rstrip()
-        for line in lines
+    align = ["right" if _is_numeric(df, column) else "left" for column, _ in chosen]
+    # The header as the first row: as `headers=`, tabulate pads each by two spaces, ~30 characters
+    # over a terminal's width. disable_numparse: cells are formatted; tabulate must not re-round.
+    return tabulate(
+        [[header for _, header in chosen], *shown.itertuples(index=False)],
+        tablefmt="plain",
+        disable_numparse=True,
+        colalign=align,
     )
 
 

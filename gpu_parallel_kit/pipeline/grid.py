@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tabulate import tabulate
+
 from .tasks import Task
 
 
@@ -28,10 +30,10 @@ def format_grid(timed_or_schedule) -> str:
         one_stage_each = all(t.stage == d for d, tasks in enumerate(items) for t in tasks)
         header, rows = "step", _step_rows(items)
     label = "stage" if one_stage_each else "device"
-    table = [[header, *(f"{label} {d}" for d in range(columns))], *rows]
-    widths = [max(len(row[c]) for row in table) for c in range(columns + 1)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
-    return "\n".join(line.rstrip() for line in lines)
+    headers = [header, *(f"{label} {d}" for d in range(columns))]
+    # Left-aligned text throughout: a step or a time labels a row, "1F0" is not a number. The
+    # header goes in as the first row, so tabulate does not pad it apart from the cells below.
+    return tabulate([headers, *rows], tablefmt="plain", disable_numparse=True, stralign="left")
 
 
 def _device(timed) -> int:
