@@ -12,9 +12,8 @@ from typing import Any
 from .comparison import Comparison
 from .errors import GpkError
 from .runner import run_isolated
-from .runs.backends import BACKEND_STRATEGIES, MISSING_STRATEGY, check_backend
 from .runs.devices import plan_devices
-from .runs.plan_options import mesh_size, one_backend, pipeline_plan, tensor_plan
+from .runs.plan_options import one_backend, strategy_fields
 from .runs.process import RunInterrupted
 from .runs.progress import RunProgress
 from .runs.results import RunResult
@@ -24,6 +23,7 @@ from .runs.target import parse_target
 from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
 from .store import RunLog
+from .strategies import GridCell, check_backend, strategy_record
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -156,7 +156,7 @@ class Experiment:
         `schedule`, `micro_batches`, `balance`, `recompute` (compiled stage tasks whose
         backward recomputes the forward; False: eager tasks that keep each tape) and
         `virtual_stages` (interleaved: model chunks per device, default 2) apply to
-        strategy="model" only, `workers` and
+        strategy="pipeline" (alias "model") only, `workers` and
         `cluster` to strategy="multiworker" only (a comparison passes them to every run; the
         other strategies ignore them). `mode` defaults to "fit", and to "explicit" (the only
         loop that works under MultiWorkerMirroredStrategy) for multiworker. `scaling`,
@@ -164,8 +164,6 @@ class Experiment:
         for this run (None keeps them). `backend` overrides the experiment's ("tensorflow" or
         "jax"); `mesh=(data, model)` and `layout_map` (variable-path patterns to axes, over the
         kit's own layout) apply to strategy="tensor" only.
-
-        for this run (None keeps them).
 
         `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
         and the input pipeline's prefetch by the rules of runs/tuning.py, and records them in
@@ -176,7 +174,18 @@ class Experiment:
         """
         backend = one_backend(backend) or self.backend
         check_strategy(strategy)
-        check_backend(backend, strategy)
+        record = check_backend(backend, strategy)
+        options = {
+            "schedule": schedule,
+            "micro_batches": micro_batches,
+            "balance": balance,
+            "recompute": recompute,
+            "virtual_stages": virtual_stages,
+            "workers": workers,
+            "cluster": _loaded_cluster(cluster),
+            "mesh": mesh,
+            "layout_map": layout_map,
+        }
         return RunSpec(
             run_id=uuid.uuid4().hex[:12],
             experiment_id=self.experiment_id,
@@ -191,7 +200,7 @@ class Experiment:
                 target=target,
                 deterministic=deterministic,
             ),
-            mode=mode or ("explicit" if strategy == "multiworker" else "fit"),
+            mode=mode or record.default_mode,
             all_reduce=all_reduce,
             steps_per_execution=steps_per_execution,
             jit_compile=jit_compile,
@@ -200,9 +209,7 @@ class Experiment:
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,
-            **pipeline_plan(strategy, schedule, micro_batches, balance, recompute, virtual_stages),
-            **_cluster_plan(strategy, workers, cluster),
-            **tensor_plan(strategy, backend, mesh, layout_map),
+            **strategy_fields(record, backend, options),
         )
 
     def _run_training(self, **overrides: Any) -> TrainingConfig:
@@ -275,14 +282,14 @@ class Experiment:
             check_backend(backend, "single")
         for strategy in strategies:
             check_strategy(strategy)
-            if not any(strategy in BACKEND_STRATEGIES[b] for b in backends):
+            if not any(strategy_record(strategy).offered_on(b) for b in backends):
                 check_backend(backends[0], strategy)  # offered nowhere: refused in one sentence
         specs = []
         for backend in backends:
-            offered = [s for s in strategies if s in BACKEND_STRATEGIES[backend]]
-            for left_out in (s for s in strategies if s not in offered):
+            offered = [s for s in strategies if strategy_record(s).offered_on(backend)]
+            for left_out in (strategy_record(s) for s in strategies if s not in offered):
                 # A note, not a warning: on stdout, so a notebook shows no red box for it.
-                print(f"{backend}: {left_out} left out ({MISSING_STRATEGY[(backend, left_out)]})")
+                print(f"{backend}: {left_out.name} left out ({left_out.missing[backend]})")
             if offered:
                 specs.extend(self._plan_grid(offered, devices, {**plan, "backend": backend}))
         return specs
@@ -302,29 +309,23 @@ class Experiment:
         backend = plan.get("backend") or self.backend
         specs = []
         for strategy in strategies:
+            record = strategy_record(strategy)
             for choice in devices:
                 count = choice if isinstance(choice, int) else len(choice)
-                if strategy == "single" and count != 1:
-                    continue
-                if strategy == "tensor" and (count == 1 or mesh_size(plan, count) != count):
-                    # One device splits nothing; a mesh of another size is for another count.
-                    continue
-                if strategy == "multiworker" and count > 1 and _on_cpu(choice, backend):
-                    # One replica per worker on the CPU: the other counts would only fail.
-                    continue
-                specs.append(self.plan(strategy, choice, **plan))
-        if any(s.strategy == "single" for s in specs):
+                cell = GridCell(count, plan, lambda c=choice: _device_kind(c, backend))
+                if record.in_grid(cell):
+                    specs.append(self.plan(strategy, choice, **plan))
+        if any(strategy_record(s.strategy).baseline for s in specs):
             return specs
-        if "single" in strategies:
-            specs.insert(0, self.plan("single", 1, **plan))
+        baseline = next((s for s in strategies if strategy_record(s).baseline), None)
+        if baseline is not None:  # asked for, though no device count in the grid was 1
+            specs.insert(0, self.plan(baseline, 1, **plan))
         return specs
 
     def _execute(self, spec: RunSpec, cancel: threading.Event | None) -> RunResult:
-        workers = f" {spec.workers} workers" if spec.strategy == "multiworker" else ""
         on = " on jax" if spec.backend == "jax" else ""
-        label = f"{spec.strategy}{workers}×{spec.devices.count}{on}" + (
-            " (virtual)" if spec.devices.virtual else ""
-        )
+        label = strategy_record(spec.strategy).label(spec) + on
+        label += " (virtual)" if spec.devices.virtual else ""
         if callable(self.progress):
             # A front end's own display (e.g. a widget panel): called with the run's spec, it
             # returns a handler of the worker's events with a close(result) method.
@@ -354,20 +355,18 @@ class Experiment:
         return rows
 
 
-def _on_cpu(devices: int | Sequence[int], backend: str) -> bool:
-    return plan_devices(devices, backend=backend).kind == "cpu"
+def _device_kind(devices: int | Sequence[int], backend: str) -> str:
+    return plan_devices(devices, backend=backend).kind
 
 
-def _cluster_plan(strategy: str, workers: int | None, cluster: Any) -> dict[str, Any]:
-    """Multi-worker settings: a named cluster decides the worker count; locally 2 by default."""
-    if strategy != "multiworker":
-        return {}
-    if cluster is not None:
-        from .cluster.config import load_cluster
+def _loaded_cluster(cluster: Any) -> Any:
+    """A named cluster's file read once here, so a bad one is refused before any run starts;
+    only a strategy that runs several processes keeps it (`Strategy.plan`)."""
+    if cluster is None:
+        return None
+    from .cluster.config import load_cluster
 
-        spec = load_cluster(cluster)
-        return {"cluster": spec, "workers": len(spec.workers) if workers is None else workers}
-    return {"workers": 2 if workers is None else workers}
+    return load_cluster(cluster)
 
 
 def _portable(value: Any) -> Any:

@@ -83,11 +83,11 @@ def test_compare_on_both_backends_leaves_out_what_each_lacks_and_says_so(no_work
     planned = [(s.backend, s.strategy, s.devices.count) for s in no_workers]
     assert planned == [
         ("tensorflow", "single", 1), ("tensorflow", "data", 1), ("tensorflow", "data", 2),
-        ("tensorflow", "model", 1), ("tensorflow", "model", 2),
+        ("tensorflow", "pipeline", 1), ("tensorflow", "pipeline", 2),
         ("jax", "single", 1), ("jax", "data", 1), ("jax", "data", 2), ("jax", "tensor", 2),
     ]  # fmt: skip
     said = capsys.readouterr().out
-    assert "tensorflow: tensor left out" in said and "jax: model left out" in said
+    assert "tensorflow: tensor left out" in said and "jax: pipeline left out" in said
     table = cmp.table
     assert list(table["backend"]).count("jax") == 4
     # each backend's speedups are against its own single run

@@ -97,7 +97,7 @@ def _npz_without_y(tmp_path):
 
 
 BAD_INPUTS = [
-    (["run", "--strategy", "pipeline"], "pipeline"),
+    (["run", "--strategy", "pipelines"], "pipelines"),
     (
         [
             "run",
@@ -125,7 +125,7 @@ BAD_INPUTS = [
     (["run", "--model", "json:dumps"], "--data is needed"),
     (["run", "--data", "no_such_set"], "no_such_set"),
     (["compare", "--devices", "1", "0"], "devices=0"),
-    (["compare", "--strategies", "single", "pipeline"], "pipeline"),
+    (["compare", "--strategies", "single", "zero"], "zero"),
     (["history", "--limit", "0"], "--limit"),
     (["run", "--strategy", "multiworker", "--devices", "2"], "per worker needs GPUs"),
     (["run", "--strategy", "multiworker", "--cluster", "missing.json"], "missing.json"),

@@ -25,7 +25,7 @@ from gpu_parallel_kit.plots.convergence import (  # noqa: E402
     time_to_target_figure,
 )
 from gpu_parallel_kit.plots.memory import memory_figure  # noqa: E402
-from gpu_parallel_kit.plots.style import STRATEGY_COLORS  # noqa: E402
+from gpu_parallel_kit.plots.style import strategy_color  # noqa: E402
 from gpu_parallel_kit.runs.results import RunResult  # noqa: E402
 from gpu_parallel_kit.runs.target import Target  # noqa: E402
 
@@ -266,14 +266,14 @@ def test_runs_that_share_a_strategy_get_colours_of_their_own():
         colours = [to_hex(line.get_color()) for line in runs]
         assert len(runs) == 5 and len(set(colours)) == 5
         single = next(line for line in runs if line.get_label().startswith("single"))
-        assert to_hex(single.get_color()) == to_hex(STRATEGY_COLORS["single"])
+        assert to_hex(single.get_color()) == to_hex(strategy_color("single"))
 
 
 def test_runs_of_different_strategies_keep_the_strategy_colours():
     runs = notebook_05_weak_runs()[:2]
     (ax, _) = convergence_figure(runs, "val_accuracy").axes
     colours = {line.get_label().split("×")[0]: to_hex(line.get_color()) for line in ax.get_lines()}
-    assert colours["data"] == to_hex(STRATEGY_COLORS["data"])
+    assert colours["data"] == to_hex(strategy_color("data"))
 
 
 def test_the_convergence_legend_is_one_and_covers_no_panel():

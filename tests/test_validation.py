@@ -36,9 +36,9 @@ def _one_sentence(error):
 
 
 def test_unknown_strategy():
-    with pytest.raises(gpk.GpkError, match="strategy='pipeline' is not known") as error:
-        _exp().run(strategy="pipeline", devices=2)
-    assert "single, data, model" in _one_sentence(error)
+    with pytest.raises(gpk.GpkError, match="strategy='pipelines' is not known") as error:
+        _exp().run(strategy="pipelines", devices=2)
+    assert "single, data, pipeline" in _one_sentence(error)
 
 
 @pytest.mark.parametrize(

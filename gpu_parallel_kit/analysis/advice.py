@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..strategies import has
 from .breakdown import step_breakdown
 from .convergence import rows_with_target
+from .flags import flagged
 from .spread import relative_spread, within_noise
 
 COMMUNICATION_BOUND_SHARE = 0.25  # exposed communication above this share of a step
@@ -29,8 +31,8 @@ def advice(df: pd.DataFrame) -> str:
         return by_target
     candidates = _candidates(measured)
     best = candidates.loc[candidates["throughput_samples_s"].idxmax()]
-    single = candidates[candidates["strategy"] == "single"]
-    if not single.empty and best["strategy"] != "single":
+    single = candidates[flagged(candidates, "baseline")]
+    if not single.empty and not has(best["strategy"], "baseline"):
         baseline = single.iloc[0]
         if within_noise(best, baseline):
             return _same_within_noise(best, baseline)
@@ -45,16 +47,18 @@ def _candidates(measured: pd.DataFrame) -> pd.DataFrame:
     """The runs a pick may name. Beside a `single` run, another strategy on one device is that
     same training with extra bookkeeping (a one-replica all-reduce, a one-stage pipeline), so a
     higher figure there is noise and never the pick."""
-    if not (measured["strategy"] == "single").any():
+    baseline = flagged(measured, "baseline")
+    if not baseline.any():
         return measured
-    return measured[(measured["strategy"] == "single") | (measured["devices"] > 1)]
+    return measured[baseline | (measured["devices"] > 1)]
 
 
 def _same_within_noise(best: pd.Series, baseline: pd.Series) -> str:
     label = f"{best['strategy']} on {int(best['devices'])} devices"
     spread = relative_spread(best) + relative_spread(baseline)
     return (
-        f"Pick single on 1 device(s) ({baseline['throughput_samples_s']:,.0f} samples/s): "
+        f"Pick {baseline['strategy']} on 1 device(s) "
+        f"({baseline['throughput_samples_s']:,.0f} samples/s): "
         f"{label} measured {best['throughput_samples_s']:,.0f} samples/s, the same within noise "
         f"(the runs' step times scatter by ±{spread:.0%}), so more devices buy nothing "
         "measurable here."
@@ -63,7 +67,7 @@ def _same_within_noise(best: pd.Series, baseline: pd.Series) -> str:
 
 def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
     refused = df[(df["status"] == "oom") & ~df["projected"].astype(bool)]
-    if not refused.empty and (measured["strategy"] == "model").any():
+    if not refused.empty and flagged(measured, "splits_state").any():
         return (
             "the model's state does not fit one device (memory-bound), so only the split "
             "runs could train it"

@@ -11,6 +11,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..strategies import has
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -36,7 +38,7 @@ def baseline_index(candidates: Iterable[Candidate]) -> int | None:
         and not math.isnan(c.throughput_samples_s)
         and c.throughput_samples_s > 0
     ]
-    for wanted in (lambda c: c.strategy == "single", lambda c: c.devices == 1):
+    for wanted in (lambda c: has(c.strategy, "baseline"), lambda c: c.devices == 1):
         for position, candidate in usable:
             if wanted(candidate):
                 return position

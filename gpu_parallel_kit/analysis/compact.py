@@ -18,6 +18,7 @@ import pandas as pd
 from ..runs.noise import noise_text
 from .cells import NOT_MEASURED, NOT_REACHED, figure_text, missing
 from .convergence import has_convergence
+from .flags import fills
 from .tables import format_table
 
 _MIB = 2**20
@@ -25,8 +26,9 @@ _MIB = 2**20
 Column = tuple[str, str, Callable[[pd.DataFrame], bool] | None]
 
 
-def _has_model(df: pd.DataFrame) -> bool:
-    return bool((df["strategy"] == "model").any())
+def _owned_by_a_row(column: str) -> Callable[[pd.DataFrame], bool]:
+    """Shown when a row's strategy fills `column` (its record's `columns`)."""
+    return lambda df: fills(df, column)
 
 
 def _has_workers(df: pd.DataFrame) -> bool:
@@ -35,10 +37,6 @@ def _has_workers(df: pd.DataFrame) -> bool:
 
 def _has_jax(df: pd.DataFrame) -> bool:
     return "backend" in df.columns and bool((df["backend"] != "tensorflow").any())
-
-
-def _has_tensor(df: pd.DataFrame) -> bool:
-    return bool((df["strategy"] == "tensor").any())
 
 
 def _has_projected(df: pd.DataFrame) -> bool:
@@ -51,9 +49,9 @@ COMPACT_COLUMNS: tuple[Column, ...] = (
     ("projected", "projected onto", _has_projected),
     ("workers", "workers", _has_workers),
     ("devices", "devices", None),
-    ("mesh", "mesh (data×model)", _has_tensor),
-    ("schedule", "schedule", _has_model),
-    ("micro_batches", "micro-batches", _has_model),
+    ("mesh", "mesh (data×model)", _owned_by_a_row("mesh")),
+    ("schedule", "schedule", _owned_by_a_row("schedule")),
+    ("micro_batches", "micro-batches", _owned_by_a_row("micro_batches")),
     ("status", "status", None),
     ("step_time_s", "step (ms)", None),
     ("step_time_spread_s", "± (ms)", None),
@@ -62,10 +60,10 @@ COMPACT_COLUMNS: tuple[Column, ...] = (
     ("speedup", "speedup", None),
     ("efficiency", "efficiency", None),
     ("comm_share", "comm share", None),
-    ("bubble_fraction", "bubble", _has_model),
-    ("bubble_theoretical", "bubble (theory)", _has_model),
-    ("state_bytes", "state (MiB)", lambda df: _has_model(df) or _has_tensor(df)),
-    ("peak_activation_bytes", "activations held (MiB)", _has_model),
+    ("bubble_fraction", "bubble", _owned_by_a_row("bubble_fraction")),
+    ("bubble_theoretical", "bubble (theory)", _owned_by_a_row("bubble_theoretical")),
+    ("state_bytes", "state (MiB)", _owned_by_a_row("state_bytes")),
+    ("peak_activation_bytes", "activations held (MiB)", _owned_by_a_row("peak_activation_bytes")),
     ("peak_memory_bytes", "peak memory (MiB)", None),
 )
 CONVERGENCE_COMPACT: tuple[Column, ...] = (

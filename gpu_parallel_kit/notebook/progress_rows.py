@@ -16,17 +16,14 @@ import ipywidgets as widgets
 
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
+from ..strategies import strategy_record
 
 _STYLE = {"ok": "success", "cancelled": "warning"}  # every other status is an error: "danger"
 
 
 def run_label(spec: RunSpec) -> str:
     """ "data×2 (virtual)": the same words as the table and the plots."""
-    label = f"{spec.strategy}×{spec.devices.count}"
-    if spec.strategy == "model":
-        label += f" {spec.schedule}"
-        if spec.micro_batches and spec.micro_batches > 1:
-            label += f" M={spec.micro_batches}"
+    label = strategy_record(spec.strategy).label(spec)
     return label + (" (virtual)" if spec.devices.virtual else "")
 
 

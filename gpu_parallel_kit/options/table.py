@@ -19,7 +19,7 @@ from typing import Any
 
 from ..api import Experiment
 from ..pipeline.schedules import SCHEDULES
-from ..runs.backends import BACKENDS
+from ..strategies import BACKENDS
 from ..runs.lr_rules import LR_RULES
 from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
 from ..runs.tuning import TUNE

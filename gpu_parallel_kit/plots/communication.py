@@ -11,13 +11,13 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from ..analysis.breakdown import step_breakdown
+from ..analysis.flags import flagged
 from ..runs.noise import noise_text
 from .style import (
-    OTHER_COLOR,
-    STRATEGY_COLORS,
     DisplayFigure,
     projected_rows,
     run_labels,
+    strategy_color,
     title,
 )
 
@@ -94,7 +94,7 @@ def _draw_breakdown(ax: Axes, rows: pd.DataFrame) -> None:
 def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
     """The share where it was measured above its noise; a hollow grey mark at 0, labelled with
     the noise, where it was not (runs/noise.py): never a negative share."""
-    multi = rows[rows["strategy"] != "single"]
+    multi = rows[~flagged(rows, "baseline")]
     with_share = multi[multi["comm_share"].notna()]
     below = (
         multi[multi["comm_below_noise"].fillna(False).astype(bool)]
@@ -109,7 +109,7 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
             group["devices"],
             group["comm_share"].clip(lower=0) * 100,
             linestyle="--" if projected else "-",
-            color=STRATEGY_COLORS.get(strategy, OTHER_COLOR),  # as in every other figure
+            color=strategy_color(strategy),  # as in every other figure
             marker="o",
             markerfacecolor="none" if projected else None,
             label=f"{strategy}{', projected' if projected else ''}",

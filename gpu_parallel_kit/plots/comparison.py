@@ -30,11 +30,10 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextToPath
 from matplotlib.ticker import StrMethodFormatter
 
+from ..analysis.flags import flagged
 from .style import (
     BACKEND_TAGS,
     DOTTED_BARS,
-    OTHER_COLOR,
-    STRATEGY_COLORS,
     DisplayFigure,
     backend_tags,
     draw_missing_bars,
@@ -43,6 +42,7 @@ from .style import (
     projection_label,
     projection_labels,
     run_labels,
+    strategy_color,
     title,
 )
 
@@ -133,7 +133,7 @@ def _draw_bars(
     values = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
     done = (df["status"] == "ok").to_numpy() & ~pd.isna(values)
     positions = bar_positions(df)
-    colors = [STRATEGY_COLORS.get(s, OTHER_COLOR) for s in df["strategy"]]
+    colors = [strategy_color(s) for s in df["strategy"]]
     projected = projected_rows(df).to_numpy()
     texts = [_value_text(v) for v in values]
     # Labels are turned only when they are wider than a bar's slot (the axes take the width
@@ -198,7 +198,7 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
         return
     plotted = (df["status"] == "ok") & df["speedup"].notna()
     # A projected single device is the (1, 1) every projected line starts from: no own entry.
-    shown = plotted & ~(projected_rows(df) & (df["strategy"] == "single"))
+    shown = plotted & ~(projected_rows(df) & flagged(df, "baseline"))
     dashes = dict(zip(projection_labels(df), _PROJECTED_DASHES * len(df), strict=False))
     measured = df[~projected_rows(df)]
     several = {key: measured[key].nunique() > 1 for key in ("experiment_id", "scaling")}
@@ -208,7 +208,7 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
         ordered = group.sort_values("devices")
         strategy = ordered["strategy"].iloc[0]
         weak = ordered["scaling"].iloc[0] == "weak"
-        color = STRATEGY_COLORS.get(strategy, OTHER_COLOR)
+        color = strategy_color(strategy)
         projected = bool(projected_rows(ordered).iloc[0])
         ax.plot(
             ordered["devices"],

@@ -22,7 +22,8 @@ from ..analysis.convergence import metric_series, reach_of, recorded_metrics, ro
 from ..analysis.tables import comparison_table
 from ..runs.results import RunResult
 from ..runs.target import Target
-from .style import OTHER_COLOR, STRATEGY_COLORS, DisplayFigure, draw_missing_bars, title
+from ..strategies import has
+from .style import DisplayFigure, draw_missing_bars, strategy_color, title
 
 PANEL_SIZE = (5.5, 3.6)  # two side by side: 11 inches, the width a notebook shows at 100 dpi
 _RUN_STYLES = ("-", "--", "-.", ":")
@@ -150,9 +151,9 @@ def line_colours(runs: Sequence[RunResult]) -> list[str]:
     its own, so that no two lines are told apart by their dashes alone. `single` stays grey."""
     strategies = [run.strategy for run in runs]
     if len(set(strategies)) == len(strategies):
-        return [STRATEGY_COLORS.get(s, OTHER_COLOR) for s in strategies]
+        return [strategy_color(s) for s in strategies]
     free = iter(_RUN_COLOURS * (len(runs) // len(_RUN_COLOURS) + 1))
-    return [STRATEGY_COLORS["single"] if s == "single" else next(free) for s in strategies]
+    return [strategy_color(s) if has(s, "baseline") else next(free) for s in strategies]
 
 
 def _bar_labels(rows: pd.DataFrame) -> list[str]:
@@ -224,7 +225,7 @@ def _draw_time_bars(ax: Axes, rows: pd.DataFrame, target: str) -> None:
     values = rows["time_to_target_s"].to_numpy(dtype=float)
     reached = ~pd.isna(values) & (rows["status"] == "ok").to_numpy()
     positions = list(range(len(rows)))
-    colors = [STRATEGY_COLORS.get(s, OTHER_COLOR) for s in rows["strategy"]]
+    colors = [strategy_color(s) for s in rows["strategy"]]
     bars = ax.bar(
         [p for p, ok in zip(positions, reached, strict=True) if ok],
         values[reached],

@@ -15,7 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
 from ..runs.results import RunResult
-from .style import DisplayFigure, mesh_tag, run_labels
+from ..strategies import has
+from .style import DisplayFigure, mesh_tag, run_labels, strategy_color
 
 MIB = 2**20
 DEVICE_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
@@ -66,7 +67,7 @@ def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
     runs = [
         r
         for r in results
-        if r.ok and r.extra.get("state_bytes") and (r.strategy == "single" or r.devices > 1)
+        if r.ok and r.extra.get("state_bytes") and (has(r.strategy, "baseline") or r.devices > 1)
     ]
     figure = DisplayFigure(figsize=(11.0, 3.8), layout="constrained")
     state_axis, traffic_axis = figure.subplots(1, 2)
@@ -84,7 +85,9 @@ def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
     ]
     state = [max(r.extra["state_bytes"].values()) / MIB for r in runs]
     traffic = [(r.extra.get("traffic_bytes_per_device") or 0) / MIB for r in runs]
-    colours = [DEVICE_COLOURS[0] if r.strategy != "tensor" else "tab:cyan" for r in runs]
+    colours = [
+        strategy_color(r.strategy) if has(r.strategy, "layout") else DEVICE_COLOURS[0] for r in runs
+    ]
     _bars(state_axis, labels, state, colours, "MiB on the fullest device")
     state_axis.set_title("parameters + optimizer state per device", fontsize=10)
     _bars(traffic_axis, labels, traffic, colours, "MiB per device per step")

@@ -16,15 +16,17 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-STRATEGY_COLORS = {
-    "single": "tab:gray",
-    "data": "tab:blue",
-    "model": "tab:orange",
-    "multiworker": "tab:green",
-    "data+model": "tab:red",
-    "tensor": "tab:cyan",
-}
-OTHER_COLOR = "tab:purple"
+from ..strategies import lookup
+
+OTHER_COLOR = "tab:purple"  # a strategy no record knows, e.g. one an older kit logged
+
+
+def strategy_color(name: str) -> str:
+    """The strategy's colour from its record, the same in every figure."""
+    record = lookup(name)
+    return record.color if record is not None else OTHER_COLOR
+
+
 _MISSING_STYLE = {"fill": False, "hatch": "//", "edgecolor": "0.55", "linewidth": 1.0}
 
 

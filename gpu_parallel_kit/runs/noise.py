@@ -14,11 +14,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..strategies import has
 from .results import RunResult
-
-# Strategies whose communication is an all-reduce: on one device it is a no-op, so whatever a
-# one-device run measures is the noise floor itself.
-_ALL_REDUCE_STRATEGIES = ("data", "multiworker")
 
 
 def settle_communication(result: RunResult) -> RunResult:
@@ -33,7 +30,8 @@ def settle_communication(result: RunResult) -> RunResult:
     if raw is None or result.projected or result.extra.get("comm_below_noise"):
         return result
     noise = result.extra.get("comm_noise_s")
-    no_op = result.strategy in _ALL_REDUCE_STRATEGIES and result.devices <= 1
+    # An all-reduce over one device is a no-op: whatever it measures is the noise floor itself.
+    no_op = has(result.strategy, "all_reduce") and result.devices <= 1
     below = raw < 0 or no_op or (noise is not None and not math.isnan(noise) and raw <= noise)
     if not below:
         return result

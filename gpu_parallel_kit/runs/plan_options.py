@@ -1,38 +1,17 @@
 """Strategy-specific settings of one run, shaped from what `Experiment.plan` was given.
 
-A comparison passes every option to every run; each strategy takes its own here and the others
-ignore them (a `data` run ignores `micro_batches`, a `model` run the tensor-parallel mesh).
+A comparison passes every option to every run; each strategy's record takes its own
+(`Strategy.plan`) and the others ignore them (a `data` run ignores `micro_batches`, a `pipeline`
+run the tensor-parallel mesh).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import GpkError
-from .backends import check_layout_map
-
-
-def pipeline_plan(
-    strategy: str,
-    schedule: str | None,
-    micro_batches: int | None,
-    balance: Any,
-    recompute: bool,
-    virtual_stages: int | None,
-) -> dict[str, Any]:
-    """Model-parallel settings: naive without micro-batches, gpipe when micro-batches are asked."""
-    if strategy != "model":
-        return {}
-    if schedule is None:
-        schedule = "gpipe" if micro_batches not in (None, 1) else "naive"
-    return {
-        "schedule": schedule,
-        "micro_batches": 1 if micro_batches is None else micro_batches,
-        "balance": list(balance) if isinstance(balance, tuple) else balance,
-        "recompute": recompute,
-        # Interleaved puts two model chunks on each device unless told otherwise.
-        "virtual_stages": virtual_stages or (2 if schedule == "interleaved" else 1),
-    }
+from ..strategies import Strategy
 
 
 def one_backend(backend: Any) -> str | None:
@@ -47,18 +26,6 @@ def one_backend(backend: Any) -> str | None:
     return backend
 
 
-def mesh_size(plan: dict[str, Any], count: int) -> int:
-    mesh = plan.get("mesh")
-    return count if mesh is None else int(mesh[0]) * int(mesh[1])
-
-
-def tensor_plan(strategy: str, backend: str, mesh: Any, layout_map: Any) -> dict[str, Any]:
-    """Backend, and the tensor-parallel mesh and layout; a comparison's other strategies ignore
-    the mesh and layout, as they ignore `workers`."""
-    if strategy != "tensor":
-        return {"backend": backend}
-    return {
-        "backend": backend,
-        "mesh": None if mesh is None else tuple(mesh) if isinstance(mesh, list) else mesh,
-        "layout_map": check_layout_map(layout_map),
-    }
+def strategy_fields(record: Strategy, backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The RunSpec fields the strategy's own options give, and the backend every run has."""
+    return {"backend": backend, **record.plan(options)}

@@ -10,19 +10,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GpkError
-from ..pipeline.schedules import SCHEDULES, check_plan
-from .backends import check_backend, check_layout_map, check_mesh
+from ..strategies import accepted_names, check_backend, check_batch
+from ..strategies import strategy as strategy_record
 from .devices import DevicePlan
 from .lr_rules import check_rule, check_warmup, lr_factor
 from .sources import DataSource, ModelSource
 from .target import Target
 from .tuning import check_tune
 
-STRATEGIES = ("single", "data", "model", "multiworker", "tensor")
+# Every name a user may give a run's strategy (the registry's, aliases included).
+STRATEGIES = accepted_names()
 MODES = ("fit", "explicit")
 ALL_REDUCE = ("auto", "nccl", "hierarchical", "reduce_to_one", "ring")
-# MultiWorkerMirroredStrategy's collective implementations: ring (gRPC) or NCCL on GPUs.
-MULTIWORKER_ALL_REDUCE = ("auto", "ring", "nccl")
 SCALING = ("strong", "weak")
 
 
@@ -146,13 +145,9 @@ class RunSpec:
     layout_map: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
 
     def __post_init__(self) -> None:
-        check_strategy(self.strategy)
-        check_backend(self.backend, self.strategy)
-        if self.strategy == "single" and self.devices.count != 1:
-            raise GpkError(
-                f"strategy='single' runs on one device, not {self.devices.count}; "
-                "use devices=1, or strategy='data' for several"
-            )
+        # The record's own name: "model" is read as "pipeline" from here on.
+        object.__setattr__(self, "strategy", strategy_record(self.strategy).name)
+        record = check_backend(self.backend, self.strategy)
         if self.mode not in MODES:
             raise GpkError(f"mode={self.mode!r} is not known; use 'fit' or 'explicit'")
         if self.all_reduce not in ALL_REDUCE:
@@ -163,15 +158,14 @@ class RunSpec:
             self._check_jax()
         elif self.mesh is not None or self.layout_map:
             raise GpkError("mesh= and layout_map= are for strategy='tensor' on backend='jax'")
-        if self.strategy == "multiworker":
-            self._check_multiworker()
-        elif self.workers != 1 or self.cluster is not None:
-            raise GpkError(
-                f"workers={self.workers} applies to strategy='multiworker' only; "
-                f"drop it or use strategy='multiworker' instead of {self.strategy!r}"
-            )
-        elif self.all_reduce == "ring":
-            raise GpkError("all_reduce='ring' is for strategy='multiworker'; use 'auto' here")
+        if not record.processes:
+            if self.workers != 1 or self.cluster is not None:
+                raise GpkError(
+                    f"workers={self.workers} applies to strategy='multiworker' only; "
+                    f"drop it or use strategy='multiworker' instead of {self.strategy!r}"
+                )
+            if self.all_reduce == "ring":
+                raise GpkError("all_reduce='ring' is for strategy='multiworker'; use 'auto' here")
         if self.all_reduce == "nccl" and self.devices.kind != "gpu":
             raise GpkError("all_reduce='nccl' needs GPUs; use 'auto' or 'reduce_to_one' on the CPU")
         if self.memory_budget is not None and (
@@ -188,9 +182,8 @@ class RunSpec:
         check_tune(self.tune, self.steps_per_execution, self.jit_compile, self.measure_comm)
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
-        if self.strategy == "model":
-            self._check_pipeline()
-        else:
+        record.check(self)
+        if not record.stages:  # a pipeline splits its batch into micro-batches instead
             check_batch(self.global_batch, self.replicas)
         check_enough_data(self.data.samples, self.global_batch)
 
@@ -215,17 +208,11 @@ class RunSpec:
                 "validation during training and targets run on backend='tensorflow'; drop "
                 "validation= and target= for a JAX run, or use backend='tensorflow'"
             )
-        if self.strategy != "tensor" and (self.mesh is not None or self.layout_map):
+        if not strategy_record(self.strategy).layout and (self.mesh is not None or self.layout_map):
             raise GpkError(
                 f"mesh= and layout_map= shard layers under strategy='tensor', not "
                 f"{self.strategy!r}; use strategy='tensor' or drop them"
             )
-        if self.strategy == "tensor":
-            if self.mesh is not None:
-                object.__setattr__(self, "mesh", check_mesh(self.mesh, self.devices.count))
-            object.__setattr__(self, "layout_map", check_layout_map(self.layout_map))
-            data, _ = self.mesh_shape
-            check_batch(self.global_batch, data)
 
     @property
     def mesh_shape(self) -> tuple[int, int]:
@@ -233,49 +220,8 @@ class RunSpec:
         default."""
         return self.mesh if self.mesh is not None else (1, self.devices.count)
 
-    def _check_pipeline(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise GpkError(
-                f"schedule={self.schedule!r} is not known; use one of {', '.join(SCHEDULES)}"
-            )
-        m = self.micro_batches
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise GpkError(f"micro_batches={m!r} must be a whole number of at least 1")
-        # naive with M > 1, interleaved with M not a multiple of K, ... are refused here
-        check_plan(self.schedule, self.devices.count, m, self.virtual_stages)
-        if self.global_batch % m:
-            lower = self.global_batch - self.global_batch % m
-            raise GpkError(
-                f"batch_size={self.global_batch} does not split into {m} micro-batches; use a "
-                f"multiple of {m}, e.g. {lower or m} or {lower + m}"
-            )
-
-    def _check_multiworker(self) -> None:
-        w = self.workers
-        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-            raise GpkError(f"workers={w!r} must be a whole number of at least 1, e.g. 2")
-        if self.cluster is not None and len(self.cluster.workers) != w:
-            raise GpkError(
-                f"workers={w} but the cluster {self.cluster.source or ''} lists "
-                f"{len(self.cluster.workers)}; drop workers= or make them agree"
-            )
-        if self.all_reduce not in MULTIWORKER_ALL_REDUCE:
-            raise GpkError(
-                f"all_reduce={self.all_reduce!r} is not available with strategy='multiworker'; "
-                f"use one of {', '.join(MULTIWORKER_ALL_REDUCE)}"
-            )
-        if self.mode != "explicit":
-            raise GpkError(
-                f"mode={self.mode!r} is not available with strategy='multiworker' (Keras's fit "
-                "fails under MultiWorkerMirroredStrategy); use mode='explicit'"
-            )
-        # A named cluster's hosts plan their own devices; this check is theirs then.
-        if self.devices.kind == "cpu" and self.devices.count > 1 and self.cluster is None:
-            raise GpkError(
-                f"devices={self.devices.count} per worker needs GPUs: on the CPU "
-                "MultiWorkerMirroredStrategy trains one replica per worker; use "
-                f"workers={w * self.devices.count}, devices=1 for {w * self.devices.count} replicas"
-            )
+    def _mesh_label(self) -> str:
+        return "x".join(map(str, self.mesh_shape)) if strategy_record(self.strategy).layout else ""
 
     @property
     def replicas(self) -> int:
@@ -303,28 +249,14 @@ class RunSpec:
             schedule=self.schedule,
             micro_batches=self.micro_batches,
             backend=self.backend,
-            mesh="x".join(map(str, self.mesh_shape)) if self.strategy == "tensor" else "",
+            mesh=self._mesh_label(),
             **self.training.result_identity(self.global_batch),
         )
 
 
 def check_strategy(strategy: str) -> None:
     """Checked before the devices are planned, so a typo costs no device discovery."""
-    if strategy not in STRATEGIES:
-        raise GpkError(f"strategy={strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
-
-
-def check_batch(global_batch: int, devices: int) -> None:
-    """A global batch must split evenly over the replicas: each gets the same share."""
-    if global_batch % devices == 0:
-        return
-    lower = global_batch - global_batch % devices
-    upper = lower + devices
-    nearest = f"{lower} or {upper}" if lower > 0 else f"{upper}"
-    raise GpkError(
-        f"batch_size={global_batch} is not divisible by {devices} devices; "
-        f"use a multiple of {devices}, e.g. {nearest}"
-    )
+    strategy_record(strategy)
 
 
 def check_enough_data(samples: int | None, global_batch: int) -> None:

@@ -1,0 +1,23 @@
+"""`data`: one replica of the model per device, the global batch split over them and the
+gradients all-reduced every step (tf.distribute's MirroredStrategy; Keras's `DataParallel` on JAX).
+
+>>> exp.run(strategy="data", devices=4)
+"""
+
+from __future__ import annotations
+
+from .record import Strategy
+
+DATA = Strategy(
+    name="data",
+    summary="a replica per device, the batch split, gradients all-reduced every step",
+    workers={
+        "tensorflow": "gpu_parallel_kit.worker.engines.data:DataParallelEngine",
+        "jax": "gpu_parallel_kit.worker.jax_strategy:JaxStrategy",
+    },
+    fit_on=frozenset({"tensorflow", "jax"}),
+    all_reduce=True,
+    measures_comm=True,
+    color="tab:blue",
+    projector="gpu_parallel_kit.analysis.projection:project_data",
+)

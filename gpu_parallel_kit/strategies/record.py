@@ -1,0 +1,84 @@
+"""What the kit knows about one strategy, as one frozen record.
+
+Every room asks the record (`strategies.strategy(name)`) instead of comparing names, as
+matplotlib's `Axes` asks its projection and Keras's `DataParallel` owns its own checks. The
+worker class and the projector are named by import path ("module:attribute"), so this room,
+which sits under `runs/`, never imports the worker or the cost model above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..runs.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One (strategy, devices) cell of `compare()`'s grid, as a strategy's grid rule sees it."""
+
+    count: int  # devices asked for
+    plan: Mapping[str, Any]  # every plan option the comparison was given
+    device_kind: Callable[[], str]  # "cpu" or "gpu" for these devices; planned only if asked
+
+
+def _always(cell: GridCell) -> bool:
+    return True
+
+
+def _no_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+def _no_checks(spec: RunSpec) -> None:
+    return None
+
+
+def _plain_label(spec: RunSpec) -> str:
+    return f"{spec.strategy}×{spec.devices.count}"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One strategy: its names, where it runs, its options, rules, looks and cost model."""
+
+    name: str  # the name tables, plots and the run log show
+    summary: str  # one line for help texts and the guide
+    aliases: tuple[str, ...] = ()  # other names accepted everywhere (the seed's "model")
+    # backend -> "module:Class" the worker trains with; a backend missing here lacks it
+    workers: Mapping[str, str] = field(default_factory=dict)
+    # backend -> why that backend lacks it and what to use instead (the end of one sentence)
+    missing: Mapping[str, str] = field(default_factory=dict)
+    # backends on which it trains with Keras's own `fit` (tune's steps per execution apply)
+    fit_on: frozenset[str] = frozenset()
+    baseline: bool = False  # the one-device run speedups are measured against
+    one_device: bool = False  # runs on exactly one device
+    all_reduce: bool = False  # its communication is the gradients' all-reduce between replicas
+    measures_comm: bool = False  # training is followed by a communication measurement
+    stages: bool = False  # cuts the model into stages: schedule and micro-batches apply
+    layout: bool = False  # shards layers over a (data, model) mesh: mesh and layout_map apply
+    splits_state: bool = False  # each device holds part of the model's state, not all of it
+    processes: bool = False  # several worker processes (a launcher, or a named cluster)
+    runnable: bool = True  # False: a cost-model projection only
+    default_mode: str = "fit"  # the loop a run takes unless mode= says otherwise
+    color: str = "tab:purple"  # matplotlib colour, the same in every figure
+    columns: tuple[str, ...] = ()  # table columns that only this strategy's rows fill
+    # its own settings from `Experiment.plan`'s options; other strategies' options are ignored
+    plan: Callable[[Mapping[str, Any]], dict[str, Any]] = _no_options
+    check: Callable[[RunSpec], None] = _no_checks  # its own checks on a whole RunSpec
+    in_grid: Callable[[GridCell], bool] = _always  # whether compare() runs it on these devices
+    label: Callable[[RunSpec], str] = _plain_label  # progress rows: "pipeline×2 gpipe M=4"
+    projector: str | None = None  # "module:function" that projects it onto other hardware
+
+    def __repr__(self) -> str:
+        backends = ", ".join(self.workers) or "projection only"
+        return f"<Strategy {self.name} ({backends})>"
+
+    def offered_on(self, backend: str) -> bool:
+        return backend in self.workers
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
