@@ -19,6 +19,7 @@ from gpu_parallel_kit.runs.tuning import (
 def settings(**overrides):
     values = dict(
         tune="auto",
+        backend="tensorflow",
         strategy="data",
         mode="fit",
         device_kind="cpu",
@@ -108,6 +109,24 @@ def test_xla_where_a_users_own_fit_would_have_it(kind, strategy, devices, determ
         device_kind=kind, strategy=strategy, devices=devices, deterministic=deterministic
     )
     assert tuned.jit_compile is xla, tuned.why["jit_compile"]
+
+
+def test_jax_rows_give_jax_reasons_not_tensorflows():
+    for strategy, devices in (("single", 1), ("data", 2), ("tensor", 2)):
+        tuned = settings(backend="jax", strategy=strategy, devices=devices, device_kind="gpu")
+        reasons = " ".join(tuned.why.values())
+        assert "tf.data" not in reasons and "MirroredStrategy" not in reasons, reasons
+        assert "tf.distribute" not in reasons, reasons
+        assert tuned.prefetch_batches is None  # a PyDataset reads batch by batch
+        assert "PyDataset" in tuned.why["prefetch"]
+        assert tuned.jit_compile is None and "XLA compiles every step" in tuned.why["jit_compile"]
+
+
+def test_a_jax_tensor_run_trains_with_fit_so_tune_applies():
+    tuned = settings(backend="jax", strategy="tensor", devices=2)
+    assert tuned.steps_per_execution == TARGET_STEPS_PER_EXECUTION
+    assert tuned.why["steps_per_execution"].startswith("tune:")
+    assert "its own loop" not in " ".join(tuned.why.values())
 
 
 @pytest.mark.parametrize(

@@ -15,17 +15,19 @@ tune picks, and why").
   the kit's repeating data) and the evaluation interval (an evaluation sees the weights of the step
   it is due at), and leaves at least `MIN_TIMED_EXECUTIONS` executions timed after warm-up, so a
   median still means something.
-- **XLA** (`jit_compile=True`). Keras's own rule: on when there is a GPU and no tf.distribute
-  strategy. The kit always trains under a strategy (OneDeviceStrategy for the baseline), which
-  makes Keras switch XLA off, so `auto` switches it back on where a user's own single-GPU `fit`
-  would have it: one GPU, strategy single, no op determinism (Keras refuses XLA with
-  determinism). Not on the CPU (measured slower or no faster there) and not under
+- **XLA** (`jit_compile=True`). On TensorFlow, Keras's own rule: on when there is a GPU and no
+  tf.distribute strategy. The kit always trains under a strategy (OneDeviceStrategy for the
+  baseline), which makes Keras switch XLA off, so `auto` switches it back on where a user's own
+  single-GPU `fit` would have it: one GPU, the baseline strategy, no op determinism (Keras refuses
+  XLA with determinism). Not on the CPU (measured slower or no faster there) and not under
   MirroredStrategy (Keras leaves it off under tf.distribute; the all-reduce is not in XLA's
-  cluster).
-- **Input pipeline.** Array data is gathered batch by batch in a `tf.data` map with autotuned
-  parallelism, and prefetched. `auto` keeps that and adds a prefetch of two executions' worth of
-  batches, since an execution takes its batches back to back; its effect has not been measured
-  apart from that of steps per execution, and it costs a few batches of host memory.
+  cluster). On JAX every step is compiled by XLA whatever the strategy: nothing to choose.
+- **Input pipeline.** On TensorFlow, array data is gathered batch by batch in a `tf.data` map with
+  autotuned parallelism, and prefetched. `auto` keeps that and adds a prefetch of two executions'
+  worth of batches, since an execution takes its batches back to back; its effect has not been
+  measured apart from that of steps per execution, and it costs a few batches of host memory. A
+  JAX run reads each batch from the memory-mapped arrays as `fit` asks for it (a
+  `keras.utils.PyDataset`), with no prefetch.
 
 An explicit `steps_per_execution=` or `jit_compile=` always wins over the rules; `tune="off"`
 keeps Keras's defaults (one step per execution, XLA as Keras decides under a strategy: off).
@@ -39,14 +41,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GpkError, whole_number
+from ..strategies import strategy as strategy_record
 
 TUNE = ("auto", "off")
 # Steps per execution aimed at (benchmarks/README.md: the per-execution cost is paid 1/8 as often,
 # and the traced while-loop stays cheap to trace); lowered to fit the run.
 TARGET_STEPS_PER_EXECUTION = 8
 MIN_TIMED_EXECUTIONS = 4  # executions timed after warm-up, at least, for a median
-# Strategies trained by Keras's fit, where steps_per_execution and jit_compile apply.
-_FIT_STRATEGIES = ("single", "data")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def check_tune(tune: Any, steps_per_execution: Any, jit_compile: Any, measure_co
 def choose_settings(
     *,
     tune: str,
+    backend: str,
     strategy: str,
     mode: str,
     device_kind: str,
@@ -98,10 +100,14 @@ def choose_settings(
     steps_per_execution: int | None = None,
     jit_compile: bool | None = None,
 ) -> Tuned:
-    """The settings of one run under `tune`, the user's explicit values first."""
+    """The settings of one run of `strategy` on `backend` under `tune`, the user's explicit
+    values first."""
     why: dict[str, str] = {}
-    fit = mode == "fit" and strategy in _FIT_STRATEGIES
+    record = strategy_record(strategy)
+    on_fit = backend in record.fit_on  # trained by Keras's own fit on this backend
+    fit = mode == "fit" and on_fit
     auto = tune == "auto" and fit
+    tensorflow = backend == "tensorflow"
 
     if steps_per_execution is not None:
         spe = steps_per_execution
@@ -117,15 +123,22 @@ def choose_settings(
         )
     else:
         spe = 1
-        why["steps_per_execution"] = "default" if fit else f"not used by {_loop(strategy, mode)}"
+        why["steps_per_execution"] = (
+            "default" if fit else f"not used by {_loop(strategy, mode, on_fit)}"
+        )
 
     if jit_compile is not None:
         jit = jit_compile
         why["jit_compile"] = "user"
+    elif not tensorflow:
+        jit = None
+        why["jit_compile"] = (
+            "tune: " if auto else "default "
+        ) + "(Keras's auto: on JAX, XLA compiles every step whatever the strategy)"
     elif auto:
         # Only ever switched on: elsewhere Keras's own "auto" stands (off under a tf.distribute
-        # strategy; a backend that always compiles keeps compiling).
-        on = device_kind == "gpu" and strategy == "single" and devices == 1 and not deterministic
+        # strategy).
+        on = device_kind == "gpu" and record.one_device and devices == 1 and not deterministic
         jit = True if on else None
         why["jit_compile"] = (
             "tune: one GPU, no tf.distribute replicas: Keras's own choice without a strategy"
@@ -143,12 +156,18 @@ def choose_settings(
         jit = None
         why["jit_compile"] = "default (Keras's auto: off under a tf.distribute strategy)"
 
-    prefetch = 2 * spe if auto else None
-    why["prefetch"] = (
-        f"tune: tf.data autotuned, at least {prefetch} batches (two executions) ahead"
-        if auto
-        else "default (tf.data autotuned)"
-    )
+    prefetch = 2 * spe if auto and tensorflow else None
+    if tensorflow:
+        why["prefetch"] = (
+            f"tune: tf.data autotuned, at least {prefetch} batches (two executions) ahead"
+            if auto
+            else "default (tf.data autotuned)"
+        )
+    else:
+        why["prefetch"] = (
+            "none: each batch read from the memory-mapped arrays as fit asks for it "
+            "(keras.utils.PyDataset)"
+        )
     return Tuned(tune, spe, jit, prefetch, why)
 
 
@@ -179,7 +198,7 @@ def warmup_in_executions(warmup_steps: int, steps_per_execution: int, total_step
     return max(0, min(rounded, total_steps - spe))
 
 
-def _loop(strategy: str, mode: str) -> str:
-    if strategy in _FIT_STRATEGIES:
+def _loop(strategy: str, mode: str, on_fit: bool) -> str:
+    if on_fit:
         return f"mode={mode!r} (a custom loop, one step per call)"
     return f"strategy={strategy!r} (its own loop)"

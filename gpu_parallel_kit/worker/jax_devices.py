@@ -16,6 +16,18 @@ from typing import Any
 from ..runs.devices import DevicePlan, PhysicalDevice, host_cpu
 
 _HOST_COUNT_FLAG = "--xla_force_host_platform_device_count"
+# XLA's GPU backend without its non-deterministic kernels (atomics in scatters and reductions)
+# and with autotuning restricted to deterministic choices (JAX's own advice for reproducible GPU
+# runs). Read once, when JAX's runtime starts.
+DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
+DETERMINISM = {
+    "gpu": f"XLA_FLAGS {DETERMINISTIC_FLAG}: XLA's deterministic GPU kernels, no atomics",
+    "cpu": (
+        f"XLA_FLAGS {DETERMINISTIC_FLAG} set, but it applies to GPUs only: XLA's CPU kernels "
+        "have no atomics or autotuning to switch off, so a CPU run repeats bit for bit on the "
+        "same devices whether it is set or not"
+    ),
+}
 
 
 def host_device_flags(existing: str, count: int) -> str:
@@ -24,8 +36,19 @@ def host_device_flags(existing: str, count: int) -> str:
     return " ".join([*kept, f"{_HOST_COUNT_FLAG}={count}"])
 
 
-def configure_jax_devices(plan: DevicePlan) -> list[Any]:
-    """Start JAX's runtime with the plan's devices and return them, in mesh order."""
+def deterministic_flags(existing: str) -> str:
+    """`XLA_FLAGS` with XLA's deterministic GPU ops switched on, the user's other flags kept."""
+    name = DETERMINISTIC_FLAG.partition("=")[0]
+    kept = [flag for flag in existing.split() if not flag.startswith(name)]
+    return " ".join([*kept, DETERMINISTIC_FLAG])
+
+
+def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list[Any]:
+    """Start JAX's runtime with the plan's devices and return them, in mesh order.
+
+    `deterministic`: XLA's deterministic GPU ops (`DETERMINISM` says what that does per kind)."""
+    if deterministic:
+        os.environ["XLA_FLAGS"] = deterministic_flags(os.environ.get("XLA_FLAGS", ""))
     if plan.kind == "cpu":
         os.environ["XLA_FLAGS"] = host_device_flags(os.environ.get("XLA_FLAGS", ""), plan.count)
         os.environ["JAX_PLATFORMS"] = "cpu"  # a CPU plan stays on the CPU, as on TensorFlow

@@ -36,9 +36,11 @@ from ..runs.spec import RunSpec  # noqa: E402
 from ..runs.tuning import Tuned  # noqa: E402
 from ..version import __version__  # noqa: E402
 from .batching import batch_indices  # noqa: E402
+from .budget import MemoryBudgetExceeded  # noqa: E402
 from .child import Finished, finished_result, run_child, tuned_recorder  # noqa: E402
 from .compiling import compile_model, load_model  # noqa: E402
 from .jax_devices import configure_jax_devices, device_names, peak_memory  # noqa: E402
+from .jax_feed import OrderedBatches, take  # noqa: E402
 from .jax_strategy import JaxStrategy  # noqa: E402
 from .keras_internals import set_seed_without_tensorflow  # noqa: E402
 from .lr_schedule import apply_run_rule  # noqa: E402
@@ -70,7 +72,7 @@ def run_jax_in_this_process(
     try:
         emit(event="phase", phase=phase)
         warnings.filterwarnings("ignore", module="keras")
-        devices = configure_jax_devices(spec.devices)
+        devices = configure_jax_devices(spec.devices, spec.training.deterministic)
         names = device_names(devices)
         x, y = run_arrays(spec.data)
         strategy = JaxStrategy(spec, devices)
@@ -79,7 +81,7 @@ def run_jax_in_this_process(
         steps = steps_per_epoch(spec, len(x))
         total = steps * spec.training.epochs
         warmup = warmup_steps(spec.training.warmup_steps, total)
-        sample = _take(x, np.zeros(1, dtype=np.int64))
+        sample = take(x, np.zeros(1, dtype=np.int64))
         chosen: list[Tuned] = []
         model = strategy.build(
             lambda: _built_model(spec, sample, chosen, steps, total, warmup), sample
@@ -89,7 +91,7 @@ def run_jax_in_this_process(
         order = batch_indices(
             len(x), spec.global_batch, total, spec.training.seed, spec.training.shuffle
         )
-        x_run, y_run = _take(x, order), _take(y, order)
+        batches = OrderedBatches(x, y, order)  # gathered batch by batch as fit asks
         with strategy.scope():
             base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps)
         recorder = tuned_recorder(emit, tuned, warmup, total, steps)
@@ -103,12 +105,9 @@ def run_jax_in_this_process(
                 phase = "saving the weights"
                 np.savez(spec.save_weights, *[np.asarray(w) for w in model.get_weights()])
             phase = "measuring communication"
-            first = np.arange(spec.global_batch)  # the run's first batch, already gathered
             measured = (
-                _measured(strategy, model, _take(x_run, first), _take(y_run, first))
-                if spec.measure_comm
-                else None
-            )
+                _measured(strategy, model, *batches[0]) if spec.measure_comm else None
+            )  # on the run's first batch
             memory, memory_source = peak_memory(spec.devices.kind, devices)
             done = Finished(
                 names,
@@ -132,11 +131,10 @@ def run_jax_in_this_process(
 
         if report_and_exit is not None:
             recorder.on_train_end = lambda: report_and_exit(finish())
+        strategy.prepare(model)
         with strategy.scope():
             model.fit(
-                x_run,
-                y_run,
-                batch_size=spec.global_batch,
+                batches,
                 epochs=spec.training.epochs,
                 steps_per_epoch=steps,
                 callbacks=[StepTimer(recorder)],
@@ -146,7 +144,7 @@ def run_jax_in_this_process(
         return finish()
     except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
         status, reason = classify_exception(error, phase)
-        if not isinstance(error, GpkError):
+        if not isinstance(error, GpkError | MemoryBudgetExceeded):
             traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
         return RunResult(**base, status=status, reason=reason)
 
@@ -179,16 +177,6 @@ def _built_model(
     if not (model.built and model.weights):
         model(sample, training=False)
     return model
-
-
-def _take(values: Any, order: np.ndarray) -> Any:
-    """The samples `order` names, batch after batch, from arrays or a dict or tuple of them."""
-    flat = order.reshape(-1)
-    if isinstance(values, dict):
-        return {key: np.asarray(v)[flat] for key, v in values.items()}
-    if isinstance(values, tuple | list):
-        return type(values)(np.asarray(v)[flat] for v in values)
-    return np.asarray(values)[flat]
 
 
 def _base_fields(spec: RunSpec) -> dict[str, Any]:

@@ -19,7 +19,8 @@ import numpy as np
 from ..runs.spec import RunSpec
 from ..sharding.layout import Layout, derive_layout
 from ..sharding.traffic import data_traffic, tensor_traffic
-from .jax_devices import device_names
+from .budget import check_budget
+from .jax_devices import DETERMINISM, device_names
 from .jax_layout import layout_map, read_layers
 
 _METHOD_DATA = (
@@ -72,6 +73,20 @@ class JaxStrategy:
             layout_map=layout_map(self.layout, mesh), batch_dim_name="batch"
         )
 
+    def prepare(self, model: keras.Model) -> None:
+        """Build the optimizer's slots beside their variables and hold what each device was given
+        (parameters and optimizer state, the shards actually placed) against the memory budget,
+        before the first step."""
+        with self.scope():
+            if not model.optimizer.built:
+                model.optimizer.build(model.trainable_variables)
+        self.state_bytes = placed_bytes([*model.weights, *model.optimizer.variables])
+        check_budget(
+            self.state_bytes,
+            self.spec.memory_budget,
+            "shard the layers over more devices with strategy='tensor'",
+        )
+
     def describe(self) -> str:
         if self.spec.strategy == "data":
             return "xla all-reduce (DataParallel)"
@@ -111,6 +126,8 @@ class JaxStrategy:
             "state_bytes": state,
             "parameter_bytes": parameter_bytes,
         }
+        if self.spec.training.deterministic:
+            extra["determinism"] = DETERMINISM[self.spec.devices.kind]
         if self.spec.strategy == "tensor" and self.layout is not None:
             traffic = self._tensor_traffic()
             extra["layout"] = [

@@ -31,7 +31,7 @@ from .child import Finished, finished_result, run_child, tuned_recorder
 from .compiling import compile_model, load_model
 from .device_setup import configure_worker_devices
 from .engines import make_engine
-from .engines.budget import MemoryBudgetExceeded
+from .budget import MemoryBudgetExceeded
 from .engines.evaluation import watch_convergence
 from .loading import build_from_data, labels, make_dataset, with_prefetch
 from .lr_schedule import apply_run_rule

@@ -26,6 +26,7 @@ def tune_run(
         jit = True
     return choose_settings(
         tune=spec.tune,
+        backend=spec.backend,
         strategy=spec.strategy,
         mode=spec.mode,
         device_kind=spec.devices.kind,
