@@ -21,18 +21,22 @@ systems reach in practice, not the line rate; treat every one as ±20 %.
 
 PCIe figures are ~80 % of the line rate (what DMA copies reach), networks ~90 %.
 
-Devices scale the *compute* measured on one device to another, by the ratio of their dense bf16
-tensor rates (or, for memory-bound models, of their memory bandwidths). This is the crudest part
-of the model: it assumes the same share of peak on both devices.
+Devices carry their peak rate per precision and their memory bandwidth: the roofline
+(`analysis/roofline.py`) turns a step's counted FLOPs and bytes into time on them. Dense rates,
+TFLOP/s, from the datasheets named:
 
-| preset | bf16 TFLOP/s | memory GB | memory TB/s | source                                 |
-|--------|-------------:|----------:|------------:|----------------------------------------|
-| a100   |          312 |        80 |       2.039 | NVIDIA A100 Tensor Core GPU datasheet  |
-| h100   |          989 |        80 |        3.35 | NVIDIA H100 Tensor Core GPU datasheet  |
-| h200   |          989 |       141 |         4.8 | NVIDIA H200 Tensor Core GPU datasheet  |
+| preset | fp32 | tf32 | bf16 / fp16 | memory GB | memory TB/s | source                            |
+|--------|-----:|-----:|------------:|----------:|------------:|-----------------------------------|
+| a100   | 19.5 |  156 |         312 |        80 |       2.039 | NVIDIA A100 Tensor Core GPU       |
+|        |      |      |             |           |             | datasheet (SXM4 80GB)             |
+| h100   |   67 |  495 |         989 |        80 |        3.35 | NVIDIA H100 Tensor Core GPU       |
+|        |      |      |             |           |             | datasheet (SXM5)                  |
+| h200   |   67 |  495 |         989 |       141 |         4.8 | NVIDIA H200 Tensor Core GPU       |
+|        |      |      |             |           |             | datasheet (SXM)                   |
 
-All three are the SXM parts; TFLOP/s are dense bf16 tensor-core rates.
-(The datasheets' larger bf16 figures, 624 / 1979 TFLOP/s, assume 2:4 sparsity.)
+All three are the SXM parts. The datasheets print the tensor-core rates with 2:4 sparsity
+(A100: 312 tf32, 624 bf16; H100 and H200: 989 tf32, 1979 bf16); the dense rates above are half
+of those. fp32 is the plain (non-tensor-core) rate. `flops` stays the dense bf16 rate.
 No CPU is listed: a CPU's share of peak differs too much between models and libraries for a
 preset ratio to mean anything, so a CPU-to-GPU scale must be given by the user.
 """
@@ -77,21 +81,47 @@ class Interconnect:
         return self.latency_s + nbytes / self.bandwidth_bytes_s if nbytes > 0 else 0.0
 
 
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")  # bf16 / fp16: mixed precision, fp32 weights
+
+
 @dataclass(frozen=True)
 class Device:
-    """An accelerator's peak rates, for scaling measured compute to it."""
+    """An accelerator's peak rates: per precision, and its memory bandwidth."""
 
     name: str
-    flops: float  # dense bf16 tensor FLOP/s
+    flops: float  # dense bf16 (and fp16) tensor FLOP/s
     memory_bytes: float  # device memory
     memory_bandwidth_bytes_s: float
     source: str = ""
+    fp32_flops: float | None = None  # plain fp32 FLOP/s; None: not known
+    tf32_flops: float | None = None  # dense tf32 tensor FLOP/s; None: not known
 
     def __post_init__(self) -> None:
         for what in ("flops", "memory_bytes", "memory_bandwidth_bytes_s"):
             value = getattr(self, what)
             if not (math.isfinite(value) and value > 0):
                 raise GpkError(f"{what} of device {self.name!r} is {value}; give a number above 0")
+        for what in ("fp32_flops", "tf32_flops"):
+            value = getattr(self, what)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise GpkError(f"{what} of device {self.name!r} is {value}; give a number above 0")
+
+    def peak_flops(self, precision: str) -> float:
+        """The dense peak at `precision` (fp32, tf32, bf16 or fp16)."""
+        check_precision(precision)
+        rate = {"fp32": self.fp32_flops, "tf32": self.tf32_flops}.get(precision, self.flops)
+        if rate is None:
+            raise GpkError(
+                f"device {self.name!r} has no {precision} rate; give tflops_{precision} in its "
+                "dict, or use precision='bf16'"
+            )
+        return rate
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        known = ", ".join(repr(p) for p in PRECISIONS)
+        raise GpkError(f"precision={precision!r} is not known; use one of {known}")
 
 
 INTERCONNECTS: dict[str, Interconnect] = {
@@ -110,9 +140,11 @@ INTERCONNECTS: dict[str, Interconnect] = {
 DEVICES: dict[str, Device] = {
     device.name: device
     for device in (
-        Device("a100", 312e12, 80 * GB, 2.039e12, "NVIDIA A100 datasheet (SXM4 80GB)"),
-        Device("h100", 989e12, 80 * GB, 3.35e12, "NVIDIA H100 datasheet (SXM5)"),
-        Device("h200", 989e12, 141 * GB, 4.8e12, "NVIDIA H200 datasheet (SXM)"),
+        Device(
+            "a100", 312e12, 80 * GB, 2.039e12, "NVIDIA A100 datasheet (SXM4 80GB)", 19.5e12, 156e12
+        ),
+        Device("h100", 989e12, 80 * GB, 3.35e12, "NVIDIA H100 datasheet (SXM5)", 67e12, 494.7e12),
+        Device("h200", 989e12, 141 * GB, 4.8e12, "NVIDIA H200 datasheet (SXM)", 67e12, 494.7e12),
     )
 }
 
@@ -153,6 +185,7 @@ def device(spec: str | Mapping[str, Any] | Device) -> Device:
         _scaled(spec, "memory", {"_gb": GB, "_bytes": 1.0}, required=True),
         _scaled(spec, "memory_bandwidth", {"_gb_s": GB, "_bytes_s": 1.0}, required=True),
         str(spec.get("source", "user")),
+        *(float(spec[k]) * 1e12 if k in spec else None for k in ("tflops_fp32", "tflops_tf32")),
     )
 
 
@@ -187,3 +220,14 @@ def _scaled(spec: Mapping[str, Any], stem: str, units: dict[str, float], require
         keys = " or ".join(repr(stem + suffix) for suffix in units)
         raise GpkError(f"the dict {dict(spec)!r} has no {keys}; add one")
     return 0.0
+
+
+# The GPU a link usually joins: NVLink 4 is the H100's, NVLink 3 the A100's; PCIe and networks
+# join whatever the user has, taken as the H100 (the current part) unless `device=` says.
+USUAL_DEVICE = {"nvlink4": "h100", "nvlink3": "a100"}
+DEFAULT_DEVICE = "h100"
+
+
+def usual_device(link: Interconnect) -> Device:
+    """The GPU a projection onto `link` assumes when no `device=` is given."""
+    return DEVICES[USUAL_DEVICE.get(link.name, DEFAULT_DEVICE)]
