@@ -23,7 +23,7 @@ from .runs.target import parse_target
 from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
 from .store import RunLog
-from .strategies import GridCell, check_backend, strategy_record
+from .strategies import DEFAULT_COMPARISON, GridCell, check_backend, strategy_record
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -236,7 +236,7 @@ class Experiment:
 
     def compare(
         self,
-        strategies: Sequence[str] = ("single", "data"),
+        strategies: Sequence[str] = DEFAULT_COMPARISON,
         devices: Sequence[int | Sequence[int]] = (1, 2, 4),
         *,
         cancel: threading.Event | None = None,

@@ -24,21 +24,34 @@ MAY_IMPORT: dict[str, set[str]] = {
     "version": set(),
     "pipeline": {"errors"},
     "sharding": set(),
+    # The strategy registry: records of plain values, worker classes and projectors by path.
+    "strategies": {"errors", "pipeline", "sharding"},
     # runs.results draws RunResult.plot_timeline() with plots.timeline, which imports no room.
-    "runs": {"errors", "pipeline", "plots.timeline"},
-    "analysis": {"errors", "pipeline", "runs", "sharding"},
-    "plots": {"errors", "runs", "analysis"},
+    "runs": {"errors", "pipeline", "strategies", "plots.timeline"},
+    "analysis": {"errors", "pipeline", "strategies", "runs", "sharding"},
+    "plots": {"errors", "strategies", "runs", "analysis"},
     "cluster": {"errors", "runs"},
-    "worker": {"errors", "version", "runs", "pipeline", "sharding", "cluster"},
-    "runner": {"errors", "runs", "cluster"},
+    "worker": {"errors", "version", "strategies", "runs", "pipeline", "sharding", "cluster"},
+    "runner": {"errors", "strategies", "runs", "cluster"},
     "store": {"errors", "runs", "analysis"},
     "report": {"runs", "analysis", "plots"},
     "comparison": {"errors", "runs", "analysis", "plots", "report"},
-    "api": {"errors", "runs", "cluster", "runner", "store", "comparison"},
-    "options": {"errors", "runs", "pipeline", "api", "comparison"},
-    "cli": {"errors", "runs", "cluster", "analysis", "store", "api", "comparison", "options"},
+    "api": {"errors", "strategies", "runs", "cluster", "runner", "store", "comparison"},
+    "options": {"errors", "strategies", "runs", "pipeline", "api", "comparison"},
+    "cli": {
+        "errors",
+        "strategies",
+        "runs",
+        "cluster",
+        "analysis",
+        "store",
+        "api",
+        "comparison",
+        "options",
+    },
     "notebook": {
         "errors",
+        "strategies",
         "pipeline",
         "runs",
         "analysis",
@@ -266,3 +279,65 @@ def test_every_entry_point_the_caller_names_exists():
             if isinstance(node, ast.FunctionDef)
         }
         assert function in defined, entry
+
+
+# Where knowledge of one strategy may sit: its record in the registry, and the per-backend
+# strategy classes of the worker, which own their checks, layout and measurements.
+STRATEGY_ROOMS = ("strategies",)
+STRATEGY_MODULES: tuple[str, ...] = ()
+
+
+def _strategy_names() -> set[str]:
+    from gpu_parallel_kit.strategies import REGISTERED
+
+    # Names the registry holds, and names a next strategy is likely to take.
+    return {name for record in REGISTERED for name in record.names()} | {"fsdp", "zero"}
+
+
+def _name_knowledge(tree: ast.AST, names: set[str]) -> Iterator[tuple[int, str]]:
+    """Comparisons of a strategy's name with a literal, dicts keyed by strategy names, and
+    tuples, lists or sets of two or more of them."""
+
+    def literals(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Constant) and node.value in names:
+            return [node.value]
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+        return []
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found = [name for side in (node.left, *node.comparators) for name in literals(side)]
+            # "data" and "model" are also words for arrays and a mesh axis: a comparison counts
+            # when it is about a strategy.
+            if found and "strateg" in ast.unparse(node).lower():
+                yield node.lineno, ast.unparse(node)[:80]
+        elif isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+            if sum(k in names for k in keys) >= 2:
+                yield node.lineno, "a dict keyed by strategy names"
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set) and len(literals(node)) >= 2:
+            yield node.lineno, f"a collection of strategy names: {ast.unparse(node)[:60]}"
+
+
+def test_no_room_but_the_registry_knows_a_strategy_by_name():
+    names = _strategy_names()
+    found = []
+    for module, path in sorted(MODULES.items()):
+        if room(module) in STRATEGY_ROOMS or module.partition(".")[2] in STRATEGY_MODULES:
+            continue
+        for line, what in _name_knowledge(ast.parse(path.read_text()), names):
+            found.append(f"{module}:{line}: {what}")
+    assert found == [], "ask the strategy's record instead:\n" + "\n".join(found)
+
+
+def test_the_name_scan_finds_what_it_is_for():
+    names = _strategy_names()
+    source = """
+if spec.strategy == "tensor": pass
+colours = {"single": "grey", "data": "blue"}
+FIT = ("single", "data")
+if axes[0] == "model": pass
+"""
+    found = [what for _, what in _name_knowledge(ast.parse(source), names)]
+    assert len(found) == 3 and "collection" in found[2]

@@ -83,10 +83,10 @@ def test_projected_rows_are_labelled_and_get_their_own_experiment(measured):
         "data-2",
         "data-4",
         "data-8",
-        "model-gpipe-m4-1",
-        "model-gpipe-m4-2",
-        "model-gpipe-m4-4",
-        "model-gpipe-m4-8",
+        "pipeline-gpipe-m4-1",
+        "pipeline-gpipe-m4-2",
+        "pipeline-gpipe-m4-4",
+        "pipeline-gpipe-m4-8",
     ]
     first = rows[0]
     assert first.reason == "projected on nvlink4, compute as measured on cpu"
@@ -127,7 +127,7 @@ def test_speedup_is_against_the_projected_single_device(measured):
 
 def test_model_rows_use_the_measured_stage_split_and_cut_bytes(measured):
     rows = by_id(project_results(measured, FREE, [2], strategies=["model"]))
-    two = rows["model-gpipe-m4-2"]
+    two = rows["pipeline-gpipe-m4-2"]
     # Per micro-batch of 64 samples: forward 0.3/4/3.5 s and backward 2.5 times that, split
     # 1 : 2 between the stages as timed alone. Stage 1 is the bottleneck: its 4 forwards
     # after stage 0's first, its 4 backwards, then stage 0's last backward.
@@ -146,11 +146,11 @@ def test_model_rows_use_the_measured_stage_split_and_cut_bytes(measured):
 
 def test_unmeasured_stage_counts_get_equal_stages_and_the_measured_cut_bytes(measured):
     rows = by_id(project_results(measured, {"bandwidth_gb_s": 1}, [4], strategies=["model"]))
-    note = rows["model-gpipe-m4-4"].extra["assumptions"][-1]
+    note = rows["pipeline-gpipe-m4-4"].extra["assumptions"][-1]
     assert note == (
         "4 equal stages (assumed); 2048 activation bytes per sample across each cut (measured mean)"
     )
-    assert rows["model-gpipe-m4-4"].comm_bytes == 3 * 256 * 2048 * 2
+    assert rows["pipeline-gpipe-m4-4"].comm_bytes == 3 * 256 * 2048 * 2
 
 
 def test_compute_scale_given_or_from_device_presets(measured):
@@ -184,14 +184,14 @@ def test_weak_scaling_grows_the_global_batch():
 
 def test_data_times_pipeline_rows_only_where_the_stages_divide(measured):
     rows = by_id(project_results(measured, "nvlink4", [2, 4, 6, 8], hybrid_stages=2))
-    hybrid = [key for key in rows if key.startswith("data+model")]
+    hybrid = [key for key in rows if key.startswith("data+pipeline")]
     assert hybrid == [
-        "data+model-2x2-gpipe-m4",
-        "data+model-3x2-gpipe-m4",
-        "data+model-4x2-gpipe-m4",
+        "data+pipeline-2x2-gpipe-m4",
+        "data+pipeline-3x2-gpipe-m4",
+        "data+pipeline-4x2-gpipe-m4",
     ]
-    assert rows["data+model-4x2-gpipe-m4"].devices == 8
-    assert rows["data+model-4x2-gpipe-m4"].strategy == "data+model"
+    assert rows["data+pipeline-4x2-gpipe-m4"].devices == 8
+    assert rows["data+pipeline-4x2-gpipe-m4"].strategy == "data+pipeline"
 
 
 def test_projected_rows_in_the_input_are_ignored(measured):
@@ -210,7 +210,7 @@ def test_experiments_without_a_baseline_are_skipped_and_none_at_all_is_an_error(
 
 def test_bad_requests_say_how_to_fix_them(measured):
     with pytest.raises(GpkError, match="cannot be projected"):
-        project_results(measured, "pcie4", [2], strategies=["pipeline"])
+        project_results(measured, "pcie4", [2], strategies=["zero"])
     with pytest.raises(GpkError, match="hybrid_stages=K"):
         project_results(measured, "pcie4", [2], strategies=["data+model"])
     with pytest.raises(GpkError, match="devices=0"):

@@ -16,7 +16,7 @@ from gpu_parallel_kit.store import RunLog, history
 def result(run_id: str = "r1", **kw) -> RunResult:
     fields = {
         "experiment_id": "exp",
-        "strategy": "model",
+        "strategy": "pipeline",
         "devices": 2,
         "virtual": True,
         "status": "ok",
@@ -61,7 +61,7 @@ def test_rows_are_plain_sqlite_with_json_text(tmp_path):
             "SELECT run_id, experiment_id, created_at, strategy, devices, status,"
             " typeof(devices), result_json FROM runs"
         ).fetchone()
-    assert row[:7] == ("r1", "exp", "2025-01-02T03:04:05", "model", 2, "ok", "integer")
+    assert row[:7] == ("r1", "exp", "2025-01-02T03:04:05", "pipeline", 2, "ok", "integer")
     assert row[7].startswith("{")
     assert RunResult.from_json(row[7]) == detailed()
 
@@ -140,3 +140,12 @@ def test_concurrent_writers_lose_no_run(tmp_path):
     for thread in threads:
         thread.join()
     assert len(RunLog(path).results()) == 40
+
+
+def test_rows_logged_under_the_old_pipeline_names_read_back_under_the_new(tmp_path):
+    log = RunLog(tmp_path / "runs.sqlite")
+    log.append(result("old", strategy="model"))
+    log.append(result("hybrid", strategy="data+model", projected=True))
+    log.append(result("gone", strategy="zero"))  # a name no record knows stays as it was
+    assert [r.strategy for r in log.results()] == ["pipeline", "data+pipeline", "zero"]
+    assert list(history(log.path)["strategy"]) == ["pipeline", "data+pipeline", "zero"]

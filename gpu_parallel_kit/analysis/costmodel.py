@@ -147,7 +147,7 @@ class Partition:
 class Prediction:
     """What the model predicts for one configuration; times in seconds per optimizer step."""
 
-    strategy: str  # single | data | model | data+model | tensor
+    strategy: str  # a strategy record's name
     devices: int  # N: all devices the step uses
     global_batch: float  # samples per optimizer step
     step_time_s: float
@@ -226,7 +226,7 @@ def pipeline(
     run = _run_pipeline(workload, partition, link, global_batch, micro_batches, schedule, overlap)
     return make_prediction(
         workload,
-        "model",
+        "pipeline",
         partition.stages,
         global_batch,
         run.step,
@@ -260,7 +260,7 @@ def data_pipeline(
     step = run.step + reduce
     return make_prediction(
         workload,
-        "data+model",
+        "data+pipeline",
         replicas * partition.stages,
         global_batch,
         step,

@@ -32,15 +32,21 @@ from typing import Any
 
 from ..errors import GpkError
 from ..runs.results import RunResult
+from ..strategies import (
+    DATA_PIPELINE,
+    REGISTERED,
+    canonical,
+    has,
+    lookup,
+    projectable_names,
+    resolve,
+)
 from . import hardware
 from .baseline import Candidate, baseline_index
 from .costmodel import (
     Partition,
     Prediction,
     Workload,
-    data_parallel,
-    data_pipeline,
-    pipeline,
     single_device,
 )
 from .hardware import Device, Interconnect
@@ -50,8 +56,6 @@ from .measured import (
     parameter_bytes,
 )
 from .tensor_cost import tensor_predictions
-
-PROJECTABLE = ("data", "multiworker", "model", "data+model", "tensor")
 
 LinkSpec = str | Mapping[str, Any] | Interconnect
 DeviceSpec = str | Mapping[str, Any] | Device
@@ -157,7 +161,7 @@ class _Experiment:
 
     @classmethod
     def of(cls, plan: _Plan, baseline: RunResult, runs: list[RunResult]) -> _Experiment:
-        models = tuple(r for r in runs if r.ok and r.strategy == "model")
+        models = tuple(r for r in runs if r.ok and has(r.strategy, "stages"))
         scale, scale_note = _scale(plan, baseline.device_kind)
         ratio, ratio_note = backward_ratio(plan.backward_ratio, models)
         workload = Workload.from_step_time(
@@ -175,68 +179,33 @@ class _Experiment:
         return cls(plan, baseline, tuple(runs), workload, scale, notes, models)
 
     def rows(self) -> list[RunResult]:
-        plan, w = self.plan, self.workload
+        """The projected single device, then each wanted strategy's rows from the projector
+        its record names, in the registry's order."""
+        plan = self.plan
         wanted = plan.strategies
         if wanted is None:
-            wanted = tuple(dict.fromkeys(r.strategy for r in self.runs if r.ok))
+            wanted = tuple(dict.fromkeys(canonical(r.strategy) for r in self.runs if r.ok))
         if plan.hybrid_stages is not None:
-            wanted = (*wanted, "data+model")
-        rows = [self._row(single_device(w, self._batch(1)), "single-1")]
-        for name in (s for s in wanted if s in ("data", "multiworker")):
-            for n in plan.counts:
-                p = data_parallel(
-                    w, n, plan.link, global_batch=self._batch(n), overlap=plan.overlap
-                )
-                note = "one flat ring over every device" if name == "multiworker" else ""
-                rows.append(self._row(p, f"{name}-{n}", note, strategy=name, all_reduce="ring"))
-        configs = self._pipeline_configs()
-        for schedule, m in configs if "model" in wanted else ():
-            for k in plan.counts:
-                part, note = self._partition(k)
-                options = {"micro_batches": m, "schedule": schedule, "overlap": plan.overlap}
-                p = pipeline(w, part, plan.link, global_batch=self._batch(k), **options)
-                key = f"model-{schedule}-m{m}-{k}"
-                rows.append(self._row(p, key, note, schedule=schedule, micro_batches=m))
-        if "data+model" in wanted:
-            rows += self._hybrid_rows(*configs[0])
-        if "tensor" in wanted:
-            rows += self._tensor_rows()
+            wanted = (*wanted, DATA_PIPELINE.name)
+        rows = [self.row(single_device(self.workload, self.batch(1)), "single-1")]
+        for record in REGISTERED:
+            if record.name in wanted and record.projector is not None:
+                rows += resolve(record.projector)(self, record)
         return rows
 
-    def _tensor_rows(self) -> list[RunResult]:
+    def tensor_rows(self) -> list[RunResult]:
         return [
-            self._row(p, key, note, mesh=mesh)
+            self.row(p, key, note, mesh=mesh)
             for p, key, note, mesh in tensor_predictions(
                 self.workload, self.runs, self.plan.counts, self.plan.link, self._batch
             )
         ]
 
-    def _hybrid_rows(self, schedule: str, m: int) -> list[RunResult]:
-        plan, k = self.plan, self.plan.hybrid_stages or 1
-        part, note = self._partition(k)
-        rows = []
-        options = {"micro_batches": m, "schedule": schedule, "overlap": plan.overlap}
-        for d in (n // k for n in plan.counts if n % k == 0 and n // k >= 2):
-            batch = self._batch(d * k)
-            p = data_pipeline(
-                self.workload,
-                part,
-                d,
-                plan.link,
-                global_batch=batch,
-                data_link=plan.reduce_link,
-                **options,
-            )
-            note_d = f"{note}; {d} copies, each stage's gradients all-reduced after the flush"
-            key = f"data+model-{d}x{k}-{schedule}-m{m}"
-            rows.append(self._row(p, key, note_d, schedule=schedule, micro_batches=m))
-        return rows
-
-    def _batch(self, devices: int) -> int:
+    def batch(self, devices: int) -> int:
         # Weak scaling keeps each device's share of the baseline's batch.
         return self.baseline.global_batch * (devices if self.baseline.scaling == "weak" else 1)
 
-    def _pipeline_configs(self) -> list[tuple[str, int]]:
+    def pipeline_configs(self) -> list[tuple[str, int]]:
         """(schedule, micro-batches) pairs to project: the caller's, else the measured ones."""
         plan = self.plan
         if plan.schedule is not None or plan.micro_batches is not None:
@@ -250,7 +219,7 @@ class _Experiment:
         ]
         return list(dict.fromkeys(found)) or [("naive", 1)]
 
-    def _partition(self, k: int) -> tuple[Partition, str]:
+    def partition(self, k: int) -> tuple[Partition, str]:
         """The split of a measured k-stage run, else k equal stages."""
         given = self.plan.cut_bytes
         for run in self.models:
@@ -273,7 +242,7 @@ class _Experiment:
             note = f"{given:.4g} activation bytes per sample across each cut (measured mean)"
         return Partition.equal(k, given), f"{k} equal stages (assumed); {note}"
 
-    def _row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
+    def row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
         plan, base = self.plan, self.baseline
         experiment_id = f"{base.experiment_id}:{plan.label}"
         backend = "" if base.backend == "tensorflow" else f"@{base.backend}"
@@ -292,7 +261,7 @@ class _Experiment:
             "exposed_comm_s": p.exposed_comm_s,
             "assumptions": [*self.notes, note] if note else list(self.notes),
         }
-        if p.strategy in ("model", "data+model"):
+        if has(p.strategy, "stages"):
             extra["bubble_fraction"] = p.bubble_fraction  # modelled, as is every figure here
         compute = (
             f"compute as measured on {base.device_kind}"
@@ -365,13 +334,21 @@ def _strategies(given: Sequence[str] | None, hybrid: int | None) -> tuple[str, .
     if given is None:
         return None
     chosen = [given] if isinstance(given, str) else list(given)
+    records = []
     for name in chosen:
-        if name not in (*PROJECTABLE, "single"):
-            known = ", ".join(repr(s) for s in PROJECTABLE)
+        record = lookup(name)
+        if record is None or (record.projector is None and not record.baseline):
+            known = ", ".join(repr(s) for s in projectable_names())
             raise GpkError(f"strategy {name!r} cannot be projected; use one of {known}")
-    if "data+model" in chosen and hybrid is None:
-        raise GpkError("strategy 'data+model' needs hybrid_stages=K, the stages per pipeline")
-    return tuple(dict.fromkeys(s for s in chosen if s not in ("single", "data+model")))
+        records.append(record)
+    # A pipeline's copies come from hybrid_stages alone: asked by name, they need it.
+    hybrid_records = [r for r in records if not r.runnable]
+    if hybrid_records and hybrid is None:
+        raise GpkError(
+            f"strategy {hybrid_records[0].name!r} needs hybrid_stages=K, the stages per pipeline"
+        )
+    # The baseline is always projected; the hybrid is added by hybrid_stages.
+    return tuple(dict.fromkeys(r.name for r in records if r.runnable and not r.baseline))
 
 
 def _label(link: Interconnect, target: Device | None, scale: float | None) -> str:

@@ -15,10 +15,11 @@ from __future__ import annotations
 from ..api import Experiment
 from ..comparison import Comparison
 from ..runs.synthetic import default_samples, quick_mode
+from ..strategies import DEFAULT_COMPARISON
 
 MODEL = "mlp"
 DATA = "tabular"
-STRATEGIES = ("single", "data")
+STRATEGIES = DEFAULT_COMPARISON
 DEVICES = (1, 2, 4)
 BATCH_SIZE = 512  # large enough that a step is compute, not per-step overhead; divides 1, 2, 4
 # CI: enough measured steps (after the 2 warm-up ones) for a median and a spread that mean

@@ -18,9 +18,9 @@ from ..errors import GpkError
 from ..options.request import Request
 from ..pipeline.schedules import SCHEDULES
 from ..runs.devices import virtual_device_limit
-from ..runs.spec import STRATEGIES
+from ..strategies import DEFAULT_COMPARISON, has, runnable_names
 
-DEFAULT_STRATEGIES = ("single", "data")
+DEFAULT_STRATEGIES = DEFAULT_COMPARISON
 DEFAULT_PICKED = 4  # devices picked at first: enough for a 1, 2, 4 comparison
 ACTIONS = ("run", "compare")
 
@@ -83,7 +83,7 @@ class Controls:
         )
         self.strategies = {
             name: widgets.Checkbox(value=name in DEFAULT_STRATEGIES, description=name, indent=False)
-            for name in STRATEGIES
+            for name in runnable_names()
         }
         for name, box in self.strategies.items():
             # Wide enough for the whole name ("multiworker" was cut to "multiw…" at 6em).
@@ -136,7 +136,7 @@ class Controls:
             raise ValueError(f"action={action!r} must be 'run' or 'compare'")
         strategies = tuple(name for name, box in self.strategies.items() if box.value)
         if not strategies:
-            raise GpkError(f"no strategy is ticked; tick one of {', '.join(STRATEGIES)}")
+            raise GpkError(f"no strategy is ticked; tick one of {', '.join(runnable_names())}")
         picked = list(self.devices.value)
         if not picked:
             raise GpkError("no device is picked; pick one or more in the devices list")
@@ -153,8 +153,10 @@ class Controls:
         return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
 
     def _refresh(self, _change: object = None) -> None:
-        """Show the model-only options for model, and say what each button will run."""
-        self.model_options.layout.display = None if self.strategies["model"].value else "none"
+        """Show the pipeline's options when a pipeline is ticked, and say what each button will
+        run."""
+        staged = any(box.value and has(name, "stages") for name, box in self.strategies.items())
+        self.model_options.layout.display = None if staged else "none"
         picked = list(self.devices.value)
         if not picked:
             self.hint.value = "<i>Pick at least one device.</i>"

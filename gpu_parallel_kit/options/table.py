@@ -19,10 +19,10 @@ from typing import Any
 
 from ..api import Experiment
 from ..pipeline.schedules import SCHEDULES
-from ..strategies import BACKENDS
 from ..runs.lr_rules import LR_RULES
 from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
 from ..runs.tuning import TUNE
+from ..strategies import BACKENDS, DEFAULT_COMPARISON, runnable, runnable_names
 from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
 from .argtypes import mesh as mesh_shape
 
@@ -298,14 +298,18 @@ PROGRESS = Option(
     default=True,
 )
 
+# Each strategy as its record says it, and the backend it needs when only one offers it.
+_STRATEGY_HELP = "; ".join(
+    f"{r.name}{' (alias ' + ', '.join(r.aliases) + ')' if r.aliases else ''}: {r.summary}"
+    + (f" (--backend {next(iter(r.workers))})" if len(r.workers) == 1 else "")
+    for r in runnable()
+)
+
 # `run`: one strategy on one device choice.
 RUN: tuple[Option, ...] = (
     Option(
         "--strategy",
-        "how to spread training over the devices: single (one device), data (replicas with an "
-        "all-reduce of the gradients), model (the layers cut into stages on the devices), "
-        "multiworker (replicas in several processes) or tensor (each layer's weights split over "
-        "the devices; --backend jax); default: %(default)s",
+        f"how to spread training over the devices: {_STRATEGY_HELP}; default: %(default)s",
         goes_to="front end",
         choices=STRATEGIES,
         api_call=_run("run"),
@@ -325,7 +329,8 @@ RUN: tuple[Option, ...] = (
 COMPARE: tuple[Option, ...] = (
     Option(
         "--strategies",
-        f"strategies to compare, from {', '.join(STRATEGIES)}; default: single data",
+        f"strategies to compare, from {', '.join(runnable_names())}; default: "
+        + " ".join(DEFAULT_COMPARISON),
         goes_to="front end",
         nargs="+",
         choices=STRATEGIES,

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..strategies import canonical
+
 STATUSES = ("ok", "failed", "oom", "crashed", "timeout", "cancelled")
 
 
@@ -178,6 +180,8 @@ class RunResult:
         """Rebuild a result from `to_dict` output, ignoring keys newer versions may have added."""
         names = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
+        if "strategy" in kwargs:  # logged as "model" or "data+model": read as "pipeline", ...
+            kwargs["strategy"] = canonical(kwargs["strategy"])
         for key in (
             "device_names",
             "step_times_s",

@@ -29,11 +29,15 @@ from .tensor import TENSOR
 # In the order help texts, choices and tables list them.
 REGISTERED: tuple[Strategy, ...] = (SINGLE, DATA, PIPELINE, MULTIWORKER, TENSOR, DATA_PIPELINE)
 BACKENDS = ("tensorflow", "jax")
+# What `compare()`, `gpk demo` and the panel compare unless told otherwise.
+DEFAULT_COMPARISON: tuple[str, ...] = (SINGLE.name, DATA.name)
 
 _BY_NAME: dict[str, Strategy] = {name: record for record in REGISTERED for name in record.names()}
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_COMPARISON",
+    "DATA_PIPELINE",
     "REGISTERED",
     "GridCell",
     "Strategy",

@@ -84,5 +84,5 @@ MULTIWORKER = Strategy(
     check=check_multiworker,
     in_grid=_in_grid,
     label=_label,
-    projector="gpu_parallel_kit.analysis.projection:project_data",
+    projector="gpu_parallel_kit.analysis.projectors:project_data",
 )

@@ -86,7 +86,7 @@ PIPELINE = Strategy(
     plan=pipeline_options,
     check=check_pipeline,
     label=_label,
-    projector="gpu_parallel_kit.analysis.projection:project_pipeline",
+    projector="gpu_parallel_kit.analysis.projectors:project_pipeline",
 )
 
 DATA_PIPELINE = Strategy(
@@ -97,5 +97,5 @@ DATA_PIPELINE = Strategy(
     all_reduce=True,
     stages=True,
     color="tab:red",
-    projector="gpu_parallel_kit.analysis.projection:project_data_pipeline",
+    projector="gpu_parallel_kit.analysis.projectors:project_data_pipeline",
 )

@@ -128,5 +128,5 @@ TENSOR = Strategy(
     check=check_tensor,
     in_grid=_in_grid,
     label=_label,
-    projector="gpu_parallel_kit.analysis.tensor_cost:project_tensor",
+    projector="gpu_parallel_kit.analysis.projectors:project_tensor",
 )

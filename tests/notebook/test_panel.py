@@ -61,7 +61,7 @@ def test_controls_produce_the_plan_the_api_takes(shell, device_table):
     assert panel.plan("compare").devices == ((0,), (0, 1), (0, 1, 2, 3))
     controls = panel.controls
     controls.devices.value = (1, 3)
-    controls.strategies["model"].value = True
+    controls.strategies["pipeline"].value = True
     controls.schedule.value = "1f1b"
     controls.micro_batches.value = 4
     controls.batch_size.value = 64
@@ -101,9 +101,9 @@ def test_schedule_and_micro_batches_show_for_model_only(shell, device_table):
     panel = Panel(small_request(), devices=device_table)
     options = panel.controls.model_options
     assert options.layout.display == "none"
-    panel.controls.strategies["model"].value = True
+    panel.controls.strategies["pipeline"].value = True
     assert options.layout.display is None
-    panel.controls.strategies["model"].value = False
+    panel.controls.strategies["pipeline"].value = False
     assert options.layout.display == "none"
 
 
@@ -165,7 +165,7 @@ def test_every_strategy_name_fits_its_checkbox(shell, device_table):
 def test_compare_fills_every_tab_in_the_background(shell):
     panel = Panel(small_request(), title="small_mlp on x y")
     panel.controls.devices.value = (0, 1)
-    panel.controls.strategies["model"].value = True
+    panel.controls.strategies["pipeline"].value = True
     panel.compare_button.click()
     assert panel.busy  # the click returned while workers train
     assert panel.run_button.disabled and panel.compare_button.disabled
