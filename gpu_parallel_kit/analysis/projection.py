@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,6 +55,14 @@ from .measured import (
     measured_partition,
     parameter_bytes,
 )
+from .projected_compute import (
+    Compute,
+    ComputePlan,
+    compute_plan,
+    counted_compute,
+    measured_compute,
+    with_band,
+)
 from .tensor_cost import tensor_predictions
 
 LinkSpec = str | Mapping[str, Any] | Interconnect
@@ -79,6 +87,7 @@ class _Plan:
     cut_bytes: float | None  # activation bytes per sample across a cut, when given
     hybrid_stages: int | None
     label: str  # experiment id suffix
+    compute: ComputePlan = ComputePlan(mode="measured")  # counted work or measured time
 
 
 def project_results(
@@ -98,6 +107,12 @@ def project_results(
     hybrid_stages: int | None = None,
     data_link: LinkSpec | None = None,
     label: str | None = None,
+    compute: str | None = None,
+    precision: str = "bf16",
+    efficiency: Any = None,
+    calibrate: Any = None,
+    global_batch: int | None = None,
+    work: Mapping[str, Any] | None = None,
 ) -> list[RunResult]:
     """Projected rows for every experiment in `results` that has a finished single-device run.
 
@@ -111,9 +126,31 @@ def project_results(
     `micro_batches` and `cut_bytes_per_sample` override what the model-parallel runs measured;
     `data_link` carries the data+model all-reduces (default: `preset`). `label` replaces the
     experiment id suffix. Measured rows are never changed; rows projected earlier are ignored.
+
+    Compute (`analysis/projected_compute.py`): `compute="counted"` (the default when `work`
+    is given) puts each experiment's counted step (`work`: experiment id -> `WorkCount`, or a
+    sentence saying why there is none) on the roofline of `device` (default: the link's usual
+    GPU, `hardware.usual_device`) at `precision` (fp32, tf32, bf16, fp16), with the
+    `efficiency` band (low, likely, high; default `roofline.DEFAULT_EFFICIENCY`), or the share
+    that reproduces `calibrate` (a dict with throughput_samples_s, device and global_batch, or a
+    one-GPU RunResult). An experiment without a count falls back to measured compute, and its
+    rows say so. `compute="measured"` (implied by `compute_scale` or `measured_device`) keeps
+    the measured step time. `global_batch` projects at another global batch than the measured
+    one. Every row carries `extra["compute_source"]`, and counted rows `flops_per_sample`,
+    `efficiency`, and `step_time_low_s` / `step_time_high_s`, the band's fastest and slowest.
     """
     link = hardware.interconnect(preset)
-    target = None if device is None else hardware.device(device)
+    measured_asked = compute_scale is not None or measured_device is not None
+    if compute is None and work is None:
+        compute = "measured"  # nothing counted was handed in: the measured step, as asked
+    asked = compute_plan(
+        compute, device, precision, efficiency, calibrate, global_batch, work, measured_asked, link
+    )
+    target = (
+        asked.device
+        if asked.mode == "counted"
+        else (None if device is None else hardware.device(device))
+    )
     plan = _Plan(
         link=link,
         reduce_link=None if data_link is None else hardware.interconnect(data_link),
@@ -129,6 +166,7 @@ def project_results(
         cut_bytes=cut_bytes_per_sample,
         hybrid_stages=hybrid_stages,
         label=label or _label(link, target, compute_scale),
+        compute=asked,
     )
     experiments: dict[tuple[str, str], list[RunResult]] = {}
     for result in results:
@@ -138,7 +176,7 @@ def project_results(
     for runs in experiments.values():
         baseline = _baseline(runs)
         if baseline is not None:
-            rows += _Experiment.of(plan, baseline, runs).rows()
+            rows += _with_band(plan, baseline, runs, _Experiment.of(plan, baseline, runs).rows())
     if not rows:
         raise GpkError(
             "no experiment in these results has a finished single-device run to project from; "
@@ -158,25 +196,52 @@ class _Experiment:
     scale: float
     notes: tuple[str, ...]  # assumptions shared by every row
     models: tuple[RunResult, ...]  # finished model-parallel runs
+    compute: Compute | None = None  # where compute comes from; None: measured
+
+    def workload_at(self, samples: float) -> Workload:
+        """The workload of one device computing `samples` samples per step (or micro-batch):
+        counted compute does not shrink in proportion to the samples (launch floor, per-step
+        work); measured compute does."""
+        return self.workload if self.compute is None else self.compute.workload_at(samples)
 
     @classmethod
     def of(cls, plan: _Plan, baseline: RunResult, runs: list[RunResult]) -> _Experiment:
         models = tuple(r for r in runs if r.ok and has(r.strategy, "stages"))
-        scale, scale_note = _scale(plan, baseline.device_kind)
         ratio, ratio_note = backward_ratio(plan.backward_ratio, models)
+        params = parameter_bytes(baseline, runs)
+        counted = None
+        if plan.compute.mode == "counted":
+            counted = counted_compute(plan.compute, baseline, params, ratio)
+        link_note = (
+            f"link {plan.link.name}: {plan.link.bandwidth_bytes_s / 1e9:g} GB/s, "
+            f"{plan.link.latency_s * 1e6:g} µs per message ({plan.link.source or 'user'})"
+        )
+        if isinstance(counted, Compute):
+            batch = plan.compute.global_batch or baseline.global_batch
+            workload = counted.workload_at(batch)
+            notes = (*counted.notes, ratio_note, link_note)
+            return cls(plan, baseline, tuple(runs), workload, 1.0, notes, models, counted)
+        measured_plan = plan if counted is None else replace(plan, target=None)
+        scale, scale_note = _scale(measured_plan, baseline.device_kind)
         workload = Workload.from_step_time(
-            baseline.step_time_s, baseline.global_batch, parameter_bytes(baseline, runs), ratio
+            baseline.step_time_s, baseline.global_batch, params, ratio
         ).scaled(scale)
-        link = plan.link
+        fallback = "" if counted is None else f"{counted}: compute as measured instead"
         notes = (
             f"compute from {baseline.strategy} run {baseline.run_id}: "
             f"{baseline.step_time_s:.4g} s per step of {baseline.global_batch} samples",
+            *((fallback,) if fallback else ()),
             scale_note,
             ratio_note,
-            f"link {link.name}: {link.bandwidth_bytes_s / 1e9:g} GB/s, "
-            f"{link.latency_s * 1e6:g} µs per message ({link.source or 'user'})",
+            link_note,
         )
-        return cls(plan, baseline, tuple(runs), workload, scale, notes, models)
+        reason = (
+            f"compute as measured on {baseline.device_kind}"
+            if scale == 1
+            else f"compute ×{scale:.3g}"
+        ) + (" (not counted)" if fallback else "")
+        compute = measured_compute(workload, reason)
+        return cls(plan, baseline, tuple(runs), workload, scale, notes, models, compute)
 
     def rows(self) -> list[RunResult]:
         """The projected single device, then each wanted strategy's rows from the projector
@@ -187,7 +252,8 @@ class _Experiment:
             wanted = tuple(dict.fromkeys(canonical(r.strategy) for r in self.runs if r.ok))
         if plan.hybrid_stages is not None:
             wanted = (*wanted, DATA_PIPELINE.name)
-        rows = [self.row(single_device(self.workload, self.batch(1)), "single-1")]
+        batch = self.batch(1)
+        rows = [self.row(single_device(self.workload_at(batch), batch), "single-1")]
         for record in REGISTERED:
             if record.name in wanted and record.projector is not None:
                 rows += resolve(record.projector)(self, record)
@@ -202,8 +268,9 @@ class _Experiment:
         ]
 
     def batch(self, devices: int) -> int:
-        # Weak scaling keeps each device's share of the baseline's batch.
-        return self.baseline.global_batch * (devices if self.baseline.scaling == "weak" else 1)
+        # Weak scaling keeps each device's share of the baseline's (or the asked) batch.
+        batch = self.plan.compute.global_batch or self.baseline.global_batch
+        return batch * (devices if self.baseline.scaling == "weak" else 1)
 
     def pipeline_configs(self) -> list[tuple[str, int]]:
         """(schedule, micro-batches) pairs to project: the caller's, else the measured ones."""
@@ -242,6 +309,13 @@ class _Experiment:
             note = f"{given:.4g} activation bytes per sample across each cut (measured mean)"
         return Partition.equal(k, given), f"{k} equal stages (assumed); {note}"
 
+    def _on_target(self) -> bool:
+        """Whether the row's compute is the target device's (not when a count was missing)."""
+        fell_back = self.plan.compute.mode == "counted" and (
+            self.compute is None or self.compute.source != "counted"
+        )
+        return self.plan.target is not None and not fell_back
+
     def row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
         plan, base = self.plan, self.baseline
         experiment_id = f"{base.experiment_id}:{plan.label}"
@@ -260,14 +334,11 @@ class _Experiment:
             "compute_s": p.compute_s,
             "exposed_comm_s": p.exposed_comm_s,
             "assumptions": [*self.notes, note] if note else list(self.notes),
+            **(self.compute.extra if self.compute is not None else {}),
         }
         if has(p.strategy, "stages"):
             extra["bubble_fraction"] = p.bubble_fraction  # modelled, as is every figure here
-        compute = (
-            f"compute as measured on {base.device_kind}"
-            if self.scale == 1
-            else f"compute ×{self.scale:.3g}"
-        )
+        compute = self.compute.reason if self.compute is not None else ""
         return RunResult(
             run_id=f"{experiment_id}:{key}{backend}",
             experiment_id=experiment_id,
@@ -276,7 +347,7 @@ class _Experiment:
             virtual=False,
             status="ok",
             reason=f"projected on {plan.label}, {compute}",
-            device_kind="gpu" if plan.target is not None else base.device_kind,
+            device_kind="gpu" if self._on_target() else base.device_kind,
             global_batch=int(p.global_batch),
             scaling=base.scaling,
             mode="",
@@ -291,6 +362,24 @@ class _Experiment:
             backend=base.backend,
             **fields,
         )
+
+
+def _with_band(
+    plan: _Plan, baseline: RunResult, runs: list[RunResult], rows: list[RunResult]
+) -> list[RunResult]:
+    """Counted rows get the band's fastest and slowest step (high and low efficiency)."""
+    if plan.compute.mode != "counted" or not rows or "efficiency" not in rows[0].extra:
+        return rows
+    steps = {}
+    for which in ("high", "low"):
+        banded = replace(plan, compute=with_band(plan.compute, which))
+        steps[which] = {
+            r.run_id: r.step_time_s for r in _Experiment.of(banded, baseline, runs).rows()
+        }
+    for row in rows:
+        row.extra["step_time_low_s"] = steps["high"].get(row.run_id)
+        row.extra["step_time_high_s"] = steps["low"].get(row.run_id)
+    return rows
 
 
 def _baseline(runs: list[RunResult]) -> RunResult | None:

@@ -21,7 +21,11 @@ def project_data(experiment: _Experiment, record: Strategy) -> list[RunResult]:
     for n in plan.counts:
         batch = experiment.batch(n)
         p = data_parallel(
-            experiment.workload, n, plan.link, global_batch=batch, overlap=plan.overlap
+            experiment.workload_at(batch / n),
+            n,
+            plan.link,
+            global_batch=batch,
+            overlap=plan.overlap,
         )
         key = f"{record.name}-{n}"
         rows.append(experiment.row(p, key, note, strategy=record.name, all_reduce="ring"))
@@ -35,9 +39,9 @@ def project_pipeline(experiment: _Experiment, record: Strategy) -> list[RunResul
         for k in plan.counts:
             part, note = experiment.partition(k)
             options = {"micro_batches": m, "schedule": schedule, "overlap": plan.overlap}
-            p = pipeline(
-                experiment.workload, part, plan.link, global_batch=experiment.batch(k), **options
-            )
+            batch = experiment.batch(k)
+            workload = experiment.workload_at(batch / m)  # one micro-batch at a time
+            p = pipeline(workload, part, plan.link, global_batch=batch, **options)
             key = f"{record.name}-{schedule}-m{m}-{k}"
             rows.append(experiment.row(p, key, note, schedule=schedule, micro_batches=m))
     return rows
@@ -53,7 +57,7 @@ def project_data_pipeline(experiment: _Experiment, record: Strategy) -> list[Run
     options = {"micro_batches": m, "schedule": schedule, "overlap": plan.overlap}
     for d in (n // k for n in plan.counts if n % k == 0 and n // k >= 2):
         p = data_pipeline(
-            experiment.workload,
+            experiment.workload_at(experiment.batch(d * k) / d / m),
             part,
             d,
             plan.link,
