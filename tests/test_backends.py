@@ -5,28 +5,13 @@ from __future__ import annotations
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.options.argtypes import mesh
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
-from tests.builders import instant_result, small_data, small_mlp
+from tests.builders import small_data, small_mlp
 
 JAX = {"backend": "jax"}
-CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
-
-
-@pytest.fixture(autouse=True)
-def no_workers(monkeypatch):
-    started = []
-
-    def instantly(spec, *args, **kwargs):
-        started.append(spec)
-        return instant_result(spec)
-
-    monkeypatch.setattr(api, "run_isolated", instantly)
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU,))
-    return started
+# A CPU-only machine whose runs finish at once, their specs kept.
+pytestmark = pytest.mark.usefixtures("fake_machine")
 
 
 def _exp(**settings):
@@ -76,11 +61,11 @@ def test_a_run_takes_the_backend_as_a_list_of_one_as_the_command_line_gives_it()
     assert (identity["backend"], identity["mesh"]) == ("jax", "2x2")
 
 
-def test_compare_on_both_backends_leaves_out_what_each_lacks_and_says_so(no_workers, capsys):
+def test_compare_on_both_backends_leaves_out_what_each_lacks_and_says_so(fake_machine, capsys):
     cmp = _exp().compare(
         ["single", "data", "model", "tensor"], [1, 2], backend=["tensorflow", "jax"]
     )
-    planned = [(s.backend, s.strategy, s.devices.count) for s in no_workers]
+    planned = [(s.backend, s.strategy, s.devices.count) for s in fake_machine.specs]
     assert planned == [
         ("tensorflow", "single", 1), ("tensorflow", "data", 1), ("tensorflow", "data", 2),
         ("tensorflow", "pipeline", 1), ("tensorflow", "pipeline", 2),

@@ -13,15 +13,11 @@ import sys
 import numpy as np
 import pytest
 
-from gpu_parallel_kit import api
 from gpu_parallel_kit.cli.main import main
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
 from gpu_parallel_kit.runs.process import RunInterrupted
 from gpu_parallel_kit.runs.results import RunResult
 
 COMMANDS = ["devices", "run", "compare", "demo", "history", "worker"]
-FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)
 
 
 def _result(spec, status="ok", step_time_s=0.01):
@@ -42,30 +38,23 @@ def _result(spec, status="ok", step_time_s=0.01):
 
 
 @pytest.fixture(autouse=True)
-def fake_machine(monkeypatch):
+def no_workers(fake_machine):
     """A CPU-only machine with 8 virtual devices; starting a worker fails the test."""
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: FAKE_CPU)
-    monkeypatch.delenv("GPK_MAX_VIRTUAL", raising=False)
-    monkeypatch.delenv("GPK_QUICK", raising=False)
-
-    def refuse(spec, progress=None, cancel=None):
-        raise AssertionError(f"a worker was started for {spec.strategy}×{spec.devices.count}")
-
-    monkeypatch.setattr(api, "run_isolated", refuse)
+    fake_machine.refuse()
 
 
 @pytest.fixture
-def fake_runs(monkeypatch):
+def fake_runs(fake_machine):
     """Workers replaced by instant results; `statuses` maps (strategy, devices) to a status."""
     statuses: dict[tuple[str, int], str] = {}
 
-    def run(spec, progress=None, cancel=None):
+    def run(spec):
         status = statuses.get((spec.strategy, spec.devices.count), "ok")
         if status == "ctrl-c":
             raise RunInterrupted(_result(spec, "cancelled"))
         return _result(spec, status)
 
-    monkeypatch.setattr(api, "run_isolated", run)
+    fake_machine.answer(run)
     return statuses
 
 
@@ -226,16 +215,11 @@ def test_devices_lists_virtual_cpu_devices(capsys):
     assert "/cpu:0" in out and "/cpu:7" in out
 
 
-def test_multiworker_options_reach_the_plan(capsys, monkeypatch):
-    seen = []
-
-    def run(spec, progress=None, cancel=None):
-        seen.append(spec)
-        return _result(spec)
-
-    monkeypatch.setattr(api, "run_isolated", run)
+def test_multiworker_options_reach_the_plan(capsys, fake_machine):
+    fake_machine.answer(_result)
     assert main(["run", "--strategy", "multiworker", "--workers", "4", "--no-progress"]) == 0
-    assert (seen[0].workers, seen[0].replicas, seen[0].mode) == (4, 4, "explicit")
+    spec = fake_machine.specs[0]
+    assert (spec.workers, spec.replicas, spec.mode) == (4, 4, "explicit")
 
 
 @pytest.mark.slow

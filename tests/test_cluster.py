@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api
 from gpu_parallel_kit.cli.main import main
 from gpu_parallel_kit.cluster import reports as cluster_results
 from gpu_parallel_kit.cluster.config import ClusterSpec, load_cluster, split_address, tf_config
@@ -26,12 +25,8 @@ CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
 
 
 @pytest.fixture(autouse=True)
-def no_workers(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("a worker was started")
-
-    monkeypatch.setattr(api, "run_isolated", refuse)
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU,))
+def no_workers(fake_machine):
+    fake_machine.refuse()
 
 
 def _exp(**settings):
@@ -48,9 +43,9 @@ def test_local_multiworker_plan_counts_every_workers_devices():
     assert _exp().plan("multiworker", 1).workers == 2  # the default
 
 
-def test_two_gpus_per_worker_are_planned_on_a_gpu_machine(monkeypatch):
+def test_two_gpus_per_worker_are_planned_on_a_gpu_machine(fake_machine):
     gpu = [PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "A100", 40 << 30) for i in (0, 1)]
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU, *gpu))
+    fake_machine.physical = (CPU, *gpu)
     spec = _exp().plan("multiworker", 2, workers=2)
     assert (spec.replicas, spec.devices.kind, spec.devices.virtual) == (4, "gpu", False)
     assert spec.all_reduce == "auto"

@@ -9,28 +9,20 @@ import sys
 
 import pytest
 
-from gpu_parallel_kit import api
 from gpu_parallel_kit.cli import demo
 from gpu_parallel_kit.cli.main import main
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
 from gpu_parallel_kit.runs.results import RunResult
 
 REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")
 
 
 @pytest.mark.parametrize(("quick", "steps"), [("", 32), ("1", 24)])
-def test_run_demo_plans_the_grid_and_writes_the_report(tmp_path, monkeypatch, quick, steps):
+def test_run_demo_plans_the_grid_and_writes_the_report(
+    tmp_path, monkeypatch, fake_machine, quick, steps
+):
     monkeypatch.setenv("GPK_QUICK", quick)
-    monkeypatch.setattr(
-        devices,
-        "discover_physical_devices",
-        lambda backend=None: (PhysicalDevice("cpu0", "cpu", 0),),
-    )
-    planned = []
 
-    def fake_run(spec, progress=None, cancel=None):
-        planned.append((spec.strategy, spec.devices.count, spec.training.steps_per_epoch))
+    def fake_run(spec):
         return RunResult(
             run_id=spec.run_id,
             experiment_id=spec.experiment_id,
@@ -45,9 +37,11 @@ def test_run_demo_plans_the_grid_and_writes_the_report(tmp_path, monkeypatch, qu
             extra={"parameter_bytes": 4 * 50_000},  # what the projection scales the all-reduce by
         )
 
-    monkeypatch.setattr(api, "run_isolated", fake_run)
+    fake_machine.answer(fake_run)
     comparison = demo.run_demo(str(tmp_path / "report"), progress=False)
     grid = [("single", 1), ("data", 1), ("data", 2), ("data", 4)]
+    specs = fake_machine.specs
+    planned = [(s.strategy, s.devices.count, s.training.steps_per_epoch) for s in specs]
     assert planned == [(strategy, count, steps) for strategy, count in grid]
     table = comparison.table
     assert set(table["global_batch"]) == {demo.BATCH_SIZE}

@@ -7,32 +7,15 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api
 from gpu_parallel_kit.cli.main import main
 from gpu_parallel_kit.notebook.names import resolve_validation
 from gpu_parallel_kit.options.request import Request
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
 from gpu_parallel_kit.runs.target import Target
 from gpu_parallel_kit.runs.validation import holdout_indices
-from tests.builders import FEATURES, instant_result, small_data, small_mlp
+from tests.builders import FEATURES, small_data, small_mlp
 
-FAKE_CPU = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)
-
-
-@pytest.fixture(autouse=True)
-def fake_machine(monkeypatch):
-    """A CPU-only machine; workers are replaced by instant results, and their specs kept."""
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: FAKE_CPU)
-    monkeypatch.delenv("GPK_MAX_VIRTUAL", raising=False)
-    specs = []
-
-    def run(spec, progress=None, cancel=None):
-        specs.append(spec)
-        return instant_result(spec)
-
-    monkeypatch.setattr(api, "run_isolated", run)
-    return specs
+# A CPU-only machine; workers are replaced by instant results, and their specs kept.
+pytestmark = pytest.mark.usefixtures("fake_machine")
 
 
 def _exp(**kwargs):
@@ -146,8 +129,8 @@ def test_compare_options_override_the_experiments_for_every_run(fake_machine):
     assert list(table["lr_factor"]) == [1.0, 1.0, 2.0, 4.0]
     assert set(table["lr_scaling"]) == {"linear"} and set(table["scaling"]) == {"weak"}
     assert set(table["target"]) == {"val_accuracy >= 0.9"}
-    assert all(spec.training.deterministic for spec in fake_machine)
-    assert all(spec.training.warmup_epochs == 1 for spec in fake_machine)
+    assert all(spec.training.deterministic for spec in fake_machine.specs)
+    assert all(spec.training.warmup_epochs == 1 for spec in fake_machine.specs)
     assert exp.training.scaling == "strong" and exp.training.lr_scaling == "none"
 
 
@@ -162,7 +145,7 @@ def test_cli_options_reach_the_experiment(fake_machine, capsys):
     argv += ["--lr-scaling", "sqrt", "--warmup-epochs", "0.5", "--target", "val_accuracy=0.9"]
     argv += ["--validation-split", "0.1", "--validation-every-steps", "5", "--deterministic"]
     assert main(argv) == 0
-    training = fake_machine[-1].training
+    training = fake_machine.specs[-1].training
     assert training.lr_scaling == "sqrt" and training.warmup_epochs == 0.5
     assert training.target == Target("val_accuracy", 0.9, "above")
     assert training.validation is not None and training.validation_every_steps == 5
@@ -174,7 +157,7 @@ def test_cli_validation_data_from_an_npz_file(fake_machine, tmp_path):
     path = tmp_path / "val.npz"
     np.savez(path, x=np.zeros((16, 32), dtype="float32"), y=np.zeros(16, dtype="int32"))
     assert main(["run", "--no-progress", "--validation-data", str(path)]) == 0
-    assert fake_machine[-1].training.validation.samples == 16
+    assert fake_machine.specs[-1].training.validation.samples == 16
 
 
 @pytest.mark.parametrize(

@@ -6,22 +6,13 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit import api
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
 from tests.builders import small_data, small_mlp
 
 
 @pytest.fixture(autouse=True)
-def no_workers(monkeypatch):
+def no_workers(fake_machine):
     """Fail loudly if validation lets anything through to a worker."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a worker was started for an invalid plan")
-
-    monkeypatch.setattr(api, "run_isolated", refuse)
-    cpu = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (cpu,))
+    fake_machine.refuse()
 
 
 def _exp(**kwargs):
