@@ -71,7 +71,7 @@ def test_controls_produce_the_plan_the_api_takes(shell, device_table):
     assert plan == PanelPlan(
         action="run",
         request=plan.request,
-        strategies=("single", "data", "model"),
+        strategies=("single", "data", "pipeline"),
         devices=((1, 3),),
     )
     assert (plan.request.batch_size, plan.request.epochs, plan.request.steps_per_epoch) == (
