@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import threading
 import uuid
@@ -22,7 +23,8 @@ from .runs.spec import RunSpec, TrainingConfig, check_strategy
 from .runs.target import parse_target
 from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
-from .store import RunLog
+from .runs.work_count import count_batches, count_in_child, work_key
+from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, GridCell, check_backend, strategy_record
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -264,7 +266,27 @@ class Experiment:
             if cancel is not None and cancel.is_set():
                 results.extend(self._not_started(specs[index + 1 :]))
                 break
-        return Comparison(results)
+        return Comparison(results, counter=self.counted_step)
+
+    def counted_step(self, experiment_id: str) -> dict[str, Any] | str:
+        """This experiment's training step counted by the compiler (FLOPs and bytes at two batch
+        sizes, per layer), for projections onto GPUs: from the run log when counted before,
+        else in a short child process, then logged. One sentence when it cannot be counted."""
+        if experiment_id != self.experiment_id:
+            return f"experiment {experiment_id} is not this one's; its step was not counted"
+        spec = self.plan("single", 1)
+        batches = count_batches(spec.global_batch)
+        key = work_key(spec, batches)
+        counts = WorkCounts(self.log)
+        stored = counts.by_key(key)
+        if stored is None:
+            print(f"Counting the training step of {self.model.name} for the projection (once)")
+            try:
+                stored = json.dumps(count_in_child(spec, batches))
+            except RuntimeError as error:
+                return str(error)
+        counts.save(key, self.experiment_id, stored)
+        return json.loads(stored)
 
     def _plan_backends(
         self,

@@ -8,7 +8,7 @@ such as those of `gpk.history()`'s run log.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -23,8 +23,15 @@ from .runs.results import RunResult
 class Comparison:
     """The runs of one comparison: a table, plots and a report folder, all from measured rows."""
 
-    def __init__(self, results: Sequence[RunResult]) -> None:
+    def __init__(
+        self,
+        results: Sequence[RunResult],
+        counter: Callable[[str], dict[str, Any] | str] | None = None,
+    ) -> None:
         self.results = list(results)
+        # Counts an experiment's training step for projections (`Experiment.counted_step`);
+        # None for a comparison rebuilt from rows, whose projections use measured compute.
+        self.counter = counter
 
     @property
     def table(self) -> pd.DataFrame:
@@ -94,18 +101,45 @@ class Comparison:
     def project(
         self, preset: Any = "nvlink4", devices: Sequence[int] = (1, 2, 4, 8), **options: Any
     ) -> Comparison:
-        """The measured rows plus rows a cost model projected onto other hardware.
+        """The measured rows plus rows a cost model projected onto GPUs the user does not have.
 
-        Projected rows have `projected=True`, their own experiment id (`<id>:<preset>`) and a
-        projected one-device baseline, so their speedups never mix with measured ones; they are
-        not written to the run log. `preset` is an interconnect name (nvlink4, nvlink3, pcie5,
-        pcie4, pcie3, net100g, net400g) or a dict such as {"bandwidth_gb_s": 40, "latency_us": 4};
-        see `projection.project_results` for the options (overlap, compute_scale, device, ...).
+        Projected rows have `projected=True`, their own experiment id (`<id>:<preset>+<gpu>`)
+        and a projected one-device baseline, so their speedups never mix with measured ones;
+        they are not written to the run log. `preset` is an interconnect name (nvlink4, nvlink3,
+        pcie5, pcie4, pcie3, net100g, net400g) or a dict such as
+        {"bandwidth_gb_s": 40, "latency_us": 4}.
+
+        Compute is the training step counted by the compiler (FLOPs and bytes, counted once per
+        model, input shape and batch in a short child process, and kept in the run log) on the
+        roofline of `device` (a100, h100, h200; default: the link's usual GPU) at `precision`
+        (fp32, tf32, bf16, fp16; default bf16), with an efficiency band; `calibrate=` a dict
+        {"throughput_samples_s": 2375, "device": "a100", "global_batch": 256} or a one-GPU run
+        replaces the band; `global_batch=` projects at another batch. `compute="measured"` (or
+        `compute_scale=` / `measured_device=`) keeps the measured step time instead. See
+        `projection.project_results` for the other options (overlap, schedule, ...).
         """
         from .analysis.projection import project_results
 
+        if "work" not in options and not _measured_asked(options):
+            options["work"] = self._counted_work()
         projected = project_results(self.results, preset, list(devices), **options)
-        return Comparison(self.results + projected)
+        return Comparison(self.results + projected, self.counter)
+
+    def _counted_work(self) -> dict[str, Any]:
+        """Each projected experiment's counted step, or the sentence saying why it has none."""
+        from .analysis.work import from_counts
+
+        found: dict[str, Any] = {}
+        for result in self.results:
+            eid = result.experiment_id
+            if result.projected or not result.ok or eid in found:
+                continue
+            if self.counter is None:
+                found[eid] = "no experiment to count the step from (rows rebuilt from a log)"
+                continue
+            counted = self.counter(eid)
+            found[eid] = from_counts(counted) if isinstance(counted, dict) else counted
+        return found
 
     def save_report(self, directory: str = "gpk_report") -> list:
         """Write the table (CSV, Markdown) and the plots (PNG) to `directory`."""
@@ -122,6 +156,12 @@ class Comparison:
         table = self.table
         paragraphs = "".join(f"<p><b>{html.escape(s)}</b></p>" for s in _notes(table))
         return compact_html(table) + paragraphs
+
+
+def _measured_asked(options: dict[str, Any]) -> bool:
+    return options.get("compute") == "measured" or any(
+        options.get(key) is not None for key in ("compute_scale", "measured_device")
+    )
 
 
 def _notes(table: pd.DataFrame) -> list[str]:

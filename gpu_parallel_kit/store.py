@@ -138,6 +138,49 @@ class RunLog:
                 raise
 
 
+_CREATE_COUNTS = """
+CREATE TABLE IF NOT EXISTS work_counts (
+    work_key TEXT NOT NULL,
+    experiment_id TEXT NOT NULL,
+    count_json TEXT NOT NULL,
+    PRIMARY KEY (work_key, experiment_id)
+)
+"""
+
+
+class WorkCounts:
+    """Counted steps (`analysis.work.WorkCount` as JSON) in the run log's file, keyed by model,
+    input shape and batches (`runs.work_count.work_key`) and by the experiments that used them,
+    so a later projection, from the same experiment or from the log's rows, counts nothing."""
+
+    def __init__(self, log: RunLog) -> None:
+        self.path = log.path
+
+    def by_key(self, key: str) -> str | None:
+        return self._one("SELECT count_json FROM work_counts WHERE work_key = ?", key)
+
+    def by_experiment(self, experiment_id: str) -> str | None:
+        query = "SELECT count_json FROM work_counts WHERE experiment_id = ?"
+        return self._one(query, experiment_id)
+
+    def save(self, key: str, experiment_id: str, count_json: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        row = (key, experiment_id, count_json)
+        with closing(sqlite3.connect(self.path, timeout=TIMEOUT_S)) as connection, connection:
+            connection.execute(_CREATE_COUNTS)
+            connection.execute("INSERT OR REPLACE INTO work_counts VALUES (?, ?, ?)", row)
+
+    def _one(self, query: str, value: str) -> str | None:
+        if not self.path.exists():
+            return None
+        with closing(sqlite3.connect(self.path, timeout=TIMEOUT_S)) as connection:
+            try:
+                row = connection.execute(query, (value,)).fetchone()
+            except sqlite3.OperationalError:  # no table yet: nothing counted
+                return None
+        return row[0] if row else None
+
+
 def history(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """The comparison table of every run in the log (by default the current directory's);
     an empty table with the usual columns when there is no log yet. Every column is there; a

@@ -46,6 +46,13 @@ class ComputePlan:
     work: Mapping[str, WorkCount | str] = field(default_factory=dict)  # experiment id -> count
     which: str = "likely"  # the band's member these rows use: low | likely | high
 
+    @property
+    def fell_back(self) -> bool:
+        """Counted compute was asked but no experiment has a count: every row is measured."""
+        return self.mode == "counted" and not any(
+            isinstance(w, WorkCount) for w in self.work.values()
+        )
+
 
 def compute_plan(
     compute: str | None,
@@ -58,8 +65,17 @@ def compute_plan(
     measured_asked: bool,
     link: Interconnect,
 ) -> ComputePlan:
-    """The caller's options, checked; `measured_asked`: compute_scale= or measured_device= was
-    given, which implies compute="measured"."""
+    """The caller's options, checked. `compute="counted"` (the default when `work` is given)
+    puts each experiment's counted step on the roofline of `device` (default: the link's usual
+    GPU) at `precision` (fp32, tf32, bf16, fp16), with the `efficiency` band (low, likely, high)
+    or the share that reproduces `calibrate`; an experiment without a count falls back to
+    measured compute, and its rows say so. `compute="measured"` (implied by compute_scale= or
+    measured_device=, `measured_asked`) keeps the measured step time. `global_batch` projects
+    at another global batch than the measured one. Counted rows carry
+    `extra["compute_source"]`, `flops_per_sample`, `efficiency` and `step_time_low_s` /
+    `step_time_high_s`, the band's fastest and slowest step."""
+    if compute is None and work is None:
+        compute = "measured"  # nothing counted was handed in
     mode = compute or ("measured" if measured_asked else "counted")
     if mode not in COMPUTE_MODES:
         raise GpkError(f"compute={compute!r} is not known; use 'counted' or 'measured'")
@@ -137,6 +153,7 @@ class Compute:
     notes: tuple[str, ...]  # assumptions shared by every row
     extra: dict[str, Any]  # figures every row carries
     at: Callable[[float], Workload]  # workload of a device computing that many samples
+    on_target: bool = True  # False: a count was asked for but missing, compute is the CPU's
 
     def workload_at(self, samples: float) -> Workload:
         return self.at(samples)
@@ -201,5 +218,60 @@ def counted_compute(
     return Compute("counted", reason, notes, extra, at)
 
 
-def with_band(plan: ComputePlan, which: str) -> ComputePlan:
-    return replace(plan, which=which)
+def link_note(link: Interconnect) -> str:
+    return (
+        f"link {link.name}: {link.bandwidth_bytes_s / 1e9:g} GB/s, "
+        f"{link.latency_s * 1e6:g} µs per message ({link.source or 'user'})"
+    )
+
+
+def experiment_compute(
+    plan: ComputePlan,
+    baseline: RunResult,
+    parameter_bytes: float,
+    ratio: float,
+    later_notes: tuple[str, ...],
+    measured_scale: Callable[[bool], tuple[float, str]],
+) -> tuple[Workload, float, tuple[str, ...], Compute]:
+    """An experiment's workload at its baseline's batch, its compute scale, its notes and its
+    `Compute`; `measured_scale(fell_back)` gives the measured side's scale and its note."""
+    counted = None
+    if plan.mode == "counted":
+        counted = counted_compute(plan, baseline, parameter_bytes, ratio)
+    if isinstance(counted, Compute):
+        workload = counted.workload_at(plan.global_batch or baseline.global_batch)
+        return workload, 1.0, (*counted.notes, *later_notes), counted
+    scale, scale_note = measured_scale(counted is not None)
+    workload = Workload.from_step_time(
+        baseline.step_time_s, baseline.global_batch, parameter_bytes, ratio
+    ).scaled(scale)
+    fallback = () if counted is None else (f"{counted}: compute as measured instead",)
+    notes = (
+        f"compute from {baseline.strategy} run {baseline.run_id}: "
+        f"{baseline.step_time_s:.4g} s per step of {baseline.global_batch} samples",
+        *fallback,
+        scale_note,
+        *later_notes,
+    )
+    reason = (
+        f"compute as measured on {baseline.device_kind}" if scale == 1 else f"compute ×{scale:.3g}"
+    ) + (" (not counted)" if fallback else "")
+    compute = replace(measured_compute(workload, reason), on_target=not fallback)
+    return workload, scale, notes, compute
+
+
+def add_band(
+    plan: ComputePlan,
+    rows: list[RunResult],
+    project: Callable[[ComputePlan], list[RunResult]],
+) -> list[RunResult]:
+    """Counted rows get the band's fastest and slowest step (at high and low efficiency),
+    from `project`, the same projection with another member of the band."""
+    if plan.mode != "counted" or not rows or "efficiency" not in rows[0].extra:
+        return rows
+    fastest = {r.run_id: r.step_time_s for r in project(replace(plan, which="high"))}
+    slowest = {r.run_id: r.step_time_s for r in project(replace(plan, which="low"))}
+    for row in rows:
+        row.extra["step_time_low_s"] = fastest.get(row.run_id)
+        row.extra["step_time_high_s"] = slowest.get(row.run_id)
+    return rows

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 from ..runs.results import RunResult
 from ..strategies import (
     DATA_PIPELINE,
@@ -58,10 +58,10 @@ from .measured import (
 from .projected_compute import (
     Compute,
     ComputePlan,
+    add_band,
     compute_plan,
-    counted_compute,
-    measured_compute,
-    with_band,
+    experiment_compute,
+    link_note,
 )
 from .tensor_cost import tensor_predictions
 
@@ -127,30 +127,16 @@ def project_results(
     `data_link` carries the data+model all-reduces (default: `preset`). `label` replaces the
     experiment id suffix. Measured rows are never changed; rows projected earlier are ignored.
 
-    Compute (`analysis/projected_compute.py`): `compute="counted"` (the default when `work`
-    is given) puts each experiment's counted step (`work`: experiment id -> `WorkCount`, or a
-    sentence saying why there is none) on the roofline of `device` (default: the link's usual
-    GPU, `hardware.usual_device`) at `precision` (fp32, tf32, bf16, fp16), with the
-    `efficiency` band (low, likely, high; default `roofline.DEFAULT_EFFICIENCY`), or the share
-    that reproduces `calibrate` (a dict with throughput_samples_s, device and global_batch, or a
-    one-GPU RunResult). An experiment without a count falls back to measured compute, and its
-    rows say so. `compute="measured"` (implied by `compute_scale` or `measured_device`) keeps
-    the measured step time. `global_batch` projects at another global batch than the measured
-    one. Every row carries `extra["compute_source"]`, and counted rows `flops_per_sample`,
-    `efficiency`, and `step_time_low_s` / `step_time_high_s`, the band's fastest and slowest.
+    Given `work` (experiment id -> `WorkCount`, or why there is none), compute is counted by
+    default; `compute`, `precision`, `efficiency`, `calibrate`, `global_batch`: see
+    `projected_compute.compute_plan`.
     """
     link = hardware.interconnect(preset)
-    measured_asked = compute_scale is not None or measured_device is not None
-    if compute is None and work is None:
-        compute = "measured"  # nothing counted was handed in: the measured step, as asked
+    measured = compute_scale is not None or measured_device is not None
     asked = compute_plan(
-        compute, device, precision, efficiency, calibrate, global_batch, work, measured_asked, link
+        compute, device, precision, efficiency, calibrate, global_batch, work, measured, link
     )
-    target = (
-        asked.device
-        if asked.mode == "counted"
-        else (None if device is None else hardware.device(device))
-    )
+    target = asked.device if asked.mode == "counted" or device is None else hardware.device(device)
     plan = _Plan(
         link=link,
         reduce_link=None if data_link is None else hardware.interconnect(data_link),
@@ -165,7 +151,7 @@ def project_results(
         micro_batches=micro_batches,
         cut_bytes=cut_bytes_per_sample,
         hybrid_stages=hybrid_stages,
-        label=label or _label(link, target, compute_scale),
+        label=label or _label(link, None if asked.fell_back else target, compute_scale),
         compute=asked,
     )
     experiments: dict[tuple[str, str], list[RunResult]] = {}
@@ -176,7 +162,11 @@ def project_results(
     for runs in experiments.values():
         baseline = _baseline(runs)
         if baseline is not None:
-            rows += _with_band(plan, baseline, runs, _Experiment.of(plan, baseline, runs).rows())
+            rows += add_band(
+                plan.compute,
+                _Experiment.of(plan, baseline, runs).rows(),
+                lambda c, b=baseline, r=runs: _Experiment.of(replace(plan, compute=c), b, r).rows(),
+            )
     if not rows:
         raise GpkError(
             "no experiment in these results has a finished single-device run to project from; "
@@ -199,49 +189,24 @@ class _Experiment:
     compute: Compute | None = None  # where compute comes from; None: measured
 
     def workload_at(self, samples: float) -> Workload:
-        """The workload of one device computing `samples` samples per step (or micro-batch):
-        counted compute does not shrink in proportion to the samples (launch floor, per-step
-        work); measured compute does."""
+        """One device's workload when it computes `samples` per step or micro-batch."""
         return self.workload if self.compute is None else self.compute.workload_at(samples)
 
     @classmethod
     def of(cls, plan: _Plan, baseline: RunResult, runs: list[RunResult]) -> _Experiment:
         models = tuple(r for r in runs if r.ok and has(r.strategy, "stages"))
         ratio, ratio_note = backward_ratio(plan.backward_ratio, models)
-        params = parameter_bytes(baseline, runs)
-        counted = None
-        if plan.compute.mode == "counted":
-            counted = counted_compute(plan.compute, baseline, params, ratio)
-        link_note = (
-            f"link {plan.link.name}: {plan.link.bandwidth_bytes_s / 1e9:g} GB/s, "
-            f"{plan.link.latency_s * 1e6:g} µs per message ({plan.link.source or 'user'})"
+        w, s, notes, compute = experiment_compute(
+            plan.compute,
+            baseline,
+            parameter_bytes(baseline, runs),
+            ratio,
+            (ratio_note, link_note(plan.link)),
+            lambda fell_back: _scale(
+                replace(plan, target=None) if fell_back else plan, baseline.device_kind
+            ),
         )
-        if isinstance(counted, Compute):
-            batch = plan.compute.global_batch or baseline.global_batch
-            workload = counted.workload_at(batch)
-            notes = (*counted.notes, ratio_note, link_note)
-            return cls(plan, baseline, tuple(runs), workload, 1.0, notes, models, counted)
-        measured_plan = plan if counted is None else replace(plan, target=None)
-        scale, scale_note = _scale(measured_plan, baseline.device_kind)
-        workload = Workload.from_step_time(
-            baseline.step_time_s, baseline.global_batch, params, ratio
-        ).scaled(scale)
-        fallback = "" if counted is None else f"{counted}: compute as measured instead"
-        notes = (
-            f"compute from {baseline.strategy} run {baseline.run_id}: "
-            f"{baseline.step_time_s:.4g} s per step of {baseline.global_batch} samples",
-            *((fallback,) if fallback else ()),
-            scale_note,
-            ratio_note,
-            link_note,
-        )
-        reason = (
-            f"compute as measured on {baseline.device_kind}"
-            if scale == 1
-            else f"compute ×{scale:.3g}"
-        ) + (" (not counted)" if fallback else "")
-        compute = measured_compute(workload, reason)
-        return cls(plan, baseline, tuple(runs), workload, scale, notes, models, compute)
+        return cls(plan, baseline, tuple(runs), w, s, notes, models, compute)
 
     def rows(self) -> list[RunResult]:
         """The projected single device, then each wanted strategy's rows from the projector
@@ -309,13 +274,6 @@ class _Experiment:
             note = f"{given:.4g} activation bytes per sample across each cut (measured mean)"
         return Partition.equal(k, given), f"{k} equal stages (assumed); {note}"
 
-    def _on_target(self) -> bool:
-        """Whether the row's compute is the target device's (not when a count was missing)."""
-        fell_back = self.plan.compute.mode == "counted" and (
-            self.compute is None or self.compute.source != "counted"
-        )
-        return self.plan.target is not None and not fell_back
-
     def row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
         plan, base = self.plan, self.baseline
         experiment_id = f"{base.experiment_id}:{plan.label}"
@@ -347,7 +305,7 @@ class _Experiment:
             virtual=False,
             status="ok",
             reason=f"projected on {plan.label}, {compute}",
-            device_kind="gpu" if self._on_target() else base.device_kind,
+            device_kind="gpu" if plan.target and self.compute.on_target else base.device_kind,
             global_batch=int(p.global_batch),
             scaling=base.scaling,
             mode="",
@@ -362,24 +320,6 @@ class _Experiment:
             backend=base.backend,
             **fields,
         )
-
-
-def _with_band(
-    plan: _Plan, baseline: RunResult, runs: list[RunResult], rows: list[RunResult]
-) -> list[RunResult]:
-    """Counted rows get the band's fastest and slowest step (high and low efficiency)."""
-    if plan.compute.mode != "counted" or not rows or "efficiency" not in rows[0].extra:
-        return rows
-    steps = {}
-    for which in ("high", "low"):
-        banded = replace(plan, compute=with_band(plan.compute, which))
-        steps[which] = {
-            r.run_id: r.step_time_s for r in _Experiment.of(banded, baseline, runs).rows()
-        }
-    for row in rows:
-        row.extra["step_time_low_s"] = steps["high"].get(row.run_id)
-        row.extra["step_time_high_s"] = steps["low"].get(row.run_id)
-    return rows
 
 
 def _baseline(runs: list[RunResult]) -> RunResult | None:
@@ -415,11 +355,9 @@ def _scale(plan: _Plan, kind: str) -> tuple[float, str]:
 
 
 def _strategies(given: Sequence[str] | None, hybrid: int | None) -> tuple[str, ...] | None:
-    """The strategies asked for, checked; "data+model" comes from `hybrid` alone."""
-    if hybrid is not None and (
-        isinstance(hybrid, bool) or not isinstance(hybrid, int) or hybrid < 1
-    ):
-        raise GpkError(f"hybrid_stages={hybrid!r} is not a stage count; use 2 or more")
+    """The strategies asked for, checked; "data+pipeline" comes from `hybrid` alone."""
+    if hybrid is not None:
+        whole_number(hybrid, "hybrid_stages", hint="the stages per pipeline")
     if given is None:
         return None
     chosen = [given] if isinstance(given, str) else list(given)
@@ -449,10 +387,7 @@ def _label(link: Interconnect, target: Device | None, scale: float | None) -> st
 def _counts(devices: int | Sequence[int]) -> tuple[int, ...]:
     counts = [devices] if isinstance(devices, int) else list(devices)
     for n in counts:
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"device counts must be ints, not {type(n).__name__}")
-        if n < 1:
-            raise GpkError(f"devices={n} is too few; project onto 1 device or more")
+        whole_number(n, "devices", hint="project onto 1 device or more")
     if not counts:
         raise GpkError("devices=[] holds no count; give e.g. devices=[1, 2, 4, 8]")
     return tuple(dict.fromkeys(counts))

@@ -118,9 +118,3 @@ def from_counts(counted: Mapping[str, Any]) -> WorkCount:
         layers=tuple(LayerWork(**layer) for layer in counted.get("layers", [])),
     )
 
-
-def count_batches(global_batch: int) -> tuple[int, int]:
-    """The two batch sizes a count compiles: the run's batch capped at 64 (compiling memory),
-    and twice that."""
-    first = max(1, min(int(global_batch), 64))
-    return first, 2 * first

@@ -26,6 +26,9 @@ SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.member:served_member_main"
 JAX_RUN_ENTRY = "gpu_parallel_kit.worker.jax_main:jax_worker_main"
 JAX_DISCOVERY_ENTRY = "gpu_parallel_kit.worker.jax_devices:discover_with_jax"
 JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax_server:serve"
+# A step's work counted for a projection (worker/work_count.py): a short child, on demand.
+WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.work_count:count_with_jax"
+WORK_COUNT_TF_ENTRY = "gpu_parallel_kit.worker.work_count:count_with_tensorflow"
 ENTRIES = (
     RUN_ENTRY,
     LOCAL_CLUSTER_ENTRY,
@@ -35,6 +38,8 @@ ENTRIES = (
     JAX_RUN_ENTRY,
     JAX_DISCOVERY_ENTRY,
     JAX_SERVER_ENTRY,
+    WORK_COUNT_JAX_ENTRY,
+    WORK_COUNT_TF_ENTRY,
 )
 
 __all__ = [
@@ -48,6 +53,8 @@ __all__ = [
     "PRELOAD",
     "RUN_ENTRY",
     "SERVED_MEMBER_ENTRY",
+    "WORK_COUNT_JAX_ENTRY",
+    "WORK_COUNT_TF_ENTRY",
     "enter",
     "entry_point",
     "main_module_hidden",

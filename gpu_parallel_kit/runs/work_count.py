@@ -1,0 +1,77 @@
+"""Counting a step's work, caller side: the key a count is stored under, and the short child
+that counts (`worker/work_count.py`), on the JAX server when JAX is installed, else on the
+TensorFlow fork server. Only a projection asks for it, so it never adds to a run's cost."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from .entry import WORK_COUNT_JAX_ENTRY, WORK_COUNT_TF_ENTRY
+from .spec import RunSpec
+from .synthetic import synthetic_spec
+
+COUNT_TIMEOUT_S = 600.0  # compiling a ResNet-50's step twice, and its layers, on 2 cores
+
+
+def count_batches(global_batch: int) -> tuple[int, int]:
+    """The two batch sizes a count compiles: the run's batch capped at 64 (compiling memory),
+    and twice that; the difference splits the work per sample from the work per step."""
+    first = max(1, min(int(global_batch), 64))
+    return first, 2 * first
+
+
+def work_key(spec: RunSpec, batches: tuple[int, int]) -> str:
+    """What a count depends on: the model, the input shape and dtype, the loss and optimizer
+    asked, and the two batch sizes counted."""
+    digest = hashlib.sha256()
+    model = spec.model
+    for part in (model.kind, model.name, _inputs(spec), repr(spec.training.optimizer)):
+        digest.update(str(part).encode())
+        digest.update(b"\0")
+    digest.update(model.payload)
+    digest.update(repr(spec.training.loss).encode())
+    digest.update(repr(batches).encode())
+    return digest.hexdigest()[:32]
+
+
+def _inputs(spec: RunSpec) -> str:
+    data = spec.data
+    if data.kind == "synthetic":
+        shape = synthetic_spec(data.name)
+        return f"{data.name}{shape.input_shape}"
+    if data.kind == "arrays":
+        x = np.load(data.paths[0], mmap_mode="r")
+        return f"{x.shape[1:]}{x.dtype}"
+    return f"{data.name}:{hashlib.sha256(data.payload).hexdigest()[:16]}"
+
+
+def count_in_child(spec: RunSpec, batches: tuple[int, int]) -> dict[str, Any]:
+    """The counting child's answer (a dict for `analysis.work.from_counts`); RuntimeError with
+    one sentence when neither backend could count the step."""
+    from .process import start_child, stop_child
+
+    failures = []
+    for entry, backend in ((WORK_COUNT_JAX_ENTRY, "jax"), (WORK_COUNT_TF_ENTRY, "tensorflow")):
+        try:
+            process, receiver = start_child(entry, spec, batches, backend=backend)
+        except RuntimeError as error:  # e.g. JAX not installed: the JAX server ends at once
+            failures.append(f"{backend}: {error}")
+            continue
+        try:
+            if not receiver.poll(COUNT_TIMEOUT_S):
+                failures.append(f"{backend}: no answer within {COUNT_TIMEOUT_S:g} s")
+                continue
+            succeeded, answer = receiver.recv()
+        except EOFError:
+            failures.append(f"{backend}: the counting process ended without answering")
+            continue
+        finally:
+            receiver.close()
+            stop_child(process)
+        if succeeded:
+            return answer
+        failures.append(f"{backend}: {answer}")
+    raise RuntimeError("the step could not be counted (" + "; ".join(failures) + ")")
