@@ -15,17 +15,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 # What the fork server imports once for every child: the worker, and with it TensorFlow.
-PRELOAD = "gpu_parallel_kit.worker.main"
+PRELOAD = "gpu_parallel_kit.worker.tensorflow.run"
 # The children's entry points, named rather than imported (tests check each one exists).
-RUN_ENTRY = "gpu_parallel_kit.worker.main:worker_main"
+RUN_ENTRY = "gpu_parallel_kit.worker.tensorflow.run:worker_main"
 LOCAL_CLUSTER_ENTRY = "gpu_parallel_kit.cluster.local:launch_local_cluster"
 DISCOVERY_ENTRY = "gpu_parallel_kit.worker.device_setup:discover_with_tensorflow"
 MEMBER_ENTRY = "gpu_parallel_kit.worker.member:run_member"
 SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.member:served_member_main"
 # JAX runs: Keras on JAX, no TensorFlow; started from the JAX server (runs/served.py).
-JAX_RUN_ENTRY = "gpu_parallel_kit.worker.jax_main:jax_worker_main"
-JAX_DISCOVERY_ENTRY = "gpu_parallel_kit.worker.jax_devices:discover_with_jax"
-JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax_server:serve"
+JAX_RUN_ENTRY = "gpu_parallel_kit.worker.jax.run:jax_worker_main"
+JAX_DISCOVERY_ENTRY = "gpu_parallel_kit.worker.jax.devices:discover_with_jax"
+JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax.server:serve"
 # A step's work counted for a projection (worker/work_count.py): a short child, on demand.
 WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.work_count:count_with_jax"
 WORK_COUNT_TF_ENTRY = "gpu_parallel_kit.worker.work_count:count_with_tensorflow"

@@ -12,8 +12,8 @@ DATA = Strategy(
     name="data",
     summary="a replica per device, the batch split, gradients all-reduced every step",
     workers={
-        "tensorflow": "gpu_parallel_kit.worker.engines.data:DataParallelEngine",
-        "jax": "gpu_parallel_kit.worker.jax_strategy:JaxStrategy",
+        "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.data:DataParallelEngine",
+        "jax": "gpu_parallel_kit.worker.jax.strategies:DataParallel",
     },
     fit_on=frozenset({"tensorflow", "jax"}),
     all_reduce=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
@@ -29,8 +29,7 @@ def multiworker_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_multiworker(spec: RunSpec) -> None:
     w = spec.workers
-    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-        raise GpkError(f"workers={w!r} must be a whole number of at least 1, e.g. 2")
+    whole_number(w, "workers", hint="e.g. 2")
     if spec.cluster is not None and len(spec.cluster.workers) != w:
         raise GpkError(
             f"workers={w} but the cluster {spec.cluster.source or ''} lists "
@@ -67,7 +66,9 @@ def _label(spec: RunSpec) -> str:
 MULTIWORKER = Strategy(
     name="multiworker",
     summary="data parallelism over several processes or hosts",
-    workers={"tensorflow": "gpu_parallel_kit.worker.engines.multiworker:MultiWorkerEngine"},
+    workers={
+        "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.multiworker:MultiWorkerEngine",
+    },
     missing={
         "jax": (
             "multi-worker training runs through TensorFlow's MultiWorkerMirroredStrategy; use "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 from ..pipeline.schedules import SCHEDULES, check_plan
 from .record import Strategy
 
@@ -42,8 +42,7 @@ def check_pipeline(spec: RunSpec) -> None:
             f"schedule={spec.schedule!r} is not known; use one of {', '.join(SCHEDULES)}"
         )
     m = spec.micro_batches
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise GpkError(f"micro_batches={m!r} must be a whole number of at least 1")
+    whole_number(m, "micro_batches")
     # naive with M > 1, interleaved with M not a multiple of K, ... are refused here
     check_plan(spec.schedule, spec.devices.count, m, spec.virtual_stages)
     if spec.global_batch % m:
@@ -65,7 +64,9 @@ PIPELINE = Strategy(
     name="pipeline",
     summary="the model's graph cut into stages on devices, micro-batches run by a schedule",
     aliases=("model",),
-    workers={"tensorflow": "gpu_parallel_kit.worker.engines.model:ModelParallelEngine"},
+    workers={
+        "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.model:ModelParallelEngine",
+    },
     missing={
         "jax": (
             "the kit's pipeline stages run on TensorFlow devices; use backend='tensorflow', or "

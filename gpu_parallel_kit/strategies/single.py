@@ -30,8 +30,8 @@ SINGLE = Strategy(
     name="single",
     summary="the model on one device: the baseline of every speedup",
     workers={
-        "tensorflow": "gpu_parallel_kit.worker.engines.single:SingleDeviceEngine",
-        "jax": "gpu_parallel_kit.worker.jax_strategy:JaxStrategy",
+        "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.single:SingleDeviceEngine",
+        "jax": "gpu_parallel_kit.worker.jax.strategies:SingleDevice",
     },
     fit_on=frozenset({"tensorflow", "jax"}),
     baseline=True,

@@ -111,7 +111,7 @@ def _label(spec: RunSpec) -> str:
 TENSOR = Strategy(
     name="tensor",
     summary="each layer's weights sharded over a (data, model) mesh of devices",
-    workers={"jax": "gpu_parallel_kit.worker.jax_strategy:JaxStrategy"},
+    workers={"jax": "gpu_parallel_kit.worker.jax.strategies:TensorParallel"},
     missing={
         "tensorflow": (
             "Keras's tensor parallelism (ModelParallel with a LayoutMap) runs on JAX only, its "

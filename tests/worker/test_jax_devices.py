@@ -8,7 +8,7 @@ import types
 import pytest
 
 from gpu_parallel_kit.runs.devices import DevicePlan
-from gpu_parallel_kit.worker import jax_devices
+from gpu_parallel_kit.worker.jax import devices as jax_devices
 
 
 class FakeDevice:

@@ -26,7 +26,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .stats import communication_figures
+from ..stats import communication_figures
 
 BLOCKS = 5  # alternations of (without, with)
 CALLS_PER_BLOCK = 3

@@ -13,7 +13,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from ..sharding.layout import LayerInfo, Layout, VariableInfo
+from ...sharding.layout import LayerInfo, Layout, VariableInfo
 
 ELEMENTWISE = (
     keras.layers.Activation,

@@ -17,10 +17,10 @@ from typing import Any
 
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported anywhere in this process
 
-from ..runs.entry import entry_point  # noqa: E402
-from ..runs.process import die_with_parent  # noqa: E402
+from ...runs.entry import entry_point  # noqa: E402
+from ...runs.process import die_with_parent  # noqa: E402
 
-PRELOAD = "gpu_parallel_kit.worker.jax_main"
+PRELOAD = "gpu_parallel_kit.worker.jax.run"
 _POLL_S = 0.02
 
 
@@ -60,7 +60,15 @@ def _start(control: Any, entry: str, args: tuple[Any, ...], sender: Any) -> int:
 
 
 def _wait(pid: int, timeout_s: float, exit_codes: dict[int, int]) -> int | None:
-    """The child's exit code once it has ended within `timeout_s`, else None."""
+    """The child's exit code once it has ended within `timeout_s`, else None.
+
+    A bounded poll, on purpose. The child is a bare `os.fork()`, not a `multiprocessing.Process`,
+    so it has no sentinel `multiprocessing.connection.wait` could wake on (its result pipe runs
+    to the caller, not through this server), and a blocking `os.waitpid` takes no timeout: the
+    server could not give up at `timeout_s` and answer the caller. A pidfd (`os.pidfd_open`) is
+    waitable, but Linux-only (5.3+). So the server looks every `_POLL_S`, at most until
+    `timeout_s`.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         if pid in exit_codes:

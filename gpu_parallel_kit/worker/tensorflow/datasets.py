@@ -13,12 +13,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..errors import GpkError
-from ..runs.sources import DataSource
-from ..runs.spec import TrainingConfig
-from .batching import batch_indices
-from .compiling import BuilderError
-from .run_data import arrays, steps_from_samples
+from ...errors import GpkError
+from ...runs.sources import DataSource
+from ...runs.spec import TrainingConfig
+from ..batching import batch_indices
+from ..compiling import BuilderError
+from ..run_data import arrays, steps_from_samples
 
 
 def build_from_data(model: keras.Model, element_spec: Any) -> None:

@@ -1,21 +1,6 @@
-"""Engines train a built model on one run's devices; one class per strategy."""
+"""Engines train a built model on one run's devices with tf.distribute; one class per strategy.
 
-from __future__ import annotations
-
-from ...runs.spec import RunSpec
-from .base import Engine
-from .data import DataParallelEngine
-from .model import ModelParallelEngine
-from .multiworker import MultiWorkerEngine
-from .single import SingleDeviceEngine
-
-ENGINES: dict[str, type[Engine]] = {
-    "single": SingleDeviceEngine,
-    "data": DataParallelEngine,
-    "model": ModelParallelEngine,
-    "multiworker": MultiWorkerEngine,
-}
-
-
-def make_engine(spec: RunSpec, device_names: tuple[str, ...]) -> Engine:
-    return ENGINES[spec.strategy](spec, device_names)
+Each strategy's record names its engine (`strategies.<name>.workers["tensorflow"]`, e.g.
+"gpu_parallel_kit.worker.tensorflow.engines.data:DataParallelEngine"); `tensorflow/run.py`
+resolves it. Nothing is imported here, so the run imports only the engine it trains with.
+"""

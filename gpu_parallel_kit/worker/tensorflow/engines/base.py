@@ -14,9 +14,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...runs.spec import RunSpec
-from ..keras_internals import dispatches_async
-from ..recorder import StepRecorder, StepTimer
+from ....runs.spec import RunSpec
+from ...keras_internals import dispatches_async
+from ...recorder import StepRecorder, StepTimer
 from .budget import check_budget, variable_bytes
 from .custom_loop import train_custom_loop
 
@@ -29,10 +29,10 @@ class Engine(abc.ABC):
     def __init__(self, spec: RunSpec, device_names: tuple[str, ...]) -> None:
         self.spec = spec
         self.device_names = device_names
-        self.strategy = self.make_strategy()
+        self.distribution = self.make_distribution()
 
     @abc.abstractmethod
-    def make_strategy(self) -> tf.distribute.Strategy:
+    def make_distribution(self) -> tf.distribute.Strategy:
         """The tf.distribute strategy models are built and trained under."""
 
     def describe_all_reduce(self) -> str:
@@ -40,7 +40,7 @@ class Engine(abc.ABC):
 
     def build_scope(self) -> contextlib.AbstractContextManager:
         """Where the user's model is built and compiled: inside the strategy, for replicas."""
-        return self.strategy.scope()
+        return self.distribution.scope()
 
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Measurements that need the trained model but must not change it (before reporting)."""
@@ -77,7 +77,7 @@ class Engine(abc.ABC):
     def prepare_replicas(self, model: keras.Model) -> None:
         """Build the optimizer's slots beside their variables and hold the replicas' state
         against the memory budget, before the first step."""
-        with self.strategy.scope():
+        with self.distribution.scope():
             model.optimizer.build(model.trainable_variables)
         # Every replica holds the whole model and its optimizer state.
         state = variable_bytes([*model.weights, *model.optimizer.variables])
@@ -95,9 +95,9 @@ class Engine(abc.ABC):
     ) -> None:
         self.prepare_replicas(model)
         if self.spec.mode == "explicit":
-            batches = iter(self.strategy.experimental_distribute_dataset(dataset))
+            batches = iter(self.distribution.experimental_distribute_dataset(dataset))
             train_custom_loop(
-                self.strategy,
+                self.distribution,
                 model,
                 batches,
                 self.spec.training.epochs,

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import tensorflow as tf
 
-from ..budget import MemoryBudgetExceeded, check_budget
+from ...budget import MemoryBudgetExceeded, check_budget
 
 __all__ = ["MemoryBudgetExceeded", "check_budget", "variable_bytes"]
 

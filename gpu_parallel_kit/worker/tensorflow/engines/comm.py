@@ -21,7 +21,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ..stats import communication_figures
+from ...stats import communication_figures
 
 BLOCKS = 3  # alternations of (without, with)
 STEPS_PER_BLOCK = 2

@@ -16,8 +16,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ..keras_internals import compiled_metrics
-from ..recorder import StepRecorder
+from ...keras_internals import compiled_metrics
+from ...recorder import StepRecorder
 from .comm import destination
 
 

@@ -34,7 +34,7 @@ class DataParallelEngine(Engine):
 
     name = "data"
 
-    def make_strategy(self) -> tf.distribute.Strategy:
+    def make_distribution(self) -> tf.distribute.Strategy:
         return tf.distribute.MirroredStrategy(
             devices=list(self.device_names),
             cross_device_ops=cross_device_ops(self.spec.all_reduce, self.spec.devices.kind),
@@ -43,8 +43,8 @@ class DataParallelEngine(Engine):
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         self._comm = None
         if self.spec.measure_comm:
-            batch = next(iter(self.strategy.experimental_distribute_dataset(dataset)))
-            self._comm = measure_all_reduce(self.strategy, model, batch)
+            batch = next(iter(self.distribution.experimental_distribute_dataset(dataset)))
+            self._comm = measure_all_reduce(self.distribution, model, batch)
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         fields = super().result_fields(step_time_s)

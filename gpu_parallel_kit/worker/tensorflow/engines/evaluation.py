@@ -16,15 +16,15 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...runs.spec import RunSpec
-from ..keras_internals import (
+from ....runs.spec import RunSpec
+from ...keras_internals import (
     compile_config,
     compile_loss_class,
     compile_metrics_class,
     unscale_loss_for_distribution,
 )
-from ..loading import make_validation_dataset
-from ..recorder import StepRecorder
+from ...recorder import StepRecorder
+from ..datasets import make_validation_dataset
 
 Predict = Callable[[Any], tuple[Any, Any]]  # x -> (predictions, regularization loss)
 

@@ -15,10 +15,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...pipeline.schedules import Task, build_schedule, device_of, splits_backward
-from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
-from ..keras_internals import compile_config, compile_loss_class
-from ..recorder import StepRecorder
+from ....pipeline.schedules import Task, build_schedule, device_of, splits_backward
+from ....pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
+from ...keras_internals import compile_config, compile_loss_class
+from ...recorder import StepRecorder
 from .base import Engine
 from .budget import check_budget
 from .pipeline import PipelineRunner, StepReport, TaskRecord, split
@@ -51,7 +51,7 @@ class ModelParallelEngine(Engine):
 
     name = "model"
 
-    def make_strategy(self) -> tf.distribute.Strategy:
+    def make_distribution(self) -> tf.distribute.Strategy:
         return tf.distribute.get_strategy()  # no replicas: stages are placed by hand
 
     def build_scope(self) -> contextlib.AbstractContextManager:

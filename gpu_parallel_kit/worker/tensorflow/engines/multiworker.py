@@ -17,8 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ...cluster.network import listening_addresses, network_interfaces, reachable_from_network
-from ..recorder import StepRecorder
+from ....cluster.network import listening_addresses, network_interfaces, reachable_from_network
+from ...recorder import StepRecorder
 from .comm import measure_all_reduce
 from .custom_loop import train_custom_loop
 from .data import DataParallelEngine
@@ -44,7 +44,7 @@ class MultiWorkerEngine(DataParallelEngine):
 
     name = "multiworker"
 
-    def make_strategy(self) -> tf.distribute.Strategy:
+    def make_distribution(self) -> tf.distribute.Strategy:
         task = json.loads(os.environ["TF_CONFIG"])["task"]
         self.index = int(task["index"])
         options = tf.distribute.experimental.CommunicationOptions(
@@ -65,7 +65,7 @@ class MultiWorkerEngine(DataParallelEngine):
         steps_per_epoch: int,
         recorder: StepRecorder,
     ) -> None:
-        strategy = self.strategy
+        strategy = self.distribution
         self.prepare_replicas(model)
         replicas = strategy.num_replicas_in_sync
 
@@ -90,8 +90,8 @@ class MultiWorkerEngine(DataParallelEngine):
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         self._comm = None
         if self.spec.measure_comm:  # every worker has the same spec: all skip the collective
-            batch = next(iter(self.strategy.distribute_datasets_from_function(self._slices)))
-            self._comm = measure_all_reduce(self.strategy, model, batch)
+            batch = next(iter(self.distribution.distribute_datasets_from_function(self._slices)))
+            self._comm = measure_all_reduce(self.distribution, model, batch)
         digest = hashlib.sha256()
         for weight in model.get_weights():
             digest.update(np.ascontiguousarray(weight).tobytes())

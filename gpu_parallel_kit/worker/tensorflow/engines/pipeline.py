@@ -22,7 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from ...pipeline.schedules import Task, device_of, execution_order, splits_backward
+from ....pipeline.schedules import Task, device_of, execution_order, splits_backward
 from .stage_tasks import make_tasks
 from .stages import Stage
 

@@ -18,5 +18,5 @@ class SingleDeviceEngine(Engine):
 
     name = "single"
 
-    def make_strategy(self) -> tf.distribute.Strategy:
+    def make_distribution(self) -> tf.distribute.Strategy:
         return tf.distribute.OneDeviceStrategy(self.device_names[0])

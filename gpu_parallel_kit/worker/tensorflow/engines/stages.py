@@ -18,9 +18,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...errors import GpkError
-from ...pipeline.graph import Call, LayerGraph, StageCut, cut_positions, positions_from_names
-from ...pipeline.partition import check_splittable, sizes_from_boundaries
+from ....errors import GpkError
+from ....pipeline.graph import Call, LayerGraph, StageCut, cut_positions, positions_from_names
+from ....pipeline.partition import check_splittable, sizes_from_boundaries
 from .budget import variable_bytes
 
 

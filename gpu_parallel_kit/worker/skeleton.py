@@ -1,0 +1,171 @@
+"""One run, whatever its backend: the phases, the finished row, and a failure turned into a row.
+
+A backend plugs in as a `BackendRun` (`worker/tensorflow/run.py`, `worker/jax/run.py`), which
+asks the strategy's record for its worker class (a TensorFlow engine, a JAX strategy) and
+delegates to it. The skeleton never asks which strategy or backend it runs: it sets up the
+devices, prepares the data, builds the model under the strategy, trains, measures and describes,
+in that order, naming each phase so a failure or a timeout says where the run was.
+
+No TensorFlow or JAX is imported here; the backend's run module imports its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import platform
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from ..errors import GpkError
+from ..runs.failures import classify_exception
+from ..runs.results import RunResult
+from ..runs.spec import RunSpec
+from ..version import __version__
+from .budget import MemoryBudgetExceeded
+from .child import Finished, finished_result, tuned_recorder
+from .lr_schedule import apply_run_rule
+from .stats import warmup_steps
+
+if TYPE_CHECKING:
+    import keras
+
+    from ..runs.tuning import Tuned
+    from .recorder import StepRecorder
+
+# Failures that already are the user's sentence: the worker's stderr needs no traceback of them.
+EXPECTED = (GpkError, MemoryBudgetExceeded)
+
+
+class BackendRun(Protocol):
+    """What one backend does for one run; the skeleton calls these in order."""
+
+    def versions(self) -> dict[str, str]:
+        """Versions of the backend's own libraries (tensorflow or jax, keras), for the row."""
+
+    def set_up_devices(self) -> tuple[str, ...]:
+        """Start the backend on the run's devices (and its determinism); their names."""
+
+    def prepare_data(self) -> int:
+        """The run's batches, in the kit's seeded order; the steps per epoch."""
+
+    def build(self, steps_per_epoch: int, total: int, warmup: int) -> tuple[keras.Model, Tuned]:
+        """The user's model, seeded, compiled with tune's settings and built under the strategy;
+        and those settings."""
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        """Where the model's optimizer and variables live: the strategy's scope."""
+
+    def watch(self, recorder: StepRecorder, model: keras.Model) -> None:
+        """Anything that follows training step by step (validation), before it starts."""
+
+    def train(self, model: keras.Model, recorder: StepRecorder) -> None:
+        """Check the memory budget, then train every step of every epoch, feeding `recorder`."""
+
+    def measure(self, model: keras.Model) -> None:
+        """After training: what the strategy measures apart (communication), weights unchanged."""
+
+    def peak_memory(self) -> tuple[dict[str, int], str]:
+        """Peak bytes per device and what that figure is."""
+
+    def describe(self) -> str:
+        """The communication the strategy uses, in a few words ("" for none)."""
+
+    def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
+        """RunResult fields only this strategy measures, `extra` among them."""
+
+
+def run_in_this_process(
+    spec: RunSpec,
+    emit: Callable[..., None],
+    report_and_exit: Callable[[RunResult], None] | None,
+    backend: BackendRun,
+) -> RunResult:
+    """Run one spec here and return its result; failures become a result, not an exception.
+
+    With `report_and_exit`, a finished `fit` reports from its last callback and the process ends
+    there: the weights and timestamps are final, and fit's input-iterator teardown that follows
+    costs 1-7 s on two cores for nothing.
+    """
+    start = time.perf_counter()
+    phase = "setting up devices"
+    base = base_fields(spec, backend.versions())
+
+    def enter(name: str, **details: Any) -> None:
+        nonlocal phase
+        phase = name
+        emit(event="phase", phase=name, **details)
+
+    try:
+        enter("setting up devices")
+        warnings.filterwarnings("ignore", module="keras")
+        device_names = backend.set_up_devices()
+        enter("preparing the data")
+        steps = backend.prepare_data()
+        total = steps * spec.training.epochs
+        warmup = warmup_steps(spec.training.warmup_steps, total)
+        enter("building the model")
+        model, tuned = backend.build(steps, total, warmup)
+        with backend.scope():
+            base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps)
+        recorder = tuned_recorder(emit, tuned, warmup, total, steps)
+        backend.watch(recorder, model)
+        startup = time.perf_counter() - start
+        enter("training", total=total)
+
+        def finish() -> RunResult:
+            nonlocal phase
+            phase = "reporting the results"
+            if spec.save_weights:
+                phase = "saving the weights"
+                save_weights(spec.save_weights, model)
+            phase = "measuring communication"
+            backend.measure(model)
+            memory, memory_source = backend.peak_memory()
+            done = Finished(
+                device_names,
+                backend.describe(),
+                steps,
+                startup,
+                memory,
+                memory_source,
+                base_lr,
+                learning_rate,
+            )
+            return finished_result(
+                spec,
+                base,
+                done,
+                recorder,
+                tuned,
+                model,
+                lambda step_time: backend.result_fields(model, step_time),
+            )
+
+        if report_and_exit is not None:
+            recorder.on_train_end = lambda: report_and_exit(finish())
+        backend.train(model, recorder)
+        return finish()
+    except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
+        status, reason = classify_exception(error, phase)
+        if not isinstance(error, EXPECTED):
+            traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
+        return RunResult(**base, status=status, reason=reason)
+
+
+def base_fields(spec: RunSpec, versions: dict[str, str]) -> dict[str, Any]:
+    """What every row of this run carries, finished or not."""
+    return dict(
+        **spec.result_identity(),
+        versions={"python": platform.python_version(), **versions, "gpu_parallel_kit": __version__},
+        created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
+
+
+def save_weights(path: str, model: Any) -> None:
+    np.savez(path, *[np.asarray(w) for w in model.get_weights()])
