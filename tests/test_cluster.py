@@ -57,7 +57,7 @@ def test_two_gpus_per_worker_are_planned_on_a_gpu_machine(fake_machine):
         (dict(devices=2, workers=2), "devices=2 per worker needs GPUs.*use workers=4, devices=1"),
         (dict(mode="fit"), "mode='fit' is not available with strategy='multiworker'"),
         (dict(all_reduce="reduce_to_one"), "all_reduce='reduce_to_one' is not available"),
-        (dict(workers=0), "workers=0 must be a whole number of at least 1"),
+        (dict(workers=0), "workers=0 is too few; use workers=1 or more"),
     ],
 )
 def test_bad_multiworker_plans_are_one_sentence(plan, message):

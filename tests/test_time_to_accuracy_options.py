@@ -105,7 +105,7 @@ def test_a_validation_target_needs_validation_data():
     [
         ({"lr_scaling": "cubic"}, "lr_scaling='cubic' is not known"),
         ({"warmup_epochs": 2}, "warmup_epochs=2 is longer than the training"),
-        ({"validation_every_steps": 0}, "validation_every_steps=0 must be at least 1"),
+        ({"validation_every_steps": 0}, "validation_every_steps=0 is too few"),
     ],
 )
 def test_bad_convergence_options_are_one_sentence(settings, message):

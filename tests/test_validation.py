@@ -73,7 +73,7 @@ def test_x_and_y_of_different_lengths():
 
 @pytest.mark.parametrize("epochs", [0, -1])
 def test_epochs_must_be_positive(epochs):
-    with pytest.raises(gpk.GpkError, match=f"epochs={epochs} must be at least 1"):
+    with pytest.raises(gpk.GpkError, match=f"epochs={epochs} is too few; use epochs=1 or more"):
         _exp(epochs=epochs)
 
 

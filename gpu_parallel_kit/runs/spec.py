@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import GpkError
+from ..errors import GpkError, whole_number
 from ..strategies import accepted_names, check_backend, check_batch
 from ..strategies import strategy as strategy_record
 from .devices import DevicePlan
@@ -49,20 +49,11 @@ class TrainingConfig:
     deterministic: bool = False  # TensorFlow's op determinism: same seed, same curve
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name}={value!r} must be a whole number")
-            if value <= 0:
-                raise GpkError(f"{name}={value} must be at least 1")
-        if self.steps_per_epoch is not None and (
-            isinstance(self.steps_per_epoch, bool)
-            or not isinstance(self.steps_per_epoch, int)
-            or self.steps_per_epoch <= 0
-        ):
-            raise GpkError(
-                f"steps_per_epoch={self.steps_per_epoch!r} must be a positive whole number, "
-                "or None to use all the data"
+        whole_number(self.batch_size, "batch_size")
+        whole_number(self.epochs, "epochs")
+        if self.steps_per_epoch is not None:
+            whole_number(
+                self.steps_per_epoch, "steps_per_epoch", hint="or None to use all the data"
             )
         if self.scaling not in SCALING:
             raise GpkError(f"scaling={self.scaling!r} is not 'strong' or 'weak'; pick one of those")
@@ -76,12 +67,8 @@ class TrainingConfig:
         if self.target is not None and not isinstance(self.target, Target):
             raise TypeError(f"target={self.target!r} must be a Target (see parse_target)")
         every = self.validation_every_steps
-        if every is not None and (isinstance(every, bool) or not isinstance(every, int)):
-            raise TypeError(f"validation_every_steps={every!r} must be a whole number of steps")
-        if every is not None and every < 1:
-            raise GpkError(
-                f"validation_every_steps={every} must be at least 1, or None for every epoch"
-            )
+        if every is not None:
+            whole_number(every, "validation_every_steps", hint="or None for every epoch")
         if not isinstance(self.deterministic, bool):
             raise TypeError(f"deterministic={self.deterministic!r} must be True or False")
         if self.target and self.target.metric.startswith("val_") and self.validation is None:
@@ -168,15 +155,8 @@ class RunSpec:
                 raise GpkError("all_reduce='ring' is for strategy='multiworker'; use 'auto' here")
         if self.all_reduce == "nccl" and self.devices.kind != "gpu":
             raise GpkError("all_reduce='nccl' needs GPUs; use 'auto' or 'reduce_to_one' on the CPU")
-        if self.memory_budget is not None and (
-            isinstance(self.memory_budget, bool)
-            or not isinstance(self.memory_budget, int)
-            or self.memory_budget <= 0
-        ):
-            raise GpkError(
-                f"memory_budget={self.memory_budget!r} must be a positive number of bytes, "
-                "e.g. 64 * 2**20"
-            )
+        if self.memory_budget is not None:
+            whole_number(self.memory_budget, "memory_budget", hint="in bytes, e.g. 64 * 2**20")
         if not isinstance(self.recompute, bool):
             raise TypeError(f"recompute={self.recompute!r} must be True or False")
         check_tune(self.tune, self.steps_per_execution, self.jit_compile, self.measure_comm)
