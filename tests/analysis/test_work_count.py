@@ -1,0 +1,119 @@
+"""The compiler's count of a training step against hand counts, and a projection that counts
+the step once and finds the count in the run log the second time. Slow: they start JAX."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_parallel_kit.analysis.work import from_counts
+
+pytestmark = pytest.mark.slow
+
+
+def _layer_flops(build, input_shape, dtype="float32"):
+    """Forward FLOPs per sample of each layer of a one-layer model, as the worker counts them
+    (compiled alone by XLA); run in a child with Keras on JAX."""
+    import numpy as np
+
+    import gpu_parallel_kit as gpk
+    from gpu_parallel_kit.runs.entry import WORK_COUNT_JAX_ENTRY
+    from gpu_parallel_kit.runs.process import start_child, stop_child
+    from gpu_parallel_kit.runs.work_count import count_batches
+
+    x = np.zeros((8, *input_shape), dtype=dtype)
+    y = np.zeros((8, 1), dtype="float32")
+    exp = gpk.Experiment(build, data=(x, y), batch_size=4, progress=False, log=":memory:")
+    spec = exp.plan("single", 1)
+    process, receiver = start_child(WORK_COUNT_JAX_ENTRY, spec, count_batches(4), backend="jax")
+    try:
+        assert receiver.poll(300)
+        ok, answer = receiver.recv()
+    finally:
+        stop_child(process)
+    assert ok, answer
+    return from_counts(answer)
+
+
+def _model(layer, input_shape, dtype="float32", pair=False):
+    """The layer under test, then a flattening and one output, so any loss applies."""
+
+    def build():
+        import keras
+
+        inputs = keras.Input(input_shape, dtype=dtype)
+        tested = layer()
+        x = tested(inputs, inputs) if pair else tested(inputs)
+        x = keras.layers.Dense(1)(keras.layers.Flatten()(x))
+        model = keras.Model(inputs, x)
+        model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    return build
+
+
+def test_hand_counts_of_dense_conv_attention_and_embedding(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    def dense():
+        import keras
+
+        return keras.layers.Dense(64)
+
+    def conv():
+        import keras
+
+        return keras.layers.Conv2D(16, 3, padding="same")
+
+    def attention():
+        import keras
+
+        return keras.layers.MultiHeadAttention(num_heads=4, key_dim=8)
+
+    def embedding():
+        import keras
+
+        return keras.layers.Embedding(100, 32)
+
+    first = {}
+    for name, build, shape, dtype in (
+        ("dense", _model(dense, (32,)), (32,), "float32"),
+        ("conv", _model(conv, (8, 8, 3)), (8, 8, 3), "float32"),
+        ("attention", _model(attention, (10, 32), pair=True), (10, 32), "float32"),
+        ("embedding", _model(embedding, (10,), "int32"), (10,), "int32"),
+    ):
+        work = _layer_flops(build, shape, dtype)
+        first[name] = work.layers[0]
+    # Dense 32 -> 64: a multiply and an add per weight, plus the bias
+    assert first["dense"].forward_flops == pytest.approx(2 * 32 * 64 + 64, rel=0.02)
+    # Conv2D 3x3, 3 -> 16 channels on 8x8, same padding: 2 per multiply-add, over the taps
+    # that fall inside the image (22 per row and column: 2 at each edge, 3 at the 6 inside
+    # positions), plus the bias
+    taps = 22 * 22
+    assert first["conv"].forward_flops == pytest.approx(16 * 3 * 2 * taps + 8 * 8 * 16, rel=0.02)
+    # Attention, sequence 10, width 32, 4 heads of 8: Q, K, V and output projections
+    # (4 · 2·10·32·32) plus scores and weighted values (2 · 2·10·10·32), softmax aside
+    projections = 4 * 2 * 10 * 32 * 32
+    scores = 2 * 2 * 10 * 10 * 32
+    assert first["attention"].forward_flops == pytest.approx(projections + scores, rel=0.1)
+    # Embedding: a lookup moves bytes; the compiler counts only index arithmetic, fewer than
+    # two operations per value looked up (a one-hot product would be 2 · 100 per value)
+    assert first["embedding"].forward_flops < 2 * 10 * 32
+    assert first["embedding"].forward_bytes >= 10 * 32 * 4
+
+
+def test_project_counts_once_and_reuses_the_logged_count(tmp_path, monkeypatch, capsys):
+    import gpu_parallel_kit as gpk
+
+    monkeypatch.chdir(tmp_path)
+    exp = gpk.Experiment(
+        "mlp", data="tabular", batch_size=256, steps_per_epoch=4, samples=2048, progress=False
+    )
+    comparison = exp.compare(["single"], [1])
+    projected = comparison.project("nvlink4", [1, 8], strategies=["data"])
+    rows = [r for r in projected.results if r.projected]
+    assert rows and all(r.extra["compute_source"].startswith("counted") for r in rows)
+    assert rows[0].extra["gpu"] == "h100"
+    assert "Counting the training step" in capsys.readouterr().out
+    again = comparison.project("nvlink4", [1, 8], strategies=["data"])
+    assert "Counting" not in capsys.readouterr().out  # read back from the run log
+    assert [r.step_time_s for r in again.results if r.projected] == [r.step_time_s for r in rows]
