@@ -4,12 +4,17 @@ Start-up (devices, model, compile) is a phase of its own, not steps: tqdm's own 
 and flip between "step/s" and "s/step" beside a median step in ms, so the bar shows no tqdm rate,
 only the live step time in ms while training. A failed run's reason goes on a line under the bar,
 whole, instead of being cut on it.
+
+Where nothing redraws a line — stdout sent to a file or a CI log, outside a notebook — a bar's
+carriage-return updates would pile up on one line; there each run prints one line when it starts
+and one when it ends instead (`LineProgress`), on stdout beside the table.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from tqdm.auto import tqdm
 
@@ -18,6 +23,54 @@ from .results import RunResult
 # tqdm writes the postfix as ", <text>".
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} steps{postfix}"
 START_FORMAT = "{desc}"  # before the worker says how many steps there are: the phase only
+
+
+def redrawn(stream: TextIO | None = None) -> bool:
+    """Whether a progress bar can redraw its line: in a notebook (a widget), or on a terminal."""
+    if "notebook" in getattr(tqdm, "__module__", ""):
+        return True
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def run_progress(label: str, enabled: bool = True) -> RunProgress | LineProgress:
+    """A bar where it can be redrawn, else a line at each run's start and end."""
+    return RunProgress(label, enabled) if redrawn() else LineProgress(label, enabled)
+
+
+def ending(result: RunResult, startup_s: float | None) -> str:
+    """ "ok · median step 4.2 ms · start-up 1.1 s", or the status a run ended with."""
+    startup = f" · start-up {startup_s:.1f} s" if startup_s is not None else ""
+    if result.ok:
+        return f"ok · median step {(result.step_time_s or 0.0) * 1000:.1f} ms{startup}"
+    return result.status
+
+
+class LineProgress:
+    """One line when the run starts and one when it ends, for output nothing redraws."""
+
+    def __init__(self, label: str, enabled: bool = True, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.enabled = enabled
+        self.stream = stream
+        self.started = time.perf_counter()
+        self.startup_s: float | None = None
+        self._say(f"{label}: started")
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "phase" and (event["phase"] == "training" or event.get("total")):
+            self.startup_s = time.perf_counter() - self.started
+
+    def close(self, result: RunResult) -> None:
+        line = f"{self.label}: {ending(result, self.startup_s)}"
+        if not result.ok and result.reason:
+            line += f": {result.reason}"
+        self._say(line)
+
+    def _say(self, line: str) -> None:
+        if self.enabled:
+            print(line, file=self.stream or sys.stdout, flush=True)
 
 
 class RunProgress:
@@ -60,10 +113,8 @@ class RunProgress:
         self.bar.set_description_str(f"{self.label}: start-up: {phase}", refresh=True)
 
     def close(self, result: RunResult) -> None:
-        startup = f" · start-up {self.startup_s:.1f} s" if self.startup_s is not None else ""
         if result.ok:
-            median = (result.step_time_s or 0.0) * 1000
-            self.bar.set_postfix_str(f"ok · median step {median:.1f} ms{startup}")
+            self.bar.set_postfix_str(ending(result, self.startup_s))
         elif self.startup_s is None:  # it ended during start-up
             self.bar.set_description_str(f"{self.label}: {result.status}", refresh=False)
         else:
