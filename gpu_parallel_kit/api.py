@@ -16,7 +16,7 @@ from .runner import run_isolated
 from .runs.devices import plan_devices
 from .runs.plan_options import one_backend, strategy_fields
 from .runs.process import RunInterrupted
-from .runs.progress import RunProgress
+from .runs.progress import run_progress
 from .runs.results import RunResult
 from .runs.sources import ArrayStore, default_data_for, model_source
 from .runs.spec import RunSpec, TrainingConfig, check_strategy
@@ -353,7 +353,7 @@ class Experiment:
             # returns a handler of the worker's events with a close(result) method.
             progress = self.progress(spec)
         else:
-            progress = RunProgress(label, enabled=bool(self.progress))
+            progress = run_progress(label, enabled=bool(self.progress))
         try:
             result = run_isolated(spec, progress, cancel)
         except RunInterrupted as interrupted:
