@@ -1,8 +1,10 @@
-"""Every private Keras name the kit uses (worker/keras_internals.py), tried on the installed Keras.
+"""Every private Keras name the kit uses (worker/keras_internals.py), tried on the installed Keras,
+under each backend the worker runs it on: TensorFlow and JAX.
 
-Each access runs in a fresh interpreter (the test process never imports Keras) on a real compiled
-model, so a Keras release that renames or drops one fails its own test here, with the access's
-own message, instead of a run failing with an AttributeError.
+Each access runs in a fresh interpreter per backend (the test process never imports Keras) on a
+real compiled model, so a Keras release that renames or drops one, or moves it on one backend
+only, fails its own test here, with the access's own message, instead of a run failing with an
+AttributeError.
 """
 
 from __future__ import annotations
@@ -60,11 +62,11 @@ PROBE = textwrap.dedent(
             def on_train_batch_end(self, batch, logs=None):
                 pass
 
-        # The TensorFlow backend never dispatches batch callbacks to a thread.
+        # No backend dispatches a callback that is not async-safe to a thread.
         assert ki.dispatches_async([Plain()]) is False
         import keras.src.backend as backend
 
-        backend.IS_THREAD_SAFE = True  # as the JAX and torch backends are
+        backend.IS_THREAD_SAFE = True  # as the JAX and torch backends are (TensorFlow is not)
         assert ki.dispatches_async([Plain()]) is False
         Plain.async_safe = True
         assert ki.dispatches_async([Plain()]) is True
@@ -90,7 +92,7 @@ PROBE = textwrap.dedent(
         else:
             raise AssertionError("no KerasInternalsChanged for a missing attribute")
 
-    outcome = {}
+    outcome = {"backend": keras.backend.backend()}
     for check in (compile_config, compile_loss_class, compile_metrics_class,
                   unscale_loss_for_distribution, compiled_metrics, user_metrics,
                   raw_learning_rate, dispatches_async, set_seed_without_tensorflow,
@@ -117,17 +119,22 @@ ACCESSES = (
 )
 
 
-@pytest.fixture(scope="module")
-def outcome() -> dict[str, str]:
+BACKENDS = ("tensorflow", "jax")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def outcome(request) -> dict[str, str]:
     done = subprocess.run(
         [sys.executable, "-c", PROBE],
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "KERAS_BACKEND": "tensorflow"},
+        env={**os.environ, "KERAS_BACKEND": request.param},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result.pop("backend") == request.param, "Keras ran on another backend"
+    return result
 
 
 @pytest.mark.parametrize("access", ACCESSES)
