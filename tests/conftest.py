@@ -1,14 +1,63 @@
 """Shared fixtures: every test gets its own working directory and run log; `fake_machine` is a
-CPU-only machine whose workers are stubbed, for tests of what happens around runs."""
+CPU-only machine whose workers are stubbed, for tests of what happens around runs.
+
+The fast subset (`-m "not slow"`) must leave TensorFlow and JAX unimported, in collection too:
+a run of it that imports either fails, naming the test or module that did.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.builders import instant_result
+
+HEAVY = ("tensorflow", "jax")
+FAST = "not slow"
+
+
+class _HeavyImports:
+    """A meta-path finder that finds nothing: it notes what was being collected or run when
+    TensorFlow or JAX was first imported."""
+
+    def __init__(self) -> None:
+        self.now = "conftest.py"
+        self.first: dict[str, str] = {}
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        root = name.partition(".")[0]
+        if root in HEAVY and root not in self.first and root not in sys.modules:
+            self.first[root] = self.now
+
+
+_heavy = _HeavyImports()
+sys.meta_path.insert(0, _heavy)
+
+
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    _heavy.now = f"collecting {collector.nodeid or 'the session'}"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _heavy.now = f"running {item.nodeid}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the fast subset, collected or run, if it imported TensorFlow or JAX."""
+    if session.config.getoption("markexpr") != FAST:
+        return
+    heavy = [name for name in HEAVY if name in sys.modules]
+    if not heavy:
+        return
+    when = [f"{name} while {_heavy.first.get(name, 'loading plugins')}" for name in heavy]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.line("")  # off the progress line
+        reporter.write_sep("-", f"the fast subset imported {'; '.join(when)}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import keras
 import pytest
 
 import gpu_parallel_kit as gpk
@@ -32,6 +31,8 @@ def _train(experiment, tmp_path, strategy, devices, mode):
 
 @pytest.mark.parametrize("mode", ["fit", "explicit"])
 def test_data_parallel_matches_single_device(experiment, tmp_path, mode):
+    import keras  # in the test: the fast subset collects this module without TensorFlow
+
     _, reference = _train(experiment, tmp_path, "single", 1, "fit")
     keras.utils.set_random_seed(0)  # the seed the workers build with
     initial = small_mlp().get_weights()

@@ -7,7 +7,6 @@ import os
 import signal
 import time
 
-import keras
 import psutil
 import pytest
 
@@ -37,6 +36,8 @@ def _alive(pid):
 
 
 def test_two_workers_train_the_weights_of_one_device(experiment, tmp_path):
+    import keras  # in the test: the fast subset collects this module without TensorFlow
+
     single = experiment.run(strategy="single", devices=1, save_weights=str(tmp_path / "s.npz"))
     assert single.ok, single.reason
     result = experiment.run(

@@ -3,15 +3,15 @@ execution, the async-safe timer, and what tune picks for a run planned on faked 
 
 from __future__ import annotations
 
-import keras
 import pytest
 
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.runs import devices
 from gpu_parallel_kit.runs.devices import PhysicalDevice
-from gpu_parallel_kit.worker import keras_internals
-from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
-from gpu_parallel_kit.worker.tuning import tune_run
+
+# The recorder, the timer and tune import Keras (on TensorFlow) in this process: each test imports
+# them itself, so that the fast subset collects this module without TensorFlow.
+pytestmark = pytest.mark.slow
 
 CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
 
@@ -34,6 +34,8 @@ def clock(monkeypatch):
 
 
 def test_an_executions_time_is_spread_over_its_steps_and_warm_up_is_whole_executions(clock):
+    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+
     recorder = StepRecorder(12, lambda **_: None, warmup_steps=4, steps_per_execution=4)
     timer = StepTimer(recorder)
     timer.on_train_begin()
@@ -54,6 +56,8 @@ def test_an_executions_time_is_spread_over_its_steps_and_warm_up_is_whole_execut
 
 
 def test_a_late_call_for_an_execution_already_counted_adds_no_step(clock):
+    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+
     recorder = StepRecorder(8, lambda **_: None, warmup_steps=0, steps_per_execution=4)
     timer = StepTimer(recorder)
     timer.on_train_begin()
@@ -66,14 +70,18 @@ def test_a_late_call_for_an_execution_already_counted_adds_no_step(clock):
     assert recorder.summary()["step_times_s"] == pytest.approx((1.0 / 8,) * 8)
 
 
-class Plain(keras.callbacks.Callback):
-    """A per-batch callback as users write them: not marked async-safe."""
-
-    def on_train_batch_end(self, batch, logs=None):
-        pass
-
-
 def test_the_timer_lets_a_thread_safe_backend_run_ahead(monkeypatch):
+    import keras
+
+    from gpu_parallel_kit.worker import keras_internals
+    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+
+    class Plain(keras.callbacks.Callback):
+        """A per-batch callback as users write them: not marked async-safe."""
+
+        def on_train_batch_end(self, batch, logs=None):
+            pass
+
     timer = StepTimer(StepRecorder(8, lambda **_: None))
     assert timer.async_safe
     # TensorFlow's backend calls batch callbacks in line whatever they say; its fit converts
@@ -85,6 +93,9 @@ def test_the_timer_lets_a_thread_safe_backend_run_ahead(monkeypatch):
 
 
 def test_evaluations_inside_an_epoch_keep_the_timer_in_line(monkeypatch):
+    from gpu_parallel_kit.worker import keras_internals
+    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+
     recorder = StepRecorder(8, lambda **_: None)
     recorder.evaluate = lambda: {"val_loss": 0.0}
     recorder.evaluate_every_steps = 4  # must see the weights of the step that triggers it
@@ -107,10 +118,14 @@ def _plan_on_fake_gpus(monkeypatch, gpus: int, **plan):
 
 
 def _uncompiled():
+    import keras
+
     return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
 
 
 def test_tune_on_one_faked_gpu_turns_xla_on_as_kerass_own_fit_would(monkeypatch):
+    from gpu_parallel_kit.worker.tuning import tune_run
+
     exp = _plan_on_fake_gpus(monkeypatch, 1)
     spec = exp.plan("single", 1)
     assert spec.devices.kind == "gpu"
@@ -121,6 +136,8 @@ def test_tune_on_one_faked_gpu_turns_xla_on_as_kerass_own_fit_would(monkeypatch)
 
 
 def test_tune_on_faked_gpus_keeps_xla_off_under_mirrored_strategy(monkeypatch):
+    from gpu_parallel_kit.worker.tuning import tune_run
+
     spec = _plan_on_fake_gpus(monkeypatch, 2).plan("data", 2)
     assert (spec.devices.kind, spec.devices.virtual) == ("gpu", False)
     tuned = tune_run(spec, _uncompiled(), steps_per_epoch=16, total_steps=32, warmup=2)
@@ -128,6 +145,8 @@ def test_tune_on_faked_gpus_keeps_xla_off_under_mirrored_strategy(monkeypatch):
 
 
 def test_a_builders_own_compile_settings_count_as_the_users(monkeypatch):
+    from gpu_parallel_kit.worker.tuning import tune_run
+
     spec = _plan_on_fake_gpus(monkeypatch, 2).plan("data", 2)
     model = _uncompiled()
     model.compile(optimizer="sgd", loss="mse", steps_per_execution=2, jit_compile=True)
