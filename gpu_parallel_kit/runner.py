@@ -14,6 +14,7 @@ import datetime
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.connection import wait
 from typing import Any
 
 from .cluster.coordinator import run_on_cluster
@@ -22,13 +23,16 @@ from .runs.failures import classify_exit
 from .runs.noise import settle_communication
 from .runs.process import (
     RunInterrupted,
+    end_of,
     start_child,
     stop_child,
 )
 from .runs.results import RunResult
 from .runs.spec import RunSpec
 
-POLL_INTERVAL_S = 0.1  # how often the parent checks for cancel and timeout: well under 2 s
+# A cancel Event has no file descriptor to wait on, so while one is given the wait wakes this
+# often to look at it: well under the 2 s a cancel may take.
+CANCEL_POLL_S = 0.1
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -81,6 +85,14 @@ class _Watch:
     def follow(self, process: Any, receiver: Any) -> RunResult:
         self.started = time.perf_counter()
         deadline = self.started + self.spec.timeout_s if self.spec.timeout_s else None
+        with end_of(process) as ended:
+            return self._follow([receiver, *ended], process, receiver, deadline)
+
+    def _follow(
+        self, waitables: list[Any], process: Any, receiver: Any, deadline: float | None
+    ) -> RunResult:
+        # The pipe wakes the wait with each event; the child's end wakes it when the child dies,
+        # even while a process the child started still holds the pipe open.
         while True:
             if self.cancel is not None and self.cancel.is_set():
                 stop_child(process)
@@ -92,15 +104,23 @@ class _Watch:
                     f"no result within the {self.spec.timeout_s:g} s timeout "
                     f"(still {self.phase}); raise timeout= if the run needs longer",
                 )
-            message = _receive(receiver, POLL_INTERVAL_S)
-            if message is _CLOSED:
+            if not wait(waitables, self._wait_s(deadline)):
+                continue
+            message = _receive(receiver)
+            if message is _CLOSED or message is None:  # None: woken by the child's end alone
                 process.join(timeout=5)
                 return self.failed(*classify_exit(process.exitcode, self.phase))
-            if message is not None:
-                result = self._handle(message)
-                if result is not None:
-                    process.join(timeout=5)
-                    return result
+            result = self._handle(message)
+            if result is not None:
+                process.join(timeout=5)
+                return result
+
+    def _wait_s(self, deadline: float | None) -> float | None:
+        """How long the next wait may block: until the deadline, or the next look at cancel."""
+        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        if self.cancel is None:
+            return left
+        return CANCEL_POLL_S if left is None else min(left, CANCEL_POLL_S)
 
     def _handle(self, message: dict[str, Any]) -> RunResult | None:
         if message.get("event") == "result":
@@ -126,10 +146,10 @@ class _Watch:
 _CLOSED = object()
 
 
-def _receive(receiver: Any, timeout: float) -> Any:
-    """The next message, None when there is none yet, _CLOSED when the worker has gone."""
+def _receive(receiver: Any) -> Any:
+    """The next message, None when there is none, _CLOSED when the worker's end has closed."""
     try:
-        if receiver.poll(timeout):
+        if receiver.poll(0):
             return receiver.recv()
     except (EOFError, OSError):
         return _CLOSED

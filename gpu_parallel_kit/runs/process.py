@@ -16,7 +16,8 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
@@ -101,8 +102,13 @@ def call_in_worker(entry: str, timeout_s: float = 180.0, backend: str = "tensorf
     """
     process, receiver = start_child(_CALL_AND_SEND, entry, backend=backend)
     try:
-        if not receiver.poll(timeout_s):
+        # Woken by the answer, or by the child's end should it die without one.
+        with end_of(process) as ended:
+            answered = wait([receiver, *ended], timeout_s)
+        if not answered:
             raise RuntimeError(f"a worker process did not answer within {timeout_s:g} s")
+        if not receiver.poll(0):
+            raise EOFError  # the child ended without answering
         succeeded, value = receiver.recv()
     except EOFError:
         raise RuntimeError(
@@ -114,6 +120,28 @@ def call_in_worker(entry: str, timeout_s: float = 180.0, backend: str = "tensorf
     if not succeeded:
         raise RuntimeError(value)
     return value
+
+
+@contextlib.contextmanager
+def end_of(process: Any) -> Iterator[list[Any]]:
+    """What `multiprocessing.connection.wait` can wait on to wake when `process` ends.
+
+    A pidfd where Linux has one: it is ready when the process ends, although the caller is not
+    the parent of a forked server's child, and although processes the child started still hold
+    its pipes (they inherit multiprocessing's own sentinel under fork and spawn). Else the
+    process's sentinel, else nothing: then only the pipe's closing says the child has gone.
+    """
+    try:
+        # A forkserver child may already have been reaped: then its sentinel is ready anyway.
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        sentinel = getattr(process, "sentinel", None)
+        yield [] if sentinel is None else [sentinel]
+        return
+    try:
+        yield [pidfd]
+    finally:
+        os.close(pidfd)
 
 
 def parent_emitter(connection: Any) -> Callable[..., None]:

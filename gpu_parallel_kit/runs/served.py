@@ -10,7 +10,8 @@ costs a fork, not an import of JAX and Keras.
 The child's pipe to the caller travels to the server as a pickled `Connection` (the standard
 library passes its file descriptor across); the server answers with the child's pid. The caller
 follows the child through a `ServedChild`, which has what `stop_child` and the runner use of a
-`multiprocessing.Process`: `pid`, `exitcode`, `is_alive`, `kill` and `join`.
+`multiprocessing.Process`: `pid`, `exitcode`, `is_alive`, `kill` and `join` (`process.end_of`
+waits for its end through a pidfd, as the caller is not its parent).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import multiprocessing
 import os
 import signal
 import threading
+from multiprocessing.connection import wait
 from typing import Any
 
 from .entry import JAX_SERVER_ENTRY, enter, main_module_hidden
@@ -56,8 +58,12 @@ class JaxServer:
         with self._requests:
             try:
                 self._control.send(message)
-                if not self._control.poll(timeout_s):
+                # The sentinel too: a server that died answers nothing, and its pipe stays open
+                # while a run it forked is still dying with it.
+                if not wait([self._control, self._process.sentinel], timeout_s):
                     raise RuntimeError(f"the JAX server did not answer within {timeout_s:g} s")
+                if not self._control.poll(0):
+                    raise EOFError  # the server ended without answering
                 answer = self._control.recv()
             except (EOFError, OSError, BrokenPipeError):
                 raise RuntimeError(
