@@ -110,10 +110,18 @@ def _projection_hint(df: pd.DataFrame) -> str:
     if projected.empty:
         return ""
     top = projected.loc[projected["throughput_samples_s"].idxmax()]
+    widest = projected.loc[projected["devices"].idxmax()]
+    top = widest if widest["devices"] > top["devices"] else top
     label = str(top["experiment_id"]).rsplit(":", 1)[-1]
+    why = ""
+    if "bound by" in str(top["reason"]):  # counted compute says what bounds a device's step
+        bound = str(top["reason"]).split("bound by", 1)[1].strip()
+        why = f": each GPU's step is bound by {bound}"
+        if pd.notna(top["comm_share"]) and top["comm_share"] > 0:
+            why += f", and the all-reduce is {top['comm_share']:.0%} of the step"
     return (
         f"; projected onto {label}, {top['strategy']} on {int(top['devices'])} devices would "
-        f"reach a speedup of {top['speedup']:.1f}"
+        f"reach a speedup of {top['speedup']:.1f}{why}"
     )
 
 

@@ -214,7 +214,11 @@ def counted_compute(
         "gpu": device.name,
         "precision": plan.precision,
     }
-    reason = f"compute counted on {device.name} at {plan.precision}, efficiency {share:.3g}"
+    words = {"launches": "kernel launches", "compute": "arithmetic", "memory": "memory traffic"}
+    reason = (
+        f"compute counted on {device.name} at {plan.precision}, efficiency {share:.3g}; "
+        f"one device's step bound by {words[whole.bound]}"
+    )
     return Compute("counted", reason, notes, extra, at)
 
 
