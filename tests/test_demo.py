@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -13,6 +15,7 @@ from gpu_parallel_kit.cli import demo
 from gpu_parallel_kit.cli.main import main
 from gpu_parallel_kit.runs.results import RunResult
 
+DATA = pathlib.Path(__file__).parent / "analysis" / "data"
 REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")
 
 
@@ -38,6 +41,9 @@ def test_run_demo_plans_the_grid_and_writes_the_report(
         )
 
     fake_machine.answer(fake_run)
+    # The MLP's step as the worker counts it (tests/analysis/data), without a counting child.
+    counted = json.loads((DATA / "mlp_jax_count.json").read_text())
+    monkeypatch.setattr("gpu_parallel_kit.api.count_in_child", lambda spec, batches: counted)
     comparison = demo.run_demo(str(tmp_path / "report"), progress=False)
     grid = [("single", 1), ("data", 1), ("data", 2), ("data", 4)]
     specs = fake_machine.specs
@@ -48,7 +54,11 @@ def test_run_demo_plans_the_grid_and_writes_the_report(
     assert all((tmp_path / "report" / name).stat().st_size > 0 for name in REPORT_FILES)
     projected = table[table["projected"]]
     assert set(projected["devices"]) == {1, 4, 8}
-    assert set(projected["experiment_id"].str.rsplit(":", n=1).str[-1]) == {demo.PROJECTION}
+    label = f"{demo.PROJECTION}+{demo.PROJECTED_GPU}"
+    assert set(projected["experiment_id"].str.rsplit(":", n=1).str[-1]) == {label}
+    eight = projected[projected["devices"] == 8]
+    assert (eight["speedup"] < 3).all()  # launch-bound on each GPU: communication is not hidden
+    assert "bound by kernel launches" in comparison.advice
     # One epoch leaves one point per run: no convergence plot is drawn from that.
     assert not (tmp_path / "report" / "convergence.png").exists()
 
