@@ -29,6 +29,7 @@ from .runs.process import (
 )
 from .runs.results import RunResult
 from .runs.spec import RunSpec
+from .strategies import strategy_record
 
 # A cancel Event has no file descriptor to wait on, so while one is given the wait wakes this
 # often to look at it: well under the 2 s a cancel may take.
@@ -47,9 +48,10 @@ def run_isolated(
     Ctrl-C kills the worker's whole process group and raises RunInterrupted carrying the
     cancelled row, so callers keep what finished before and stop what comes after.
     """
-    if spec.strategy == "multiworker" and spec.cluster is not None:
+    several = strategy_record(spec.strategy).processes
+    if several and spec.cluster is not None:
         return run_on_cluster(spec, on_event, cancel)
-    entry = LOCAL_CLUSTER_ENTRY if spec.strategy == "multiworker" else RUN_ENTRY
+    entry = LOCAL_CLUSTER_ENTRY if several else RUN_ENTRY
     if spec.backend == "jax":
         entry = JAX_RUN_ENTRY
     watch = _Watch(spec, on_event or (lambda event: None), cancel)
