@@ -46,10 +46,10 @@ class ModelParallelEngine(Engine):
     """Stages on devices, one thread per device following the schedule (an interleaved schedule
     puts `virtual_stages` stages on each device, round robin).
 
-    >>> exp.run(strategy="model", devices=4, schedule="gpipe", micro_batches=8)
+    >>> exp.run(strategy="pipeline", devices=4, schedule="gpipe", micro_batches=8)
     """
 
-    name = "model"
+    name = "pipeline"
 
     def make_distribution(self) -> tf.distribute.Strategy:
         return tf.distribute.get_strategy()  # no replicas: stages are placed by hand
