@@ -24,7 +24,11 @@ __all__ = [
 
 
 def load_ipython_extension(ipython) -> None:
-    """`%load_ext gpu_parallel_kit`: registers the `%gpk` magics (TensorFlow stays unloaded)."""
+    """`%load_ext gpu_parallel_kit`: registers the `%gpk` magics (TensorFlow stays unloaded in
+    the kernel) and starts the default backend's server in the background, so the first run
+    finds it ready."""
     from .notebook import load_ipython_extension as load
+    from .runs.warm import warm
 
     load(ipython)
+    warm()

@@ -15,6 +15,7 @@ from .errors import GpkError
 from .runner import run_isolated
 from .runs.devices import plan_devices
 from .runs.plan_options import one_backend, strategy_fields
+from .runs.portable import keras_config
 from .runs.process import RunInterrupted
 from .runs.progress import run_progress
 from .runs.results import RunResult
@@ -23,6 +24,7 @@ from .runs.spec import RunSpec, TrainingConfig, check_strategy
 from .runs.target import parse_target
 from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
+from .runs.warm import warm
 from .runs.work_count import count_batches, count_in_child, work_key
 from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, GridCell, check_backend, strategy_record
@@ -78,9 +80,9 @@ class Experiment:
             steps_per_epoch=steps_per_epoch,
             seed=seed,
             scaling=scaling,
-            optimizer=_portable(optimizer),
-            loss=_portable(loss),
-            metrics=tuple(_portable(m) for m in metrics),
+            optimizer=keras_config(optimizer),
+            loss=keras_config(loss),
+            metrics=tuple(keras_config(m) for m in metrics),
             shuffle=shuffle,
             warmup_steps=warmup_steps,
             lr_scaling=lr_scaling,
@@ -106,6 +108,7 @@ class Experiment:
         )
         check_backend(backend, "single")
         self.backend = backend
+        warm(backend)  # its server starts and lists the devices while the user's cells go on
         check_tune(tune, None, None, measure_comm)
         self.tune = tune  # every run's, unless run(tune=...) says otherwise
         self.measure_comm = measure_comm
@@ -302,6 +305,7 @@ class Experiment:
             strategies = [strategies]
         for backend in backends:
             check_backend(backend, "single")
+            warm(backend)
         for strategy in strategies:
             check_strategy(strategy)
             if not any(strategy_record(strategy).offered_on(b) for b in backends):
@@ -390,11 +394,3 @@ def _loaded_cluster(cluster: Any) -> Any:
 
     return load_cluster(cluster)
 
-
-def _portable(value: Any) -> Any:
-    """Keras objects cross to the worker as their config; strings, dicts, factories as is."""
-    if value is None or isinstance(value, str | dict) or not hasattr(value, "get_config"):
-        return value
-    import keras
-
-    return keras.saving.serialize_keras_object(value)

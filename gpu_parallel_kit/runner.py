@@ -23,6 +23,7 @@ from .runs.failures import classify_exit
 from .runs.noise import settle_communication
 from .runs.process import (
     RunInterrupted,
+    WorkerNotStarted,
     end_of,
     start_child,
     stop_child,
@@ -61,6 +62,8 @@ def run_isolated(
         )
     except KeyboardInterrupt:
         raise RunInterrupted(watch.failed("cancelled", "cancelled by Ctrl-C")) from None
+    except WorkerNotStarted as error:
+        return watch.failed("crashed", str(error))
     try:
         result = watch.follow(process, receiver)
     except KeyboardInterrupt:

@@ -65,6 +65,8 @@ def isolated_workdir(tmp_path, monkeypatch):
     """Runs write their log to the working directory; keep each test's apart."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GPK_LOG", str(tmp_path / "gpk_runs.sqlite"))
+    # No server starts ahead of a test's runs: tests that stub the runner start none at all.
+    monkeypatch.setenv("GPK_WARM", "0")
     return tmp_path
 
 

@@ -26,7 +26,9 @@ from ..errors import GpkError, one_sentence
 from ..options.request import Request, request_from
 from ..runs.devices import list_devices
 from ..runs.synthetic import SYNTHETIC_SETS
+from ..runs.warm import warm
 from ..store import RunLog
+from ..strategies import BACKENDS
 from . import demo
 from .parser import UsageError, build_parser
 
@@ -167,7 +169,16 @@ def _mib(value: Any) -> str:
     return "" if value is None or value != value else f"{value / 2**20:,.0f}"
 
 
+def _warm_for(args: argparse.Namespace) -> None:
+    """Start the asked backends' servers while the data is read and the runs are planned."""
+    asked = getattr(args, "backend", None) or [None]
+    for backend in asked if isinstance(asked, list | tuple) else [asked]:
+        if backend is None or backend in BACKENDS:
+            warm(backend)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    _warm_for(args)
     request = _request(args)
     experiment = _experiment(request, args.progress)
     try:  # a plan the API refuses is a GpkError, raised before any worker starts
@@ -179,12 +190,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    _warm_for(args)
     request = _request(args)
     experiment = _experiment(request, args.progress)
     return _compare(experiment, args.strategies, args.devices, request.plan(), args.out)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    _warm_for(args)
     experiment = demo.demo_experiment(progress=args.progress, log=args.log)
     print(demo.describe(experiment), flush=True)
     return _compare(

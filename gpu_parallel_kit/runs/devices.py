@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -95,7 +96,13 @@ def discover_physical_devices(backend: str | None = None) -> tuple[PhysicalDevic
     runtimes: a server imports them once for all runs, and a child of it answers. Cached: the
     hardware does not change while a kernel lives.
     """
-    return _discover(backend or default_backend())
+    # One discovery at a time: a run arriving while a warming thread lists the devices waits
+    # for that answer instead of asking a second child.
+    with _discovery:
+        return _discover(backend or default_backend())
+
+
+_discovery = threading.Lock()
 
 
 @functools.lru_cache(maxsize=2)

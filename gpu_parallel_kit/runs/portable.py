@@ -76,3 +76,12 @@ def _global_names(code: types.CodeType) -> Iterator[str]:
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):  # nested functions and lambdas
             yield from _global_names(constant)
+
+
+def keras_config(value: Any) -> Any:
+    """Keras objects cross to the worker as their config; strings, dicts, factories as is."""
+    if value is None or isinstance(value, str | dict) or not hasattr(value, "get_config"):
+        return value
+    import keras
+
+    return keras.saving.serialize_keras_object(value)

@@ -27,6 +27,7 @@ from .entry import (
     entry_point,
     main_module_hidden,
 )
+from .served import ServerGone, jax_server
 
 if TYPE_CHECKING:
     from .results import RunResult
@@ -53,6 +54,10 @@ def start_method() -> str:
     return method
 
 
+class WorkerNotStarted(GpkError):
+    """A run's process could not be started, even on a fresh server: the run's row says why."""
+
+
 def start_child(
     entry: str, *args: Any, name: str | None = None, backend: str = "tensorflow"
 ) -> tuple[Any, Any]:
@@ -60,10 +65,32 @@ def start_child(
 
     A JAX child is forked from the JAX server instead (`runs/served.py`): the TensorFlow fork
     server has Keras imported on TensorFlow, and a process's Keras keeps its first backend.
-    """
-    if backend == "jax" and start_method() == "forkserver":
-        from .served import jax_server
 
+    A server that dies while it forks (the OOM killer picks the largest process, which is the
+    server holding TensorFlow) surfaces as multiprocessing's bare `EOFError`; the child is then
+    started once more on a fresh server, and a second failure is `WorkerNotStarted`, one sentence.
+    """
+    for attempt in (1, 2):
+        try:
+            return _start_child(entry, args, name, backend)
+        except (EOFError, ConnectionError, ServerGone) as error:
+            if attempt == 2:
+                raise WorkerNotStarted(
+                    f"the {backend} worker process could not be started, twice, because its "
+                    f"server ended while starting it ({_said(error)}); the machine may be out "
+                    "of memory: close other notebooks or use smaller data"
+                ) from None
+    raise AssertionError("unreachable")
+
+
+def _said(error: BaseException) -> str:
+    return str(error) or type(error).__name__
+
+
+def _start_child(
+    entry: str, args: tuple[Any, ...], name: str | None, backend: str
+) -> tuple[Any, Any]:
+    if backend == "jax" and start_method() == "forkserver":
         return jax_server().start(entry, args)
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
@@ -73,7 +100,7 @@ def start_child(
     try:
         with main_module_hidden():
             process.start()
-    except BaseException:  # Ctrl-C while starting: leave no child behind
+    except BaseException:  # Ctrl-C or a dead server while starting: leave no child behind
         stop_child(process)
         receiver.close()
         raise

@@ -32,6 +32,10 @@ _lock = threading.Lock()
 _server: JaxServer | None = None
 
 
+class ServerGone(RuntimeError):
+    """The JAX server ended before answering a request (killed, or JAX missing)."""
+
+
 class JaxServer:
     """The caller's handle on the JAX server process; requests are answered one at a time."""
 
@@ -66,7 +70,7 @@ class JaxServer:
                     raise EOFError  # the server ended without answering
                 answer = self._control.recv()
             except (EOFError, OSError, BrokenPipeError):
-                raise RuntimeError(
+                raise ServerGone(
                     f"the JAX server ended (exit code {self._process.exitcode}); is JAX "
                     'installed? pip install "gpu_parallel_kit[jax]"'
                 ) from None

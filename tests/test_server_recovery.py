@@ -1,0 +1,46 @@
+"""A server killed between runs is started again at the next run, on both backends; a warmed
+server serves the first run. Real servers and workers: slow."""
+
+from __future__ import annotations
+
+import multiprocessing.forkserver
+import os
+import signal
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.runs import served, warm
+
+pytestmark = pytest.mark.slow
+
+
+def _experiment(**kw):
+    return gpk.Experiment(
+        model="mlp", data="tabular", samples=512, batch_size=128, progress=False, **kw
+    )
+
+
+def test_a_warmed_server_serves_the_first_run_and_a_killed_one_is_started_again(monkeypatch):
+    monkeypatch.setenv("GPK_WARM", "1")
+    monkeypatch.setattr(warm, "_warming", {})
+    thread = warm.warm("tensorflow")
+    assert thread is not None
+    thread.join(120)
+    server = multiprocessing.forkserver._forkserver._forkserver_pid
+    assert server is not None
+    exp = _experiment()
+    assert exp.run("single").ok
+    os.kill(server, signal.SIGKILL)  # as the OOM killer would: the largest process
+    assert exp.run("data", 2).ok
+    assert multiprocessing.forkserver._forkserver._forkserver_pid != server
+
+
+def test_a_killed_jax_server_is_started_again_at_the_next_run():
+    exp = _experiment(backend="jax")
+    assert exp.run("single").ok
+    first = served.jax_server()
+    first._process.kill()
+    first._process.join(5)
+    assert exp.run("single").ok
+    assert served.jax_server() is not first

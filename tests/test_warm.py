@@ -1,0 +1,99 @@
+"""Servers started ahead (runs/warm.py), a run that waits for the warming discovery instead of
+asking again, and a server that dies while it starts a child (retried once, else a row)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit import runner
+from gpu_parallel_kit.runs import devices, process, warm
+
+
+@pytest.fixture
+def warming(monkeypatch):
+    """Warming on, with the server start and discovery stubbed: (backends warmed, discoveries)."""
+    monkeypatch.setenv("GPK_WARM", "1")
+    monkeypatch.setattr(warm, "_warming", {})
+    started: list[str] = []
+    monkeypatch.setattr(warm, "start_server", started.append)
+    return started
+
+
+def test_nothing_starts_on_a_bare_import():
+    code = (
+        "import threading, multiprocessing.forkserver as f, gpu_parallel_kit as gpk\n"
+        "gpk.history()\n"
+        "print(sorted(t.name for t in threading.enumerate()), f._forkserver._forkserver_pid)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['MainThread'] None"
+
+
+def test_gpk_warm_0_turns_warming_off(monkeypatch):
+    monkeypatch.setenv("GPK_WARM", "0")
+    assert warm.warm("tensorflow") is None
+
+
+def test_an_experiment_warms_its_backend_once(warming, fake_machine):
+    for _ in range(2):
+        gpk.Experiment(model="mlp", data="tabular", samples=256, batch_size=64)
+    for thread in list(warm._warming.values()):
+        thread.join(5)
+    assert warming == ["tensorflow"]
+
+
+def test_a_run_arriving_during_the_warming_discovery_waits_for_its_answer(monkeypatch):
+    asked = []
+
+    def slow_discovery(backend):
+        asked.append(backend)
+        time.sleep(0.3)
+        return (devices.host_cpu(),)
+
+    monkeypatch.setattr(devices, "call_in_worker", lambda entry, **_: slow_discovery(entry))
+    devices._discover.cache_clear()
+    try:
+        warming_thread = threading.Thread(target=devices.discover_physical_devices, args=("jax",))
+        warming_thread.start()
+        time.sleep(0.05)
+        assert devices.discover_physical_devices("jax") == (devices.host_cpu(),)
+        warming_thread.join()
+    finally:
+        devices._discover.cache_clear()
+    assert len(asked) == 1
+
+
+def _stand_in_child(entry, args, name, backend):
+    return "process", "receiver"
+
+
+def test_a_server_that_dies_while_starting_a_child_is_started_again_once(monkeypatch):
+    calls = []
+
+    def dies_once(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise EOFError  # what popen_forkserver.read_signed raises when the server is killed
+        return _stand_in_child(*args)
+
+    monkeypatch.setattr(process, "_start_child", dies_once)
+    assert process.start_child("m:f", backend="tensorflow") == ("process", "receiver")
+    assert len(calls) == 2
+
+
+def test_a_server_that_dies_twice_gives_the_run_a_row_with_one_sentence(monkeypatch, fake_machine):
+    def always_dies(*args):
+        raise EOFError
+
+    monkeypatch.setattr(process, "_start_child", always_dies)
+    spec = gpk.Experiment(model="mlp", data="tabular", samples=256, batch_size=64).plan("single")
+    result = runner.run_isolated(spec)
+    assert result.status == "crashed"
+    assert "could not be started, twice" in result.reason and "EOFError" in result.reason
+    assert "\n" not in result.reason
