@@ -185,3 +185,79 @@ def test_projected_bars_are_tagged_and_pale_and_have_no_wall_time(with_projectio
     assert [label.get_text() for label in wall.get_xticklabels()] == ["single×1", "data×2"]
     assert wall.get_xlabel() == "4 projected row(s) not shown: no wall time"
     assert not hatched(wall)
+
+
+def banded(run_id, strategy, devices, throughput, fast, slow) -> RunResult:
+    """A counted projection's row: its likely throughput, and its step at the efficiency band's
+    high (fast) and low (slow) ends, as analysis/projected_compute.py records them."""
+    step = 64 / throughput
+    extra = {"step_time_low_s": step / fast, "step_time_high_s": step * slow}
+    comm = {"comm_time_s": step / 10, "comm_share": 0.1}
+    return projected(run_id, strategy, devices, throughput, extra=extra, **comm)
+
+
+@pytest.fixture
+def with_band():
+    return comparison_table(
+        [
+            run("s", "single", 1, 100.0),
+            run("d2", "data", 2, 150.0),
+            banded("single-1", "single", 1, 100.0, 1.5, 1.5),
+            banded("data-2", "data", 2, 190.0, 1.4, 1.5),
+            banded("data-4", "data", 4, 360.0, 1.3, 1.5),
+        ]
+    )
+
+
+def test_projected_speedups_are_shaded_between_the_band_ends_and_measured_ones_are_not(with_band):
+    from matplotlib.collections import PolyCollection
+
+    (ax,) = speedup_figure(with_band).axes
+    (shade,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert shade.get_label() == "efficiency band"
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert shade.get_facecolor()[0][:3] == pytest.approx(
+        matplotlib.colors.to_rgb(lines["data, projected nvlink4"].get_color())
+    )
+    low, high = shade.get_paths()[0].get_extents().y0, shade.get_paths()[0].get_extents().y1
+    # At the band's fast end communication weighs more: 1.9 × 1.4 / 1.5 and 3.6 × 1.3 / 1.5.
+    assert low == pytest.approx(1.9 * 1.4 / 1.5) and high == pytest.approx(3.6)
+    assert list(lines["data, projected nvlink4"].get_ydata()) == pytest.approx([1.9, 3.6])
+
+
+def test_projected_bars_carry_whiskers_and_measured_bars_none(with_band):
+    from matplotlib.container import ErrorbarContainer
+
+    (ax,) = throughput_figure(with_band).axes
+    (whiskers,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    segments = whiskers.lines[2][0].get_segments()
+    assert [s[0][0] for s in segments] == [3.0, 4.0, 5.0]  # the projected bars, after a gap
+    ends = [end for s in segments for end in (s[0][1], s[1][1])]
+    assert ends == pytest.approx([100 / 1.5, 150.0, 190 / 1.5, 190 * 1.4, 360 / 1.5, 360 * 1.3])
+    assert "efficiency band" in ax.get_xlabel()
+    # The value of a whiskered bar stands over its whisker, not through its cap.
+    (label,) = [t for t in ax.texts if t.get_text() == "360"]
+    assert label.xy == pytest.approx((5.0, 360 * 1.3))
+
+
+def test_figures_without_a_band_draw_none(with_projection):
+    from matplotlib.collections import PolyCollection
+    from matplotlib.container import ErrorbarContainer
+
+    (speedup,) = speedup_figure(with_projection).axes
+    (throughput,) = throughput_figure(with_projection).axes
+    assert not [c for c in speedup.collections if isinstance(c, PolyCollection)]
+    assert not [c for c in throughput.containers if isinstance(c, ErrorbarContainer)]
+
+
+def test_the_communication_figure_draws_the_band_of_projected_rows_only(with_band):
+    from matplotlib.collections import PolyCollection
+    from matplotlib.container import ErrorbarContainer
+
+    from gpu_parallel_kit.plots.communication import communication_figure
+
+    bars, share = communication_figure(with_band).axes
+    (whiskers,) = [c for c in bars.containers if isinstance(c, ErrorbarContainer)]
+    assert [s[0][0] for s in whiskers.lines[2][0].get_segments()] == [2, 3, 4]  # projected
+    (shade,) = [c for c in share.collections if isinstance(c, PolyCollection)]
+    assert shade.get_label() == "data, efficiency band"

@@ -51,7 +51,7 @@ def test_columns_come_in_contract_order_then_extras():
         "task_overhead_s", "outside_tasks_s",
         "state_bytes", "peak_activation_bytes", "compute_time_s", "effective_bandwidth_bytes_s",
         "comm_noise_s",
-        "comm_below_noise", "comm_measured",
+        "comm_below_noise", "comm_measured", "step_time_low_s", "step_time_high_s",
         "learning_rate", "lr_scaling", "lr_factor", "warmup_epochs", "target", "target_reached",
         "time_to_target_s", "epochs_to_target", "time_to_target_speedup",
     ]  # fmt: skip

@@ -108,9 +108,10 @@ CONVERGENCE_COLUMNS: tuple[str, ...] = (
     "epochs_to_target",
     "time_to_target_speedup",
 )
-ALL_COLUMNS: tuple[str, ...] = (
-    COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS + COMM_COLUMNS + CONVERGENCE_COLUMNS
-)
+# A projected row's band (analysis/projected_compute.py): its step at high and low efficiency.
+BAND_COLUMNS: tuple[str, ...] = ("step_time_low_s", "step_time_high_s")
+ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS
+ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + CONVERGENCE_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -125,14 +126,13 @@ FIGURE_COLUMNS: tuple[str, ...] = (
     "comm_bytes",
     "startup_s",
 )
-_MEASURED_SCALARS = tuple(
-    c for c in FIGURE_COLUMNS if c != "peak_memory_bytes"
-)  # the dict is reduced
+_MEASURED_SCALARS = tuple(c for c in FIGURE_COLUMNS if c != "peak_memory_bytes")  # dict: reduced
 _FLOAT_COLUMNS = (
     *FIGURE_COLUMNS,
     *PIPELINE_COLUMNS,
     *MEMORY_COLUMNS,
     *COMM_COLUMNS,
+    *BAND_COLUMNS,
     "speedup",
     "efficiency",
     "learning_rate",
@@ -153,8 +153,6 @@ _INT_COLUMNS = (
 )
 # Speedups compare runs of one experiment on one backend: JAX rows against JAX's `single`.
 _BASELINE_GROUP = ("experiment_id", "backend")
-_OPTIONAL_INT_COLUMNS = ("micro_batches",)  # blank where the strategy has no such setting
-_BOOL_COLUMNS = ("virtual", "projected", "comm_below_noise")
 # Blank where the strategy has no such setting (or the row predates it).
 _OPTIONAL_INT_COLUMNS = ("micro_batches", "steps_per_execution")
 _BOOL_COLUMNS = ("virtual", "projected", "comm_below_noise", "comm_measured")
@@ -243,7 +241,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row.update(_convergence_cells(result))
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
-    row.update({name: _number(result.extra.get(name)) for name in PIPELINE_COLUMNS})
+    row.update({n: _number(result.extra.get(n)) for n in (*PIPELINE_COLUMNS, *BAND_COLUMNS)})
     row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
     held = [s.get("activation_bytes_held") for s in result.extra.get("stages", [])]
     row["peak_activation_bytes"] = _number(max((h for h in held if h is not None), default=None))
@@ -252,7 +250,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row["compute_time_s"] = step_breakdown(row)[0] if row["comm_measured"] else math.nan
     row["effective_bandwidth_bytes_s"] = effective_bandwidth(row)
     if not result.ok:
-        figures = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, "compute_time_s")
+        figures = (*FIGURE_COLUMNS, *PIPELINE_COLUMNS, *BAND_COLUMNS, "compute_time_s")
         row.update(
             dict.fromkeys((*figures, "effective_bandwidth_bytes_s", "comm_noise_s"), math.nan)
         )

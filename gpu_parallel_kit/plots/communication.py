@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.axes import Axes
 
+from ..analysis.band import band
 from ..analysis.breakdown import step_breakdown
 from ..analysis.flags import flagged
 from ..runs.noise import noise_text
@@ -71,6 +72,7 @@ def _draw_breakdown(ax: Axes, rows: pd.DataFrame) -> None:
             ax.bar(
                 position, bottom[position], fill=False, hatch="..", edgecolor="white", linewidth=0
             )
+    _draw_whiskers(ax, rows, bottom)
     for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
         if bool(row.get("comm_below_noise", False)):
             ax.annotate(
@@ -83,12 +85,38 @@ def _draw_breakdown(ax: Axes, rows: pd.DataFrame) -> None:
                 fontsize=7.5,
                 color="#8a4b1f",
             )
-    if bottom:
-        ax.set_ylim(0, max(bottom) * 1.25 or 1.0)  # room for the notes above the bars
+    tops = [*bottom, *(rows.get("step_time_high_s", pd.Series(dtype=float)).dropna() * 1000)]
+    if tops:
+        ax.set_ylim(0, max(tops) * 1.25 or 1.0)  # room for the notes above the bars
     ax.set_xticks(list(positions), labels, rotation=35, ha="right", fontsize=9)
     ax.set_ylabel("ms per step")
     ax.legend(fontsize=8.5, loc="upper left")
     ax.set_title(title("Where a step goes", rows, "dotted bars"), fontsize=10)
+
+
+def _draw_whiskers(ax: Axes, rows: pd.DataFrame, totals: list[float]) -> None:
+    """A projected step's efficiency band, from the fastest to the slowest GPU step (ms), as a
+    whisker over its stacked bar (the likely step)."""
+    if "step_time_low_s" not in rows.columns:
+        return
+    low, high = (
+        rows["step_time_low_s"].to_numpy() * 1000,
+        rows["step_time_high_s"].to_numpy() * 1000,
+    )
+    drawn = ~(pd.isna(low) | pd.isna(high))
+    if not drawn.any():
+        return
+    at = [t for t, d in zip(totals, drawn, strict=True) if d]
+    ax.errorbar(
+        [p for p, d in zip(range(len(rows)), drawn, strict=True) if d],
+        at,
+        yerr=[(at - low[drawn]).clip(min=0), (high[drawn] - at).clip(min=0)],
+        fmt="none",
+        ecolor="0.2",
+        elinewidth=1.0,
+        capsize=3,
+        label="efficiency band",
+    )
 
 
 def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
@@ -101,10 +129,22 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
         if "comm_below_noise" in multi.columns
         else multi.iloc[0:0]
     )
+    bands = band(with_share)
     for (strategy, projected), group in with_share.groupby(
         [with_share["strategy"], projected_rows(with_share)], sort=False
     ):
         group = group.sort_values("devices")
+        found = bands.loc[group.index]
+        if projected and found["comm_share_low"].notna().any():
+            ax.fill_between(
+                group["devices"],
+                found["comm_share_low"] * 100,
+                found["comm_share_high"] * 100,
+                color=strategy_color(strategy),
+                alpha=0.15,
+                linewidth=0,
+                label=f"{strategy}, efficiency band",
+            )
         ax.plot(
             group["devices"],
             group["comm_share"].clip(lower=0) * 100,
@@ -145,7 +185,8 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
     else:
         ax.set_xticks(sorted(set(shown["devices"])))
         ax.legend(fontsize=8.5, loc="upper left")
-    top = float(with_share["comm_share"].clip(lower=0).max() * 100) if len(with_share) else 0.0
+    shares = pd.concat([with_share["comm_share"], bands["comm_share_high"]])
+    top = float(shares.clip(lower=0).max() * 100) if len(with_share) else 0.0
     ax.set_ylim(0, max(top * 1.3, 10.0))  # a share is 0-100 %; 10 % at least, so noise reads
     ax.set_xlabel("devices")
     ax.set_ylabel("communication share of the step (%)")

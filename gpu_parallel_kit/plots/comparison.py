@@ -23,6 +23,8 @@ row of its own, under the other two.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -30,6 +32,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextToPath
 from matplotlib.ticker import StrMethodFormatter
 
+from ..analysis.band import band
 from ..analysis.flags import flagged
 from .style import (
     BACKEND_TAGS,
@@ -55,6 +58,8 @@ _TICK_POINTS = 9
 _TEXT = TextToPath()  # measures text in points without drawing it
 _PROJECTED_DASHES = ["--", "-.", (0, (6, 2, 1, 2, 1, 2))]  # one per projection in a figure
 _PROJECTED_BAR = {"alpha": 0.4, "hatch": "..", "linestyle": "--", "linewidth": 1.0}
+_BAND_ALPHA = 0.15  # the shaded band under a projected line: seen, and the line over it read
+BAND_NOTE = "efficiency band"  # what a projection's shading and whiskers span, in the legend
 
 
 def wall_time_figure(df: pd.DataFrame) -> Figure:
@@ -105,7 +110,28 @@ def _draw_wall_time(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
 
 
 def _draw_throughput(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
-    _draw_bars(ax, df, "throughput_samples_s", "throughput (samples/s)", "Throughput", width_in)
+    found = band(df)
+    low, high = found["throughput_low"], found["throughput_high"]
+    _draw_bars(
+        ax, df, "throughput_samples_s", "throughput (samples/s)", "Throughput", width_in, high
+    )
+    drawn = (low.notna() & high.notna()).to_numpy()
+    if not drawn.any():
+        return
+    # A projected bar's efficiency band, from the slowest to the fastest GPU step, as a whisker
+    # over the bar (its likely value).
+    values = pd.to_numeric(df["throughput_samples_s"], errors="coerce").to_numpy(dtype=float)
+    ax.errorbar(
+        [p for p, d in zip(bar_positions(df), drawn, strict=True) if d],
+        values[drawn],
+        yerr=[(values - low)[drawn].clip(lower=0), (high - values)[drawn].clip(lower=0)],
+        fmt="none",
+        ecolor="0.25",
+        elinewidth=1.0,
+        capsize=3,
+        label=BAND_NOTE,
+    )
+    ax.set_xlabel(f"whiskers: projected {BAND_NOTE}")
 
 
 def bar_positions(df: pd.DataFrame) -> list[float]:
@@ -123,8 +149,16 @@ def bar_positions(df: pd.DataFrame) -> list[float]:
 
 
 def _draw_bars(
-    ax: Axes, df: pd.DataFrame, column: str, ylabel: str, heading: str, width_in: float
+    ax: Axes,
+    df: pd.DataFrame,
+    column: str,
+    ylabel: str,
+    heading: str,
+    width_in: float,
+    whiskers: pd.Series | None = None,
 ) -> None:
+    """One bar per row; a bar with a whisker (`whiskers`: its top, NaN for none) has its value
+    written above the whisker."""
     ax.set_title(title(heading, df, DOTTED_BARS))
     ax.set_ylabel(ylabel)
     if df.empty:
@@ -136,6 +170,7 @@ def _draw_bars(
     colors = [strategy_color(s) for s in df["strategy"]]
     projected = projected_rows(df).to_numpy()
     texts = [_value_text(v) for v in values]
+    tops = [math.nan] * len(df) if whiskers is None else list(whiskers.to_numpy(dtype=float))
     # Labels are turned only when they are wider than a bar's slot (the axes take the width
     # given less about 0.9 inch of y labels); a projection's tag goes on a second line first.
     slot_points = (width_in - 0.9) * 72 / (max(positions) + 1)
@@ -157,13 +192,16 @@ def _draw_bars(
             else None,
             **style,
         )
-        ax.bar_label(
-            bars,
-            labels=[t for t, keep in zip(texts, chosen, strict=True) if keep],
-            fontsize=_BAR_LABEL_POINTS,
-            padding=2,
-            rotation=90 if upright else 0,
-        )
+        kept = zip(positions, texts, tops, chosen, strict=True)
+        rows = [(x, t, top) for x, t, top, c in kept if c]
+        label = {"fontsize": _BAR_LABEL_POINTS, "rotation": 90 if upright else 0}
+        # A whiskered bar's value goes over its whisker, where it cannot cross the cap.
+        ax.bar_label(bars, [t if math.isnan(top) else "" for _, t, top in rows], padding=2, **label)
+        for x, text, top in rows:
+            if not math.isnan(top):
+                ax.annotate(
+                    text, (x, top), (0, 4), textcoords="offset points", ha="center", **label
+                )
     draw_missing_bars(ax, positions, df["status"], done, values, "no data")
     ax.set_xticks(
         positions,
@@ -204,12 +242,15 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
     several = {key: measured[key].nunique() > 1 for key in ("experiment_id", "scaling")}
     several["micro_batches"] = df.loc[plotted, "micro_batches"].nunique() > 1
     several["backend"] = any(backend_tags(df))
+    bands = band(df)
     for _, group in df[shown].groupby(_series_keys(df), sort=False, dropna=False):
         ordered = group.sort_values("devices")
         strategy = ordered["strategy"].iloc[0]
         weak = ordered["scaling"].iloc[0] == "weak"
         color = strategy_color(strategy)
         projected = bool(projected_rows(ordered).iloc[0])
+        if projected:
+            _draw_band(ax, bands.loc[ordered.index], ordered["devices"], color)
         ax.plot(
             ordered["devices"],
             ordered["speedup"],
@@ -230,6 +271,23 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("devices" + _unplotted_note(df[~plotted]))
     ax.legend(loc="upper left", fontsize=8)
+
+
+def _draw_band(ax: Axes, found: pd.DataFrame, devices: pd.Series, color: str) -> None:
+    """The speedups of the efficiency band's two ends, shaded around a projected line; the
+    legend names the band once."""
+    if found["speedup_low"].isna().all():
+        return
+    named = any(c.get_label() == BAND_NOTE for c in ax.collections)
+    ax.fill_between(
+        devices,
+        found["speedup_low"],
+        found["speedup_high"],
+        color=color,
+        alpha=_BAND_ALPHA,
+        linewidth=0,
+        label="_" if named else BAND_NOTE,
+    )
 
 
 def _on_jax(group: pd.DataFrame) -> bool:

@@ -46,6 +46,7 @@ class DisplayFigure(Figure):
 # How a panel draws projected rows, named in its title: lines are dashed, bars pale and dotted.
 DASHED = "dashed"
 DOTTED_BARS = "pale dotted bars"
+_TITLE_CHARACTERS = 44  # a title line that fits a third of an 11-inch figure at 12 points
 
 
 def title(text: str, df: pd.DataFrame, projected_as: str = DASHED) -> str:
@@ -61,7 +62,9 @@ def title(text: str, df: pd.DataFrame, projected_as: str = DASHED) -> str:
     lines = [text, " ".join(notes)] if notes else [text]
     labels = projection_labels(df)
     if labels:
-        lines.append(f"{projected_as}: projected ({', '.join(labels)}), not measured")
+        line = f"{projected_as}: projected ({', '.join(labels)}), not measured"
+        # Wider than a third of a notebook-wide figure: the words split over two lines.
+        lines.append(line if len(line) <= _TITLE_CHARACTERS else line.replace("), ", "),\n"))
     return "\n".join(lines)
 
 
