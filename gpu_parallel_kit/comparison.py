@@ -158,6 +158,38 @@ class Comparison:
         return compact_html(table) + paragraphs
 
 
+def projection_presets() -> dict[str, tuple[str, ...]]:
+    """The names a projection takes: links, GPUs, precisions and compute sources (for help)."""
+    from .analysis import hardware
+    from .analysis.projected_compute import COMPUTE_MODES
+
+    return {
+        "link": tuple(hardware.INTERCONNECTS),
+        "gpu": tuple(hardware.DEVICES),
+        "precision": hardware.PRECISIONS,
+        "compute": COMPUTE_MODES,
+    }
+
+
+def check_projection(
+    preset: Any, device: Any = None, precision: str | None = None, compute: str | None = None
+) -> None:
+    """A projection's link, GPU, precision and compute source, checked before anything runs:
+    an unknown one is one sentence naming the presets."""
+    from .analysis import hardware
+    from .errors import GpkError
+
+    hardware.interconnect(preset)
+    if device is not None:
+        hardware.device(device)
+    if precision is not None:
+        hardware.check_precision(precision)
+    modes = projection_presets()["compute"]
+    if compute is not None and compute not in modes:
+        known = ", ".join(repr(m) for m in modes)
+        raise GpkError(f"compute={compute!r} is not known; use one of {known}")
+
+
 def _measured_asked(options: dict[str, Any]) -> bool:
     return options.get("compute") == "measured" or any(
         options.get(key) is not None for key in ("compute_scale", "measured_device")

@@ -7,6 +7,8 @@ test runs the real command in a subprocess.
 
 from __future__ import annotations
 
+import json
+import pathlib
 import subprocess
 import sys
 
@@ -34,6 +36,7 @@ def _result(spec, status="ok", step_time_s=0.01):
         step_time_s=step_time_s if status == "ok" else None,
         throughput_samples_s=spec.global_batch / step_time_s if status == "ok" else None,
         created_at="2025-01-01T00:00:00+00:00",
+        extra={"parameter_bytes": 433_704},  # the built-in MLP's, for projections
     )
 
 
@@ -116,6 +119,11 @@ BAD_INPUTS = [
     (["compare", "--devices", "1", "0"], "devices=0"),
     (["compare", "--strategies", "single", "zero"], "zero"),
     (["history", "--limit", "0"], "--limit"),
+    # A projection's presets are checked before any run: one sentence naming them.
+    (["compare", "--project", "nvlink9"], "'nvlink4', 'nvlink3', 'pcie5'"),
+    (["compare", "--project", "pcie4", "--gpu", "b200"], "'a100', 'h100', 'h200'"),
+    (["compare", "--project", "pcie4", "--precision", "int8"], "'fp32', 'tf32', 'bf16'"),
+    (["compare", "--project", "pcie4", "--compute", "guessed"], "'counted', 'measured'"),
     (["run", "--strategy", "multiworker", "--devices", "2"], "per worker needs GPUs"),
     (["run", "--strategy", "multiworker", "--cluster", "missing.json"], "missing.json"),
     (["worker", "--cluster", "missing.json", "--index", "0"], "missing.json"),
@@ -174,6 +182,42 @@ def test_compare_writes_a_report_only_with_out(tmp_path, capsys, fake_runs):
     out = capsys.readouterr().out
     assert str(out_dir / "table.csv") in out
     assert (out_dir / "speedup.png").stat().st_size > 0
+
+
+COUNT = pathlib.Path(__file__).parent / "analysis" / "data" / "mlp_jax_count.json"
+
+
+def test_compare_projects_onto_the_asked_gpu_precision_and_batch(capsys, fake_runs, monkeypatch):
+    counted = json.loads(COUNT.read_text())
+    asked = []
+    monkeypatch.setattr(
+        "gpu_parallel_kit.api.count_in_child", lambda spec, batches: asked.append(1) or counted
+    )
+    argv = ["compare", "--devices", "1", "2", "--no-progress", "--project", "pcie4"]
+    argv += ["--project-devices", "4", "8", "--gpu", "a100", "--precision", "tf32"]
+    assert main([*argv, "--project-batch", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert asked == [1]  # counted once, in place of the child
+    projected = [line for line in out.splitlines() if "projected on pcie4+a100" in line]
+    assert [line.split()[:3] for line in projected] == [
+        ["single", "1", "no"],
+        ["data", "4", "no"],
+        ["data", "8", "no"],
+    ]
+    assert all(line.split()[3] == "4096" for line in projected)
+
+
+def test_compare_projects_measured_compute_when_asked(capsys, fake_runs, monkeypatch):
+    monkeypatch.setattr("gpu_parallel_kit.api.count_in_child", _never)
+    argv = ["compare", "--devices", "1", "2", "--no-progress", "--project", "nvlink3"]
+    assert main([*argv, "--project-devices", "2", "--compute", "measured"]) == 0
+    out = capsys.readouterr().out
+    # Measured compute names no GPU: the label is the link alone.
+    assert "projected on nvlink3, comp" in out and "nvlink3+" not in out
+
+
+def _never(spec, batches):
+    raise AssertionError("measured compute counts nothing")
 
 
 def test_compare_with_a_failed_run_exits_1(capsys, fake_runs):

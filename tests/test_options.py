@@ -113,3 +113,55 @@ def test_a_bad_value_names_its_option_in_both_front_ends(command):
     for parser in (_cli(command), getattr(magics, command).parser):
         with pytest.raises(Exception, match="epochs=0 is not a positive whole number"):
             parser.parse_args(["--epochs", "0"])
+
+
+PROJECTED_LINE = ["--project", "pcie4", "--project-devices", "2", "8", "--gpu", "a100"]
+PROJECTED_LINE += ["--precision", "fp16", "--project-batch", "2048", "--compute", "counted"]
+
+
+def test_the_projection_options_reach_both_front_ends_and_the_panel_as_one_request():
+    cli = request_from(_cli("compare").parse_args(PROJECTED_LINE), model="mlp", data=None)
+    magic = request_from(magics.compare.parser.parse_args(PROJECTED_LINE), model="mlp", data=None)
+    panel = request_from(magics.panel.parser.parse_args(PROJECTED_LINE), model="mlp", data=None)
+    assert cli == magic == panel
+    assert cli._projection() == {
+        "preset": "pcie4",
+        "devices": [2, 8],
+        "device": "a100",
+        "precision": "fp16",
+        "global_batch": 2048,
+        "compute": "counted",
+    }
+    # Unset, each is the projection's own default; without --project there is none.
+    bare = request_from(_cli("compare").parse_args(["--project", "nvlink4"]), "mlp", None)
+    assert bare._projection() == {"preset": "nvlink4"}
+    assert request_from(_cli("run").parse_args([]), "mlp", None)._projection() is None
+
+
+def test_the_projection_keywords_are_comparison_projects_own():
+    from gpu_parallel_kit.analysis.projection import project_results
+    from gpu_parallel_kit.comparison import Comparison
+    from gpu_parallel_kit.options.projection import PROJECTION, PROJECTION_ARGUMENTS
+
+    assert [o.name for o in PROJECTION] == list(PROJECTION_ARGUMENTS)
+    taken = {
+        *inspect.signature(Comparison.project).parameters,
+        *inspect.signature(project_results).parameters,
+    }
+    assert set(PROJECTION_ARGUMENTS.values()) <= taken
+
+
+@pytest.mark.parametrize(
+    ("asked", "named"),
+    [
+        ({"project": "nvlink9"}, "'nvlink4', 'nvlink3', 'pcie5', 'pcie4', 'pcie3'"),
+        ({"project": "nvlink4", "gpu": "b200"}, "'a100', 'h100', 'h200'"),
+        ({"project": "nvlink4", "precision": "int4"}, "'fp32', 'tf32', 'bf16', 'fp16'"),
+    ],
+)
+def test_an_unknown_preset_is_one_sentence_naming_the_presets_before_any_run(asked, named):
+    from gpu_parallel_kit.errors import GpkError
+
+    with pytest.raises(GpkError, match=named) as caught:
+        Request(model="mlp", **asked).experiment(progress=False)
+    assert str(caught.value).count(". ") == 0

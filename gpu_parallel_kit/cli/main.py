@@ -193,7 +193,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _warm_for(args)
     request = _request(args)
     experiment = _experiment(request, args.progress)
-    return _compare(experiment, args.strategies, args.devices, request.plan(), args.out)
+    plan = request.plan()
+    return _compare(experiment, args.strategies, args.devices, plan, args.out, request.projected)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -235,7 +236,7 @@ def _compare(
     extend: Callable[[Comparison], Comparison] | None = None,
 ) -> int:
     """Run the grid, print the table, write the report; Ctrl-C keeps and prints what finished.
-    `extend` adds rows to the finished comparison (the demo's projection)."""
+    `extend` adds rows to the finished comparison (a projection)."""
     try:
         comparison = experiment.compare(strategies, devices, **plan)
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..options.argtypes import fraction
+from ..options.projection import PROJECTION
 from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, Option
 from ..runs.synthetic import SYNTHETIC_SETS
 
@@ -69,9 +70,10 @@ def build_parser(
         "finished, 1 when one failed.",
         parents=[training],
         epilog="Example: gpk compare --model mymodels:build --data train.npz --devices 1 2 "
-        "--out report",
+        "--out report --project nvlink4 --gpu h100",
     )
     _add_options(compare, COMPARE)
+    _add_options(compare.add_argument_group("projection onto GPUs"), PROJECTION)
     demo = _add(
         commands,
         "demo",

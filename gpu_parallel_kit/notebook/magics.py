@@ -28,6 +28,7 @@ from .options import (
     compare_options,
     help_option,
     history_options,
+    projection_options,
     request_from,
     run_options,
     training,
@@ -84,6 +85,7 @@ def run(shell: Any, args: argparse.Namespace) -> Any:
 @help_option
 @training
 @compare_options
+@projection_options
 def compare(shell: Any, args: argparse.Namespace) -> Any:
     """Run every strategy on every device count (returns the Comparison).
 
@@ -94,6 +96,8 @@ def compare(shell: Any, args: argparse.Namespace) -> Any:
     request = request_from(args, shell.user_ns)
     experiment = _experiment(request, progress=args.progress)
     comparison = experiment.compare(args.strategies, args.devices, **request.plan())
+    if not any(r.status == "cancelled" for r in comparison.results):
+        comparison = request.projected(comparison)
     shown = ShownComparison(comparison.results)
     shown.show()
     if args.out:
@@ -105,6 +109,7 @@ def compare(shell: Any, args: argparse.Namespace) -> Any:
 @magic_arguments("gpk panel")
 @help_option
 @training
+@projection_options
 def panel(shell: Any, args: argparse.Namespace) -> Any:
     """Open a panel to pick devices and strategies, then run or compare (returns the Panel).
 
@@ -115,6 +120,7 @@ def panel(shell: Any, args: argparse.Namespace) -> Any:
 
     request = request_from(args, shell.user_ns)
     _checked_model(request)
+    request.check_projection()
     shown = Panel(request, title=_title(args))
     shown.show()
     return shown

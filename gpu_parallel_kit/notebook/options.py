@@ -14,6 +14,7 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument
 
+from ..options.projection import PROJECTION
 from ..options.request import Request
 from ..options.request import request_from as request_with
 from ..options.table import COMPARE, HISTORY, RUN, TRAINING, Option
@@ -77,6 +78,11 @@ def run_options(func: Callable) -> Callable:
 def compare_options(func: Callable) -> Callable:
     """Decorator: `compare`'s strategies, device counts, report folder and progress options."""
     return _apply(func, _decorators(COMPARE))
+
+
+def projection_options(func: Callable) -> Callable:
+    """Decorator: the projection onto GPUs after a comparison (compare and panel)."""
+    return _apply(func, _decorators(PROJECTION))
 
 
 def history_options(func: Callable) -> Callable:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api import Experiment
-from ..comparison import Comparison
+from ..comparison import Comparison, check_projection
+from .projection import PROJECTION_ARGUMENTS, projection_values
 from .table import MIB, TRAINING, api_arguments, api_default, training_values
 
 __all__ = ["MIB", "Request", "request_from"]
@@ -65,6 +66,13 @@ class Request:
     tune: str = api_default("tune")  # auto | off
     steps_per_execution: int | None = api_default("steps_per_execution")  # None: tune's choice
     measure_comm: bool = api_default("measure_comm")
+    # The projection after a comparison (options.projection); None: the projection's default.
+    project: str | None = None  # the link's preset, e.g. nvlink4; None: no projection
+    project_devices: Sequence[int] | None = None  # counts to project onto
+    gpu: str | None = None  # the GPU preset; None: the link's usual GPU
+    precision: str | None = None  # fp32 | tf32 | bf16 | fp16
+    project_batch: int | None = None  # the global batch to project at
+    compute: str | None = None  # counted | measured
 
     def __repr__(self) -> str:
         # Short: the default repr would print the data arrays themselves.
@@ -79,7 +87,9 @@ class Request:
         )
 
     def experiment(self, progress: Progress = True) -> Experiment:
-        """The API's Experiment; its constructor checks every training setting."""
+        """The API's Experiment; its constructor checks every training setting, and the
+        projection's presets are checked here, before anything runs."""
+        self.check_projection()
         settings, _ = api_arguments(self._training())
         return Experiment(
             model=self.model,
@@ -93,6 +103,28 @@ class Request:
         """Keyword arguments of `Experiment.run`/`compare` (the others ignore model-only ones)."""
         return api_arguments(self._training())[1]
 
+    def check_projection(self) -> None:
+        """An unknown link, GPU, precision or compute source: one sentence naming the presets."""
+        asked = self._projection()
+        if asked is not None:
+            check_projection(
+                asked["preset"], asked.get("device"), asked.get("precision"), asked.get("compute")
+            )
+
+    def projected(self, comparison: Comparison) -> Comparison:
+        """The comparison with the asked projection's rows added; as it is without `project`."""
+        asked = self._projection()
+        if asked is None or not comparison.results:
+            return comparison
+        return comparison.project(**asked)
+
+    def _projection(self) -> dict[str, Any] | None:
+        """`Comparison.project`'s keyword arguments, the unset ones left to its defaults."""
+        if self.project is None:
+            return None
+        given = {key: getattr(self, name) for name, key in PROJECTION_ARGUMENTS.items()}
+        return {key: value for key, value in given.items() if value is not None}
+
     def _training(self) -> dict[str, Any]:
         return {option.name: getattr(self, option.name) for option in TRAINING}
 
@@ -105,13 +137,23 @@ class Request:
     ) -> Comparison:
         """Every strategy on every device choice; see `Experiment.compare`."""
         experiment = self.experiment(progress)
-        return experiment.compare(list(strategies), list(devices), cancel=cancel, **self.plan())
+        comparison = experiment.compare(
+            list(strategies), list(devices), cancel=cancel, **self.plan()
+        )
+        cancelled = any(r.status == "cancelled" for r in comparison.results)
+        return comparison if cancelled else self.projected(comparison)
 
 
 def request_from(parsed: Any, model: Any, data: Any, validation: Any = None) -> Request:
     """The Request a parsed command line (`gpk` or `%gpk`) describes, with the model, data and
     validation each front end resolves in its own way."""
-    return Request(model=model, data=data, validation=validation, **training_values(parsed))
+    return Request(
+        model=model,
+        data=data,
+        validation=validation,
+        **training_values(parsed),
+        **projection_values(parsed),
+    )
 
 
 def _describe(value: Any) -> str:
