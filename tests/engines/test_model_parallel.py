@@ -49,7 +49,7 @@ def test_pipeline_matches_single_device(
 ):
     path = tmp_path / "model.npz"
     result = experiment.run(
-        strategy="model",
+        strategy="pipeline",
         devices=stages,
         schedule=schedule,
         micro_batches=micro_batches,
@@ -68,7 +68,7 @@ def test_pipeline_matches_single_device(
 
 
 def test_timeline_bubble_and_bytes_are_reported(experiment):
-    result = experiment.run(strategy="model", devices=4, schedule="gpipe", micro_batches=4)
+    result = experiment.run(strategy="pipeline", devices=4, schedule="gpipe", micro_batches=4)
     assert result.ok, result.reason
     timeline = result.timeline
     first_step = timeline[timeline["step"] == 0]
@@ -108,7 +108,7 @@ def test_timeline_bubble_and_bytes_are_reported(experiment):
 def test_1f1b_holds_fewer_micro_batches_than_gpipe(experiment):
     live = {}
     for schedule in ("gpipe", "1f1b"):
-        result = experiment.run(strategy="model", devices=4, schedule=schedule, micro_batches=4)
+        result = experiment.run(strategy="pipeline", devices=4, schedule=schedule, micro_batches=4)
         assert result.ok, result.reason
         live[schedule] = [s["peak_live_micro_batches"] for s in result.extra["stages"]]
     assert live == {"gpipe": [4, 4, 4, 4], "1f1b": [4, 3, 2, 1]}
@@ -134,7 +134,7 @@ def test_batch_norm_uses_micro_batch_statistics(tmp_path, schedule, recompute):
     # Three layers: interleaved runs them as three stages on one device.
     placement = {"devices": 1, "virtual_stages": 3} if schedule == "interleaved" else {"devices": 2}
     result = exp.run(
-        strategy="model",
+        strategy="pipeline",
         **placement,
         schedule=schedule,
         micro_batches=4,
@@ -157,10 +157,10 @@ def test_a_model_with_a_skip_connection_is_cut_with_its_skip(tmp_path):
     assert exp.run(strategy="single", save_weights=str(single)).ok
     # Balanced by parameters, the cut falls after the Add, where one tensor crosses; named,
     # the second stage begins at the Add and receives both of its inputs.
-    balanced = exp.run(strategy="model", devices=2)
+    balanced = exp.run(strategy="pipeline", devices=2)
     assert balanced.ok, balanced.reason
     assert [t["tensor"] for t in balanced.extra["stages"][1]["receives"]] == ["add"]
-    result = exp.run(strategy="model", devices=2, balance=["add"], save_weights=str(split))
+    result = exp.run(strategy="pipeline", devices=2, balance=["add"], save_weights=str(split))
     assert result.ok, result.reason
     assert largest_difference(saved_weights(split), saved_weights(single)) <= 1e-5
     first, second = result.extra["stages"]
@@ -173,7 +173,7 @@ def test_a_model_with_a_skip_connection_is_cut_with_its_skip(tmp_path):
 
 def test_fewer_layers_than_stages():
     exp = small_experiment(builders.small_mlp, steps_per_epoch=2)
-    result = exp.run(strategy="model", devices=4)
+    result = exp.run(strategy="pipeline", devices=4)
     assert result.status == "failed"
     assert "2 layers, fewer than 4 stages" in result.reason
 
@@ -187,13 +187,13 @@ def test_a_model_over_the_per_device_budget_fits_once_split():
     assert split.status == "ok", split.reason
     table = cmp.table.set_index("strategy")
     assert table.loc["single", "state_bytes"] != table.loc["single", "state_bytes"]  # NaN: failed
-    assert table.loc["model", "state_bytes"] <= 2**20
+    assert table.loc["pipeline", "state_bytes"] <= 2**20
     assert sum(split.extra["state_bytes"].values()) > 2**20  # the whole would not have fit
 
 
 def test_a_shared_layer_is_one_sentence_naming_it():
     result = small_experiment(builders.shared_layer_model, steps_per_epoch=2).run(
-        strategy="model", devices=2
+        strategy="pipeline", devices=2
     )
     assert result.status == "failed"
     assert "'twice'" in result.reason and "shared layer" in result.reason
@@ -203,7 +203,7 @@ def test_a_nested_model_stays_whole_in_one_stage(tmp_path):
     exp = small_experiment(builders.nested_model, steps_per_epoch=2)
     single, split = tmp_path / "single.npz", tmp_path / "model.npz"
     assert exp.run(strategy="single", save_weights=str(single)).ok
-    result = exp.run(strategy="model", devices=4, save_weights=str(split))
+    result = exp.run(strategy="pipeline", devices=4, save_weights=str(split))
     assert result.ok, result.reason
     assert largest_difference(saved_weights(split), saved_weights(single)) <= 1e-5
     layers = [name for stage in result.extra["stages"] for name in stage["layers"]]
@@ -217,7 +217,7 @@ def test_a_nested_model_stays_whole_in_one_stage(tmp_path):
 def test_recompute_draws_the_dropout_masks_its_forward_drew(
     tmp_path, schedule, stages, micro_batches
 ):
-    plan = dict(strategy="model", devices=stages, schedule=schedule, micro_batches=micro_batches)
+    plan = dict(strategy="pipeline", devices=stages, schedule=schedule, micro_batches=micro_batches)
     weights = {}
     for name, build, recompute in (
         ("eager", builders.dropout_chain, False),
@@ -240,7 +240,7 @@ def test_recompute_and_eager_tasks_train_the_same_weights(experiment, tmp_path):
     for recompute in (False, True):
         path = tmp_path / f"{recompute}.npz"
         result = experiment.run(
-            strategy="model",
+            strategy="pipeline",
             devices=4,
             schedule="1f1b",
             micro_batches=4,

@@ -38,7 +38,7 @@ def test_the_cut_graph_trains_like_one_device(case, stages, tmp_path):
     path = tmp_path / "model.npz"
     # Eager stage tasks against an eager single device: the same arithmetic (builders._compiled).
     result = experiment.run(
-        strategy="model", devices=stages, recompute=False, save_weights=str(path)
+        strategy="pipeline", devices=stages, recompute=False, save_weights=str(path)
     )
     assert result.ok, f"{name} on {stages} stages: {result.reason}"
     assert largest_difference(saved_weights(path), reference) <= 1e-5

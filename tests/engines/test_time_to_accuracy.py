@@ -68,7 +68,7 @@ def test_evaluations_carry_their_epoch_and_training_time_and_stay_out_of_the_ste
 def test_model_parallel_evaluates_through_its_stages(strong):
     experiment, comparison = strong
     single = comparison.results[0]
-    run = experiment.run(strategy="model", devices=2, micro_batches=2)
+    run = experiment.run(strategy="pipeline", devices=2, micro_batches=2)
     assert run.ok, run.reason
     assert run.history["val_loss"] == pytest.approx(single.history["val_loss"], abs=1e-4)
     assert run.history["val_accuracy"] == pytest.approx(single.history["val_accuracy"], abs=1e-4)
