@@ -228,7 +228,7 @@ class _Experiment:
         return [
             self.row(p, key, note, mesh=mesh)
             for p, key, note, mesh in tensor_predictions(
-                self.workload, self.runs, self.plan.counts, self.plan.link, self._batch
+                self.workload_at, self.runs, self.plan.counts, self.plan.link, self.batch
             )
         ]
 

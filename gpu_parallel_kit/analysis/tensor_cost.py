@@ -13,6 +13,11 @@ path, then each device's gradient shards (S/M of the sharded bytes) are summed o
 The activation collectives come from a measured tensor-parallel run of the same experiment (its
 layout's `collectives`, elements per sample): the cost model has no graph of its own to derive
 them from.
+
+With counted compute (`projected_compute.py`) a device's step is the counted work of its share
+on the GPU's roofline: it computes the work of G/D · (σ/M + 1 - σ) samples in one step, and
+launches every kernel of the step however thin its shards are, so the launch floor is not
+divided by M.
 """
 
 from __future__ import annotations
@@ -70,14 +75,15 @@ def tensor_parallel(
 
 
 def tensor_predictions(
-    workload: Workload,
+    workload_at: Callable[[float], Workload],
     runs: Sequence[RunResult],
     counts: Sequence[int],
     link: Interconnect,
     batch_of: Callable[[int], int],
 ) -> list[tuple[Prediction, str, str, str]]:
     """(prediction, key, note, mesh) per count above one, from the experiment's first finished
-    tensor-parallel run; none without such a run."""
+    tensor-parallel run; none without such a run. `workload_at(samples)` is one device's
+    workload when it computes that many samples' work in one step."""
     measured = next((r for r in runs if r.ok and r.extra.get("collectives")), None)
     if measured is None:
         return []
@@ -92,11 +98,12 @@ def tensor_predictions(
     )
     predictions = []
     for n in (n for n in counts if n > 1):
+        batch = batch_of(n)
         p = tensor_parallel(
-            workload,
+            workload_at(batch * (sharded / n + 1.0 - sharded)),  # one device's share of the work
             n,
             link,
-            global_batch=batch_of(n),
+            global_batch=batch,
             collective_bytes_per_sample=per_sample,
             sharded_share=sharded,
         )

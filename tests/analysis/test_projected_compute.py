@@ -113,3 +113,51 @@ def test_bad_precision_and_compute_are_one_sentence():
         project_results([single()], "nvlink4", [1], precision="int4", work={"e1": MLP})
     with pytest.raises(GpkError, match="'counted' or 'measured'"):
         project_results([single()], "nvlink4", [1], compute="guessed", work={"e1": MLP})
+
+
+def tensor_run(devices=4, batch=512, experiment="e1") -> RunResult:
+    """A measured JAX tensor-parallel run: two Dense kernels sharded over the model axis (3/4 of
+    the parameters), one bias replicated, and one activation all-reduce of 256 floats a sample."""
+    layout = [
+        {"shape": [256, 512], "axes": [None, "model"]},
+        {"shape": [512, 128], "axes": ["model", None]},
+        {"shape": [65_536], "axes": [None]},
+    ]
+    return RunResult(
+        run_id=f"{experiment}-tensor-{devices}",
+        experiment_id=experiment,
+        strategy="tensor",
+        devices=devices,
+        virtual=True,
+        status="ok",
+        global_batch=batch,
+        step_time_s=0.004,
+        throughput_samples_s=batch / 0.004,
+        extra={"layout": layout, "collectives": [{"elements_per_sample": 256}]},
+    )
+
+
+def test_tensor_rows_compute_their_device_share_of_the_counted_step():
+    from gpu_parallel_kit.analysis import hardware
+    from gpu_parallel_kit.analysis.roofline import DEFAULT_EFFICIENCY, step_compute
+
+    base = single(step=5.0, batch=256, params=25_583_592 * 4)
+    runs = [base, tensor_run(4, batch=256)]
+    rows = project_results(runs, "nvlink4", [1, 4], device="a100", work={"e1": RESNET})
+    (tensor,) = [r for r in rows if r.strategy == "tensor"]
+    assert tensor.extra["compute_source"].startswith("counted")
+    share = 256 * (0.75 / 4 + 0.25)  # samples' worth of work on one device
+    a100 = hardware.device("a100")
+    expected = step_compute(RESNET, a100, "bf16", share, DEFAULT_EFFICIENCY.likely).seconds
+    assert tensor.extra["compute_s"] == pytest.approx(expected)
+    # Its band comes with it, and the measured CPU's 5 s step is nowhere.
+    assert tensor.extra["step_time_low_s"] < tensor.step_time_s < tensor.extra["step_time_high_s"]
+    assert tensor.step_time_s < 1.0
+
+
+def test_a_launch_bound_tensor_step_keeps_every_launch_on_each_device():
+    from gpu_parallel_kit.analysis.roofline import LAUNCH_S
+
+    rows = project_results([single(), tensor_run(8)], "nvlink4", [8], work={"e1": MLP})
+    (tensor,) = [r for r in rows if r.strategy == "tensor"]
+    assert tensor.extra["compute_s"] >= MLP.kernels * LAUNCH_S  # thin shards, the same launches
