@@ -9,7 +9,7 @@ from .comparison import Comparison
 from .errors import GpkError
 from .runs.devices import list_devices
 from .runs.results import RunResult
-from .store import history
+from .store import RunLog, WorkCounts, history
 from .version import __version__
 
 __all__ = [
@@ -19,8 +19,18 @@ __all__ = [
     "GpkError",
     "RunResult",
     "history",
+    "history_comparison",
     "list_devices",
 ]
+
+
+def history_comparison(path: str | None = None) -> Comparison:
+    """Every run in the run log (the rows `history()` shows) as a `Comparison`: its table,
+    figures and projections. A projection reuses each experiment's step as the log counted it
+    (`Comparison.project` from its Experiment counts it once); an experiment never counted is
+    projected with measured compute, and its rows say so."""
+    log = RunLog(path)
+    return Comparison(log.results(), counter=WorkCounts(log).stored)
 
 
 def load_ipython_extension(ipython) -> None:

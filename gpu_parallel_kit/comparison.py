@@ -29,8 +29,9 @@ class Comparison:
         counter: Callable[[str], dict[str, Any] | str] | None = None,
     ) -> None:
         self.results = list(results)
-        # Counts an experiment's training step for projections (`Experiment.counted_step`);
-        # None for a comparison rebuilt from rows, whose projections use measured compute.
+        # An experiment id -> its counted training step, for projections: the Experiment's
+        # `counted_step`, or the run log's stored counts (`gpk.history_comparison()`); None for
+        # rows handed in alone, whose projections use measured compute.
         self.counter = counter
 
     @property
@@ -135,7 +136,10 @@ class Comparison:
             if result.projected or not result.ok or eid in found:
                 continue
             if self.counter is None:
-                found[eid] = "no experiment to count the step from (rows rebuilt from a log)"
+                found[eid] = (
+                    "no experiment to count the step from (rows handed in alone; "
+                    "gpk.history_comparison() reads the run log's counts)"
+                )
                 continue
             counted = self.counter(eid)
             found[eid] = from_counts(counted) if isinstance(counted, dict) else counted

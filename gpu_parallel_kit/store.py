@@ -13,11 +13,13 @@ The log lives in the current working directory (`gpk_runs.sqlite`) unless the en
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import warnings
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -162,6 +164,17 @@ class WorkCounts:
     def by_experiment(self, experiment_id: str) -> str | None:
         query = "SELECT count_json FROM work_counts WHERE experiment_id = ?"
         return self._one(query, experiment_id)
+
+    def stored(self, experiment_id: str) -> dict[str, Any] | str:
+        """The count an experiment's projection used, read back (a `Comparison`'s counter for
+        rows rebuilt from the log); one sentence when the log holds none."""
+        found = self.by_experiment(experiment_id)
+        if found is None:
+            return (
+                f"experiment {experiment_id} has no counted step in {self.path.name}; project "
+                "it from its Experiment once to count it"
+            )
+        return json.loads(found)
 
     def save(self, key: str, experiment_id: str, count_json: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

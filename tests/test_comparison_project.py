@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.runs.results import RunResult
 
@@ -36,3 +38,33 @@ def test_projection_rows_are_labelled_and_have_their_own_baseline():
     four = projected[(projected["strategy"] == "data") & (projected["devices"] == 4)]
     assert 3.0 < four["speedup"].iloc[0] <= 4.0
     assert len(measured.results) == 2  # the measured comparison is left as it was
+
+
+COUNT = pathlib.Path(__file__).parent / "analysis" / "data" / "mlp_jax_count.json"
+
+
+def test_a_comparison_rebuilt_from_the_log_projects_with_the_step_the_log_counted(tmp_path):
+    from gpu_parallel_kit.store import RunLog, WorkCounts
+
+    log = RunLog(tmp_path / "runs.sqlite")
+    for row in (_measured("single", 1, 0.0051), _measured("data", 2, 0.004)):
+        log.append(row)
+    WorkCounts(log).save("mlp-key", "e1", COUNT.read_text())  # as a projection counted it
+    rebuilt = gpk.history_comparison(log.path)
+    assert [r.run_id for r in rebuilt.results] == ["single1", "data2"]
+    rows = [r for r in rebuilt.project("nvlink4", devices=[1, 8]).results if r.projected]
+    assert {r.extra["compute_source"] for r in rows} == {"counted: xla cost analysis (jax)"}
+    assert all(r.extra["gpu"] == "h100" for r in rows)
+
+
+def test_an_experiment_the_log_never_counted_falls_back_to_measured_compute_and_says_why(
+    tmp_path,
+):
+    from gpu_parallel_kit.store import RunLog
+
+    log = RunLog(tmp_path / "runs.sqlite")
+    log.append(_measured("single", 1, 0.0051))
+    rows = [r for r in gpk.history_comparison(log.path).project("pcie4", [2]).results]
+    projected = [r for r in rows if r.projected]
+    assert {r.extra["compute_source"] for r in projected} == {"measured"}
+    assert any("no counted step in runs.sqlite" in a for a in projected[0].extra["assumptions"])
