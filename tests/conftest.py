@@ -70,6 +70,21 @@ def isolated_workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def no_counting_child(request, monkeypatch):
+    """A fast test starts no counting child (a JAX process, seconds): one that projects a
+    Comparison from `Experiment.compare` stubs `api.count_in_child` itself (tests/test_demo.py)."""
+    if request.node.get_closest_marker("slow") is None:
+        monkeypatch.setattr("gpu_parallel_kit.api.count_in_child", _no_counting)
+
+
+def _no_counting(spec: Any, batches: Any) -> Any:
+    raise AssertionError(
+        f"a fast test started the counting child for {spec.model.name}; stub "
+        "gpu_parallel_kit.api.count_in_child with a stored count (tests/analysis/data)"
+    )
+
+
 class FakeMachine:
     """One CPU as the kit's discovery seam reports it, and `run_isolated` stubbed.
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
+
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.runs.results import RunResult
 
@@ -68,3 +70,9 @@ def test_an_experiment_the_log_never_counted_falls_back_to_measured_compute_and_
     projected = [r for r in rows if r.projected]
     assert {r.extra["compute_source"] for r in projected} == {"measured"}
     assert any("no counted step in runs.sqlite" in a for a in projected[0].extra["assumptions"])
+
+
+def test_a_fast_test_that_projects_a_compared_experiment_starts_no_counting_child(fake_machine):
+    comparison = gpk.Experiment("mlp", steps_per_epoch=2, progress=False).compare(["single"], [1])
+    with pytest.raises(AssertionError, match="a fast test started the counting child for mlp"):
+        comparison.project("nvlink4", [1, 8])
