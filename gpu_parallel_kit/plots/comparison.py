@@ -211,7 +211,7 @@ def _draw_bars(
         rotation_mode="anchor",
         fontsize=_TICK_POINTS,
     )
-    ax.margins(y=0.3 if upright else 0.12)  # an upright label is ~45 points of a number
+    ax.margins(y=0.4 if upright else 0.12)  # an upright "1,939,394" is ~45 points tall
     if values[done].size and values[done].max() >= 10_000:
         ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
 
