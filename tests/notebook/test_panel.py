@@ -178,8 +178,8 @@ def test_compare_fills_every_tab_in_the_background(shell):
         ("single", 1),
         ("data", 1),
         ("data", 2),
-        ("model", 1),
-        ("model", 2),
+        ("pipeline", 1),
+        ("pipeline", 2),
     ]
     assert set(table["status"]) == {"ok"}
     rows = panel.runs.children
