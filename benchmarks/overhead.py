@@ -93,7 +93,7 @@ class _EventClock:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    gpk_api.RunProgress = _EventClock  # this process only; the kit's files are not touched
+    gpk_api.run_progress = _EventClock  # this process only; the kit's files are not touched
     with tempfile.TemporaryDirectory(prefix="gpk_bench_") as folder:
         bench = Bench(args, pathlib.Path(folder))
         report = bench.run()

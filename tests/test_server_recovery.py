@@ -44,3 +44,17 @@ def test_a_killed_jax_server_is_started_again_at_the_next_run():
     first._process.join(5)
     assert exp.run("single").ok
     assert served.jax_server() is not first
+
+
+def test_a_jax_server_warmed_from_a_thread_outlives_the_thread(monkeypatch):
+    """Linux's parent-death signal follows the thread that started a process: a server tied to
+    it would die with the warming thread, and the first run would start it all over again."""
+    served.stop_jax_server()
+    monkeypatch.setenv("GPK_WARM", "1")
+    monkeypatch.setattr(warm, "_warming", {})
+    thread = warm.warm("jax")
+    assert thread is not None
+    thread.join(120)
+    warmed = served.jax_server()
+    assert _experiment(backend="jax").run("single").ok
+    assert served.jax_server() is warmed and warmed.alive

@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .results import RunResult
 
 START_METHODS = ("forkserver", "spawn")
+RETRY_PAUSE_S = 0.5  # before a child is started again on a server that just died
 
 _PR_SET_PDEATHSIG = 1  # prctl option: the signal a process gets when its parent dies
 _context_lock = threading.Lock()
@@ -74,12 +76,16 @@ def start_child(
         try:
             return _start_child(entry, args, name, backend)
         except (EOFError, ConnectionError, ServerGone) as error:
-            if attempt == 2:
-                raise WorkerNotStarted(
-                    f"the {backend} worker process could not be started, twice, because its "
-                    f"server ended while starting it ({_said(error)}); the machine may be out "
-                    "of memory: close other notebooks or use smaller data"
-                ) from None
+            if attempt == 1:
+                # A server killed a moment ago may not be reaped yet: multiprocessing would still
+                # take it for alive (and be refused) rather than start a fresh one.
+                time.sleep(RETRY_PAUSE_S)
+                continue
+            raise WorkerNotStarted(
+                f"the {backend} worker process could not be started, twice, because its "
+                f"server ended while starting it ({_said(error)}); the machine may be out "
+                "of memory: close other notebooks or use smaller data"
+            ) from None
     raise AssertionError("unreachable")
 
 

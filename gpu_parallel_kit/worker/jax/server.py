@@ -25,8 +25,13 @@ _POLL_S = 0.02
 
 
 def serve(control: Any) -> None:
-    """Answer the caller's requests until it goes away: start a run, or wait for one to end."""
-    die_with_parent()
+    """Answer the caller's requests until it goes away: start a run, or wait for one to end.
+
+    The server ends when its control pipe closes, which the kernel does when the caller dies,
+    however it dies. It does not ask for a parent-death signal: Linux sends that when the
+    *thread* that started the server ends, and the server is often started from a short-lived
+    thread (warming ahead, a panel's comparison), which would take it down after one run.
+    """
     importlib.import_module(PRELOAD)
     exit_codes: dict[int, int] = {}
     while True:
