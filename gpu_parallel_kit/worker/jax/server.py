@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import time
 from typing import Any
 
@@ -31,7 +32,10 @@ def serve(control: Any) -> None:
     however it dies. It does not ask for a parent-death signal: Linux sends that when the
     *thread* that started the server ends, and the server is often started from a short-lived
     thread (warming ahead, a panel's comparison), which would take it down after one run.
+    Ctrl-C is the kernel's, not the server's: a notebook's shutdown that signals the whole
+    process group would otherwise print the server's KeyboardInterrupt in JupyterLab's terminal.
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     importlib.import_module(PRELOAD)
     exit_codes: dict[int, int] = {}
     while True:
@@ -54,6 +58,7 @@ def _start(control: Any, entry: str, args: tuple[Any, ...], sender: Any) -> int:
     if pid == 0:  # the run: never returns into the server's loop
         code = 1
         try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a run stays interruptible
             control.close()
             die_with_parent()
             entry_point(entry)(*args, sender)
