@@ -27,7 +27,9 @@ START_FORMAT = "{desc}"  # before the worker says how many steps there are: the 
 
 def redrawn(stream: TextIO | None = None) -> bool:
     """Whether a progress bar can redraw its line: in a notebook (a widget), or on a terminal."""
-    if "notebook" in getattr(tqdm, "__module__", ""):
+    # tqdm.auto's class is defined in tqdm.auto either way; in a kernel it derives from
+    # tqdm.notebook's widget bar.
+    if any(base.__module__ == "tqdm.notebook" for base in tqdm.__mro__):
         return True
     stream = sys.stdout if stream is None else stream
     isatty = getattr(stream, "isatty", None)
