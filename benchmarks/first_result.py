@@ -53,8 +53,10 @@ def first_result(backend: str, think_s: float, warm: bool, folder: str) -> dict:
 
 def demo_wall_s(folder: str) -> float:
     began = time.perf_counter()
+    gpk = os.path.join(os.path.dirname(sys.executable), "gpk")
+    report = os.path.join(folder, "report")
     subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "gpk"), "demo", "--out", os.path.join(folder, "report"), "--no-progress"],
+        [gpk, "demo", "--out", report, "--no-progress"],
         capture_output=True, text=True, timeout=600, check=True, cwd=folder,
     )  # fmt: skip
     return time.perf_counter() - began

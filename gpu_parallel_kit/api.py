@@ -393,4 +393,3 @@ def _loaded_cluster(cluster: Any) -> Any:
     from .cluster.config import load_cluster
 
     return load_cluster(cluster)
-

@@ -117,4 +117,3 @@ def from_counts(counted: Mapping[str, Any]) -> WorkCount:
         count_s=float(counted.get("count_s", 0.0)),
         layers=tuple(LayerWork(**layer) for layer in counted.get("layers", [])),
     )
-
