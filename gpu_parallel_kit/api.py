@@ -187,7 +187,7 @@ class Experiment:
             "recompute": recompute,
             "virtual_stages": virtual_stages,
             "workers": workers,
-            "cluster": _loaded_cluster(cluster),
+            "cluster": _loaded_cluster(cluster) if record.processes else None,
             "mesh": mesh,
             "layout_map": layout_map,
         }
@@ -386,8 +386,8 @@ def _device_kind(devices: int | Sequence[int], backend: str) -> str:
 
 
 def _loaded_cluster(cluster: Any) -> Any:
-    """A named cluster's file read once here, so a bad one is refused before any run starts;
-    only a strategy that runs several processes keeps it (`Strategy.plan`)."""
+    """A named cluster's file, read for a strategy that runs several processes (the others
+    ignore `cluster=`, as they ignore `workers=`), so a bad one is refused before any run."""
     if cluster is None:
         return None
     from .cluster.config import load_cluster

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import threading
@@ -209,6 +210,13 @@ def call_and_send(entry: str, sender: Any) -> None:
 
 
 _CALL_AND_SEND = f"{__name__}:call_and_send"
+
+
+def ensure_fork_server() -> None:
+    """Start the fork server (it imports the worker and TensorFlow) if it is not running, and
+    again if it has died; `runs/warm.py` calls it ahead of the first run."""
+    _context()  # sets the preload
+    multiprocessing.forkserver.ensure_running()
 
 
 def _context() -> multiprocessing.context.BaseContext:

@@ -15,12 +15,11 @@ first run tries again and its row says why in one sentence.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing.forkserver
 import os
 import threading
 
 from .devices import default_backend, discover_physical_devices
-from .process import _context, start_method
+from .process import ensure_fork_server, start_method
 
 WARM_ENV = "GPK_WARM"
 
@@ -59,8 +58,7 @@ def start_server(backend: str) -> None:
 
         jax_server()
     else:
-        _context()  # sets the preload: the server imports the worker and TensorFlow
-        multiprocessing.forkserver.ensure_running()
+        ensure_fork_server()
 
 
 def _warm(backend: str) -> None:

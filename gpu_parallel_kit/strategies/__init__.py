@@ -14,7 +14,6 @@ docs/ARCHITECTURE.md, "How to add a strategy", walks through it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
 from typing import Any
 
 from ..errors import GpkError
@@ -111,10 +110,6 @@ def check_backend(backend: str, name: str) -> Strategy:
             f"strategy={name!r} is not available on backend={backend!r}: {record.missing[backend]}"
         )
     return record
-
-
-def offered(names: Iterable[str], backend: str) -> list[str]:
-    return [n for n in names if strategy(n).offered_on(backend)]
 
 
 def resolve(path: str) -> Any:

@@ -35,7 +35,6 @@ SINGLE = Strategy(
     },
     fit_on=frozenset({"tensorflow", "jax"}),
     baseline=True,
-    one_device=True,
     color="tab:gray",
     check=_check,
     in_grid=_one_device,
