@@ -55,6 +55,7 @@ class Strategy:
     # backends on which it trains with Keras's own `fit` (tune's steps per execution apply)
     fit_on: frozenset[str] = frozenset()
     baseline: bool = False  # the one-device run speedups are measured against
+    one_device: bool = False  # runs on exactly one device, without replicas (tune's XLA rule)
     all_reduce: bool = False  # its communication is the gradients' all-reduce between replicas
     measures_comm: bool = False  # training is followed by a communication measurement
     stages: bool = False  # cuts the model into stages: schedule and micro-batches apply

@@ -35,6 +35,7 @@ SINGLE = Strategy(
     },
     fit_on=frozenset({"tensorflow", "jax"}),
     baseline=True,
+    one_device=True,
     color="tab:gray",
     check=_check,
     in_grid=_one_device,
