@@ -155,6 +155,7 @@ class Experiment:
         backend: str | None = None,
         mesh: tuple[int, int] | None = None,
         layout_map: Any = None,
+        min_shard_bytes: int | None = None,
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
@@ -168,7 +169,7 @@ class Experiment:
         `lr_scaling`, `warmup_epochs`, `target` and `deterministic` override the experiment's own
         for this run (None keeps them). `backend` overrides the experiment's ("tensorflow" or
         "jax"); `mesh=(data, model)` and `layout_map` (variable-path patterns to axes, over the
-        kit's own layout) apply to strategy="tensor" only.
+        kit's own layout) apply to "tensor" and "fsdp", `min_shard_bytes` to "fsdp" only.
 
         `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
         and the input pipeline's prefetch by the rules of runs/tuning.py, and records them in
@@ -190,6 +191,7 @@ class Experiment:
             "cluster": _loaded_cluster(cluster) if record.processes else None,
             "mesh": mesh,
             "layout_map": layout_map,
+            "min_shard_bytes": min_shard_bytes,
         }
         return RunSpec(
             run_id=uuid.uuid4().hex[:12],

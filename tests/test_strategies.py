@@ -38,7 +38,7 @@ def test_an_unknown_or_projection_only_strategy_is_one_sentence_naming_the_known
     for name in ("pipelines", "data+pipeline"):
         with pytest.raises(GpkError, match=re.escape(f"strategy={name!r} is not known")) as error:
             strategy(name)
-        assert "single, data, pipeline, multiworker, tensor" in str(error.value)
+        assert "single, data, pipeline, multiworker, tensor, fsdp" in str(error.value)
 
 
 def test_a_backend_without_a_strategy_says_why_and_what_to_use():
@@ -88,9 +88,9 @@ def test_every_worker_class_and_projector_named_exists():
             assert f"class {name}" in source, f"{record.name} on {backend}: {path}"
         if record.projector is not None:
             assert callable(resolve(record.projector))
-    projectable = {"data", "pipeline", "multiworker", "tensor", "data+pipeline"}
+    projectable = {"data", "pipeline", "multiworker", "tensor", "fsdp", "data+pipeline"}
     assert set(projectable_names()) == projectable
 
 
 def test_runnable_names_are_in_the_registrys_order():
-    assert runnable_names() == ("single", "data", "pipeline", "multiworker", "tensor")
+    assert runnable_names() == ("single", "data", "pipeline", "multiworker", "tensor", "fsdp")

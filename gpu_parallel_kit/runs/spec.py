@@ -130,6 +130,8 @@ class RunSpec:
     # tensor: the user's layout, (regex over variable paths, axes) pairs that win over the
     # kit's own; axes name "batch" and "model", or None for a replicated dimension
     layout_map: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
+    # fsdp: weights of at least this many bytes are sharded over the data axis; None: default
+    min_shard_bytes: int | None = None
 
     def __post_init__(self) -> None:
         # The record's own name: "model" is read as "pipeline" from here on.

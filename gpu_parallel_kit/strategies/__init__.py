@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import GpkError
 from .batches import check_batch
 from .data import DATA
+from .fsdp import FSDP
 from .multiworker import MULTIWORKER
 from .pipeline import DATA_PIPELINE, PIPELINE
 from .record import GridCell, Strategy
@@ -26,7 +27,15 @@ from .single import SINGLE
 from .tensor import TENSOR
 
 # In the order help texts, choices and tables list them.
-REGISTERED: tuple[Strategy, ...] = (SINGLE, DATA, PIPELINE, MULTIWORKER, TENSOR, DATA_PIPELINE)
+REGISTERED: tuple[Strategy, ...] = (
+    SINGLE,
+    DATA,
+    PIPELINE,
+    MULTIWORKER,
+    TENSOR,
+    FSDP,
+    DATA_PIPELINE,
+)
 BACKENDS = ("tensorflow", "jax")
 # What `compare()`, `gpk demo` and the panel compare unless told otherwise.
 DEFAULT_COMPARISON: tuple[str, ...] = (SINGLE.name, DATA.name)

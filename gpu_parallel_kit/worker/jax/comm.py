@@ -8,6 +8,9 @@
   step without them exists to subtract; the collectives the layout implies are timed alone, on
   arrays of the sizes they move, over the mesh's model axis (and the gradient shards over its
   data axis). Nothing overlaps them there, so this is an upper bound on what they expose.
+- Sharded data parallel (`fsdp`), *standalone* for the same reason: each sharded weight's
+  all-gathers (forward and backward) and its gradient's reduce-scatter over the data axis, the
+  replicated gradients' all-reduce, timed alone on arrays of the sizes they move.
 On host devices the "devices" share the same cores and memory: these are runtime costs on shared
 cores, not a network's. Nothing here changes the model.
 """
@@ -139,6 +142,62 @@ def measure_tensor_collectives(
         "comm_time_s": statistics.median(blocks),
         "comm_noise_s": (max(blocks) - min(blocks)) / 2,
         "standalone_all_reduce_s": statistics.median(blocks),
+    }
+
+
+def measure_fsdp_collectives(
+    devices: Sequence[Any],
+    mesh_shape: tuple[int, int],
+    gathered_bytes: Sequence[int],
+    replicated_bytes: int,
+    activation_bytes: Sequence[int],
+) -> dict[str, float]:
+    """A sharded data-parallel step's collectives alone: each sharded weight all-gathered over
+    the data axis twice (forward, backward; two arrays, so XLA cannot merge them) and its
+    gradient reduce-scattered, the replicated gradients summed over the data axis and any
+    activations over the model axis; median of blocks, and half their range as the noise."""
+    data, model = mesh_shape
+    mesh = Mesh(np.asarray(devices).reshape(data, model), ("batch", "model"))
+    spread = NamedSharding(mesh, P("batch", "model"))
+
+    def per_device(elements: int) -> Any:
+        return jax.device_put(jnp.ones((data, model, max(1, elements)), jnp.float32), spread)
+
+    held = [max(1, -(-n // (4 * data))) for n in gathered_bytes]  # float32 elements per shard
+    shards = [per_device(e) for e in held]  # what each device holds
+    again = [per_device(e) for e in held]
+    full = [per_device(e * data) for e in held]  # a gathered weight's gradient
+    replicated = per_device(replicated_bytes // 4)
+    activations = [per_device(n // 4) for n in activation_bytes]
+
+    @jax.jit
+    def collectives(shards, again, full, replicated, activations):
+        def local(shards, again, full, replicated, activations):
+            forward = [jax.lax.all_gather(s, "batch", axis=2, tiled=True) for s in shards]
+            backward = [jax.lax.all_gather(s, "batch", axis=2, tiled=True) for s in again]
+            scattered = [
+                jax.lax.psum_scatter(g, "batch", scatter_dimension=2, tiled=True) for g in full
+            ]
+            summed = jax.lax.psum(replicated, "batch") if data > 1 else replicated
+            acts = [jax.lax.psum(a, "model") for a in activations] if model > 1 else activations
+            return forward, backward, scattered, summed, acts
+
+        inner = P("batch", "model")
+        return jax.shard_map(
+            local,
+            mesh=mesh,
+            in_specs=(inner,) * 5,
+            out_specs=(inner,) * 5,
+            check_vma=False,
+        )(shards, again, full, replicated, activations)
+
+    arguments = (shards, again, full, replicated, activations)
+    _ready(collectives(*arguments))
+    blocks = [_per_call(collectives, arguments) for _ in range(BLOCKS)]
+    return {
+        "comm_time_s": statistics.median(blocks),
+        "comm_noise_s": (max(blocks) - min(blocks)) / 2,
+        "standalone_collectives_s": statistics.median(blocks),
     }
 
 

@@ -22,6 +22,13 @@ from ...runs.spec import RunSpec
 from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import data_traffic, tensor_traffic
 from ...strategies import strategy as strategy_record
+from ...strategies.fsdp import (
+    DATA_AXIS,
+    MIN_SHARD_BYTES,
+    fsdp_traffic,
+    gathered_bytes,
+    shard_over_data,
+)
 from ..budget import check_budget
 from .devices import device_names
 from .layout import layout_map, read_layers
@@ -185,7 +192,7 @@ class TensorParallel(JaxStrategy):
         layers = read_layers(probe, sample)
         del probe
         keras.backend.clear_session()
-        self.layout = derive_layout(layers, model_axis, self.spec.layout_map)
+        self.layout = self.derive(layers)
         mesh = keras.distribution.DeviceMesh(
             (data, model_axis), ("batch", "model"), devices=self.devices
         )
@@ -193,6 +200,10 @@ class TensorParallel(JaxStrategy):
             layout_map=layout_map(self.layout, mesh), batch_dim_name="batch"
         )
         return super().build(builder, sample)
+
+    def derive(self, layers: list[Any]) -> Layout:
+        """The layout over the mesh from the model's layers (`sharding.layout`)."""
+        return derive_layout(layers, self.spec.mesh_shape[1], self.spec.layout_map)
 
     def describe(self) -> str:
         return "xla collectives (ModelParallel)"
@@ -224,6 +235,8 @@ class TensorParallel(JaxStrategy):
                     "axes": [a or "" for a in p.axes],
                     "role": p.role,
                     "shard_shape": shard_shape(model, p.path),
+                    "placed_axes": placed_axes(model, p.path),
+                    "slot_axes": slot_axes(model, p.path),
                 }
                 for p in self.layout.placements
             ],
@@ -237,6 +250,67 @@ class TensorParallel(JaxStrategy):
                 for c in self.layout.collectives
             ],
         }
+
+
+class ShardedDataParallel(TensorParallel):
+    """Sharded data parallelism (ZeRO-3, FSDP): `ModelParallel` over a (data, model) mesh whose
+    `LayoutMap` puts each large weight on the data axis (`strategies.fsdp.shard_over_data`), on
+    top of the tensor-parallel layout when the mesh has a model axis. GSPMD gathers each weight
+    where a layer uses it and reduce-scatters its gradient; Keras builds the optimizer's slots
+    with their weight's layout, so they are sharded alike (`slot_axes` shows it per weight).
+
+    >>> exp.run(strategy="fsdp", devices=4, backend="jax")
+    """
+
+    method = (
+        "standalone: the layout's collectives alone on arrays of the sizes they move (each "
+        "sharded weight gathered twice, forward and backward, and its gradient reduce-scattered "
+        "over the data axis; replicated weights' gradients all-reduced; any model-axis "
+        "all-reduces); GSPMD places them inside the step, so no step without them exists to "
+        "subtract"
+    )
+
+    def derive(self, layers: list[Any]) -> Layout:
+        data, _ = self.spec.mesh_shape
+        threshold = self.spec.min_shard_bytes
+        return shard_over_data(
+            super().derive(layers), data, MIN_SHARD_BYTES if threshold is None else threshold
+        )
+
+    def describe(self) -> str:
+        return "xla all-gathers and reduce-scatters (ModelParallel, weights on the batch axis)"
+
+    def measure(self, model: keras.Model, x: Any, y: Any) -> dict[str, Any]:
+        if self.layout is None or len(self.devices) < 2:
+            return {}
+        from .comm import measure_fsdp_collectives  # noqa: PLC0415
+
+        data, model_axis = self.spec.mesh_shape
+        local = self.spec.global_batch // data
+        trainable = [p for p in self.layout.placements if p.trainable]
+        return measure_fsdp_collectives(
+            self.devices,
+            self.spec.mesh_shape,
+            [gathered_bytes(p, model_axis) for p in trainable if DATA_AXIS in p.axes],
+            self.traffic(model, 0).gradient_bytes,
+            [c.elements_per_sample * local * 4 for c in self.layout.collectives],
+        )
+
+    def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
+        if self.layout is None:
+            return None
+        return fsdp_traffic(self.layout, self.spec.mesh_shape[0], self.spec.global_batch)
+
+    def layout_fields(self, model: keras.Model) -> dict[str, Any]:
+        fields = super().layout_fields(model)
+        traffic = self.traffic(model, 0)
+        if traffic is not None:
+            fields.update(
+                all_gather_bytes=traffic.all_gather_bytes,
+                reduce_scatter_bytes=traffic.reduce_scatter_bytes,
+                min_shard_bytes=self.spec.min_shard_bytes,
+            )
+        return fields
 
 
 def placed_bytes(variables: list[Any]) -> dict[str, int]:
@@ -259,6 +333,34 @@ def shard_shape(model: keras.Model, path: str) -> list[int]:
                 return [int(d) for d in shards[0].data.shape]
             return [int(d) for d in variable.shape]
     return []
+
+
+def placed_axes(model: keras.Model, path: str) -> list[str]:
+    """The mesh axes the weight at `path` was actually placed on, "" for a replicated one."""
+    weight = next((v for v in model.weights if v.path == path), None)
+    return [] if weight is None else [a or "" for a in _spec(weight, len(weight.shape))]
+
+
+def slot_axes(model: keras.Model, path: str) -> list[list[str]]:
+    """The mesh axes of each optimizer slot built from the weight at `path` (Keras names a slot
+    "<optimizer>/<path with _ for />_<slot>" and gives it the weight's shape), "" for a
+    replicated dimension."""
+    weight = next((v for v in model.weights if v.path == path), None)
+    optimizer = getattr(model, "optimizer", None)
+    if weight is None or optimizer is None:
+        return []
+    stem = path.replace("/", "_") + "_"
+    return [
+        [a or "" for a in _spec(v, len(weight.shape))]
+        for v in optimizer.variables
+        if v.path.partition("/")[2].startswith(stem) and tuple(v.shape) == tuple(weight.shape)
+    ]
+
+
+def _spec(variable: Any, rank: int) -> tuple[str | None, ...]:
+    sharding = getattr(variable.value, "sharding", None)
+    spec = tuple(getattr(sharding, "spec", ()))
+    return (spec + (None,) * rank)[:rank]
 
 
 def _nbytes(variable: Any) -> int:
