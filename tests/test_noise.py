@@ -78,7 +78,7 @@ def test_the_terminal_table_has_the_communication_share_and_says_below_noise():
     assert "comm" in header.split()
     start = header.index("comm")
     assert "below noise (±4 ms)" in below
-    assert measured[start:].split()[0] == "0.5"  # the share, under its header
+    assert measured[start:].split()[0] == "50%"  # the share, under its header
     assert "-0.4" not in format_table(table)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.runs.progress import LineProgress, redrawn
+from gpu_parallel_kit.runs.progress import LINE_WIDTH, WIDGET_BAR_FORMAT, LineProgress, redrawn
 from gpu_parallel_kit.runs.results import RunResult
 
 
@@ -57,3 +57,34 @@ def test_a_comparison_printed_to_a_file_gives_one_line_per_run_start_and_end(fak
     assert runs == 3
     assert sum(line.endswith(": started") for line in out) == runs
     assert sum(": ok · median step" in line for line in out) == runs
+
+
+def test_a_long_reason_is_wrapped_between_words():
+    out = io.StringIO()
+    progress = LineProgress("pipeline×4", stream=out)
+    reason = (
+        "need 21.5 MiB of parameters and optimizer state on the fullest device but the memory "
+        "budget is 10.7 MiB; use more devices, a smaller model or a larger budget"
+    )
+    failed = RunResult(
+        run_id="r", experiment_id="e", strategy="pipeline", devices=4, virtual=True,
+        status="oom", reason=reason,
+    )  # fmt: skip
+    progress.close(failed)
+    lines = out.getvalue().splitlines()[1:]
+    assert len(lines) == 2 and all(len(line) <= LINE_WIDTH for line in lines)
+    words = reason.split()
+    assert " ".join(" ".join(lines).split()).endswith(" ".join(words))  # no word cut in two
+
+
+def test_a_notebook_bar_is_one_widget_without_a_text_bar_beside_it():
+    """tqdm.notebook puts its widget where the format says "{bar}"; with a width there it draws
+    the text bar too, and each run showed two bars."""
+    from tqdm.notebook import tqdm as widget_tqdm
+
+    bar = widget_tqdm(total=8, bar_format=WIDGET_BAR_FORMAT, desc="data×2", display=False)
+    bar.update(8)
+    bar.display()
+    left, _, right = bar.container.children
+    assert "█" not in left.value + right.value and "8/8" in right.value
+    bar.close()

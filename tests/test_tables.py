@@ -188,14 +188,30 @@ def test_format_table_is_compact_and_cuts_long_reasons():
     text = format_table(sample_table())
     lines = text.splitlines()
     assert lines[0].split() == [
-        "strategy", "devices", "virtual", "schedule", "M", "batch", "status", "step_s",
+        "strategy", "devices", "virtual", "schedule", "M", "batch", "status", "step_ms",
         "samples/s", "speedup", "eff", "comm", "peak_MiB", "reason",
     ]  # fmt: skip
     assert len(lines) == 4
     assert max(len(line) for line in lines) <= 140
     assert "…" in lines[3]
     assert "timeout" in lines[3]
-    assert lines[2].split()[7:9] == ["97.2", "48.6"]  # 12000.4 / 123.456789 = 97.2, / 2 devices
+    # 12000.4 / 123.456789 = 97.2, / 2 devices; the step 64 / 12000.4 s in ms
+    assert lines[2].split()[5:9] == ["5.33", "12,000", "97.2×", "4860%"]
+
+
+def test_format_table_cuts_a_reason_between_words_and_shows_speedup_intervals():
+    table = comparison_table(
+        [
+            run("s", "single", 1, 100.0),
+            run("d", "data", 2, 162.0),
+            run("f", "data", 4, None, status="oom", reason="need 21.5 MiB of parameters here"),
+        ]
+    )
+    table["speedup_ci_low"] = [0.95, 1.48, None]
+    table["speedup_ci_high"] = [1.05, 1.75, None]
+    lines = format_table(table).splitlines()
+    assert "1.62× (1.48–1.75)" in lines[2]
+    assert lines[3].rstrip().endswith("need 21.5 MiB of parameters…")  # not "h…"
 
 
 def test_format_table_of_no_runs():

@@ -2,7 +2,11 @@
 figure would mislead ("not reached", "below noise (±x ms)").
 
 Shared by the markdown and terminal tables (analysis/tables.py) and the compact views
-(analysis/compact.py), so every front end writes a figure the same way.
+(analysis/compact.py), so every front end writes a figure the same way. The `*_text` functions
+write a figure for people rather than for a report's columns: a step in ms to three significant
+digits (a step measured on shared cores is not known better), bytes in the unit that keeps them
+short, shares in %, a ratio with its interval, and a difference at float32's rounding named as
+such; a figure that does not apply is "", never NaN or <NA>.
 """
 
 from __future__ import annotations
@@ -89,3 +93,84 @@ def figure_text(value: float) -> str:
 
 def missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+# float32 keeps 24 bits: weights of order 1 that differ by less than this differ by rounding.
+FLOAT32_ROUNDING = 1e-5
+
+
+def three_digits(value: float) -> str:
+    """Three significant digits; whole numbers, with thousands separators, from 1 000 up."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    text = f"{value:.3g}"
+    return text if "e" not in text else f"{value:.2e}"
+
+
+def ms_text(seconds: object) -> str:
+    """A time in seconds as milliseconds, three significant digits: 0.004723 -> "4.72"."""
+    return "" if missing(seconds) else three_digits(float(seconds) * 1000)
+
+
+def bytes_text(nbytes: object) -> str:
+    """Bytes in the unit that keeps them to three digits: 1301124 -> "1.24 MiB", 0 -> "0 B"."""
+    if missing(nbytes):
+        return ""
+    value, unit = float(nbytes), 0
+    while abs(value) >= 1024 and unit < len(_BYTE_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    number = f"{value:.0f}" if unit == 0 else three_digits(value)
+    return f"{number} {_BYTE_UNITS[unit]}"
+
+
+def share_text(share: object) -> str:
+    """A share as a percentage: 0.428571 -> "43%", 0.002215 -> "0.2%"; one decimal below 10 %
+    so a small share does not read as none."""
+    if missing(share):
+        return ""
+    percent = float(share) * 100
+    if percent == 0 or abs(percent) >= 10:
+        return f"{percent:.0f}%"
+    return f"{percent:.1f}%" if abs(percent) >= 0.1 else f"{percent:.1g}%"
+
+
+def count_text(value: object) -> str:
+    """A rate such as samples/s to three significant digits: 169103 -> "169k"."""
+    if missing(value):
+        return ""
+    number = float(value)
+    for above, scale, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if abs(number) >= above:
+            return f"{number / scale:.3g}{suffix}"
+    return f"{number:,.0f}" if abs(number) >= 100 else f"{number:.3g}"
+
+
+def ratio_text(ratio: object, low: object = None, high: object = None) -> str:
+    """A speedup: "1.62×", or "1.62× (1.48–1.75)" with its interval when both ends are known."""
+    if missing(ratio):
+        return ""
+    text = f"{float(ratio):.3g}×"
+    if _known(low) and _known(high):
+        text += f" ({float(low):.3g}–{float(high):.3g})"
+    return text
+
+
+def difference_text(difference: float) -> str:
+    """How far apart two sets of weights are: "6e-8 (float32 rounding)" below what float32 can
+    tell apart, "0 (identical)", else three significant digits."""
+    if difference == 0:
+        return "0 (identical)"
+    if abs(difference) < FLOAT32_ROUNDING:
+        mantissa, exponent = f"{difference:.0e}".split("e")
+        return f"{mantissa}e{int(exponent)} (float32 rounding)"
+    return f"{difference:.3g}"
+
+
+def _known(value: object) -> bool:
+    if missing(value):
+        return False
+    try:
+        return not math.isnan(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False

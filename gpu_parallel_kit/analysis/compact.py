@@ -1,123 +1,236 @@
 """The compact view of a comparison: what a notebook, the panel and `gpk.history()` display.
 
 The full table has some fifty columns, far wider than a notebook. The compact view keeps the
-figures that answer "which is fastest, and did it work" (strategy, devices, status, step time,
-the steps it rests on, throughput, speedup, efficiency, communication share, peak memory) and adds
-only the columns that matter for the strategies present: pipeline figures where there are model
-runs, workers where a run had several, time to target where a run had a target. A failed run's
-reason is written in full on a line under the table. `cmp.table` stays whole.
+figures that answer "which is fastest, and did it work", and fits JupyterLab's output area in a
+1,280 px window with the file browser open (about 850 px), with room left for one more cell:
+
+- one "run" cell names the run ("data×2") and under it what sets it apart: its backend when
+  backends are mixed, its mesh, schedule and micro-batches, workers, or what it was projected
+  onto; the status gets a column only when a run did not finish;
+- the step is "4.72 ± 0.31" in ms (median ± interquartile range), with the number of timed
+  steps said once under the table when every run has the same;
+- speedup carries its 95 % interval where the table has one ("1.62× (1.48–1.75)");
+- pipeline rows get one bubble cell ("21% (33%)", measured and theory), and memory is one cell:
+  the peak per device, with the state and activations held under it where a strategy fills them.
+
+Units are in the headers or the cells, never left to guess; a figure that does not apply is an
+empty cell. A failed run's reason is written in full on a line under the table. `cmp.table`
+stays whole.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 
 from ..runs.noise import noise_text
-from .cells import NOT_MEASURED, NOT_REACHED, figure_text, missing
+from .cells import (
+    NOT_MEASURED,
+    NOT_REACHED,
+    bytes_text,
+    count_text,
+    missing,
+    ms_text,
+    ratio_text,
+    share_text,
+    three_digits,
+)
 from .convergence import has_convergence
-from .flags import fills
+from .flags import fills, row_fills
 from .tables import format_table
 
-_MIB = 2**20
-# (column, header, when shown: None always, else a test on the table)
-Column = tuple[str, str, Callable[[pd.DataFrame], bool] | None]
+# The interval columns a comparison measured in rounds adds (one pair per figure).
+SPEEDUP_CI = ("speedup_ci_low", "speedup_ci_high")
+LINE = "\n"  # a line break inside a cell: <br> in HTML
 
 
-def _owned_by_a_row(column: str) -> Callable[[pd.DataFrame], bool]:
-    """Shown when a row's strategy fills `column` (its record's `columns`)."""
-    return lambda df: fills(df, column)
+@dataclass(frozen=True)
+class Column:
+    """One cell per row: its header (given the table), its text, and whether it is shown."""
+
+    header: Callable[[pd.DataFrame], str]
+    cell: Callable[[pd.Series], str]
+    wanted: Callable[[pd.DataFrame], bool] = lambda df: True
 
 
-def _has_workers(df: pd.DataFrame) -> bool:
-    return "workers" in df.columns and bool((df["workers"] > 1).any())
+def _has(column: str) -> Callable[[pd.DataFrame], bool]:
+    return lambda df: column in df.columns
 
 
 def _has_jax(df: pd.DataFrame) -> bool:
-    return "backend" in df.columns and bool((df["backend"] != "tensorflow").any())
+    return "backend" in df.columns and bool(
+        (df["backend"].fillna("tensorflow") != "tensorflow").any()
+    )
 
 
 def _has_projected(df: pd.DataFrame) -> bool:
     return "projected" in df.columns and bool(df["projected"].astype(bool).any())
 
 
+def _has_interval(df: pd.DataFrame) -> bool:
+    return all(c in df.columns for c in SPEEDUP_CI) and bool(
+        df[list(SPEEDUP_CI)].notna().all(axis=1).any()
+    )
+
+
+def _not_all_ok(df: pd.DataFrame) -> bool:
+    return bool((df["status"] != "ok").any())
+
+
+def _uneven_steps(df: pd.DataFrame) -> bool:
+    return "timed_steps" in df.columns and _steps_timed(df) is None
+
+
+def _steps_timed(df: pd.DataFrame) -> int | None:
+    """The number of timed steps every finished run rests on, or None when they differ."""
+    counts = set(df.loc[df["status"] == "ok", "timed_steps"]) if "timed_steps" in df else set()
+    return int(counts.pop()) if len(counts) == 1 else None
+
+
+def run_text(row: pd.Series, tagged: bool = False) -> str:
+    """ "data×2", and on a line under it what sets the run apart: "jax", "mesh 2x2",
+    "gpipe, M=4", "2 workers", "→ nvlink4"."""
+    name = f"{row['strategy']}×{int(row['devices'])}"
+    details = []
+    if tagged:
+        details.append("tf" if row.get("backend", "tensorflow") == "tensorflow" else row["backend"])
+    mesh = row.get("mesh")
+    if isinstance(mesh, str) and mesh and not mesh.startswith("1x"):
+        details.append(f"mesh {mesh}")  # "1x4", all on the model axis, goes without saying
+    if row_fills(row["strategy"], "schedule") and isinstance(row.get("schedule"), str):
+        micro = row.get("micro_batches")
+        details.append(row["schedule"] + ("" if missing(micro) else f", M={int(micro)}"))
+    if not missing(row.get("workers")) and int(row.get("workers", 1)) > 1:
+        details.append(f"{int(row['workers'])} workers")
+    if bool(row.get("projected", False)):
+        # Projected experiment ids end in ":<preset>" (analysis/projection.py).
+        details.append("→ " + str(row.get("experiment_id", "")).rsplit(":", 1)[-1])
+    return name + (LINE + " ".join(details) if details else "")
+
+
+def step_text(row: pd.Series) -> str:
+    """ "4.72 ± 0.31": the median step and its interquartile range, in ms."""
+    step = ms_text(row.get("step_time_s"))
+    spread = row.get("step_time_spread_s")
+    return step if not step or missing(spread) else f"{step} ± {ms_text(spread)}"
+
+
+def speedup_text(row: pd.Series) -> str:
+    return ratio_text(row.get("speedup"), *(row.get(c) for c in SPEEDUP_CI))
+
+
+def comm_text(row: pd.Series) -> str:
+    if bool(row.get("comm_below_noise", False)):
+        return noise_text(row.get("comm_noise_s"))
+    if not bool(row.get("comm_measured", True)) and row.get("status") == "ok":
+        return NOT_MEASURED  # measure_comm=False: blank would read as none
+    return share_text(row.get("comm_share"))
+
+
+def bubble_text(row: pd.Series) -> str:
+    """ "21% (33%)": the bubble measured here, and the theory's (K-1)/(M+K-1)."""
+    measured, theory = (
+        share_text(row.get("bubble_fraction")),
+        share_text(row.get("bubble_theoretical")),
+    )
+    if not measured:
+        return f"({theory})" if theory else ""
+    return f"{measured} ({theory})" if theory else measured
+
+
+def _memory_parts(df: pd.DataFrame) -> bool:
+    return fills(df, "state_bytes") or fills(df, "peak_activation_bytes")
+
+
+def memory_header(df: pd.DataFrame) -> str:
+    return "memory per device" if _memory_parts(df) else "peak memory"
+
+
+def memory_text(row: pd.Series) -> str:
+    """The peak, and under it the parameters and optimizer state (`state`) and the activations
+    held at the pipeline's peak (`held`) where the row's strategy fills them (its record's
+    `columns`: what it divides between devices)."""
+    parts = []
+    peak = bytes_text(row.get("peak_memory_bytes"))
+    for label, column in (("state", "state_bytes"), ("held", "peak_activation_bytes")):
+        text = bytes_text(row.get(column)) if row_fills(row["strategy"], column) else ""
+        if text:
+            parts.append(f"{label} {text}")
+    if parts:
+        return LINE.join([f"peak {peak}" if peak else "", *parts]).strip(LINE)
+    return peak
+
+
+def target_text(row: pd.Series) -> str:
+    """ "3.2 s, epoch 3", or "not reached"."""
+    if row.get("target_reached") is False:
+        return NOT_REACHED
+    seconds = row.get("time_to_target_s")
+    if missing(seconds):
+        return ""
+    epoch = row.get("epochs_to_target")
+    return f"{three_digits(float(seconds))} s" + ("" if missing(epoch) else f", epoch {int(epoch)}")
+
+
+def _cell(column: str, formatter: Callable[[object], str]) -> Callable[[pd.Series], str]:
+    return lambda row: formatter(row.get(column))
+
+
+def _finished(cell: Callable[[pd.Series], str]) -> Callable[[pd.Series], str]:
+    """A figure only a finished run has (a partial count would not compare)."""
+    return lambda row: cell(row) if row.get("status") == "ok" else ""
+
+
+def _number(value: object) -> str:
+    return "" if missing(value) else f"{float(value):.3g}"
+
+
+def _speedup_header(df: pd.DataFrame) -> str:
+    return "speedup (95% CI)" if _has_interval(df) else "speedup"
+
+
+def _const(text: str) -> Callable[[pd.DataFrame], str]:
+    return lambda df: text
+
+
 COMPACT_COLUMNS: tuple[Column, ...] = (
-    ("backend", "backend", _has_jax),
-    ("strategy", "strategy", None),
-    ("projected", "projected onto", _has_projected),
-    ("workers", "workers", _has_workers),
-    ("devices", "devices", None),
-    ("mesh", "mesh (data×model)", _owned_by_a_row("mesh")),
-    ("schedule", "schedule", _owned_by_a_row("schedule")),
-    ("micro_batches", "micro-batches", _owned_by_a_row("micro_batches")),
-    ("status", "status", None),
-    ("step_time_s", "step (ms)", None),
-    ("step_time_spread_s", "± (ms)", None),
-    ("timed_steps", "steps timed", None),
-    ("throughput_samples_s", "samples/s", None),
-    ("speedup", "speedup", None),
-    ("efficiency", "efficiency", None),
-    ("comm_share", "comm share", None),
-    ("bubble_fraction", "bubble", _owned_by_a_row("bubble_fraction")),
-    ("bubble_theoretical", "bubble (theory)", _owned_by_a_row("bubble_theoretical")),
-    ("state_bytes", "state (MiB)", _owned_by_a_row("state_bytes")),
-    ("peak_activation_bytes", "activations held (MiB)", _owned_by_a_row("peak_activation_bytes")),
-    ("peak_memory_bytes", "peak memory (MiB)", None),
+    Column(_const("run"), lambda row: row["strategy"]),  # replaced per table (backend tags)
+    Column(_const("status"), _cell("status", str), _not_all_ok),
+    Column(_const("step (ms)"), step_text),
+    Column(_const("steps timed"), _finished(_cell("timed_steps", _number)), _uneven_steps),
+    Column(_const("samples/s"), _cell("throughput_samples_s", count_text)),
+    Column(_speedup_header, speedup_text),
+    Column(_const("efficiency"), _cell("efficiency", share_text)),
+    Column(_const("comm share"), comm_text),
+    Column(_const("bubble (theory)"), bubble_text, lambda df: fills(df, "bubble_fraction")),
+    Column(memory_header, memory_text),
 )
 CONVERGENCE_COMPACT: tuple[Column, ...] = (
-    ("learning_rate", "learning rate", None),
-    ("time_to_target_s", "time to target (s)", None),
-    ("epochs_to_target", "epochs to target", None),
-    ("time_to_target_speedup", "speedup to target", None),
+    Column(_const("learning rate"), _cell("learning_rate", _number)),
+    Column(_const("to target"), target_text),
+    Column(_const("speedup to target"), _cell("time_to_target_speedup", ratio_text)),
 )
 
 
 def compact_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """The compact view as text cells with headers in words (one row per run, table order)."""
+    """The compact view as text cells with headers in words (one row per run, table order).
+
+    A cell holding two lines separates them with "\n" (`LINE`); the HTML view breaks there.
+    """
     columns = list(COMPACT_COLUMNS)
     if has_convergence(table):
         columns += CONVERGENCE_COMPACT
-    frame = pd.DataFrame(index=range(len(table)))
     rows = table.reset_index(drop=True)
-    for column, header, wanted in columns:
-        if column not in rows.columns or (wanted is not None and not wanted(rows)):
-            continue
-        frame[header] = [_cell(column, row) for _, row in rows.iterrows()]
+    frame = pd.DataFrame(index=range(len(rows)))
+    tagged = _has_jax(rows)
+    frame["run"] = [run_text(row, tagged) for _, row in rows.iterrows()]
+    for column in columns[1:]:
+        if column.wanted(rows):
+            frame[column.header(rows)] = [column.cell(row) for _, row in rows.iterrows()]
     return frame
-
-
-def _cell(column: str, row: pd.Series) -> str:
-    value = row[column]
-    if column == "projected":
-        # Projected experiment ids end in ":<preset>" (analysis/projection.py).
-        return str(row.get("experiment_id", "")).rsplit(":", 1)[-1] if value else ""
-    if column == "comm_share":
-        if bool(row.get("comm_below_noise", False)):
-            return noise_text(row.get("comm_noise_s"))
-        if not bool(row.get("comm_measured", True)) and row.get("status") == "ok":
-            return NOT_MEASURED  # measure_comm=False: blank would read as none
-        return "" if missing(value) else f"{value:.0%}"
-    if column == "time_to_target_s" and row.get("target_reached") is False:
-        return NOT_REACHED
-    if missing(value):
-        return ""
-    if column == "step_time_s":
-        return figure_text(value * 1000)
-    if column == "step_time_spread_s":
-        return f"{value * 1000:.2g}"  # a spread needs no more digits than this
-    if column in ("bubble_fraction", "bubble_theoretical"):
-        return f"{value:.0%}"
-    if column in ("state_bytes", "peak_memory_bytes", "peak_activation_bytes"):
-        return figure_text(value / _MIB)
-    if column == "efficiency":
-        return f"{value:.0%}"
-    if column == "speedup":
-        return f"{value:.3g}"
-    if isinstance(value, float):
-        return figure_text(value)
-    return str(value)
 
 
 def failure_lines(table: pd.DataFrame) -> list[str]:
@@ -134,6 +247,12 @@ def failure_lines(table: pd.DataFrame) -> list[str]:
 def notes_lines(table: pd.DataFrame) -> list[str]:
     """What the figures rest on, said once under the table."""
     notes = []
+    steps = _steps_timed(table) if "timed_steps" in table.columns else None
+    if steps:
+        notes.append(
+            f"step (ms): the median of {steps} timed steps per run (warm-up left out) ± their "
+            "interquartile range."
+        )
     if "virtual" in table.columns and bool(table["virtual"].astype(bool).any()):
         notes.append(
             "Virtual devices share this machine's cores: the figures show shapes and costs, "
@@ -175,9 +294,7 @@ def compact_html(table: pd.DataFrame) -> str:
     """The compact view as an HTML table (class `gpk-table`), failures and notes under it."""
     if table.empty:
         return "<p class='gpk-table'>(no runs)</p>"
-    cells = compact_frame(table).map(html.escape)
-    # "below noise" on one line and its noise under it: the column stays narrow, the words whole.
-    cells = cells.map(lambda text: text.replace("below noise (", "below&nbsp;noise<br>("))
+    cells = compact_frame(table).map(_html_cell)
     body = _STYLE + cells.to_html(index=False, classes="gpk-table", border=0, escape=False)
     lines = [f"<li>{html.escape(line)}</li>" for line in failure_lines(table)]
     failures = f"<ul class='gpk-reasons'>{''.join(lines)}</ul>" if lines else ""
@@ -187,11 +304,24 @@ def compact_html(table: pd.DataFrame) -> str:
     return body + failures + notes
 
 
-# Narrower cells than a notebook's default, so that a view with pipeline or time-to-target
-# columns still fits the notebook's width.
+def _html_cell(text: str) -> str:
+    """A cell's text escaped; a second line smaller, under the first; "below noise" whole on
+    one line and its noise under it, so the column stays narrow and the words whole."""
+    text = html.escape(text).replace("below noise (", "below&nbsp;noise" + LINE + "(")
+    first, _, rest = text.partition(LINE)
+    if not rest:
+        return first
+    return f"{first}<br><span class='gpk-sub'>{rest.replace(LINE, '<br>')}</span>"
+
+
+# Narrower cells than a notebook's default, numbers right-aligned on one line, words free to
+# wrap between words only (never inside one).
 _STYLE = (
     "<style>table.gpk-table{font-size:12px}"
-    "table.gpk-table th,table.gpk-table td{padding:0.3em 0.45em;white-space:normal}</style>"
+    "table.gpk-table th,table.gpk-table td{padding:0.3em 0.45em;white-space:normal;"
+    "overflow-wrap:normal;word-break:normal}"
+    "table.gpk-table td:first-child{text-align:left}"
+    "table.gpk-table .gpk-sub{font-size:11px;color:#666}</style>"
 )
 
 

@@ -18,6 +18,11 @@ def fills(rows: pd.DataFrame, column: str) -> bool:
     return bool(rows["strategy"].map(lambda name: column in _columns_of(name)).any())
 
 
+def row_fills(name: str, column: str) -> bool:
+    """Whether the strategy `name` fills `column` (its record's `columns`)."""
+    return column in _columns_of(name)
+
+
 def _columns_of(name: str) -> tuple[str, ...]:
     record = lookup(name)
     return record.columns if record is not None else ()

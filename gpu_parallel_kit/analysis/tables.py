@@ -18,7 +18,15 @@ from ..runs.results import RunResult
 from ..runs.target import Target
 from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
-from .cells import display_frame, mark_below_noise, mark_not_measured, mark_not_reached
+from .cells import (
+    display_frame,
+    mark_below_noise,
+    mark_not_measured,
+    mark_not_reached,
+    ms_text,
+    ratio_text,
+    share_text,
+)
 from .convergence import has_convergence, reach_of
 
 # The public contract (docs/ARCHITECTURE.md): scripts and notebooks rely on these names and this
@@ -170,7 +178,7 @@ _TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("micro_batches", "M"),
     ("global_batch", "batch"),
     ("status", "status"),
-    ("step_time_s", "step_s"),
+    ("step_time_s", "step_ms"),
     ("throughput_samples_s", "samples/s"),
     ("speedup", "speedup"),
     ("efficiency", "eff"),
@@ -374,7 +382,8 @@ def format_table(df: pd.DataFrame) -> str:
     if has_convergence(df):
         columns[-1:-1] = _TERMINAL_CONVERGENCE
     chosen = [(column, header) for column, header in columns if column in df.columns]
-    shown = mark_not_reached(display_frame(df[[column for column, _ in chosen]]), df)
+    shown = _for_people(display_frame(df[[column for column, _ in chosen]]), df)
+    shown = mark_not_reached(shown, df)
     shown = mark_not_measured(mark_below_noise(shown, df), df)
     if "reason" in df.columns:
         shown["reason"] = shown["reason"].map(_shorten)
@@ -389,10 +398,35 @@ def format_table(df: pd.DataFrame) -> str:
     )
 
 
+def _for_people(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """The step in ms, speedup as "1.62×" with its interval where the table has one, shares
+    in %: the figures a reader compares, at the precision they were measured to."""
+    low, high = ((df[c] if c in df.columns else pd.Series(math.nan, df.index)) for c in _SPEEDUP_CI)
+    formats = {
+        "step_time_s": lambda: df["step_time_s"].map(ms_text),
+        "speedup": lambda: [ratio_text(*v) for v in zip(df["speedup"], low, high, strict=True)],
+        "efficiency": lambda: df["efficiency"].map(share_text),
+        "comm_share": lambda: df["comm_share"].map(share_text),
+    }
+    for column, cells in formats.items():
+        if column in shown.columns:
+            shown[column] = list(cells())
+    return shown
+
+
+_SPEEDUP_CI = ("speedup_ci_low", "speedup_ci_high")  # added by comparisons measured in rounds
+
+
 def _is_numeric(df: pd.DataFrame, column: str) -> bool:
     dtype = df[column].dtype
     return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
 
 
 def _shorten(text: str) -> str:
-    return text if len(text) <= _REASON_WIDTH else text[: _REASON_WIDTH - 1] + "…"
+    """The reason cut to its column at a word boundary, never inside a word."""
+    if len(text) <= _REASON_WIDTH:
+        return text
+    cut = text[: _REASON_WIDTH - 1]
+    if " " in cut and not text[_REASON_WIDTH - 1].isspace():
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "…"

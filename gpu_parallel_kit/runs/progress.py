@@ -13,6 +13,7 @@ and one when it ends instead (`LineProgress`), on stdout beside the table.
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from typing import Any, TextIO
 
@@ -22,14 +23,43 @@ from .results import RunResult
 
 # tqdm writes the postfix as ", <text>".
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} steps{postfix}"
+# In a notebook the bar is a widget: tqdm.notebook finds where to put it by the plain "{bar}" and
+# writes everything else as text beside it. With a width ("{bar:24}") it finds no place, and the
+# text bar is drawn as well, beside the widget's: two bars per run.
+WIDGET_BAR_FORMAT = BAR_FORMAT.replace("{bar:24}", "{bar}")
 START_FORMAT = "{desc}"  # before the worker says how many steps there are: the phase only
+# A printed line longer than its output area is broken by the browser or the terminal wherever the
+# edge falls, inside a word; a notebook's output area holds about 100 characters at 850 px.
+LINE_WIDTH = 100
+
+
+def wrapped(text: str, indent: str = "  ") -> str:
+    """`text` in lines of at most `LINE_WIDTH` characters, broken between words only; the lines
+    after the first indented, so they read as one."""
+    return textwrap.fill(
+        text,
+        width=LINE_WIDTH,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def in_widget() -> bool:
+    """Whether tqdm.auto draws widgets here (in a kernel) rather than text."""
+    # tqdm.auto's class is defined in tqdm.auto either way; in a kernel it derives from
+    # tqdm.notebook's widget bar.
+    return any(base.__module__ == "tqdm.notebook" for base in tqdm.__mro__)
+
+
+def bar_format() -> str:
+    """The bar's format for where it is drawn: one bar per run, a widget's or a terminal's."""
+    return WIDGET_BAR_FORMAT if in_widget() else BAR_FORMAT
 
 
 def redrawn(stream: TextIO | None = None) -> bool:
     """Whether a progress bar can redraw its line: in a notebook (a widget), or on a terminal."""
-    # tqdm.auto's class is defined in tqdm.auto either way; in a kernel it derives from
-    # tqdm.notebook's widget bar.
-    if any(base.__module__ == "tqdm.notebook" for base in tqdm.__mro__):
+    if in_widget():
         return True
     stream = sys.stdout if stream is None else stream
     isatty = getattr(stream, "isatty", None)
@@ -68,7 +98,7 @@ class LineProgress:
         line = f"{self.label}: {ending(result, self.startup_s)}"
         if not result.ok and result.reason:
             line += f": {result.reason}"
-        self._say(line)
+        self._say(wrapped(line))
 
     def _say(self, line: str) -> None:
         if self.enabled:
@@ -99,7 +129,7 @@ class RunProgress:
         if kind == "phase":
             if event["phase"] == "training" or event.get("total"):
                 self.startup_s = time.perf_counter() - self.started
-                self.bar.bar_format = BAR_FORMAT
+                self.bar.bar_format = bar_format()
                 self.bar.set_description_str(self.label, refresh=False)
                 self.bar.reset(total=event.get("total") or self.bar.total)
                 self.bar.set_postfix_str(f"start-up took {self.startup_s:.1f} s", refresh=True)
@@ -123,4 +153,4 @@ class RunProgress:
             self.bar.set_postfix_str(result.status)
         self.bar.close()
         if not result.ok and result.reason and self.enabled:
-            tqdm.write(f"  {self.label} {result.status}: {result.reason}")
+            tqdm.write(wrapped(f"  {self.label} {result.status}: {result.reason}", "    "))

@@ -106,27 +106,26 @@ def test_summary_keeps_the_columns_that_answer_which_is_fastest():
     frame = summary_frame(table)
     # No model run: the pipeline columns (schedule, micro-batches, bubble, state) stay out.
     assert list(frame.columns) == [
-        "strategy",
-        "devices",
-        "status",
+        "run",
         "step (ms)",
-        "± (ms)",
-        "steps timed",
         "samples/s",
         "speedup",
         "efficiency",
         "comm share",
-        "peak memory (MiB)",
+        "peak memory",
     ]
-    assert frame["speedup"].tolist() == ["1", "0.5"]
-    assert frame["peak memory (MiB)"].tolist() == ["300", "300"]
+    assert frame["speedup"].tolist() == ["1×", "0.5×"]
+    assert frame["peak memory"].tolist() == ["300 MiB", "300 MiB"]
 
 
 def test_summary_adds_the_pipeline_columns_where_there_is_a_model_run():
     table = comparison_table([_result("single", 1), _result("model", 2)])
     frame = summary_frame(table)
-    assert {"schedule", "micro-batches", "bubble", "state (MiB)"} <= set(frame.columns)
-    assert frame["state (MiB)"].tolist() == ["1", "0.5"]
+    assert {"bubble (theory)", "memory per device"} <= set(frame.columns)
+    assert frame["memory per device"].tolist() == [
+        "300 MiB",  # single keeps its whole state: the record does not fill it
+        "peak 300 MiB\nstate 512 KiB",
+    ]
 
 
 def test_memory_figure_draws_each_device_of_each_run():
