@@ -49,7 +49,7 @@ class DataParallelEngine(Engine):
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         fields = super().result_fields(step_time_s)
         if self._comm is None:
-            return {**fields, **not_measured(fields["extra"], self.parameter_bytes)}
+            return {**fields, **not_measured(fields["extra"], self.reduced_bytes)}
         comm = dict(self._comm)
         exposed = comm.pop("comm_time_s")
         algorithm = self.describe_all_reduce()
@@ -72,8 +72,14 @@ class DataParallelEngine(Engine):
             **fields,
             "comm_time_s": exposed,
             "comm_share": exposed / step_time_s if step_time_s else None,
-            "comm_bytes": self.parameter_bytes,
+            "comm_bytes": self.reduced_bytes,
         }
+
+    @property
+    def reduced_bytes(self) -> int:
+        """The gradient bytes the all-reduce sums each step: none with one replica, which has
+        nothing to add its gradients to (the run still calls the reduction, a local copy)."""
+        return self.parameter_bytes if self.spec.replicas > 1 else 0
 
     def describe_all_reduce(self) -> str:
         choice = self.spec.all_reduce
