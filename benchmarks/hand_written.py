@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with strategy.scope():
         keras.utils.set_random_seed(args.seed)
-        model = build(args.model, args.width, args.layers)
+        model = build(args.model, args.width, args.layers, args.steps_per_execution)
     x, y = np.load(args.x), np.load(args.y)
     ready = time.perf_counter()
 
@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report = {
         "replicas": strategy.num_replicas_in_sync,
+        "steps_per_execution": args.steps_per_execution,  # batch_ends: one per execution
         "samples": len(x),
         "global_batch": args.batch,
         "epochs": args.epochs,
@@ -115,6 +116,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--x", required=True, help=".npy file of inputs")
     parser.add_argument("--y", required=True, help=".npy file of labels")
     parser.add_argument("--out", required=True, help="where to write the JSON report")
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=1,
+        help="compile's steps_per_execution (1: Keras's default, as in the guide)",
+    )
     parser.add_argument("--verbose", type=int, default=0, help="fit's verbose (kit uses 0)")
     parser.add_argument(
         "--inter-op-threads",

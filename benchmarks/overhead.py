@@ -161,6 +161,9 @@ class Bench:
             for backend in args.fixed_backend:  # alternating would mix the servers' first runs
                 key = method if backend == "tensorflow" else f"{method}+{backend}"
                 report["fixed"][key] = self.fixed_cost(key, args.fixed_runs + 1)
+            report["comparison"] = {
+                backend: self.comparison_fixed_cost(backend) for backend in args.fixed_backend
+            }
         if args.only == "throughput":
             # Start the fork server outside the figures, as the fixed-cost section otherwise does.
             _heading("Starting the kit's workers once, outside the figures")
@@ -204,6 +207,46 @@ class Bench:
         keys += ("fit_setup_s", "after_training_s")
         return {"runs": rows, "first": rows[0], "later_median": _medians(rows[1:], keys)}
 
+    def comparison_fixed_cost(self, backend: str) -> dict[str, Any]:
+        """Fixed cost per run of a comparison (single, data x1, data xN): wall time beyond the
+        runs' training, divided by the runs; with runs started ahead (the kit's way: the next
+        run starts while the last measures its communication) and in turn, alternated."""
+        args = self.args
+        experiment = self.short_jax_exp if backend == "jax" else self.short_exp
+        grid = dict(strategies=["single", "data"], devices=[1, args.devices])
+        _heading(
+            f"Fixed cost per run of a comparison on {backend} ({args.comparisons} of each, "
+            "alternated; every run a new configuration, communication measured in each)"
+        )
+        print("comparison  runs started  wall s  training s  fixed per run s")
+        figures: dict[str, list[float]] = {"ahead": [], "in_turn": []}
+        for index in range(args.comparisons):
+            for way in ("ahead", "in_turn"):
+                if way == "in_turn":  # this process only: the kit's files are not touched
+                    gpk_api.with_gate = _no_gate
+                try:
+                    began = time.perf_counter()
+                    rows = experiment.compare(**grid, measure_comm=args.measure_comm).results
+                    wall = time.perf_counter() - began
+                finally:
+                    gpk_api.with_gate = _KIT_GATE
+                if not all(r.ok for r in rows):
+                    raise SystemExit(f"comparison run failed: {[r.reason for r in rows]}")
+                training = sum(r.wall_time_s for r in rows)
+                per_run = (wall - training) / len(rows)
+                figures[way].append(per_run)
+                print(
+                    f"{index:>10}  {way.replace('_', ' '):<12}  {wall:>6.2f}  {training:>10.2f}  "
+                    f"{per_run:>15.2f}"
+                )
+        return {
+            "runs": len(rows),
+            "ahead_s": figures["ahead"],
+            "in_turn_s": figures["in_turn"],
+            "ahead_median_s": statistics.median(figures["ahead"]),
+            "in_turn_median_s": statistics.median(figures["in_turn"]),
+        }
+
     def throughput(self, name: str) -> dict[str, Any]:
         args = self.args
         work = self.workloads[name]
@@ -215,11 +258,18 @@ class Bench:
             "round  side  samples/s  step ms (IQR)  epoch s               "
             "warm-up s  after s  beyond training s  total s"
         )
-        kit_rows, hand_rows = [], []
+        kit_rows, hand_rows, tuned_rows = [], [], []
+
+        def tuned_hand() -> dict[str, Any]:
+            # The hand-written program at the steps per execution tune gave the kit's last run.
+            chosen = kit_rows[-1]["tuned"].get("steps_per_execution", 1)
+            return self._hand_run(work, steps_per_execution=int(chosen))
+
         for index in range(args.rounds):
             for side, rows, measure in (
                 ("kit", kit_rows, lambda: self._kit_run(work.train_exp)),
                 ("hand", hand_rows, lambda: self._hand_run(work)),
+                ("spe", tuned_rows, tuned_hand),
             ):
                 row = measure()
                 rows.append(row)
@@ -231,7 +281,7 @@ class Bench:
                     f"{row['parent_fixed_s']:>17.2f}  "
                     f"{row['parent_total_s']:>7.2f}"
                 )
-        return {"kit": kit_rows, "hand": hand_rows}
+        return {"kit": kit_rows, "hand": hand_rows, "hand_tuned": tuned_rows}
 
     def _kit_run(self, exp: gpk.Experiment) -> dict[str, Any]:
         called = time.perf_counter()
@@ -276,7 +326,7 @@ class Bench:
         row["fit_setup_s"] = row.pop("training_seen_s") - wall
         return row
 
-    def _hand_run(self, work: _Workload) -> dict[str, Any]:
+    def _hand_run(self, work: _Workload, steps_per_execution: int = 1) -> dict[str, Any]:
         args = self.args
         out = self.folder / "hand.json"
         command = [sys.executable, str(HERE / "hand_written.py"), "--model", work.name]
@@ -285,6 +335,7 @@ class Bench:
         command += ["--layers", str(args.layers), "--seed", str(args.seed)]
         command += ["--x", str(work.x_path), "--y", str(work.y_path), "--out", str(out)]
         command += ["--inter-op-threads", str(args.hand_inter_op_threads)]
+        command += ["--steps-per-execution", str(steps_per_execution)]
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
         ended = time.perf_counter()
@@ -292,11 +343,12 @@ class Bench:
         if done.returncode != 0:
             raise SystemExit(f"hand-written run failed ({done.returncode}):\n{done.stderr[-3000:]}")
         raw = json.loads(out.read_text())
-        ends = raw["batch_ends"]
-        durations = step_durations(ends, raw["train_begin"])
+        ends = raw["batch_ends"]  # one per execution of `steps_per_execution` steps
+        per = steps_per_execution
+        durations = [d / per for d in step_durations(ends, raw["train_begin"])]  # as the kit
         warmup = default_warmup_steps(len(durations))
         median, spread = median_and_spread(durations[warmup:])
-        steps = len(ends) // raw["epochs"]
+        steps = len(ends) // raw["epochs"]  # executions per epoch
         wall = ends[-1] - raw["train_begin"]
         return {
             "parent_total_s": total,
@@ -313,9 +365,17 @@ class Bench:
             "samples_per_s": _epoch_throughput(raw["epoch_times_s"], steps, raw["global_batch"]),
             "step_time_s": median,
             "step_spread_s": spread,
-            "steps_per_epoch": steps,
+            "steps_per_epoch": steps * per,
+            "steps_per_execution": per,
             "loss": raw["loss"],
         }
+
+
+_KIT_GATE = gpk_api.with_gate
+
+
+def _no_gate(spec: Any) -> Any:
+    return spec
 
 
 def _epoch_throughput(epoch_times: Sequence[float], steps: int, global_batch: int) -> float | None:
@@ -387,6 +447,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=0,
         help="also measure the fixed cost with GPK_START_METHOD=spawn: runs after the first",
+    )
+    parser.add_argument(
+        "--comparisons",
+        type=int,
+        default=3,
+        help="comparisons of each kind (runs started ahead, in turn) for the fixed cost per run",
     )
     parser.add_argument("--only", choices=("all", "throughput", "fixed"), default="all")
     parser.add_argument(

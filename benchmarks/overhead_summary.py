@@ -6,13 +6,16 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-# Issue 16's targets: a run after the first costs at most 1 s beyond training, the first run in a
+# The targets: a run of a comparison costs at most 0.5 s beyond training; the first run in a
 # kernel at most 3 s with device discovery; the kit's median step beats the hand-written
-# program's by 5 % on the MLP, and is no slower on any model.
-FIXED_COST_TARGET_S = 1.0
+# program's (Keras's defaults) by 5 % on the MLP and is no slower on any model, and against the
+# hand-written program at the kit's own steps per execution, the kit's tax per step (timing
+# callbacks, recorder, progress events) is at most 2 %.
+FIXED_COST_TARGET_S = 0.5
 FIRST_RUN_TARGET_S = 3.0
 STEP_RATIO_TARGET = 1.05  # the MLP
 STEP_RATIO_FLOOR = 1.0  # every model
+TUNED_RATIO_FLOOR = 0.98  # every model, against the hand-written program at tune's settings
 
 
 def _summarise(report: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +55,12 @@ def _throughput_summary(sides: dict[str, Any]) -> dict[str, Any]:
     summary["ratio_step_throughput"] = statistics.median(
         h["step_time_s"] / k["step_time_s"] for k, h in pairs
     )
+    tuned = sides.get("hand_tuned") or []
+    if tuned:
+        summary["hand_tuned_step_time_s"] = _median(tuned, "step_time_s")
+        summary["ratio_step_tuned"] = statistics.median(
+            t["step_time_s"] / k["step_time_s"] for k, t in zip(kit, tuned, strict=True)
+        )
     summary["tuned"] = kit[-1].get("tuned", {})
     return summary
 
@@ -76,16 +85,25 @@ def print_summary(report: dict[str, Any], load: str) -> None:
             f"fixed cost {first['fixed_s']:.2f} s; with discovery {first_in_kernel:.2f} s "
             f"({first_verdict} the {FIRST_RUN_TARGET_S:g} s target, which counts training too)"
         )
-        verdict = "meets" if later["fixed_s"] <= FIXED_COST_TARGET_S else "MISSES"
         print(
-            f"[{method}] FIXED COST, median of {len(fixed['runs']) - 1} later runs: "
-            f"{later['fixed_s']:.2f} s = process - training ({verdict} the "
-            f"{FIXED_COST_TARGET_S:g} s target); {later['parent_fixed_s']:.2f} s beyond training "
+            f"[{method}] fixed cost of one isolated exp.run, median of {len(fixed['runs']) - 1} "
+            f"later runs: {later['fixed_s']:.2f} s = process - training (nothing to overlap "
+            f"with); {later['parent_fixed_s']:.2f} s beyond training "
             f"around exp.run ({later['parent_total_s']:.2f} s in all)\n"
             f"    to worker {later['to_worker_s']:.2f} s, devices {later['devices_s']:.2f} s, "
             f"build+compile {later['build_s']:.2f} s, fit setup {later['fit_setup_s']:.2f} s, "
             "after training "
             f"{later['after_training_s']:.2f} s"
+        )
+    for backend, figures in report.get("comparison", {}).items():
+        ahead, in_turn = figures["ahead_median_s"], figures["in_turn_median_s"]
+        verdict = "meets" if ahead <= FIXED_COST_TARGET_S else "MISSES"
+        print(
+            f"[{backend}] FIXED COST PER RUN OF A COMPARISON ({figures['runs']} runs, each a new "
+            f"configuration, communication measured in every one; median of "
+            f"{len(figures['ahead_s'])} comparisons): {ahead:.2f} s with the next run started "
+            f"while the last measures ({verdict} the {FIXED_COST_TARGET_S:g} s target), "
+            f"{in_turn:.2f} s with runs started in turn"
         )
     for name, model_summary in summary.get("models", {}).items():
         _print_throughput(name, model_summary)
@@ -110,6 +128,19 @@ def _print_verdict(models: dict[str, dict[str, Any]]) -> None:
         print(
             f"{name:<11} {m['ratio_step_throughput']:>6.3f}  {m['kit_step_time_s'] * 1e3:>7.1f}  "
             f"{m['hand_step_time_s'] * 1e3:>8.1f}  {how}  ({verdict} >= {goal:g})"
+        )
+    print(
+        "\n== The kit's own tax per step: kit/hand at the kit's steps per execution "
+        f"(>= {TUNED_RATIO_FLOOR:g}: at most 2 % slower)"
+    )
+    print("model        ratio   kit ms   hand ms")
+    for name, m in models.items():
+        if "ratio_step_tuned" not in m:
+            continue
+        verdict = "meets" if m["ratio_step_tuned"] >= TUNED_RATIO_FLOOR else "MISSES"
+        print(
+            f"{name:<11} {m['ratio_step_tuned']:>6.3f}  {m['kit_step_time_s'] * 1e3:>7.1f}  "
+            f"{m['hand_tuned_step_time_s'] * 1e3:>8.1f}  ({verdict})"
         )
 
 

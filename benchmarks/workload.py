@@ -14,7 +14,9 @@ DEFAULT_WIDTH = 512  # 3 x Dense(512): about 1.2 M parameters, ~50 ms per step o
 DEFAULT_LAYERS = 3
 
 
-def build_model(width: int = DEFAULT_WIDTH, layers: int = DEFAULT_LAYERS):
+def build_model(
+    width: int = DEFAULT_WIDTH, layers: int = DEFAULT_LAYERS, steps_per_execution: int = 1
+):
     """An MLP compiled as keras.io's distributed training guide compiles its model."""
     import keras
 
@@ -30,6 +32,7 @@ def build_model(width: int = DEFAULT_WIDTH, layers: int = DEFAULT_LAYERS):
         optimizer=keras.optimizers.Adam(),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy()],
+        steps_per_execution=steps_per_execution,
     )
     return model
 
@@ -48,14 +51,20 @@ MODELS = ("mlp", "cnn", "transformer")
 _SYNTHETIC = {"cnn": "images", "transformer": "tokens"}
 
 
-def build(name: str = "mlp", width: int = DEFAULT_WIDTH, layers: int = DEFAULT_LAYERS):
-    """`name`'s model, compiled the same way on both sides of the benchmark."""
+def build(
+    name: str = "mlp",
+    width: int = DEFAULT_WIDTH,
+    layers: int = DEFAULT_LAYERS,
+    steps_per_execution: int = 1,
+):
+    """`name`'s model, compiled the same way on both sides of the benchmark (the hand-written
+    side may ask for the steps per execution the kit's tune chose, as a careful user would)."""
     if name == "mlp":
-        return build_model(width, layers)
+        return build_model(width, layers, steps_per_execution)
     from gpu_parallel_kit.worker.builtin_models import BUILDERS, default_compile_args
 
     model = BUILDERS[name]()
-    model.compile(**default_compile_args())
+    model.compile(**default_compile_args(), steps_per_execution=steps_per_execution)
     return model
 
 

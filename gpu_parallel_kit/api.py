@@ -12,7 +12,7 @@ from typing import Any
 
 from .comparison import Comparison
 from .errors import GpkError
-from .runner import run_isolated
+from .runner import StartedAhead, run_isolated, with_gate
 from .runs.devices import plan_devices
 from .runs.plan_options import one_backend, strategy_fields
 from .runs.portable import keras_config
@@ -140,7 +140,7 @@ class Experiment:
         timeout: float | None = ...,
         save_weights: str | None = None,
         schedule: str | None = None,
-        micro_batches: int | None = None,
+        micro_batches: int | str | None = None,
         balance: Any = "params",
         recompute: bool = True,
         virtual_stages: int | None = None,
@@ -162,7 +162,7 @@ class Experiment:
         `schedule`, `micro_batches`, `balance`, `recompute` (compiled stage tasks whose
         backward recomputes the forward; False: eager tasks that keep each tape) and
         `virtual_stages` (interleaved: model chunks per device, default 2) apply to
-        strategy="pipeline" (alias "model") only, `workers` and
+        strategy="pipeline" (alias "model") only (`micro_batches="auto"` too), `workers` and
         `cluster` to strategy="multiworker" only (a comparison passes them to every run; the
         other strategies ignore them). `mode` defaults to "fit", and to "explicit" (the only
         loop that works under MultiWorkerMirroredStrategy) for multiworker. `scaling`,
@@ -254,23 +254,28 @@ class Experiment:
         All runs are planned (and so validated) before the first starts. Ctrl-C or `cancel`
         stops the comparison within a couple of seconds and keeps every finished row.
         """
-        specs = self._plan_backends(strategies, devices, plan)
+        specs = [with_gate(spec) for spec in self._plan_backends(strategies, devices, plan)]
         results: list[RunResult] = []
-        for index, spec in enumerate(specs):
-            try:
-                results.append(self._execute(spec, cancel))
-            except RunInterrupted as interrupted:
-                results.append(interrupted.result)
-                results.extend(self._not_started(specs[index + 1 :]))
-                print(
-                    f"Comparison cancelled: {index} of {len(specs)} runs finished; "
-                    "their rows are kept.",
-                    file=sys.stderr,
-                )
-                break
-            if cancel is not None and cancel.is_set():
-                results.extend(self._not_started(specs[index + 1 :]))
-                break
+        ahead = StartedAhead()
+        try:
+            for index, spec in enumerate(specs):
+                upcoming = specs[index + 1] if index + 1 < len(specs) else None
+                try:
+                    results.append(self._execute(spec, cancel, ahead, upcoming))
+                except RunInterrupted as interrupted:
+                    results.append(interrupted.result)
+                    results.extend(self._not_started(specs[index + 1 :]))
+                    print(
+                        f"Comparison cancelled: {index} of {len(specs)} runs finished; "
+                        "their rows are kept.",
+                        file=sys.stderr,
+                    )
+                    break
+                if cancel is not None and cancel.is_set():
+                    results.extend(self._not_started(specs[index + 1 :]))
+                    break
+        finally:
+            ahead.close()  # a run started ahead but never reached
         return Comparison(results, counter=self.counted_step)
 
     def counted_step(self, experiment_id: str) -> dict[str, Any] | str:
@@ -350,7 +355,13 @@ class Experiment:
             specs.insert(0, self.plan(baseline, 1, **plan))
         return specs
 
-    def _execute(self, spec: RunSpec, cancel: threading.Event | None) -> RunResult:
+    def _execute(
+        self,
+        spec: RunSpec,
+        cancel: threading.Event | None,
+        ahead: StartedAhead | None = None,
+        upcoming: RunSpec | None = None,
+    ) -> RunResult:
         on = " on jax" if spec.backend == "jax" else ""
         label = strategy_record(spec.strategy).label(spec) + on
         label += " (virtual)" if spec.devices.virtual else ""
@@ -361,8 +372,10 @@ class Experiment:
         else:
             progress = run_progress(label, enabled=bool(self.progress))
         try:
-            result = run_isolated(spec, progress, cancel)
+            result = run_isolated(spec, progress, cancel, ahead=ahead, then=upcoming)
         except RunInterrupted as interrupted:
+            if ahead is not None:
+                ahead.close()
             progress.close(interrupted.result)
             self.log.append(interrupted.result)
             raise

@@ -18,6 +18,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from .cluster.coordinator import run_on_cluster
+from .runs import gate
 from .runs.entry import JAX_RUN_ENTRY, LOCAL_CLUSTER_ENTRY, RUN_ENTRY
 from .runs.failures import classify_exit
 from .runs.noise import settle_communication
@@ -43,22 +44,28 @@ def run_isolated(
     spec: RunSpec,
     on_event: EventHandler | None = None,
     cancel: threading.Event | None = None,
+    *,
+    ahead: StartedAhead | None = None,
+    then: RunSpec | None = None,
 ) -> RunResult:
     """Run `spec` in its own process; always returns a result, whatever the worker did.
 
     Ctrl-C kills the worker's whole process group and raises RunInterrupted carrying the
     cancelled row, so callers keep what finished before and stop what comes after.
+
+    With `ahead`, the run takes its process from there if it was started ahead, and once it
+    has trained, starts `then` (the caller's next run) ahead, beside its own after-training work.
     """
     several = strategy_record(spec.strategy).processes
     if several and spec.cluster is not None:
         return run_on_cluster(spec, on_event, cancel)
-    entry = LOCAL_CLUSTER_ENTRY if several else RUN_ENTRY
-    if spec.backend == "jax":
-        entry = JAX_RUN_ENTRY
     watch = _Watch(spec, on_event or (lambda event: None), cancel)
+    if ahead is not None and then is not None:
+        watch.on_trained = lambda: ahead.start(then)
+    started = ahead.take(spec) if ahead is not None else None
     try:
-        process, receiver = start_child(
-            entry, spec, name=f"gpk-{spec.run_id}", backend=spec.backend
+        process, receiver = started or start_child(
+            entry_for(spec), spec, name=f"gpk-{spec.run_id}", backend=spec.backend
         )
     except KeyboardInterrupt:
         raise RunInterrupted(watch.failed("cancelled", "cancelled by Ctrl-C")) from None
@@ -75,6 +82,60 @@ def run_isolated(
     return result
 
 
+def with_gate(spec: RunSpec) -> RunSpec:
+    """`spec` with the caller's training gate, where its after-training work may overlap the
+    next run's start: one process on devices other than GPUs (`runs/gate.py`)."""
+    if strategy_record(spec.strategy).processes or not gate.overlaps(spec.devices.kind):
+        return spec
+    return dataclasses.replace(spec, gate=gate.gate_path())
+
+
+def entry_for(spec: RunSpec) -> str:
+    """The worker entry point of a run on this machine."""
+    if spec.backend == "jax":
+        return JAX_RUN_ENTRY
+    return LOCAL_CLUSTER_ENTRY if strategy_record(spec.strategy).processes else RUN_ENTRY
+
+
+class StartedAhead:
+    """The next run of a comparison, its process started while the last run measures apart.
+
+    Only a run with a training gate (`runs/gate.py`) is started ahead: it waits at the gate
+    before training, so its step times never overlap another run's work. One run at most is
+    held; `close` stops one that was never taken (the comparison was cancelled or failed).
+    """
+
+    def __init__(self) -> None:
+        self._spec: RunSpec | None = None
+        self._started: tuple[Any, Any] | None = None
+
+    def start(self, spec: RunSpec) -> bool:
+        """Start `spec`'s process now; whether it was (a run without a gate never is)."""
+        if spec.gate is None or self._started is not None:
+            return False
+        try:
+            self._started = start_child(
+                entry_for(spec), spec, name=f"gpk-{spec.run_id}", backend=spec.backend
+            )
+        except WorkerNotStarted:
+            return False  # started again when its turn comes, which then says why if it fails
+        self._spec = spec
+        return True
+
+    def take(self, spec: RunSpec) -> tuple[Any, Any] | None:
+        if self._spec is None or self._spec.run_id != spec.run_id:
+            return None
+        started, self._spec, self._started = self._started, None, None
+        return started
+
+    def close(self) -> None:
+        if self._started is not None:
+            process, receiver = self._started
+            stop_child(process)
+            receiver.close()
+        self._spec = self._started = None
+
+
 class _Watch:
     """Follows one worker: forwards its events, enforces the timeout, honours cancel."""
 
@@ -86,6 +147,8 @@ class _Watch:
         self.cancel = cancel
         self.phase = "starting"
         self.started = time.perf_counter()
+        self.on_trained: Callable[[], bool] | None = None
+        self.overlapped = False  # the next run started beside this one's after-training work
 
     def follow(self, process: Any, receiver: Any) -> RunResult:
         self.started = time.perf_counter()
@@ -132,7 +195,18 @@ class _Watch:
             result = settle_communication(RunResult.from_dict(message["result"]))
             elapsed = time.perf_counter() - self.started
             extra = {**result.extra, "process_s": elapsed}
+            if self.overlapped:
+                extra["next_run_started_beside"] = True
+                if "comm_method" in extra and extra.get("comm_measured", True):
+                    extra["comm_method"] += (
+                        "; taken while the comparison's next run was starting beside it"
+                    )
             return dataclasses.replace(result, extra=extra)
+        if message.get("event") == "trained":  # the run holds the gate: the next may start
+            if self.on_trained is not None:
+                self.overlapped = self.on_trained()
+                self.on_trained = None
+            return None
         if message.get("event") == "phase":
             self.phase = message["phase"]
         self.on_event(message)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..errors import GpkError
+from ..runs import gate
 from ..runs.failures import classify_exception
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
@@ -115,12 +116,17 @@ def run_in_this_process(
             base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps)
         recorder = tuned_recorder(emit, tuned, warmup, total, steps)
         backend.watch(recorder, model)
-        startup = time.perf_counter() - start
+        # The last run of the caller may still be measuring beside this one: train only once it
+        # is done (runs/gate.py); the wait is not start-up.
+        waited = gate.pass_through(spec.gate)
+        startup = time.perf_counter() - start - waited
         enter("training", total=total)
 
         def finish() -> RunResult:
             nonlocal phase
             phase = "reporting the results"
+            gate.hold(spec.gate)  # from here nothing is timed per step: the next run may start
+            emit(event="trained")
             if spec.save_weights:
                 phase = "saving the weights"
                 save_weights(spec.save_weights, model)
@@ -137,7 +143,7 @@ def run_in_this_process(
                 base_lr,
                 learning_rate,
             )
-            return finished_result(
+            result = finished_result(
                 spec,
                 base,
                 done,
@@ -146,6 +152,9 @@ def run_in_this_process(
                 model,
                 lambda step_time: backend.result_fields(model, step_time),
             )
+            if spec.gate is not None:
+                result.extra["waited_at_gate_s"] = waited
+            return result
 
         if report_and_exit is not None:
             recorder.on_train_end = lambda: report_and_exit(finish())

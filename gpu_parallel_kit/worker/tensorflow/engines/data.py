@@ -26,6 +26,23 @@ def cross_device_ops(choice: str, kind: str) -> tf.distribute.CrossDeviceOps:
     return tf.distribute.ReductionToOneDevice()
 
 
+def split_between_replicas(strategy: tf.distribute.Strategy, batch: Any) -> Any:
+    """One global batch as per-replica slices, as `fit` splits it. Slicing a batch already taken
+    costs milliseconds; a new distributed iterator over the data set costs a tenth of a second."""
+    replicas = strategy.num_replicas_in_sync
+
+    def part(context: tf.distribute.ValueContext) -> Any:
+        index = context.replica_id_in_sync_group
+
+        def slice_of(value: tf.Tensor) -> tf.Tensor:
+            size = value.shape[0] // replicas
+            return value[index * size : (index + 1) * size]
+
+        return tf.nest.map_structure(slice_of, batch)
+
+    return strategy.experimental_distribute_values_from_function(part)
+
+
 class DataParallelEngine(Engine):
     """MirroredStrategy over the run's devices, with a chosen all-reduce.
 
@@ -43,7 +60,7 @@ class DataParallelEngine(Engine):
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         self._comm = None
         if self.spec.measure_comm:
-            batch = next(iter(self.distribution.experimental_distribute_dataset(dataset)))
+            batch = split_between_replicas(self.distribution, next(iter(dataset)))
             self._comm = measure_all_reduce(self.distribution, model, batch)
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:

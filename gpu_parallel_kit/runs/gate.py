@@ -1,0 +1,79 @@
+"""The training gate: the next run of a comparison starts while the last one still measures.
+
+After training, a data-parallel run measures its communication apart (0.3-0.7 s of tracing,
+compiling and timing). The next run of the same comparison spends about as long forking, setting
+up its devices and building its model, and none of that is timed. So the caller starts the next
+run's process as soon as the last one has trained, and the two overlap. What must not overlap is
+training: a run's step times are only fair if nothing else of the caller computes beside them.
+
+The gate is one lock file per caller process. A run holds it, exclusively, from the end of its
+training until its process ends (the kernel releases an `flock` with the process, however it
+ends: reported, crashed or killed). A run passes through it just before its first training step,
+waiting for any run that still holds it. The caller starts the next run only after the last one
+took the gate, so the order is always: train, take the gate, next run starts, next run waits.
+
+GPUs are left out (`overlaps`): two processes would each hold device memory at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import os
+import tempfile
+import threading
+import time
+
+_lock = threading.Lock()
+_path: str | None = None
+_held: list[int] = []  # a run's file descriptor on the gate, open until its process ends
+
+
+def gate_path() -> str:
+    """This caller's gate file, made on first use and removed when the caller exits."""
+    global _path
+    with _lock:
+        if _path is None:
+            descriptor, _path = tempfile.mkstemp(prefix="gpk-gate-")
+            os.close(descriptor)
+            atexit.register(_remove, _path)
+        return _path
+
+
+def overlaps(device_kind: str) -> bool:
+    """Whether a run on these devices may overlap the next run's start: not on GPUs, where both
+    processes would hold device memory at once."""
+    return device_kind != "gpu"
+
+
+def hold(path: str | None) -> None:
+    """Take the gate until this process ends (the run has trained; what follows is not timed).
+    Nothing when the run has no gate."""
+    if path is None or _held:
+        return
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    _held.append(descriptor)
+
+
+def pass_through(path: str | None) -> float:
+    """Wait until no other run holds the gate; the seconds waited (left out of start-up)."""
+    if path is None:
+        return 0.0
+    started = time.perf_counter()
+    try:
+        descriptor = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return 0.0  # the caller has gone: nothing can train beside this run
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+    finally:
+        os.close(descriptor)
+    return time.perf_counter() - started
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)

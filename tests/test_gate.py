@@ -1,0 +1,114 @@
+"""The training gate: a run started ahead never trains while the last run still works.
+
+The gate's own rules are checked on plain processes (no TensorFlow); one comparison checks that
+starting runs ahead changes nothing a run trains.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pathlib
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from gpu_parallel_kit.runs import gate
+
+_fork = multiprocessing.get_context("fork")
+
+
+def _hold_then_finish(path: str, held: object, release: object, marker: str) -> None:
+    gate.hold(path)
+    held.set()
+    release.wait(30)
+    pathlib.Path(marker).write_text("done")  # the holder's last act before it ends
+    os._exit(0)
+
+
+def _start_holder(tmp_path: pathlib.Path) -> tuple[object, object, str, str]:
+    path = str(tmp_path / "gate")
+    marker = str(tmp_path / "marker")
+    held, release = _fork.Event(), _fork.Event()
+    holder = _fork.Process(target=_hold_then_finish, args=(path, held, release, marker))
+    holder.start()
+    assert held.wait(30)
+    return holder, release, path, marker
+
+
+def _pass_in_thread(path: str) -> threading.Thread:
+    waiter = threading.Thread(target=gate.pass_through, args=(path,), daemon=True)
+    waiter.start()
+    return waiter
+
+
+def test_a_run_passes_only_once_the_holder_has_ended(tmp_path):
+    holder, release, path, marker = _start_holder(tmp_path)
+    waiter = _pass_in_thread(path)
+    waiter.join(0.3)
+    assert waiter.is_alive(), "passed the gate while another run held it"
+    release.set()
+    waiter.join(30)
+    assert not waiter.is_alive()
+    assert pathlib.Path(marker).exists()  # the holder had finished its work first
+    holder.join(30)
+
+
+def test_a_killed_holder_frees_the_gate(tmp_path):
+    holder, _release, path, _marker = _start_holder(tmp_path)
+    os.kill(holder.pid, signal.SIGKILL)
+    waiter = _pass_in_thread(path)
+    waiter.join(30)
+    assert not waiter.is_alive()
+    holder.join(30)
+
+
+def test_no_gate_and_a_gone_caller_never_wait(tmp_path):
+    assert gate.pass_through(None) == 0.0
+    assert gate.pass_through(str(tmp_path / "removed-with-its-caller")) == 0.0
+
+
+def test_gpus_never_overlap_two_runs():
+    assert gate.overlaps("cpu")
+    assert not gate.overlaps("gpu")
+
+
+@pytest.mark.slow
+def test_runs_started_ahead_train_exactly_as_runs_started_in_turn(tmp_path, monkeypatch):
+    """The same comparison with and without starting runs ahead: the same losses, bit for bit,
+    and the rows say which runs had the next one start beside them."""
+    import keras
+
+    import gpu_parallel_kit as gpk
+    from gpu_parallel_kit import api
+
+    def build():
+        return keras.Sequential([keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 8)).astype("float32")
+    y = rng.integers(0, 3, size=128)
+    exp = gpk.Experiment(
+        model=build,
+        data=(x, y),
+        batch_size=32,
+        epochs=1,
+        optimizer="sgd",
+        loss="sparse_categorical_crossentropy",
+        progress=False,
+        log=str(tmp_path / "runs.sqlite"),
+    )
+    ahead = exp.compare(["single", "data"], [1, 2]).results
+    monkeypatch.setattr(api, "with_gate", lambda spec: spec)
+    in_turn = exp.compare(["single", "data"], [1, 2]).results
+    assert [r.status for r in ahead + in_turn] == ["ok"] * 6
+    for started_ahead, started_in_turn in zip(ahead, in_turn, strict=True):
+        assert started_ahead.history["loss"] == started_in_turn.history["loss"]
+    assert [bool(r.extra.get("next_run_started_beside")) for r in ahead] == [True, True, False]
+    assert not any(r.extra.get("next_run_started_beside") for r in in_turn)
+    assert all("waited_at_gate_s" in r.extra for r in ahead)
+    measured = ahead[-1]  # data on 2 devices: its communication was measured as before
+    assert measured.extra.get("comm_measured", True)
+    assert "standalone_all_reduce_s" in measured.extra
