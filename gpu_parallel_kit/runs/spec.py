@@ -134,6 +134,9 @@ class RunSpec:
     min_shard_bytes: int | None = None
 
     def __post_init__(self) -> None:
+    # the caller's training gate (runs/gate.py): set when the next run may start beside this
+    # run's after-training work; None: the run neither waits nor holds
+    gate: str | None = None
         # The record's own name: "model" is read as "pipeline" from here on.
         object.__setattr__(self, "strategy", strategy_record(self.strategy).name)
         record = check_backend(self.backend, self.strategy)
