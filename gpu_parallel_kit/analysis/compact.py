@@ -40,6 +40,7 @@ from .cells import (
 )
 from .convergence import has_convergence
 from .flags import fills, row_fills
+from .readable import RunFrame
 from .tables import format_table
 
 # The interval columns a comparison measured in rounds adds (one pair per figure).
@@ -325,16 +326,16 @@ _STYLE = (
 )
 
 
-class RunTable(pd.DataFrame):
+class RunTable(RunFrame):
     """A full comparison table that displays as its compact view (what `gpk.history()` returns).
 
     Every column is there (`list(t.columns)`, `t[...]`, `t.to_csv()`); only its display is short.
-    Anything computed from it is a plain DataFrame, shown whole.
+    Anything computed from it is a `RunFrame`: shown whole, its figures readable.
     """
 
     @property
-    def _constructor(self):
-        return pd.DataFrame
+    def _constructor(self) -> type[RunFrame]:
+        return RunFrame
 
     def _repr_html_(self) -> str:
         return compact_html(pd.DataFrame(self))

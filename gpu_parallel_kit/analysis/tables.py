@@ -18,16 +18,10 @@ from ..runs.results import RunResult
 from ..runs.target import Target
 from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
-from .cells import (
-    display_frame,
-    mark_below_noise,
-    mark_not_measured,
-    mark_not_reached,
-    ms_text,
-    ratio_text,
-    share_text,
-)
+from .cells import display_frame, mark_below_noise, mark_not_measured, mark_not_reached
 from .convergence import has_convergence, reach_of
+from .readable import RunFrame
+from .terminal import for_people, shorten
 
 # The public contract (docs/ARCHITECTURE.md): scripts and notebooks rely on these names and this
 # order.
@@ -186,7 +180,6 @@ _TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("peak_memory_bytes", "peak_MiB"),
     ("reason", "reason"),
 )
-_REASON_WIDTH = 30
 # With a target or a learning-rate rule the text tables add what they need to be read; a run that
 # never met the target says so in words where its time would be.
 _MARKDOWN_CONVERGENCE = (
@@ -217,6 +210,8 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
     efficiency.
     Runs that did not finish, or have no baseline in their experiment, get NaN speedup and
     efficiency. `projected` comes from the result: True only for rows a cost model projected.
+    The frame is a `RunFrame`: a notebook shows its figures, and any selection of them, in
+    units people read (analysis/readable.py).
     """
     frame = pd.DataFrame([_row(result) for result in results], columns=list(ALL_COLUMNS))
     frame = frame.astype(
@@ -229,7 +224,8 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
             "target_reached": "boolean",
         }
     )
-    return _with_time_to_target_speedup(_with_speedup(frame))
+    # Its values as computed; its display, and that of every selection from it, readable.
+    return RunFrame(_with_time_to_target_speedup(_with_speedup(frame)))
 
 
 def _row(result: RunResult) -> dict[str, object]:
@@ -382,11 +378,11 @@ def format_table(df: pd.DataFrame) -> str:
     if has_convergence(df):
         columns[-1:-1] = _TERMINAL_CONVERGENCE
     chosen = [(column, header) for column, header in columns if column in df.columns]
-    shown = _for_people(display_frame(df[[column for column, _ in chosen]]), df)
+    shown = for_people(display_frame(df[[column for column, _ in chosen]]), df)
     shown = mark_not_reached(shown, df)
     shown = mark_not_measured(mark_below_noise(shown, df), df)
     if "reason" in df.columns:
-        shown["reason"] = shown["reason"].map(_shorten)
+        shown["reason"] = shown["reason"].map(shorten)
     align = ["right" if _is_numeric(df, column) else "left" for column, _ in chosen]
     # The header as the first row: as `headers=`, tabulate pads each by two spaces, ~30 characters
     # over a terminal's width. disable_numparse: cells are formatted; tabulate must not re-round.
@@ -398,35 +394,6 @@ def format_table(df: pd.DataFrame) -> str:
     )
 
 
-def _for_people(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
-    """The step in ms, speedup as "1.62×" with its interval where the table has one, shares
-    in %: the figures a reader compares, at the precision they were measured to."""
-    low, high = ((df[c] if c in df.columns else pd.Series(math.nan, df.index)) for c in _SPEEDUP_CI)
-    formats = {
-        "step_time_s": lambda: df["step_time_s"].map(ms_text),
-        "speedup": lambda: [ratio_text(*v) for v in zip(df["speedup"], low, high, strict=True)],
-        "efficiency": lambda: df["efficiency"].map(share_text),
-        "comm_share": lambda: df["comm_share"].map(share_text),
-    }
-    for column, cells in formats.items():
-        if column in shown.columns:
-            shown[column] = list(cells())
-    return shown
-
-
-_SPEEDUP_CI = ("speedup_ci_low", "speedup_ci_high")  # added by comparisons measured in rounds
-
-
 def _is_numeric(df: pd.DataFrame, column: str) -> bool:
     dtype = df[column].dtype
     return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
-
-
-def _shorten(text: str) -> str:
-    """The reason cut to its column at a word boundary, never inside a word."""
-    if len(text) <= _REASON_WIDTH:
-        return text
-    cut = text[: _REASON_WIDTH - 1]
-    if " " in cut and not text[_REASON_WIDTH - 1].isspace():
-        cut = cut.rsplit(" ", 1)[0]
-    return cut.rstrip(" ,;:") + "…"

@@ -1,0 +1,111 @@
+"""A comparison table that keeps its numbers and displays them for people.
+
+`cmp.table` is data: seconds, bytes and ratios as floats, for code to compute with. A notebook
+that shows a few of its columns (`cmp.table[["strategy", "step_time_s", "comm_bytes"]]`) should
+not show `0.008889`, `433704.0`, `NaN` or `<NA>`. `RunFrame` is a DataFrame whose values are
+unchanged and whose HTML display writes each figure by what its column's name says it holds:
+times in ms (or s, or µs) with the unit, bytes in KiB/MiB, shares in %, speedups as "1.62×",
+rates as "169k", and nothing where a figure does not apply. Column names stay as they are: they
+are what a reader types next. Every frame computed from it (a selection, `.round()`, a query)
+displays the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from .cells import bytes_text, count_text, missing, ratio_text, share_text, three_digits
+
+# Columns holding a share of something (0.43 -> "43%").
+_SHARES = ("share", "fraction", "efficiency", "bubble_theoretical", "bubble_simulated")
+
+
+def time_text(seconds: object) -> str:
+    """A duration with its unit, three significant digits: "4.72 ms", "12.3 s", "8 µs"."""
+    if missing(seconds):
+        return ""
+    value = float(seconds)
+    if value == 0:
+        return "0"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(value) >= scale:
+            return f"{three_digits(value / scale)} {unit}"
+    return f"{three_digits(value / 1e-9)} ns"
+
+
+def rate_text(value: object, unit: str) -> str:
+    """A rate with its unit: "169k/s"."""
+    return "" if missing(value) else f"{count_text(value)}{unit}"
+
+
+def _number(value: object) -> str:
+    if missing(value):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    number = float(value)  # type: ignore[arg-type]
+    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else three_digits(number)
+
+
+def formatter(column: str) -> Callable[[object], str] | None:
+    """How a numeric column's cells are written, by what its name says it holds."""
+    name = column.lower()
+    if name.endswith("_bytes_s"):
+        return lambda v: "" if missing(v) else f"{bytes_text(v)}/s"
+    if name.endswith("samples_s"):
+        return lambda v: rate_text(v, "/s")  # before "_s": a rate, not a time
+    if name.endswith("_bytes"):
+        return bytes_text
+    if "speedup" in name or name.endswith("_factor"):
+        return ratio_text
+    if any(word in name for word in _SHARES):
+        return share_text
+    if name.endswith("_s") and not name.endswith("_steps"):
+        return time_text
+    return None
+
+
+def readable_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` as text cells for people, the same columns and index."""
+    cells = {}
+    for column in df.columns:
+        values = df[column]
+        write = formatter(str(column))
+        if pd.api.types.is_bool_dtype(values):
+            cells[column] = ["" if missing(v) else "yes" if v else "no" for v in values]
+        elif write is not None and pd.api.types.is_numeric_dtype(values):
+            cells[column] = [write(v) for v in values]
+        elif pd.api.types.is_numeric_dtype(values):
+            cells[column] = [_number(v) for v in values]
+        else:
+            cells[column] = ["" if _blank(v) else str(v) for v in values]
+    return pd.DataFrame(cells, index=df.index, columns=df.columns, dtype=object)
+
+
+def _blank(value: object) -> bool:
+    try:
+        return bool(missing(value) or pd.isna(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False  # a list or a dict: shown as it is
+
+
+class RunFrame(pd.DataFrame):
+    """A comparison table: its values untouched, its HTML display readable (`readable_cells`).
+
+    Long texts, such as a failed run's reason, are shown whole, never cut with "...".
+    """
+
+    @property
+    def _constructor(self) -> type[RunFrame]:
+        return RunFrame
+
+    def _repr_html_(self) -> str:
+        rows, columns = pd.get_option("display.max_rows"), pd.get_option("display.max_columns")
+        with pd.option_context("display.max_colwidth", None):
+            return readable_cells(pd.DataFrame(self)).to_html(
+                max_rows=rows, max_cols=columns, classes="gpk-readable"
+            )

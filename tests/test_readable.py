@@ -1,0 +1,50 @@
+"""A comparison table keeps its numbers and shows them for people, in any selection of it."""
+
+from __future__ import annotations
+
+import math
+
+from gpu_parallel_kit.analysis.readable import RunFrame, readable_cells, time_text
+from gpu_parallel_kit.analysis.tables import comparison_table
+from gpu_parallel_kit.runs.results import RunResult
+
+
+def _run(run_id, strategy, devices, **kw):
+    fields = dict(
+        experiment_id="e", virtual=devices > 1, status="ok", global_batch=512,
+        step_time_s=0.008889, throughput_samples_s=57601.0,
+    )  # fmt: skip
+    fields.update(kw)
+    return RunResult(run_id=run_id, strategy=strategy, devices=devices, **fields)
+
+
+def _table():
+    return comparison_table(
+        [
+            _run("s", "single", 1),
+            _run("d", "data", 2, comm_bytes=433704, comm_time_s=0.00001, comm_share=0.428571),
+            _run("f", "data", 4, status="oom", reason="need 21.5 MiB of state " + "and more " * 9),
+        ]
+    )
+
+
+def test_times_carry_their_unit():
+    assert time_text(0.008889) == "8.89 ms" and time_text(12.34) == "12.3 s"
+    assert time_text(0.00001) == "10 µs" and time_text(0.0) == "0" and time_text(math.nan) == ""
+
+
+def test_a_selection_keeps_its_values_and_shows_them_readably():
+    table = _table()
+    shown = table[["strategy", "step_time_s", "comm_bytes", "comm_time_s", "comm_share", "speedup",
+                   "micro_batches", "throughput_samples_s", "virtual"]]  # fmt: skip
+    assert isinstance(shown, RunFrame) and shown.loc[0, "step_time_s"] == 0.008889
+    cells = readable_cells(shown)
+    assert cells.loc[0].tolist() == ["single", "8.89 ms", "", "", "", "1×", "", "57.6k/s", "no"]
+    assert cells.loc[1].tolist()[2:6] == ["424 KiB", "10 µs", "43%", "1×"]
+    assert not cells.isin(["nan", "NaN", "<NA>", "None"]).any().any()
+
+
+def test_the_html_shows_a_reason_whole():
+    html = _table()[["strategy", "status", "reason"]]._repr_html_()
+    assert ("and more " * 9).strip() in html and "..." not in html
+    assert "NaN" not in _table()._repr_html_() and "&lt;NA&gt;" not in _table()._repr_html_()
