@@ -4,6 +4,7 @@ Importing the kit does not import TensorFlow; `list_devices` imports it without 
 runtime, and every run trains in a fresh worker process.
 """
 
+from .analysis.memory_plan import plan_memory
 from .api import Experiment
 from .comparison import Comparison
 from .errors import GpkError
@@ -21,6 +22,7 @@ __all__ = [
     "history",
     "history_comparison",
     "list_devices",
+    "plan_memory",
 ]
 
 

@@ -61,7 +61,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "comparison",
         "options",
     },
-    "": {"errors", "version", "runs", "store", "api", "comparison", "notebook"},
+    "": {"errors", "version", "runs", "store", "api", "comparison", "notebook", "analysis"},
 }
 HEAVY = ("tensorflow", "keras", "jax")
 

@@ -151,7 +151,7 @@ def _load_npz(path: Path, option: str = "--data") -> tuple[Any, Any]:
 
 def _no_command(args: argparse.Namespace) -> int:
     raise UsageError(
-        "choose a command: devices, run, compare, demo, history or worker (see gpk --help)"
+        "choose a command: devices, run, compare, demo, history, plan or worker (see gpk --help)"
     )
 
 
@@ -218,6 +218,24 @@ def _say(line: str) -> None:
     print(f"gpk worker: {line}", flush=True)
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from ..analysis.memory_plan import format_plan, plan_memory
+
+    table = plan_memory(
+        params=args.params,
+        optimizer=args.optimizer,
+        precision=args.precision,
+        batch=args.batch,
+        activations=args.activations,
+        devices=args.devices,
+        stages=args.stages,
+        model_axis=args.model_axis,
+        device=args.gpu,
+    )
+    print(format_plan(table))
+    return 0
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     log = RunLog(args.log)
     table = log.table()
@@ -272,5 +290,6 @@ HANDLERS = {
     "compare": _cmd_compare,
     "demo": _cmd_demo,
     "history": _cmd_history,
+    "plan": _cmd_plan,
     "worker": _cmd_worker,
 }

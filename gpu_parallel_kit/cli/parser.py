@@ -116,6 +116,7 @@ def build_parser(
     worker.add_argument(
         "--once", action="store_true", help="exit after one run instead of serving the next"
     )
+    _add_plan(commands, handlers["plan"])
     history = _add(
         commands,
         "history",
@@ -125,6 +126,28 @@ def build_parser(
     )
     _add_options(history, HISTORY)
     return parser
+
+
+def _add_plan(commands: Any, handler: Callable) -> None:
+    plan = _add(
+        commands,
+        "plan",
+        handler,
+        "memory per device of a model too large to build here, per strategy",
+        "Model the bytes per device of parameters, gradients, optimizer state and activations "
+        "under data, ZeRO-1/2, fsdp (ZeRO-3), pipeline and tensor parallelism (Rajbhandari et "
+        "al., ZeRO, SC 2020). Nothing is trained.",
+        epilog="Example: gpk plan --params 7e9 --devices 8 64 --gpu h100",
+    )
+    plan.add_argument("--params", type=float, required=True, metavar="N", help="parameters")
+    plan.add_argument("--optimizer", default="adam", help="adam, sgd, momentum, ...; default: adam")
+    plan.add_argument("--precision", default="mixed", choices=("mixed", "fp32"))
+    plan.add_argument("--batch", type=int, default=1, metavar="G", help="global batch")
+    plan.add_argument("--activations", type=float, metavar="E", help="activation elements/sample")
+    plan.add_argument("--devices", type=int, nargs="+", default=[8, 64], metavar="N")
+    plan.add_argument("--stages", type=int, metavar="K", help="pipeline stages; default: N")
+    plan.add_argument("--model-axis", type=int, metavar="M", help="tensor's axis; default: N")
+    plan.add_argument("--gpu", metavar="PRESET", help="say what fits on it, e.g. h100")
 
 
 _OUT_HELP = "folder for the report (table.csv, table.md and the figures as PNG)"
