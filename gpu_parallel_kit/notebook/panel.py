@@ -26,6 +26,7 @@ from ..options.request import Request
 from ..runs.devices import list_devices
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
+from ..strategies import BACKENDS, runnable
 from . import result_tabs
 from .controls import Controls, PanelPlan
 from .progress_rows import RunRow
@@ -62,9 +63,11 @@ class Panel(ShowOnce):
         self._cancel = threading.Event()
         buttons = widgets.HBox([self.run_button, self.compare_button, self.stop_button])
         header = widgets.HTML(f"<b>gpu_parallel_kit</b> · {html.escape(title)} · {_where(found)}")
+        self.offers = widgets.HTML(offers_html())
+        self.offers.add_class("gpk-offers")
         self.widget = widgets.VBox(
-            [header, self.controls.widget, buttons, self.controls.hint, self.status, self.runs]
-            + [self.tabs]
+            [header, self.offers, self.controls.widget, buttons, self.controls.hint, self.status]
+            + [self.runs, self.tabs]
         )
         self.widget.add_class("gpk-panel")
         self.run_button.on_click(lambda _: self.start("run"))
@@ -146,6 +149,25 @@ class Panel(ShowOnce):
     def _error(self, error: BaseException) -> None:
         sentence = html.escape(one_sentence(error))
         self.status.value = f"<span class='gpk-error' style='{ERROR_STYLE}'>{sentence}</span>"
+
+
+def offers_html() -> str:
+    """What the panel offers, from the registry and the tabs, so the words never fall behind the
+    boxes: each strategy with its one-line summary and the backends it runs on, the backend
+    choice, and the result tabs. Folded: it is read once, then out of the way."""
+    strategies = "".join(
+        f"<li><code>{record.name}</code>: {html.escape(record.summary)} "
+        f"<i>({', '.join(b for b in BACKENDS if b not in record.missing)})</i></li>"
+        for record in runnable()
+    )
+    return (
+        "<details><summary>What the panel offers</summary><ul>"
+        f"{strategies}"
+        "<li><b>backend</b>: TensorFlow (tf.distribute), JAX (Keras's keras.distribution), or "
+        "both in one table; a strategy a backend lacks is left out with one sentence</li>"
+        f"<li><b>tabs</b>: {', '.join(result_tabs.TABS)}</li>"
+        "</ul></details>"
+    )
 
 
 def _where(devices: pd.DataFrame) -> str:

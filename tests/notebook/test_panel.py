@@ -227,3 +227,14 @@ def _alive(process: psutil.Process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def test_the_panel_says_what_it_offers_every_strategy_backend_and_tab(shell, device_table):
+    from gpu_parallel_kit.notebook.result_tabs import TABS
+    from gpu_parallel_kit.strategies import runnable_names
+
+    panel = Panel(small_request(), devices=device_table)
+    text = panel.offers.value
+    assert all(f"<code>{name}</code>" in text for name in runnable_names())
+    assert all(tab in text for tab in TABS) and "backend" in text
+    assert "<code>tensor</code>: each layer" in text and "<i>(jax)</i>" in text
