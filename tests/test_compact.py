@@ -134,3 +134,13 @@ def test_below_noise_keeps_its_words_together_and_its_noise_under_them():
 def test_a_run_and_its_details_are_two_lines_in_html():
     html = compact_html(comparison_table([row("m", "pipeline", 2, schedule="1f1b")]))
     assert "pipeline×2<br><span class='gpk-sub'>1f1b</span>" in html
+
+
+def test_time_to_target_is_one_cell_with_the_epoch_it_was_met_in():
+    from gpu_parallel_kit.analysis.compact import target_text
+
+    assert target_text({"time_to_target_s": 0.1768, "epochs_to_target": 1.3725}) == (
+        "0.177 s, epoch 1.37"
+    )
+    assert target_text({"target_reached": False, "time_to_target_s": float("nan")}) == "not reached"
+    assert target_text({"time_to_target_s": float("nan")}) == ""

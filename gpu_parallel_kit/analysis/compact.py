@@ -166,14 +166,15 @@ def memory_text(row: pd.Series) -> str:
 
 
 def target_text(row: pd.Series) -> str:
-    """ "3.2 s, epoch 3", or "not reached"."""
+    """ "0.177 s, epoch 1.37", or "not reached"."""
     if row.get("target_reached") is False:
         return NOT_REACHED
     seconds = row.get("time_to_target_s")
     if missing(seconds):
         return ""
     epoch = row.get("epochs_to_target")
-    return f"{three_digits(float(seconds))} s" + ("" if missing(epoch) else f", epoch {int(epoch)}")
+    reached = "" if missing(epoch) else f", epoch {three_digits(float(epoch))}"  # 1.37: mid-epoch
+    return f"{three_digits(float(seconds))} s{reached}"
 
 
 def _cell(column: str, formatter: Callable[[object], str]) -> Callable[[pd.Series], str]:
