@@ -45,9 +45,14 @@ all stages::
     T  = T_pipeline(G/D) + max_s C(φ^param_s · S, D)
 
 Speedup = throughput / single-device throughput of the *same* workload on the same (scaled)
-device, efficiency = speedup / N. Not modelled: compute per sample changing with the (micro-)batch
-size (small micro-batches are less efficient on GPUs, so pipelines come out optimistic), memory
-limits, optimizer-update time apart from the backward, contention of several groups on one link.
+device, efficiency = speedup / N. Compute per sample changing with the (micro-)batch size is
+modelled by the workload handed in: a projector gives a pipeline the workload of one micro-batch
+of G/M samples and data parallelism that of G/N (`projected_compute.Compute.workload_at`, the
+counted step on the GPU's roofline with its launch floor at that size), so a launch-bound model
+pays every kernel launch once per micro-batch; measured compute keeps one per-sample cost. The
+CPU's measured micro-batch curve (`pipeline/microbatch.py`) describes the CPU and is not carried
+onto GPUs. Not modelled: memory limits, optimizer-update time apart from the backward, contention
+of several groups on one link.
 Tensor parallelism is modelled in `analysis/tensor_cost.py`.
 """
 

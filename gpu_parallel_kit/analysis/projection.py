@@ -19,7 +19,9 @@ Assumptions made unless the runs or the caller say better:
 - compute runs as fast as on the measured device (compute_scale 1): only communication is
   projected. A CPU-to-GPU scale is a rough assumption whichever way it is given;
 - pipelines with a stage count that was not measured have equal stages and the mean bytes per
-  sample across a measured cut; per-sample compute does not depend on the micro-batch size.
+  sample across a measured cut. Counted compute costs a micro-batch what the GPU's roofline and
+  launch floor say at G/M samples (`projected_compute`); measured compute gives a sample the same
+  cost at every micro-batch size (the CPU's micro-batch curve is the CPU's, not the GPU's).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..errors import GpkError
 from ..options.request import Request
+from ..pipeline.microbatch import AUTO, is_auto
 from ..pipeline.schedules import SCHEDULES
 from ..runs.devices import virtual_device_limit
 from ..strategies import DEFAULT_COMPARISON, has, runnable_names
@@ -65,7 +66,8 @@ def default_schedule(request: Request) -> str:
     """The API's default, shown in the dropdown: naive, or gpipe when micro-batches are asked."""
     if request.schedule:
         return request.schedule
-    return "gpipe" if (request.micro_batches or 1) > 1 else "naive"
+    m = request.micro_batches
+    return "gpipe" if is_auto(m) or (m or 1) > 1 else "naive"
 
 
 class Controls:
@@ -95,12 +97,23 @@ class Controls:
             layout=widgets.Layout(width="16em"),
         )
         self.micro_batches = widgets.BoundedIntText(
-            value=request.micro_batches or 1,
+            value=1 if is_auto(request.micro_batches) else request.micro_batches or 1,
             min=1,
             max=4096,
             description="micro-batches",
             style={"description_width": "initial"},
             layout=widgets.Layout(width="12em"),
+            disabled=is_auto(request.micro_batches),
+        )
+        # Ticked: the run measures the micro-batch curve and picks M (micro_batches="auto").
+        self.auto_micro_batches = widgets.Checkbox(
+            value=is_auto(request.micro_batches),
+            description="auto",
+            indent=False,
+            layout=widgets.Layout(width="5em"),
+        )
+        self.auto_micro_batches.observe(
+            lambda change: setattr(self.micro_batches, "disabled", change["new"]), names="value"
         )
         self.backend = widgets.Dropdown(
             options=BACKEND_CHOICES,
@@ -119,7 +132,9 @@ class Controls:
             value=request.steps_per_epoch or 0, min=0, max=10**7, description="steps/epoch"
         )
         self.steps_per_epoch.tooltip = "0: every full global batch of the data"
-        self.model_options = widgets.HBox([self.schedule, self.micro_batches])
+        self.model_options = widgets.HBox(
+            [self.schedule, self.micro_batches, self.auto_micro_batches]
+        )
         self.hint = widgets.HTML()
         strategies = widgets.HBox([widgets.Label("strategies"), *self.strategies.values()])
         sizes = widgets.VBox([self.backend, self.batch_size, self.epochs, self.steps_per_epoch])
@@ -147,7 +162,7 @@ class Controls:
             epochs=self.epochs.value,
             steps_per_epoch=self.steps_per_epoch.value or None,
             schedule=self.schedule.value,
-            micro_batches=self.micro_batches.value,
+            micro_batches=AUTO if self.auto_micro_batches.value else self.micro_batches.value,
             backend=list(self.backend.value),
         )
         return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))

@@ -28,6 +28,16 @@ def positive(text: str, name: str = "") -> int:
     return value
 
 
+def micro_batches(text: str, name: str = "") -> int | str:
+    """A positive count, or auto: the worker measures the micro-batch curve and picks M."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return positive(text, name)
+    except argparse.ArgumentTypeError:
+        raise _bad(name, repr(text), "is not a positive whole number or auto") from None
+
+
 def device_choice(text: str, name: str = "") -> int | list[int]:
     """'2' is a count; '0,1' (or '1,' for one index) are device indices, as in `gpk run`."""
     try:

@@ -44,7 +44,7 @@ class Request:
     mode: str | None = api_default("mode")  # fit | explicit; None: per strategy
     all_reduce: str = api_default("all_reduce")
     schedule: str | None = api_default("schedule")  # model parallel; None: naive, or gpipe
-    micro_batches: int | None = api_default("micro_batches")  # model parallel; None: 1
+    micro_batches: int | str | None = api_default("micro_batches")  # pipeline; None: 1; "auto"
     balance: Any = api_default("balance")  # model parallel: params | time | stage starts
     recompute: bool = api_default("recompute")  # model parallel: compiled tasks, recompute
     virtual_stages: int | None = api_default("virtual_stages")  # interleaved: chunks/device

@@ -25,6 +25,7 @@ from ..runs.tuning import TUNE
 from ..strategies import BACKENDS, DEFAULT_COMPARISON, runnable, runnable_names
 from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
 from .argtypes import mesh as mesh_shape
+from .argtypes import micro_batches as micro_batch_count
 
 MIB = 2**20
 _FROM_API = object()  # the default is the API's own: read from the signature of `api_call`
@@ -168,10 +169,11 @@ TRAINING: tuple[Option, ...] = (
     ),
     Option(
         "--micro-batches",
-        "model parallel: micro-batches each global batch is cut into; default: 1",
+        "model parallel: micro-batches each global batch is cut into, or auto (the M whose "
+        "simulated step is shortest on the micro-batch curve the run measures); default: 1",
         goes_to="plan",
-        type=positive,
-        metavar="M",
+        type=micro_batch_count,
+        metavar="M|auto",
     ),
     Option(
         "--balance",

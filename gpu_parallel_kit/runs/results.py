@@ -172,6 +172,14 @@ class RunResult:
         """A JSON-ready dict (tuples become lists)."""
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
+    def save_trace(self, path: str) -> str:
+        """The run's timings as a Trace Event Format file, which ui.perfetto.dev and
+        chrome://tracing open: a pipeline's tasks, one track per device, or the steps, with
+        communication on tracks of its own (`runs/trace.py`). Returns `path`."""
+        from .trace import save_trace
+
+        return save_trace(self, path)
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GpkError, whole_number
+from ..pipeline.microbatch import is_auto
 from ..strategies import accepted_names, check_backend, check_batch
 from ..strategies import strategy as strategy_record
 from .devices import DevicePlan
@@ -118,7 +119,8 @@ class RunSpec:
     timeout_s: float | None = None  # None: no limit
     save_weights: str | None = None  # .npz path for the trained weights, in model.weights order
     schedule: str = ""  # model parallel: naive | gpipe | 1f1b
-    micro_batches: int | None = None  # model parallel: micro-batches per global batch
+    # model parallel: micro-batches per global batch, or "auto" (the worker measures, then picks)
+    micro_batches: int | str | None = None
     balance: Any = "params"  # model parallel: params | time | stage start indices or names
     recompute: bool = True  # model parallel: compiled stage tasks, backward recomputes forward
     virtual_stages: int = 1  # model parallel, interleaved: model chunks each device holds
@@ -232,7 +234,8 @@ class RunSpec:
             mode=self.mode,
             epochs=self.training.epochs,
             schedule=self.schedule,
-            micro_batches=self.micro_batches,
+            # "auto": the finished row carries the M the worker chose
+            micro_batches=None if is_auto(self.micro_batches) else self.micro_batches,
             backend=self.backend,
             mesh=self._mesh_label(),
             **self.training.result_identity(self.global_batch),

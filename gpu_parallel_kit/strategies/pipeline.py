@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GpkError, whole_number
+from ..errors import GpkError
+from ..pipeline.microbatch import candidates, check_micro_batches, is_auto
 from ..pipeline.schedules import SCHEDULES, check_plan
 from .record import Strategy
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """naive without micro-batches, gpipe when micro-batches are asked."""
+    """naive without micro-batches, gpipe when micro-batches (or "auto") are asked."""
     schedule = options.get("schedule")
     micro_batches = options.get("micro_batches")
     if schedule is None:
@@ -41,8 +42,11 @@ def check_pipeline(spec: RunSpec) -> None:
         raise GpkError(
             f"schedule={spec.schedule!r} is not known; use one of {', '.join(SCHEDULES)}"
         )
-    m = spec.micro_batches
-    whole_number(m, "micro_batches")
+    m = check_micro_batches(spec.micro_batches)
+    if is_auto(m):
+        # The worker measures the curve and picks among these; none fitting is said here.
+        candidates(spec.schedule, spec.devices.count, spec.global_batch, spec.virtual_stages)
+        return
     # naive with M > 1, interleaved with M not a multiple of K, ... are refused here
     check_plan(spec.schedule, spec.devices.count, m, spec.virtual_stages)
     if spec.global_batch % m:
@@ -55,7 +59,9 @@ def check_pipeline(spec: RunSpec) -> None:
 
 def _label(spec: RunSpec) -> str:
     label = f"{spec.strategy}×{spec.devices.count} {spec.schedule}"
-    if spec.micro_batches and spec.micro_batches > 1:
+    if is_auto(spec.micro_batches):
+        label += " M=auto"
+    elif spec.micro_batches and spec.micro_batches > 1:
         label += f" M={spec.micro_batches}"
     return label
 

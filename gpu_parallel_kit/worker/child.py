@@ -49,6 +49,8 @@ def finished_result(
     summary = recorder.summary()
     step_time = summary["step_time_s"]
     fields = engine_fields(step_time)
+    # An engine that knows better than the plan (a pipeline's M chosen by "auto") says so.
+    base = {**base, **{name: fields.pop(name) for name in list(fields) if name in base}}
     fields["extra"].update(
         tuned={**tuned.to_dict(), "jit_compile": bool(model.jit_compile)},
         step_time_method=recorder.method(),

@@ -15,13 +15,21 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ....pipeline.schedules import Task, build_schedule, device_of, splits_backward
+from ....pipeline.microbatch import candidates, is_auto
+from ....pipeline.schedules import (
+    Task,
+    build_schedule,
+    device_of,
+    micro_batch_count,
+    splits_backward,
+)
 from ....pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
 from ...keras_internals import compile_config, compile_loss_class
 from ...recorder import StepRecorder
 from .base import Engine
 from .budget import check_budget
-from .pipeline import PipelineRunner, StepReport, TaskRecord, split
+from .curve import curve_and_choice
+from .pipeline import PipelineRunner, StepReport, TaskRecord, split, stage_tasks
 from .stages import (
     Stage,
     TracedModel,
@@ -66,11 +74,12 @@ class ModelParallelEngine(Engine):
         recorder: StepRecorder,
     ) -> None:
         spec = self.spec
-        micro_batches = spec.micro_batches or 1
+        auto = is_auto(spec.micro_batches)
+        micro_batches = 1 if auto else spec.micro_batches or 1
         iterator = iter(dataset)
         first_x, first_y = next(iter(dataset))
         traced = trace(model)
-        sample = split(first_x, micro_batches)[0]
+        sample = split(first_x, micro_batches)[0]  # auto: balanced on the whole batch
         k, chunks = spec.devices.count, spec.virtual_stages
         starts = stage_starts(traced, k, chunks, spec.balance, sample)
         placed = [self.device_names[device_of(s, k)] for s in range(k * chunks)]
@@ -80,6 +89,13 @@ class ModelParallelEngine(Engine):
         for s in stages:
             self.state_bytes[s.device] += s.parameter_bytes + s.optimizer_bytes
         check_budget(self.state_bytes, spec.memory_budget)
+        first = candidates(spec.schedule, k, spec.global_batch, chunks)[0]
+        split_backward = splits_backward(build_schedule(spec.schedule, k, first, chunks))
+        tasks = stage_tasks(stages, _loss(model, traced), 1, spec.recompute, split_backward)
+        self._curve, self._choice = curve_and_choice(
+            spec, stages, tasks, lambda x: feed(traced, x), first_x, first_y
+        )
+        micro_batches = self._choice.micro_batches
         schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
         runner = PipelineRunner(
             stages,
@@ -88,6 +104,7 @@ class ModelParallelEngine(Engine):
             _loss(model, traced),
             lambda x: feed(traced, x),
             recompute=spec.recompute,
+            tasks=tasks,
         )
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
         reports: list[StepReport] = []
@@ -150,11 +167,14 @@ class ModelParallelEngine(Engine):
                 ):
                     variable.assign(value)
         self._figures = _figures(stages, self._traced, schedule, reports + alone, self.spec, sample)
+        self._figures["microbatch_curve"] = self._curve.to_dict()
+        self._figures["microbatch_choice"] = self._choice.to_dict()
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         figures = dict(self._figures)
         comm_time = figures.pop("comm_time_s")
         return {
+            "micro_batches": self._choice.micro_batches,  # auto's choice, or the user's M
             "comm_bytes": sum(figures["cut_bytes"]) if figures["cut_bytes"] else None,
             "comm_time_s": comm_time,
             "comm_share": comm_time / step_time_s
@@ -203,7 +223,7 @@ def _figures(
 ) -> dict[str, Any]:
     """Timeline, bubble (measured, simulated, theoretical), bytes across cuts, memory per stage."""
     k, n = len(schedule), len(stages)  # devices, model stages (more when interleaved)
-    micro_batches = spec.micro_batches or 1
+    micro_batches = micro_batch_count(schedule)  # auto's choice too
     timed = [r.tasks for r in reports if r.tasks and not r.serial]
     measured = [_records_as_dicts(tasks, step) for step, tasks in enumerate(timed)]
     alone = [r for r in reports if r.serial]
@@ -328,6 +348,7 @@ def _records_as_dicts(tasks: list[TaskRecord], step: int) -> list[dict[str, Any]
             "kind": KIND_NAMES[t.kind],
             "start": t.start,
             "end": t.end,
+            "transfer_s": t.transfer_s,  # the copy across the cut that began the task
         }
         for t in tasks
     ]

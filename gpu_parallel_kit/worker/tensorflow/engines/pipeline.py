@@ -88,6 +88,18 @@ class StepReport:
     duration_s: float = 0.0  # the whole step: splitting the batch, every task, every update
 
 
+def stage_tasks(
+    stages: list[Stage], loss_fn: Any, micro_batches: int, recompute: bool, split: bool
+) -> list[Any]:
+    """Each stage's tasks; loss_fn, (targets, the last stage's outputs by name) -> the
+    micro-batch's mean loss, goes to the last stage."""
+    last = len(stages) - 1
+    return [
+        make_tasks(s, loss_fn if s.index == last else None, micro_batches, recompute, split)
+        for s in stages
+    ]
+
+
 class PipelineRunner:
     """Executes the schedule for each global batch; one thread per device, living as long as the
     runner. A device runs its list of tasks, which name the model stages it holds (several for
@@ -101,25 +113,19 @@ class PipelineRunner:
         loss_fn: Callable[[Any, dict[str, tf.Tensor]], tf.Tensor],
         feed: Callable[[Any], dict[str, tf.Tensor]],
         recompute: bool = False,
+        tasks: list[Any] | None = None,
     ) -> None:
         self.stages = stages
         self.schedule = schedule
         self.devices = len(schedule)
         self.micro_batches = micro_batches
         self.feed = feed  # a micro-batch of x -> the model's input tensors by name
-        last = len(stages) - 1
-        split_backward = splits_backward(schedule)
-        # loss_fn: (targets, the last stage's outputs by name) -> the micro-batch's mean loss.
-        self.tasks = [
-            make_tasks(
-                stage,
-                loss_fn if stage.index == last else None,
-                micro_batches,
-                recompute,
-                split_backward,
-            )
-            for stage in stages
-        ]
+        # Tasks already made (and traced) by the micro-batch curve are reused, told the M.
+        self.tasks = tasks or stage_tasks(
+            stages, loss_fn, micro_batches, recompute, splits_backward(schedule)
+        )
+        for task in self.tasks:
+            task.set_micro_batches(micro_batches)
         self._pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="gpk-device")
 
     def close(self) -> None:

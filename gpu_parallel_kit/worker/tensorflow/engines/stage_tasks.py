@@ -58,6 +58,10 @@ class EagerTasks:
         self.split = split  # B and W are separate tasks: the tape must serve two calls
         self._accumulated: list[tf.Tensor] = []
 
+    def set_micro_batches(self, micro_batches: int) -> None:
+        """The M the loss is shared over, once "auto" has chosen it."""
+        self.micro_batches = micro_batches
+
     def begin_step(self) -> None:
         self._accumulated = [tf.zeros_like(v) for v in self.stage.variables]
 
@@ -132,6 +136,9 @@ class CompiledTasks:
         self.split = split
         with tf.device(stage.device):
             self._sums = [tf.Variable(tf.zeros_like(v), trainable=False) for v in stage.variables]
+            # A variable, not a constant baked into the trace: the micro-batch curve times these
+            # same functions before "auto" chooses M, and training must not trace them again.
+            self._shares = tf.Variable(float(micro_batches), trainable=False)
         self._state = list(stage.model.non_trainable_variables)
         self._forward = tf.function(self._forward_body, reduce_retracing=True)
         self._backward = {
@@ -145,6 +152,11 @@ class CompiledTasks:
         }
         self._apply = tf.function(self._apply_body)
         self._reset = tf.function(self._reset_body)
+
+    def set_micro_batches(self, micro_batches: int) -> None:
+        """The M the loss is shared over, once "auto" has chosen it."""
+        self.micro_batches = micro_batches
+        self._shares.assign(float(micro_batches))
 
     def begin_step(self) -> None:
         self._reset()
@@ -201,7 +213,8 @@ class CompiledTasks:
         if self.loss_fn is None:
             return outputs
         by_name = dict(zip(stage.cut.received, inputs, strict=True))
-        return self.loss_fn(y, stage.sent(by_name, outputs)) / self.micro_batches
+        loss = self.loss_fn(y, stage.sent(by_name, outputs))
+        return loss / tf.cast(self._shares, loss.dtype)
 
     def _forward_body(self, inputs: list[tf.Tensor], y: Any) -> tuple[Any, list[tf.Tensor]]:
         state = [tf.identity(v.value) for v in self._state]  # before: the recompute starts here

@@ -1,0 +1,154 @@
+"""The micro-batch efficiency curve, measured: each stage's tasks timed alone at each size.
+
+One micro-batch of each size goes through the stages one task at a time (forwards down, backwards
+up, weight gradients last when the schedule splits the backward), so a task's time is its own and
+not shared with the other devices' threads on the same cores. The first pass at a size traces the
+compiled tasks for its shape and is not kept (after two sizes a task is traced for any size);
+then rounds go over every size, 2 to 5 of them within about a second, and each task's fastest
+time is the curve's point. The measurement runs the stages' own tasks, so training reuses their
+traces; it applies no update, and puts back the state the forwards move (BatchNormalization
+statistics, dropout seeds), so training afterwards is the same as without it.
+
+What the curve means is `pipeline/microbatch.py`'s; this module only times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from ....pipeline.microbatch import Choice, Curve, CurvePoint, choose, is_auto, sizes
+from ....runs.spec import RunSpec
+from .pipeline import _nbytes, _wait_for
+from .stages import Stage
+
+ROUNDS = (2, 5)  # timed rounds over every size: at least, at most
+BUDGET_S = 1.0  # no further round once the timed rounds took this long
+
+
+def curve_and_choice(
+    spec: RunSpec,
+    stages: list[Stage],
+    tasks: list[Any],
+    feed: Callable[[Any], dict[str, tf.Tensor]],
+    x: Any,
+    y: Any,
+) -> tuple[Curve, Choice]:
+    """The curve at the sizes the run's schedule could use (and the user's own M's size), and
+    the M whose simulated step is shortest, or the user's M with what auto would pick."""
+    k, chunks, batch = spec.devices.count, spec.virtual_stages, spec.global_batch
+    wanted = set(sizes(spec.schedule, k, batch, chunks))
+    if not is_auto(spec.micro_batches):
+        wanted.add(batch // (spec.micro_batches or 1))
+    split = any(task.split for task in tasks)
+    curve = measure_curve(stages, tasks, feed, x, y, sorted(wanted, reverse=True), split)
+    given = 1 if spec.micro_batches is None else spec.micro_batches
+    return curve, choose(curve, spec.schedule, k, batch, chunks, given=given)
+
+
+def measure_curve(
+    stages: list[Stage],
+    tasks: list[Any],
+    feed: Callable[[Any], dict[str, tf.Tensor]],
+    x: Any,
+    y: Any,
+    sizes: Iterable[int],
+    split: bool,
+) -> Curve:
+    """Every stage's F and B (and W when `split`) at each size in `sizes` (samples taken from
+    the front of the batch `x`, `y`), copies across a cut timed apart. `tasks` are the stages'
+    own (`pipeline.stage_tasks`): traced here for a size that varies, training reuses them."""
+    clock = time.perf_counter()
+    saved = [[v.numpy() for v in s.model.variables] for s in stages]
+    last = len(stages) - 1
+    samples: dict[tuple[int, str, int], list[float]] = {}
+    copies = [0.0, 0.0]  # seconds, bytes
+    crossing: dict[int, float] = {}
+    batches = {size: (feed(_front(x, size)), _front(y, size)) for size in sizes}
+    traced = time.perf_counter()
+    try:
+        # The first size traces what training needs anyway; the second, a trace for any size.
+        for index, (xs, ys) in enumerate(list(batches.values())[:2]):
+            _one_pass(stages, tasks, xs, ys, split)
+            if not index:
+                traced = time.perf_counter() - traced
+        # Round robin over the sizes: a burst of load from elsewhere touches every size alike.
+        timing = time.perf_counter()
+        for round_ in range(ROUNDS[1]):
+            if round_ >= ROUNDS[0] and time.perf_counter() - timing > BUDGET_S:
+                break
+            for size, (xs, ys) in batches.items():
+                timed, copied, moved = _one_pass(stages, tasks, xs, ys, split)
+                for (stage, kind), seconds in timed.items():
+                    samples.setdefault((stage, kind, size), []).append(seconds)
+                copies[0] += sum(c for c, _ in copied)
+                copies[1] += sum(b for _, b in copied)
+                for cut, nbytes in moved.items():
+                    crossing[cut] = max(crossing.get(cut, 0.0), nbytes / size)
+    finally:
+        for stage, values in zip(stages, saved, strict=True):
+            for variable, value in zip(stage.model.variables, values, strict=True):
+                variable.assign(value)
+    # The fastest pass: other work on the same cores only ever adds time to a task.
+    points = tuple(
+        CurvePoint(stage, kind, size, min(values))
+        for (stage, kind, size), values in sorted(samples.items())
+    )
+    return Curve(
+        points,
+        tuple(crossing.get(c, 0.0) for c in range(last)),
+        copies[0] / copies[1] if copies[1] else 0.0,
+        # Tracing at the first size is what training would pay anyway: it is not the curve's.
+        time.perf_counter() - clock - traced,
+    )
+
+
+def _one_pass(
+    stages: list[Stage], tasks: list[Any], xs: dict[str, tf.Tensor], ys: Any, split: bool
+) -> tuple[dict[tuple[int, str], float], list[tuple[float, int]], dict[int, int]]:
+    """(each task's time without its copy, each copy's (seconds, bytes), activation bytes into
+    each cut) of one micro-batch sent down the stages and back."""
+    timed: dict[tuple[int, str], float] = {}
+    copied: list[tuple[float, int]] = []
+    moved: dict[int, int] = {}
+    kept, later = {}, {}
+    values: dict[str, tf.Tensor] = xs
+    for stage, task in zip(stages, tasks, strict=True):
+        with tf.device(stage.device):
+            task.begin_step()
+            start = time.perf_counter()
+            received = {name: tf.identity(value) for name, value in values.items()}
+            copy = time.perf_counter() - start
+            values, kept[stage.index] = task.forward(received, ys)
+            if stage.index < len(stages) - 1:  # the last stage's loss is a scalar, read below
+                _wait_for(values)
+            timed[(stage.index, "F")] = time.perf_counter() - start - copy
+        if stage.index:
+            copied.append((copy, _nbytes(received)))
+            moved[stage.index - 1] = _nbytes(received)
+    upstream: dict[str, tf.Tensor] = {}
+    for stage, task in reversed(list(zip(stages, tasks, strict=True))):
+        with tf.device(stage.device):
+            start = time.perf_counter()
+            incoming = {name: tf.identity(value) for name, value in upstream.items()}
+            copy = time.perf_counter() - start
+            upstream, later[stage.index] = task.backward(kept.pop(stage.index), incoming, ys)
+            _wait_for(upstream)
+            timed[(stage.index, "B")] = time.perf_counter() - start - copy
+        if incoming:
+            copied.append((copy, _nbytes(incoming)))
+    if split:
+        for stage, task in zip(stages, tasks, strict=True):
+            with tf.device(stage.device):
+                start = time.perf_counter()
+                task.weight(later[stage.index])
+                timed[(stage.index, "W")] = time.perf_counter() - start
+    return timed, copied, moved
+
+
+def _front(batch: Any, size: int) -> Any:
+    """The first `size` samples of a batch (a tensor, or a tuple or dict of them)."""
+    return tf.nest.map_structure(lambda tensor: tensor[:size], batch)
