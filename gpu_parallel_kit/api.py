@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -12,13 +12,14 @@ from typing import Any
 
 from .comparison import Comparison
 from .errors import GpkError
-from .runner import StartedAhead, run_isolated, with_gate
+from .runner import StartedAhead, run_grid, run_isolated, with_gate
 from .runs.devices import plan_devices
 from .runs.plan_options import one_backend, strategy_fields
 from .runs.portable import keras_config
 from .runs.process import RunInterrupted
-from .runs.progress import run_progress
+from .runs.progress import run_label, run_progress
 from .runs.results import RunResult
+from .runs.rounds import merge_rounds, new_run_id, rounds_to_run, tag_round
 from .runs.sources import ArrayStore, default_data_for, model_source
 from .runs.spec import RunSpec, TrainingConfig, check_strategy
 from .runs.target import parse_target
@@ -194,7 +195,7 @@ class Experiment:
             "min_shard_bytes": min_shard_bytes,
         }
         return RunSpec(
-            run_id=uuid.uuid4().hex[:12],
+            run_id=new_run_id(),
             experiment_id=self.experiment_id,
             strategy=strategy,
             devices=plan_devices(devices, backend=backend),
@@ -246,36 +247,27 @@ class Experiment:
         strategies: Sequence[str] = DEFAULT_COMPARISON,
         devices: Sequence[int | Sequence[int]] = (1, 2, 4),
         *,
+        rounds: int | None = None,
         cancel: threading.Event | None = None,
         **plan: Any,
     ) -> Comparison:
         """Run every strategy on every device count; `single` runs once, on one device.
 
-        All runs are planned (and so validated) before the first starts. Ctrl-C or `cancel`
-        stops the comparison within a couple of seconds and keeps every finished row.
+        The grid runs `rounds` times, interleaved, each row then the median of its rounds with
+        a 95 % interval (`runs/rounds.py`); None: 3, 2 with GPK_QUICK=1, or GPK_ROUNDS. All runs
+        are planned (so validated) before the first starts. Ctrl-C or `cancel` stops within a
+        couple of seconds and keeps every finished row.
         """
+        count = rounds_to_run(rounds)
         specs = [with_gate(spec) for spec in self._plan_backends(strategies, devices, plan)]
-        results: list[RunResult] = []
-        ahead = StartedAhead()
-        try:
-            for index, spec in enumerate(specs):
-                upcoming = specs[index + 1] if index + 1 < len(specs) else None
-                try:
-                    results.append(self._execute(spec, cancel, ahead, upcoming))
-                except RunInterrupted as interrupted:
-                    results.append(interrupted.result)
-                    results.extend(self._not_started(specs[index + 1 :]))
-                    print(
-                        f"Comparison cancelled: {index} of {len(specs)} runs finished; "
-                        "their rows are kept.",
-                        file=sys.stderr,
-                    )
-                    break
-                if cancel is not None and cancel.is_set():
-                    results.extend(self._not_started(specs[index + 1 :]))
-                    break
-        finally:
-            ahead.close()  # a run started ahead but never reached
+
+        def execute(spec: RunSpec, ahead: StartedAhead, upcoming: Any, round_of: Any) -> Any:
+            return self._execute(spec, cancel, ahead, upcoming, round_of)
+
+        done = run_grid(specs, count, execute, cancel)
+        never = [spec for spec, rows in zip(specs, done, strict=True) if not rows]
+        not_started = iter(self._not_started(never))
+        results = [merge_rounds(rows) if rows else next(not_started) for rows in done]
         return Comparison(results, counter=self.counted_step)
 
     def counted_step(self, experiment_id: str) -> dict[str, Any] | str:
@@ -361,21 +353,23 @@ class Experiment:
         cancel: threading.Event | None,
         ahead: StartedAhead | None = None,
         upcoming: RunSpec | None = None,
+        round_of: tuple[int, int, str] | None = None,
     ) -> RunResult:
-        on = " on jax" if spec.backend == "jax" else ""
-        label = strategy_record(spec.strategy).label(spec) + on
-        label += " (virtual)" if spec.devices.virtual else ""
+        """Run one spec, show its progress, log its row. `round_of`: (round from 0, rounds,
+        the configuration's first run id) when a comparison runs in rounds."""
+        tagged = functools.partial(tag_round, round_of=round_of)
         if callable(self.progress):
             # A front end's own display (e.g. a widget panel): called with the run's spec, it
             # returns a handler of the worker's events with a close(result) method.
             progress = self.progress(spec)
         else:
-            progress = run_progress(label, enabled=bool(self.progress))
+            progress = run_progress(run_label(spec, round_of), enabled=bool(self.progress))
         try:
-            result = run_isolated(spec, progress, cancel, ahead=ahead, then=upcoming)
+            result = tagged(run_isolated(spec, progress, cancel, ahead=ahead, then=upcoming))
         except RunInterrupted as interrupted:
             if ahead is not None:
                 ahead.close()
+            interrupted.result = tagged(interrupted.result)
             progress.close(interrupted.result)
             self.log.append(interrupted.result)
             raise
@@ -384,15 +378,10 @@ class Experiment:
         return result
 
     def _not_started(self, specs: Sequence[RunSpec]) -> list[RunResult]:
-        rows = []
-        for spec in specs:
-            row = RunResult(
-                **spec.result_identity(),
-                status="cancelled",
-                reason="not started: the comparison was cancelled",
-            )
+        reason = "not started: the comparison was cancelled"
+        rows = [RunResult(**s.result_identity(), status="cancelled", reason=reason) for s in specs]
+        for row in rows:
             self.log.append(row)
-            rows.append(row)
         return rows
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from .runs.process import (
     stop_child,
 )
 from .runs.results import RunResult
+from .runs.rounds import new_run_id
 from .runs.spec import RunSpec
 from .strategies import strategy_record
 
@@ -80,6 +82,49 @@ def run_isolated(
         receiver.close()
     stop_child(process)
     return result
+
+
+Execute = Callable[
+    [RunSpec, "StartedAhead", "RunSpec | None", "tuple[int, int, str] | None"], RunResult
+]
+
+
+def run_grid(
+    specs: list[RunSpec], rounds: int, execute: Execute, cancel: threading.Event | None
+) -> list[list[RunResult]]:
+    """Each spec's rows, its rounds run interleaved (A, B, C, A, B, C, …), every run after the
+    first started ahead while the one before it measures (`StartedAhead`). A Ctrl-C keeps the
+    cancelled run's row and stops; configurations that never ran get no rows.
+
+    `execute(spec, ahead, upcoming, round_of)` runs one spec; `round_of` is (round from 0,
+    rounds, the configuration's first run id), None with one round.
+    """
+    queue = [
+        (index, turn, spec if turn == 0 else dataclasses.replace(spec, run_id=new_run_id()))
+        for turn in range(rounds)
+        for index, spec in enumerate(specs)
+    ]
+    done: list[list[RunResult]] = [[] for _ in specs]
+    ahead = StartedAhead()
+    try:
+        for position, (index, turn, spec) in enumerate(queue):
+            upcoming = queue[position + 1][2] if position + 1 < len(queue) else None
+            round_of = (turn, rounds, specs[index].run_id) if rounds > 1 else None
+            try:
+                done[index].append(execute(spec, ahead, upcoming, round_of))
+            except RunInterrupted as interrupted:
+                done[index].append(interrupted.result)
+                print(
+                    f"Comparison cancelled: {position} of {len(queue)} runs finished; "
+                    "their rows are kept.",
+                    file=sys.stderr,
+                )
+                break
+            if cancel is not None and cancel.is_set():
+                break
+    finally:
+        ahead.close()  # a run started ahead but never reached
+    return done
 
 
 def with_gate(spec: RunSpec) -> RunSpec:

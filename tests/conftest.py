@@ -67,6 +67,8 @@ def isolated_workdir(tmp_path, monkeypatch):
     monkeypatch.setenv("GPK_LOG", str(tmp_path / "gpk_runs.sqlite"))
     # No server starts ahead of a test's runs: tests that stub the runner start none at all.
     monkeypatch.setenv("GPK_WARM", "0")
+    # One round per configuration: tests of a comparison's rounds ask for them by rounds=.
+    monkeypatch.setenv("GPK_ROUNDS", "1")
     return tmp_path
 
 

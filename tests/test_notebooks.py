@@ -15,6 +15,7 @@ NOTEBOOKS = sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     monkeypatch.setenv("GPK_QUICK", "1")
+    monkeypatch.delenv("GPK_ROUNDS", raising=False)  # as a user runs them: quick mode's rounds
     notebook = nbformat.read(path, as_version=4)
     NotebookClient(
         notebook,

@@ -20,6 +20,7 @@ from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
 from .cells import display_frame, mark_below_noise, mark_not_measured, mark_not_reached
 from .convergence import has_convergence, reach_of
+from .intervals import INTERVAL_COLUMNS, interval_cells, with_speedup_intervals
 from .readable import RunFrame
 from .terminal import for_people, shorten
 
@@ -113,7 +114,7 @@ CONVERGENCE_COLUMNS: tuple[str, ...] = (
 # A projected row's band (analysis/projected_compute.py): its step at high and low efficiency.
 BAND_COLUMNS: tuple[str, ...] = ("step_time_low_s", "step_time_high_s")
 ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS
-ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + CONVERGENCE_COLUMNS
+ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + CONVERGENCE_COLUMNS + INTERVAL_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -225,7 +226,8 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
         }
     )
     # Its values as computed; its display, and that of every selection from it, readable.
-    return RunFrame(_with_time_to_target_speedup(_with_speedup(frame)))
+    frame = with_speedup_intervals(_with_speedup(frame), results, [*_BASELINE_GROUP], _baseline)
+    return RunFrame(_with_time_to_target_speedup(frame))
 
 
 def _row(result: RunResult) -> dict[str, object]:
@@ -235,6 +237,7 @@ def _row(result: RunResult) -> dict[str, object]:
         for name in ALL_COLUMNS
         if name not in _FLOAT_COLUMNS
         and name not in CONVERGENCE_COLUMNS
+        and name not in INTERVAL_COLUMNS
         and name not in ("projected", "timed_steps", "comm_below_noise", *_TUNED_COLUMNS)
     }
     row.update(_tuned_cells(result))
@@ -250,6 +253,7 @@ def _row(result: RunResult) -> dict[str, object]:
     held = [s.get("activation_bytes_held") for s in result.extra.get("stages", [])]
     row["peak_activation_bytes"] = _number(max((h for h in held if h is not None), default=None))
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
+    row.update(interval_cells(result))
     # Not measured is not zero: the step's split into compute and communication is unknown.
     row["compute_time_s"] = step_breakdown(row)[0] if row["comm_measured"] else math.nan
     row["effective_bandwidth_bytes_s"] = effective_bandwidth(row)

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from tqdm.auto import tqdm
 
+from ..strategies import strategy as strategy_record
 from .results import RunResult
 
 # tqdm writes the postfix as ", <text>".
@@ -154,3 +155,13 @@ class RunProgress:
         self.bar.close()
         if not result.ok and result.reason and self.enabled:
             tqdm.write(wrapped(f"  {self.label} {result.status}: {result.reason}", "    "))
+
+
+def run_label(spec: Any, round_of: tuple[int, int, str] | None = None) -> str:
+    """A run's name on its progress line: "data×2 on jax (virtual) · round 2/3"."""
+    label = strategy_record(spec.strategy).label(spec)
+    label += " on jax" if spec.backend == "jax" else ""
+    label += " (virtual)" if spec.devices.virtual else ""
+    if round_of is not None:
+        label += f" · round {round_of[0] + 1}/{round_of[1]}"
+    return label

@@ -43,6 +43,10 @@ class RunResult:
     warmup_steps: int = 0  # steps left out of the step-time statistics
     step_time_s: float | None = None  # median of step_times_s
     step_time_spread_s: float | None = None  # interquartile range of step_times_s
+    # 95 % interval of step_time_s over steps and rounds (runs/interval.py); None: one run's
+    # row, not a comparison's merged rounds
+    step_time_ci_low_s: float | None = None
+    step_time_ci_high_s: float | None = None
     throughput_samples_s: float | None = None  # global_batch / step_time_s
     epoch_times_s: tuple[float, ...] = ()  # wall time of each epoch
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)  # per device name

@@ -1,0 +1,100 @@
+"""95 % intervals for a step time and for a speedup, from steps measured in rounds.
+
+A comparison runs its grid in rounds (A, B, C, A, B, C, …). A run's figure is the median of its
+rounds' median steps. Two sources of doubt move it: the steps within one run scatter, and the
+machine drifts between runs (a neighbour's load, the CPU's clock). The interval must carry both,
+so it comes from a two-level bootstrap, the standard resampling for nested measurements (Davison
+& Hinkley, "Bootstrap Methods and their Application", 1997, §3.8): draw the rounds with
+replacement, then each drawn round's steps with replacement, and take the median of the rounds'
+medians; the 2.5th and 97.5th percentiles of many such draws bound the figure.
+
+A speedup pairs the rounds: round r of a run and round r of the baseline ran back to back, so
+the same round indices are drawn for both, and drift that hit both cancels in their ratio, as it
+does in the measurement itself. With one round only the steps' scatter is left, and the interval
+says nothing of drift; the table states how many rounds each figure had.
+
+Draws are seeded, so the same rows always give the same interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+DRAWS = 2000
+LEVEL = 0.95
+_SEED = 20240601
+
+
+def round_medians(rounds: Sequence[Sequence[float]], rng: np.random.Generator) -> np.ndarray:
+    """(rounds, DRAWS) medians of each round's steps drawn again with replacement."""
+    draws = []
+    for steps in rounds:
+        values = np.asarray(steps, dtype="float64")
+        picks = rng.integers(0, len(values), size=(DRAWS, len(values)))
+        draws.append(np.median(values[picks], axis=1))
+    return np.stack(draws)
+
+
+def _combined(medians: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """The median over the drawn rounds of each draw: `chosen` is (DRAWS, rounds) indices."""
+    columns = np.arange(DRAWS)[:, None]
+    return np.median(medians[chosen, columns], axis=1)
+
+
+def _bounds(values: np.ndarray) -> tuple[float, float]:
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _usable(rounds: Sequence[Sequence[float]]) -> list[Sequence[float]]:
+    return [steps for steps in rounds if len(steps) > 0]
+
+
+def step_time_interval(rounds: Sequence[Sequence[float]]) -> tuple[float, float] | None:
+    """The 95 % interval of the median of the rounds' median steps; None without steps.
+
+    >>> low, high = step_time_interval([[1.0, 1.1, 0.9], [1.2, 1.0, 1.1]])
+    >>> 0.9 <= low <= high <= 1.2
+    True
+    """
+    rounds = _usable(rounds)
+    if not rounds:
+        return None
+    rng = np.random.default_rng(_SEED)
+    medians = round_medians(rounds, rng)
+    chosen = rng.integers(0, len(rounds), size=(DRAWS, len(rounds)))
+    return _bounds(_combined(medians, chosen))
+
+
+def speedup_interval(
+    baseline_rounds: Sequence[Sequence[float]],
+    baseline_batch: int,
+    rounds: Sequence[Sequence[float]],
+    batch: int,
+) -> tuple[float, float] | None:
+    """The 95 % interval of a speedup in samples per second: (batch / step) over the baseline's
+    (baseline_batch / its step). Rounds are paired when both runs have as many; else drawn
+    apart. None when either side has no steps."""
+    baseline_rounds, rounds = _usable(baseline_rounds), _usable(rounds)
+    if not baseline_rounds or not rounds or batch <= 0 or baseline_batch <= 0:
+        return None
+    rng = np.random.default_rng(_SEED)
+    base_medians = round_medians(baseline_rounds, rng)
+    medians = round_medians(rounds, rng)
+    chosen = rng.integers(0, len(rounds), size=(DRAWS, len(rounds)))
+    if len(baseline_rounds) == len(rounds):
+        base_chosen = chosen  # paired: round r of both ran back to back
+    else:
+        base_chosen = rng.integers(0, len(baseline_rounds), size=(DRAWS, len(baseline_rounds)))
+    step = _combined(medians, chosen)
+    base_step = _combined(base_medians, base_chosen)
+    ratio = (batch / step) / (baseline_batch / base_step)
+    return _bounds(ratio)
+
+
+def includes_one(low: float | None, high: float | None) -> bool:
+    """Whether a ratio's interval cannot tell it from 1 (no gain, no loss)."""
+    return low is not None and high is not None and low <= 1.0 <= high
