@@ -48,3 +48,9 @@ def test_the_html_shows_a_reason_whole():
     html = _table()[["strategy", "status", "reason"]]._repr_html_()
     assert ("and more " * 9).strip() in html and "..." not in html
     assert "NaN" not in _table()._repr_html_() and "&lt;NA&gt;" not in _table()._repr_html_()
+
+
+def test_headers_may_break_after_their_underscores_only():
+    html = _table()[["strategy", "simulated_step_time_s"]]._repr_html_()
+    assert "<th>simulated_<wbr>step_<wbr>time_<wbr>s</th>" in html
+    assert "<wbr>" not in html.split("</thead>")[1]  # cells untouched

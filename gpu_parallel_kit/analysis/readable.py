@@ -12,6 +12,7 @@ displays the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pandas as pd
@@ -96,7 +97,8 @@ def _blank(value: object) -> bool:
 class RunFrame(pd.DataFrame):
     """A comparison table: its values untouched, its HTML display readable (`readable_cells`).
 
-    Long texts, such as a failed run's reason, are shown whole, never cut with "...".
+    Long texts, such as a failed run's reason, are shown whole, never cut with "...";
+    headers may break after their underscores.
     """
 
     @property
@@ -106,6 +108,12 @@ class RunFrame(pd.DataFrame):
     def _repr_html_(self) -> str:
         rows, columns = pd.get_option("display.max_rows"), pd.get_option("display.max_columns")
         with pd.option_context("display.max_colwidth", None):
-            return readable_cells(pd.DataFrame(self)).to_html(
+            text = readable_cells(pd.DataFrame(self)).to_html(
                 max_rows=rows, max_cols=columns, classes="gpk-readable"
             )
+        return _HEADER.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + "</th>", text)
+
+
+# A header may break after an underscore ("simulated_step_<wbr>time_s"): a column of short
+# cells is then as narrow as its cells, not as its name, and the name still reads as typed.
+_HEADER = re.compile(r"(<th[^>]*>)(.*?)</th>", re.DOTALL)
