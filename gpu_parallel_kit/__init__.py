@@ -10,6 +10,7 @@ from .comparison import Comparison
 from .errors import GpkError
 from .runs.devices import list_devices
 from .runs.results import RunResult
+from .runs.rounds import merge_logged_rounds
 from .store import RunLog, WorkCounts, history
 from .version import __version__
 
@@ -32,7 +33,7 @@ def history_comparison(path: str | None = None) -> Comparison:
     (`Comparison.project` from its Experiment counts it once); an experiment never counted is
     projected with measured compute, and its rows say so."""
     log = RunLog(path)
-    return Comparison(log.results(), counter=WorkCounts(log).stored)
+    return Comparison(merge_logged_rounds(log.results()), counter=WorkCounts(log).stored)
 
 
 def load_ipython_extension(ipython) -> None:

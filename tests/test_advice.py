@@ -118,3 +118,42 @@ def test_a_slowdown_within_noise_is_not_called_slower():
     data = _spread(_row("data", 2, 960.0), 0.1)
     advice = gpk.Comparison([single, data]).advice
     assert "same within noise" in advice and "slower" not in advice
+
+
+def _rounds_of(result: RunResult, per_round_steps) -> RunResult:
+    """`result` as a comparison's merged rounds with these per-round step times."""
+    return dataclasses.replace(
+        result, extra={**result.extra, "rounds": 3, "round_step_times_s": per_round_steps}
+    )
+
+
+def test_the_advice_quotes_the_interval_it_judges_by():
+    base = [[0.256, 0.257], [0.300, 0.301], [0.270, 0.271]]
+    same = [[0.250, 0.251], [0.310, 0.311], [0.262, 0.263]]  # faster in two rounds, slower in one
+    single = _rounds_of(_row("single", 1, 1000.0), base)
+    data = _rounds_of(_row("data", 2, 1030.0), same)
+    cmp = gpk.Comparison([single, data])
+    low, high = cmp.table.loc[1, ["speedup_ci_low", "speedup_ci_high"]]
+    assert low <= 1.0 <= high
+    assert cmp.advice.startswith("Pick single on 1 device(s)")
+    assert f"95% interval, {low:.2f}–{high:.2f}, holds 1" in cmp.advice
+
+
+def test_runs_that_differ_in_scaling_and_learning_rate_are_named_apart():
+    strong = dataclasses.replace(_row("data", 2, 1500.0), scaling="strong", run_id="s")
+    weak = dataclasses.replace(_row("data", 2, 1800.0), scaling="weak", lr_factor=2.0, run_id="w")
+    cmp = gpk.Comparison([_row("single", 1, 1000.0), strong, weak])
+    assert cmp.advice.startswith("Pick data on 2 device(s) (weak, lr×2)")
+
+
+def test_a_one_device_run_above_the_baseline_is_named_under_the_pick():
+    cmp = gpk.Comparison([_row("single", 1, 1000.0), _row("data", 1, 1300.0)])
+    assert cmp.advice.startswith("Pick single on 1 device(s)")
+    assert "Data on 1 device measured 1,300 samples/s, speedup 1.30" in cmp.advice
+    assert "the same training on the same device" in cmp.advice
+
+
+def test_a_speedup_beyond_the_ideal_is_never_quoted_without_a_word():
+    cmp = gpk.Comparison([_row("single", 1, 1000.0), _row("data", 2, 2600.0, comm=0.001)])
+    assert bool(cmp.table.loc[1, "above_ideal"])
+    assert "beyond the ideal 2" in cmp.advice

@@ -155,3 +155,41 @@ def test_the_cost_function_on_hand_counts():
     assert half.comm_bytes == pytest.approx(3 * (3 * 2e8 + 2 * 2e8))
     with pytest.raises(GpkError, match="sharded_share=2"):
         sharded_data_parallel(w, n, LINK, global_batch=batch, sharded_share=2)
+
+
+def _measured(run_id, strategy, devices, **extra):
+    from gpu_parallel_kit.runs.results import RunResult
+
+    return RunResult(
+        run_id=run_id,
+        experiment_id="e1",
+        strategy=strategy,
+        devices=devices,
+        virtual=True,
+        status="ok",
+        global_batch=256,
+        step_time_s=0.1,
+        throughput_samples_s=2560.0,
+        backend="jax",
+        mesh=f"{devices}x1" if devices > 1 else "",
+        extra={"parameter_bytes": 4e8, **extra},
+    )
+
+
+def test_fsdp_is_projected_with_and_without_prefetch_from_its_measured_share():
+    from gpu_parallel_kit.analysis.projection import project_results
+
+    measured = [
+        _measured("s", "single", 1),
+        _measured("f", "fsdp", 2, all_gather_bytes=2 * 3e8),  # 3/4 of the bytes sharded
+    ]
+    rows = {r.run_id.split(":")[-1]: r for r in project_results(measured, "pcie4", [8])}
+    row = rows["fsdp-8@jax"]
+    assert row.projected and row.strategy == "fsdp" and row.mesh == "8x1"
+    assert row.comm_bytes == pytest.approx(7 * (3 * 3e8 + 2 * 1e8))
+    assert "75% of the parameter bytes sharded" in " ".join(row.extra["assumptions"])
+    assert row.extra["step_time_prefetch_s"] < row.extra["step_time_no_prefetch_s"]
+    assert row.step_time_s == pytest.approx(row.extra["step_time_no_prefetch_s"])
+    hidden = project_results(measured, "pcie4", [8], overlap=True)
+    prefetched = next(r for r in hidden if r.strategy == "fsdp")
+    assert prefetched.step_time_s == pytest.approx(row.extra["step_time_prefetch_s"])

@@ -11,7 +11,7 @@ from gpu_parallel_kit.analysis.tables import comparison_table
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.runs.interval import includes_one, speedup_interval, step_time_interval
 from gpu_parallel_kit.runs.results import RunResult
-from gpu_parallel_kit.runs.rounds import merge_rounds, rounds_to_run, tag_round
+from gpu_parallel_kit.runs.rounds import merge_logged_rounds, merge_rounds, rounds_to_run, tag_round
 
 
 def _row(strategy, devices, steps, run_id, batch=64, status="ok"):
@@ -106,3 +106,46 @@ def test_rounds_default_and_bad_values(monkeypatch):
     monkeypatch.setenv("GPK_ROUNDS", "many")
     with pytest.raises(GpkError, match="GPK_ROUNDS='many'"):
         rounds_to_run(None)
+
+
+@pytest.mark.slow
+def test_a_comparison_in_rounds_logs_every_round_and_shows_one_row_each(tmp_path):
+    import keras
+
+    import gpu_parallel_kit as gpk
+
+    def build():
+        return keras.Sequential([keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+
+    rng = np.random.default_rng(1)
+    exp = gpk.Experiment(
+        model=build,
+        data=(rng.normal(size=(96, 4)).astype("float32"), rng.integers(0, 2, size=96)),
+        batch_size=16,
+        epochs=1,
+        optimizer="sgd",
+        loss="sparse_categorical_crossentropy",
+        progress=False,
+        measure_comm=False,
+        log=str(tmp_path / "runs.sqlite"),
+    )
+    rows = exp.compare(["single", "data"], [1, 2], rounds=2).results
+    assert [(r.strategy, r.devices, r.extra["rounds"]) for r in rows] == [
+        ("single", 1, 2),
+        ("data", 1, 2),
+        ("data", 2, 2),
+    ]
+    for row in rows:
+        assert row.step_time_ci_low_s <= row.step_time_s <= row.step_time_ci_high_s
+    logged = gpk.history(str(tmp_path / "runs.sqlite"))
+    assert len(logged) == 6  # every round is a run of its own in the log
+    table = gpk.Comparison(rows).table
+    assert table.loc[1:, ["speedup_ci_low", "speedup_ci_high"]].notna().all().all()
+
+
+def test_the_log_merges_a_comparisons_rounds_and_leaves_single_runs_alone():
+    rounds = _rounds("data", 2, [[1.0, 1.1], [1.2, 1.3]])
+    alone = _row("single", 1, [2.0, 2.1], "alone")
+    merged = merge_logged_rounds([rounds[0], alone, rounds[1]])
+    assert [r.run_id for r in merged] == [rounds[0].run_id, "alone"]
+    assert merged[0].extra["rounds"] == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..runs.interval import includes_one
 from ..strategies import has
 from .breakdown import step_breakdown
 from .convergence import rows_with_target
@@ -34,13 +35,81 @@ def advice(df: pd.DataFrame) -> str:
     single = candidates[flagged(candidates, "baseline")]
     if not single.empty and not has(best["strategy"], "baseline"):
         baseline = single.iloc[0]
-        if within_noise(best, baseline):
-            return _same_within_noise(best, baseline)
-    pick = f"Pick {best['strategy']} on {int(best['devices'])} device(s)"
-    figures = f"{best['throughput_samples_s']:,.0f} samples/s"
-    if pd.notna(best["speedup"]):
-        figures += f", speedup {best['speedup']:.2f}"
-    return f"{pick} ({figures}): {_why(df, measured, best)}."
+        if _indistinct(best, baseline):
+            return _same_within_noise(best, baseline, df)
+    pick = f"Pick {_name(best, df, 'device(s)')}"
+    return f"{pick} ({_figures(best)}): {_why(df, measured, best)}.{_beside(best, measured, df)}"
+
+
+def _name(row: pd.Series, df: pd.DataFrame, unit: str = "devices") -> str:
+    """ "data on 2 devices", with what sets it apart from a run of the same strategy and device
+    count in the table: "data on 2 devices (weak, lr×2)"."""
+    name = f"{row['strategy']} on {int(row['devices'])} {unit}"
+    twins = df[(df["strategy"] == row["strategy"]) & (df["devices"] == row["devices"])]
+    apart = []
+    if "scaling" in df.columns and twins["scaling"].nunique(dropna=True) > 1:
+        apart.append(str(row["scaling"]))
+    if "lr_factor" in df.columns and twins["lr_factor"].nunique(dropna=True) > 1:
+        apart.append(f"lr×{row['lr_factor']:g}")
+    if "backend" in df.columns and twins["backend"].nunique(dropna=True) > 1:
+        apart.append(str(row["backend"]))
+    return name + (f" ({', '.join(apart)})" if apart else "")
+
+
+def _interval(row: pd.Series) -> tuple[float, float] | None:
+    low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return None
+    return float(low), float(high)
+
+
+def _figures(row: pd.Series) -> str:
+    """The figures a pick quotes, as its row shows them: samples/s, speedup and its interval."""
+    figures = f"{row['throughput_samples_s']:,.0f} samples/s"
+    if pd.notna(row["speedup"]):
+        figures += f", speedup {row['speedup']:.2f}"
+        interval = _interval(row)
+        if interval is not None:
+            figures += f" (95% interval {interval[0]:.2f}–{interval[1]:.2f})"
+    return figures
+
+
+def _indistinct(row: pd.Series, baseline: pd.Series) -> bool:
+    """Whether the measurement cannot tell `row` from the baseline: its speedup's interval
+    holds 1 where the comparison ran in rounds, else the runs' spreads overlap."""
+    interval = _interval(row)
+    if interval is not None:
+        return includes_one(*interval)
+    return within_noise(row, baseline)
+
+
+def _beside(best: pd.Series, measured: pd.DataFrame, df: pd.DataFrame) -> str:
+    """What a reader of the table would otherwise hold against the pick: a one-device run of
+    another strategy above the baseline, or a speedup beyond the ideal."""
+    notes = []
+    if has(best["strategy"], "baseline"):
+        others = measured[
+            (measured["devices"] == 1)
+            & ~flagged(measured, "baseline")
+            & (measured["throughput_samples_s"] > best["throughput_samples_s"])
+        ]
+        for _, other in others.iterrows():
+            interval = _interval(other)
+            verdict = (
+                "the same within noise"
+                if interval is None or includes_one(*interval)
+                else "a difference of its code path, not of parallelism"
+            )
+            notes.append(
+                f" {_name(other, df, 'device').capitalize()} measured {_figures(other)}: the "
+                f"same training on the same device, so {verdict}."
+            )
+    if bool(best.get("above_ideal", False)):
+        notes.append(
+            f" Its speedup is beyond the ideal {int(best['devices'])}: its devices share cores, "
+            "so this says more about how the baseline used them than about scaling."
+        )
+    return "".join(notes)
 
 
 def _candidates(measured: pd.DataFrame) -> pd.DataFrame:
@@ -53,15 +122,19 @@ def _candidates(measured: pd.DataFrame) -> pd.DataFrame:
     return measured[baseline | (measured["devices"] > 1)]
 
 
-def _same_within_noise(best: pd.Series, baseline: pd.Series) -> str:
-    label = f"{best['strategy']} on {int(best['devices'])} devices"
-    spread = relative_spread(best) + relative_spread(baseline)
+def _same_within_noise(best: pd.Series, baseline: pd.Series, df: pd.DataFrame) -> str:
+    label = _name(best, df)
+    interval = _interval(best)
+    if interval is not None:
+        noise = f"its speedup's 95% interval, {interval[0]:.2f}–{interval[1]:.2f}, holds 1"
+    else:
+        spread = relative_spread(best) + relative_spread(baseline)
+        noise = f"the runs' step times scatter by ±{spread:.0%}"
     return (
-        f"Pick {baseline['strategy']} on 1 device(s) "
+        f"Pick {_name(baseline, df, 'device(s)')} "
         f"({baseline['throughput_samples_s']:,.0f} samples/s): "
         f"{label} measured {best['throughput_samples_s']:,.0f} samples/s, the same within noise "
-        f"(the runs' step times scatter by ±{spread:.0%}), so more devices buy nothing "
-        "measurable here."
+        f"({noise}), so more devices buy nothing measurable here."
     )
 
 
@@ -139,13 +212,13 @@ def _time_to_target_advice(measured: pd.DataFrame) -> str:
         )
     best = reached.loc[reached["time_to_target_s"].idxmin()]
     pick = (
-        f"Pick {best['strategy']} on {int(best['devices'])} device(s) "
+        f"Pick {_name(best, measured, 'device(s)')} "
         f"({best['time_to_target_s']:.3g} s to {target}, epoch {best['epochs_to_target']:.3g})"
     )
     fastest = with_target.loc[with_target["throughput_samples_s"].idxmax()]
     if fastest.name == best.name:
         return f"{pick}: it reached the target first and also processes the most samples/s."
-    label = f"{fastest['strategy']} on {int(fastest['devices'])} devices"
+    label = _name(fastest, measured)
     ratio = fastest["throughput_samples_s"] / best["throughput_samples_s"]
     if fastest["target_reached"] is not pd.NA and bool(fastest["target_reached"]):
         later = f"needed {fastest['epochs_to_target']:.3g} epochs to reach it"

@@ -21,6 +21,7 @@ from .breakdown import effective_bandwidth, step_breakdown
 from .cells import display_frame, mark_below_noise, mark_not_measured, mark_not_reached
 from .convergence import has_convergence, reach_of
 from .intervals import INTERVAL_COLUMNS, interval_cells, with_speedup_intervals
+from .memory import COMPONENTS, fullest_components
 from .readable import RunFrame
 from .terminal import for_people, shorten
 
@@ -81,9 +82,8 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
     "task_overhead_s",
     "outside_tasks_s",
 )
-# Parameters and optimizer state on the fullest device: what model parallelism divides.
-# ... and the activations the fullest stage holds at its peak: what the schedule decides.
-MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes", "peak_activation_bytes")
+# The fullest device's state, the activations its stage held, its parts (analysis/memory.py).
+MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes", "peak_activation_bytes", *COMPONENTS)
 # Where the step goes (analysis/breakdown.py): compute beside the exposed communication, and the
 # bandwidth that communication achieved. A communication figure below its own noise
 # (runs/noise.py) leaves comm_time_s and comm_share NaN, comm_below_noise True and the noise it fell
@@ -252,6 +252,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
     held = [s.get("activation_bytes_held") for s in result.extra.get("stages", [])]
     row["peak_activation_bytes"] = _number(max((h for h in held if h is not None), default=None))
+    row.update(fullest_components(result))
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
     row.update(interval_cells(result))
     # Not measured is not zero: the step's split into compute and communication is unknown.

@@ -95,7 +95,9 @@ def compare(shell: Any, args: argparse.Namespace) -> Any:
     """
     request = request_from(args, shell.user_ns)
     experiment = _experiment(request, progress=args.progress)
-    comparison = experiment.compare(args.strategies, args.devices, **request.plan())
+    comparison = experiment.compare(
+        args.strategies, args.devices, rounds=args.rounds, **request.plan()
+    )
     if not any(r.status == "cancelled" for r in comparison.results):
         comparison = request.projected(comparison)
     shown = ShownComparison(comparison.results)

@@ -134,11 +134,12 @@ class Request:
         devices: Sequence[int | Sequence[int]],
         progress: Progress = True,
         cancel: threading.Event | None = None,
+        rounds: int | None = None,
     ) -> Comparison:
         """Every strategy on every device choice; see `Experiment.compare`."""
         experiment = self.experiment(progress)
         comparison = experiment.compare(
-            list(strategies), list(devices), cancel=cancel, **self.plan()
+            list(strategies), list(devices), rounds=rounds, cancel=cancel, **self.plan()
         )
         cancelled = any(r.status == "cancelled" for r in comparison.results)
         return comparison if cancelled else self.projected(comparison)

@@ -349,6 +349,15 @@ COMPARE: tuple[Option, ...] = (
         api_call=_run("compare"),
     ),
     Option(
+        "--rounds",
+        "times the grid runs, interleaved, for each row's median and 95 %% interval; "
+        "default: 3 (2 with GPK_QUICK=1, or $GPK_ROUNDS)",
+        goes_to="front end",
+        type=positive,
+        metavar="N",
+        default=None,
+    ),
+    Option(
         "--out",
         "folder for the report (table.csv, table.md and the figures as PNG); none unless given",
         goes_to="front end",

@@ -98,3 +98,20 @@ def merge_rounds(rows: Sequence[RunResult]) -> RunResult:
         step_time_ci_high_s=high,
         extra=extra,
     )
+
+
+def merge_logged_rounds(results: Sequence[RunResult]) -> list[RunResult]:
+    """The run log's rows with each configuration's rounds merged into one (in the place of its
+    first round); rows of a single run pass as they are."""
+    groups: dict[str, list[RunResult]] = {}
+    order: list[str | RunResult] = []
+    for result in results:
+        configuration = result.extra.get("configuration")
+        if configuration is None:
+            order.append(result)
+            continue
+        if configuration not in groups:
+            groups[configuration] = []
+            order.append(configuration)
+        groups[configuration].append(result)
+    return [merge_rounds(groups[item]) if isinstance(item, str) else item for item in order]

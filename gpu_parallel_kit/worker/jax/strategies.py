@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import keras
-import numpy as np
 
 from ...runs.spec import RunSpec
 from ...sharding.layout import Layout, derive_layout
@@ -30,8 +29,8 @@ from ...strategies.fsdp import (
     shard_over_data,
 )
 from ..budget import check_budget
-from .devices import device_names
 from .layout import layout_map, read_layers
+from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
 
 _VIRTUAL = "; host devices: runtime overhead on shared cores, not a network cost"
 _SPLIT_HINT = "shard the layers over more devices with strategy='tensor'"
@@ -52,6 +51,8 @@ class JaxStrategy:
         self.record = strategy_record(spec.strategy)
         self.distribution: Any = None
         self.state_bytes: dict[str, int] = {}
+        self.sample: Any = None  # one sample of the inputs: the activations' shapes
+        self.layers: list[Any] | None = None  # the layers as read, where a strategy read them
 
     def scope(self) -> contextlib.AbstractContextManager:
         return (
@@ -61,8 +62,14 @@ class JaxStrategy:
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
         """The compiled, built model under the run's distribution; `sample` is one sample of the
         inputs, for a strategy that reads the model before building it for real."""
+        self.sample = sample
         with self.scope():
             return builder()
+
+    @property
+    def data_axis(self) -> int:
+        """Devices the global batch is split over."""
+        return 1
 
     def prepare(self, model: keras.Model) -> None:
         """Build the optimizer's slots beside their variables and hold what each device was given
@@ -73,6 +80,44 @@ class JaxStrategy:
                 model.optimizer.build(model.trainable_variables)
         self.state_bytes = placed_bytes([*model.weights, *model.optimizer.variables])
         check_budget(self.state_bytes, self.spec.memory_budget, _SPLIT_HINT)
+
+    def memory(self, model: keras.Model) -> dict[str, Any]:
+        """Each device's parameters and optimizer state as placed (measured), its gradients as
+        its trainable shards (modelled) and its activations (modelled: every layer's output for
+        its share of the batch, float32, kept for the backward)."""
+        params = placed_bytes(model.weights)
+        optimizer = placed_bytes(model.optimizer.variables)
+        grads = placed_bytes(model.trainable_variables)
+        activations = self._activation_bytes(model)
+        devices = {
+            name: {
+                "params_bytes": params.get(name, 0),
+                "grads_bytes": grads.get(name, 0),
+                "optimizer_bytes": optimizer.get(name, 0),
+                "activations_bytes": activations,
+            }
+            for name in params
+        }
+        return {
+            "devices": devices,
+            "how": {
+                "params_bytes": "measured: the shards JAX placed on the device",
+                "grads_bytes": "modelled: one gradient per trainable shard placed",
+                "optimizer_bytes": "measured: the optimizer's shards placed on the device",
+                "activations_bytes": (
+                    "modelled: every layer's output for the device's share of the batch, "
+                    "float32, kept for the backward"
+                ),
+            },
+        }
+
+    def _activation_bytes(self, model: keras.Model) -> float:
+        try:
+            layers = self.layers if self.layers is not None else read_layers(model, self.sample)
+        except Exception:  # noqa: BLE001 - a model that cannot be read keeps its other figures
+            return float("nan")
+        elements = sum(layer.out_elements or 0 for layer in layers)
+        return float(elements * (self.spec.global_batch // self.data_axis) * 4)
 
     def describe(self) -> str:
         return ""
@@ -95,10 +140,11 @@ class JaxStrategy:
         """Memory from the placed shards, bytes from the layout, and the communication measured
         (`measured` None: measure_comm=False skipped it, or it failed, and the row says so)."""
         state = placed_bytes([*model.weights, *model.optimizer.variables])
-        parameter_bytes = sum(_nbytes(v) for v in model.trainable_variables)
+        parameter_bytes = sum(nbytes(v) for v in model.trainable_variables)
         extra: dict[str, Any] = {
             "state_bytes": state,
             "parameter_bytes": parameter_bytes,
+            "memory": self.memory(model),
             **self.layout_fields(model),
         }
         fields: dict[str, Any] = {"extra": extra}
@@ -148,6 +194,10 @@ class DataParallel(JaxStrategy):
         super().__init__(spec, devices)
         self.distribution = keras.distribution.DataParallel(devices=devices)
 
+    @property
+    def data_axis(self) -> int:
+        return len(self.devices)
+
     def describe(self) -> str:
         return "xla all-reduce (DataParallel)"
 
@@ -190,6 +240,7 @@ class TensorParallel(JaxStrategy):
         data, model_axis = self.spec.mesh_shape
         probe = builder()
         layers = read_layers(probe, sample)
+        self.layers = layers
         del probe
         keras.backend.clear_session()
         self.layout = self.derive(layers)
@@ -200,6 +251,10 @@ class TensorParallel(JaxStrategy):
             layout_map=layout_map(self.layout, mesh), batch_dim_name="batch"
         )
         return super().build(builder, sample)
+
+    @property
+    def data_axis(self) -> int:
+        return self.spec.mesh_shape[0]
 
     def derive(self, layers: list[Any]) -> Layout:
         """The layout over the mesh from the model's layers (`sharding.layout`)."""
@@ -311,57 +366,3 @@ class ShardedDataParallel(TensorParallel):
                 min_shard_bytes=self.spec.min_shard_bytes,
             )
         return fields
-
-
-def placed_bytes(variables: list[Any]) -> dict[str, int]:
-    """Bytes each device holds of `variables`, from the shards actually placed on it."""
-    held: dict[str, int] = {}
-    for variable in variables:
-        value = variable.value
-        for shard in getattr(value, "addressable_shards", ()):
-            name = device_names([shard.device])[0]
-            held[name] = held.get(name, 0) + int(shard.data.nbytes)
-    return held
-
-
-def shard_shape(model: keras.Model, path: str) -> list[int]:
-    """The shape of one device's piece of the variable at `path`."""
-    for variable in model.weights:
-        if variable.path == path:
-            shards = getattr(variable.value, "addressable_shards", ())
-            if shards:
-                return [int(d) for d in shards[0].data.shape]
-            return [int(d) for d in variable.shape]
-    return []
-
-
-def placed_axes(model: keras.Model, path: str) -> list[str]:
-    """The mesh axes the weight at `path` was actually placed on, "" for a replicated one."""
-    weight = next((v for v in model.weights if v.path == path), None)
-    return [] if weight is None else [a or "" for a in _spec(weight, len(weight.shape))]
-
-
-def slot_axes(model: keras.Model, path: str) -> list[list[str]]:
-    """The mesh axes of each optimizer slot built from the weight at `path` (Keras names a slot
-    "<optimizer>/<path with _ for />_<slot>" and gives it the weight's shape), "" for a
-    replicated dimension."""
-    weight = next((v for v in model.weights if v.path == path), None)
-    optimizer = getattr(model, "optimizer", None)
-    if weight is None or optimizer is None:
-        return []
-    stem = path.replace("/", "_") + "_"
-    return [
-        [a or "" for a in _spec(v, len(weight.shape))]
-        for v in optimizer.variables
-        if v.path.partition("/")[2].startswith(stem) and tuple(v.shape) == tuple(weight.shape)
-    ]
-
-
-def _spec(variable: Any, rank: int) -> tuple[str | None, ...]:
-    sharding = getattr(variable.value, "sharding", None)
-    spec = tuple(getattr(sharding, "spec", ()))
-    return (spec + (None,) * rank)[:rank]
-
-
-def _nbytes(variable: Any) -> int:
-    return int(np.prod(variable.shape, dtype=np.int64)) * np.dtype(variable.dtype).itemsize

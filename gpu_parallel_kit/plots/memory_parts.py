@@ -1,0 +1,78 @@
+"""Memory per device split into its parts, one stacked bar per run: which part a strategy divides.
+
+Each bar is the run's fullest device (`analysis.memory.fullest_components`): parameters,
+gradients, optimizer state and activations stacked, so data parallelism's copy, fsdp's shards and
+a pipeline's stage read side by side. A named device's memory is drawn as a line across. Plain
+results in, a figure out: no TensorFlow, drawable from the run log.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..analysis.memory import COMPONENTS, fullest_components
+from ..runs.results import RunResult
+from .style import DisplayFigure, run_labels
+
+PARTS = {
+    "params_bytes": ("parameters", "tab:blue"),
+    "grads_bytes": ("gradients", "tab:purple"),
+    "optimizer_bytes": ("optimizer state", "tab:green"),
+    "activations_bytes": ("activations", "tab:orange"),
+}
+
+
+def components_figure(
+    results: Sequence[RunResult], device_bytes: float | None = None, device_name: str = ""
+) -> DisplayFigure:
+    """One stacked bar per finished measured run; `device_bytes` a line at the device's memory."""
+    runs = [r for r in results if r.ok and not r.projected]
+    parts = [fullest_components(r) for r in runs]
+    shown = [(r, p) for r, p in zip(runs, parts, strict=True) if not math.isnan(p["params_bytes"])]
+    figure = DisplayFigure(figsize=(max(5.0, 1.1 * len(shown) + 2.5), 4.2), layout="constrained")
+    axis = figure.subplots()
+    axis.set_title("Memory per device, by part (the fullest device of each run)")
+    if not shown:
+        axis.text(0.5, 0.5, "no run recorded its memory", ha="center", transform=axis.transAxes)
+        axis.set_xticks([])
+        return figure
+    tallest = max(_total(p) for _, p in shown)
+    scale, unit = (2**30, "GiB") if max(tallest, device_bytes or 0) > 2 * 2**30 else (2**20, "MiB")
+    positions = list(range(len(shown)))
+    bottom = [0.0] * len(shown)
+    for part in COMPONENTS:
+        label, colour = PARTS[part]
+        values = [(p[part] if not math.isnan(p[part]) else 0.0) / scale for _, p in shown]
+        axis.bar(positions, values, bottom=bottom, color=colour, label=label)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    if device_bytes:
+        axis.axhline(device_bytes / scale, linestyle="--", color="tab:red", label=device_name)
+    frame = pd.DataFrame(
+        {
+            "strategy": [r.strategy for r, _ in shown],
+            "devices": [r.devices for r, _ in shown],
+            "backend": [r.backend for r, _ in shown],
+            "mesh": [r.mesh for r, _ in shown],
+            "experiment_id": [r.experiment_id for r, _ in shown],
+            "projected": [False] * len(shown),
+        }
+    )
+    axis.set_xticks(positions, run_labels(frame), rotation=20, ha="right", fontsize=9)
+    axis.set_ylabel(unit)
+    top = max(max(bottom), (device_bytes or 0) / scale)
+    axis.set_ylim(0, top * 1.3 or 1.0)
+    axis.legend(fontsize=8, loc="upper left", ncols=5, frameon=False)
+    unknown = any(math.isnan(p["activations_bytes"]) for _, p in shown)
+    axis.set_xlabel(
+        "parameters and optimizer state as placed; gradients modelled; activations modelled on "
+        "JAX, held by a pipeline's schedule" + ("; none where not known" if unknown else ""),
+        fontsize=8,
+    )
+    return figure
+
+
+def _total(parts: dict[str, float]) -> float:
+    return sum(v for v in parts.values() if not math.isnan(v))
