@@ -117,7 +117,7 @@ class FakeMachine:
     def _discover(self, backend: str | None = None) -> tuple[Any, ...]:
         return self.physical
 
-    def _run(self, spec: Any, on_event: Any = None, cancel: Any = None) -> Any:
+    def _run(self, spec: Any, on_event: Any = None, cancel: Any = None, **ahead: Any) -> Any:
         self.specs.append(spec)
         return self._answer(spec)
 
@@ -130,3 +130,25 @@ def _refuse(spec: Any) -> Any:
 def fake_machine(monkeypatch) -> FakeMachine:
     """A CPU-only machine whose workers answer at once (see FakeMachine)."""
     return FakeMachine(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def executed_notebooks(tmp_path_factory) -> Any:
+    """The notebooks executed once per session (tests/executed_notebooks.py): a function from a
+    notebook's path to its executed copy."""
+    from tests.executed_notebooks import ExecutedNotebooks
+
+    return ExecutedNotebooks(tmp_path_factory.mktemp("executed_notebooks"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "after_notebooks: runs after tests/test_notebooks.py, on its executed copies"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The browser's look at the executed notebooks runs after the tests that execute them, so it
+    reads their copies instead of executing again (or waiting past its timeout)."""
+    last = [item for item in items if item.get_closest_marker("after_notebooks")]
+    items[:] = [item for item in items if item not in last] + last

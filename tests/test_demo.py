@@ -19,11 +19,14 @@ DATA = pathlib.Path(__file__).parent / "analysis" / "data"
 REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")
 
 
-@pytest.mark.parametrize(("quick", "steps"), [("", 32), ("1", 24)])
+@pytest.mark.parametrize(
+    ("quick", "rounds", "steps"), [("", "1", 32), ("1", "1", 24), ("1", "2", 12)]
+)
 def test_run_demo_plans_the_grid_and_writes_the_report(
-    tmp_path, monkeypatch, fake_machine, quick, steps
+    tmp_path, monkeypatch, fake_machine, quick, rounds, steps
 ):
     monkeypatch.setenv("GPK_QUICK", quick)
+    monkeypatch.setenv("GPK_ROUNDS", rounds)  # each round trains its share of the steps
 
     def fake_run(spec):
         return RunResult(
@@ -48,7 +51,7 @@ def test_run_demo_plans_the_grid_and_writes_the_report(
     grid = [("single", 1), ("data", 1), ("data", 2), ("data", 4)]
     specs = fake_machine.specs
     planned = [(s.strategy, s.devices.count, s.training.steps_per_epoch) for s in specs]
-    assert planned == [(strategy, count, steps) for strategy, count in grid]
+    assert planned == [(strategy, count, steps) for strategy, count in grid] * int(rounds)
     table = comparison.table
     assert set(table["global_batch"]) == {demo.BATCH_SIZE}
     assert all((tmp_path / "report" / name).stat().st_size > 0 for name in REPORT_FILES)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..api import Experiment
 from ..comparison import Comparison
+from ..runs.rounds import rounds_to_run
 from ..runs.synthetic import default_samples, quick_mode
 from ..strategies import DEFAULT_COMPARISON
 
@@ -27,6 +28,7 @@ BATCH_SIZE = 512  # large enough that a step is compute, not per-step overhead; 
 # CI: enough measured steps (after the 2 warm-up ones) for a median and a spread that mean
 # something; 8 gave 6, and a 32% "gain" of data on one device over single.
 QUICK_STEPS = 24
+MIN_STEPS_PER_ROUND = 8  # 2 warm-up steps and 6 measured in each round at least
 # On a CPU the demo can only show slowdowns; the cost model's projection of the same workload onto
 # H100s joined by NVLink 4, labelled projected, shows what it expects of real hardware. Compute
 # is the step's counted work on the H100, not the CPU's clock.
@@ -40,6 +42,9 @@ TIMEOUT_S = 120.0
 def demo_experiment(progress: bool = True, log: str | None = None) -> Experiment:
     """The demo's experiment: the built-in MLP on its synthetic set, one pass over the data."""
     steps = QUICK_STEPS if quick_mode() else default_samples(DATA) // BATCH_SIZE
+    # The comparison runs in rounds (runs/rounds.py): each round trains its share of the steps,
+    # so the demo measures as many steps as one long run would, spread over the machine's drift.
+    steps = max(MIN_STEPS_PER_ROUND, steps // rounds_to_run(None))
     return Experiment(
         model=MODEL,
         data=DATA,
