@@ -74,16 +74,16 @@ class Comparison:
 
         return sharding_cost_figure(self.results)
 
-    def plot_memory(self, device: str | None = None):
+    def plot_memory(self, device: Any = None, budget: int | None = None):
         """Memory per device by part (parameters, gradients, optimizer state, activations), one
-        stacked bar per run; `device` (a preset such as "h100") draws its memory across."""
+        stacked bar per run; `device` (a preset such as "h100") and `budget` (the runs'
+        memory_budget, bytes) are drawn across."""
         from .analysis.hardware import device as preset
         from .plots.memory_parts import components_figure
 
-        named = None if device is None else preset(device)
-        return components_figure(
-            self.results, named and named.memory_bytes, named.name if named else ""
-        )
+        lines = [] if device is None else [(preset(device).memory_bytes, preset(device).name)]
+        lines += [] if budget is None else [(float(budget), "memory budget")]
+        return components_figure(self.results, lines)
 
     def plot_convergence(self, metrics: str | Sequence[str] | None = None):
         """Loss or metric against training time and against epochs, one line per run, with the

@@ -104,8 +104,8 @@ def test_the_fullest_device_fills_the_table():
 
 
 def test_plot_memory_stacks_four_parts_per_run_under_the_devices_memory():
-    figure = Comparison([SINGLE, FSDP, PIPELINE, DATA_TF]).plot_memory(device="h100")
+    figure = Comparison([SINGLE, FSDP, PIPELINE, DATA_TF]).plot_memory(device="h100", budget=900)
     axis = figure.axes[0]
     assert len(axis.patches) == 4 * 4
-    assert "h100" in [t.get_text() for t in axis.get_legend().get_texts()]
+    assert {"h100", "memory budget"} <= {t.get_text() for t in axis.get_legend().get_texts()}
     assert "fsdp×2" in " ".join(t.get_text() for t in axis.get_xticklabels())

@@ -26,9 +26,10 @@ PARTS = {
 
 
 def components_figure(
-    results: Sequence[RunResult], device_bytes: float | None = None, device_name: str = ""
+    results: Sequence[RunResult], lines: Sequence[tuple[float, str]] = ()
 ) -> DisplayFigure:
-    """One stacked bar per finished measured run; `device_bytes` a line at the device's memory."""
+    """One stacked bar per finished measured run; `lines` (bytes, label) drawn across, e.g. a
+    device's memory or the runs' memory budget."""
     runs = [r for r in results if r.ok and not r.projected]
     parts = [fullest_components(r) for r in runs]
     shown = [(r, p) for r, p in zip(runs, parts, strict=True) if not math.isnan(p["params_bytes"])]
@@ -40,7 +41,8 @@ def components_figure(
         axis.set_xticks([])
         return figure
     tallest = max(_total(p) for _, p in shown)
-    scale, unit = (2**30, "GiB") if max(tallest, device_bytes or 0) > 2 * 2**30 else (2**20, "MiB")
+    highest = max([tallest, *(b for b, _ in lines)])
+    scale, unit = (2**30, "GiB") if highest > 2 * 2**30 else (2**20, "MiB")
     positions = list(range(len(shown)))
     bottom = [0.0] * len(shown)
     for part in COMPONENTS:
@@ -48,8 +50,8 @@ def components_figure(
         values = [(p[part] if not math.isnan(p[part]) else 0.0) / scale for _, p in shown]
         axis.bar(positions, values, bottom=bottom, color=colour, label=label)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    if device_bytes:
-        axis.axhline(device_bytes / scale, linestyle="--", color="tab:red", label=device_name)
+    for (level, label), colour in zip(lines, ("tab:red", "0.3"), strict=False):
+        axis.axhline(level / scale, linestyle="--", color=colour, label=label)
     frame = pd.DataFrame(
         {
             "strategy": [r.strategy for r, _ in shown],
@@ -62,7 +64,7 @@ def components_figure(
     )
     axis.set_xticks(positions, run_labels(frame), rotation=20, ha="right", fontsize=9)
     axis.set_ylabel(unit)
-    top = max(max(bottom), (device_bytes or 0) / scale)
+    top = max(max(bottom), *(b / scale for b, _ in lines))
     axis.set_ylim(0, top * 1.3 or 1.0)
     axis.legend(fontsize=8, loc="upper left", ncols=5, frameon=False)
     unknown = any(math.isnan(p["activations_bytes"]) for _, p in shown)

@@ -106,3 +106,17 @@ def test_a_keras_applications_network_trains_the_weights_of_one_device(tmp_path)
     assert roles == {"kernel": "sharded", "bias": "replicated"}
     difference = largest_difference(saved_weights(paths["fsdp"]), saved_weights(paths["single"]))
     assert difference <= TOLERANCE
+
+
+def test_memory_by_part_falls_as_one_over_n_for_the_sharded_state(mlp_runs):
+    single, sharded = mlp_runs
+    whole = single.extra["memory"]["devices"]["/cpu:0"]
+    assert whole["params_bytes"] >= single.extra["parameter_bytes"]
+    assert whole["grads_bytes"] == single.extra["parameter_bytes"]
+    assert whole["optimizer_bytes"] > 2 * whole["params_bytes"] - 100  # Adam: two slots each
+    for parts in sharded.extra["memory"]["devices"].values():
+        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            assert parts[part] == pytest.approx(whole[part] / 4, rel=0.02), part
+        # each device computes a quarter of the batch
+        assert parts["activations_bytes"] == pytest.approx(whole["activations_bytes"] / 4)
+    assert sharded.extra["memory"]["how"]["params_bytes"].startswith("measured")
