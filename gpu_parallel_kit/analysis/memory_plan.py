@@ -152,7 +152,7 @@ def plan_memory(
         data, fsdp = strategy("data").name, strategy("fsdp").name
         rows += [
             _row(data, n, 0, p, g, o, acts / n, "replicas", False),
-            _row("zero-1", n, 1, p, g, o / n, acts / n, "optimizer state sharded", True),
+            _row("zero-1", n, 1, p, g, o / n, acts / n, "optimizer sharded", True),
             _row("zero-2", n, 2, p, g / n, o / n, acts / n, "plus gradients", True),
             _row(fsdp, n, 3, p / n, g / n, o / n, acts / n, "plus parameters", False),
             _row(
@@ -197,7 +197,7 @@ def _row(
         "activations_bytes": activations,
         # ZeRO-1 and -2 have no engine in the kit: nothing here can measure them
         "modelled_only": modelled_only,
-        "note": note + ("; modelled only: no engine here" if modelled_only else ""),
+        "note": note + ("; modelled only" if modelled_only else ""),
     }
 
 
