@@ -114,7 +114,7 @@ CONVERGENCE_COLUMNS: tuple[str, ...] = (
 # A projected row's band (analysis/projected_compute.py): its step at high and low efficiency.
 BAND_COLUMNS: tuple[str, ...] = ("step_time_low_s", "step_time_high_s")
 ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS
-ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + CONVERGENCE_COLUMNS + INTERVAL_COLUMNS
+ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + INTERVAL_COLUMNS + CONVERGENCE_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -237,8 +237,8 @@ def _row(result: RunResult) -> dict[str, object]:
         for name in ALL_COLUMNS
         if name not in _FLOAT_COLUMNS
         and name not in CONVERGENCE_COLUMNS
-        and name not in INTERVAL_COLUMNS
         and name not in ("projected", "timed_steps", "comm_below_noise", *_TUNED_COLUMNS)
+        and name not in INTERVAL_COLUMNS
     }
     row.update(_tuned_cells(result))
     row["timed_steps"] = len(result.step_times_s)
