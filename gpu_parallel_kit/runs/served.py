@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -48,7 +49,7 @@ class JaxServer:
             daemon=True,
             name="gpk-jax-server",
         )
-        with main_module_hidden():
+        with main_module_hidden(), _interrupts_held():
             self._process.start()
         server_end.close()
         self._requests = threading.Lock()
@@ -96,6 +97,27 @@ class JaxServer:
         if self._process.is_alive():
             self._process.kill()
         self._process.join(timeout=5)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C ignored while this thread starts the server, which inherits the disposition
+    through exec (an ignored signal stays ignored) and so ignores it from its first instruction.
+
+    A kernel's shutdown interrupts its whole process group. A server still importing JAX and
+    Keras would die of it, or print its KeyboardInterrupt in JupyterLab's terminal; `serve()`
+    ignores Ctrl-C only once it runs. Blocking it instead would not do: spawning resets the
+    signal mask. Only the main thread may set a disposition; a server started from another
+    thread (warming ahead, the panel) keeps that window of its start. The caller ignores Ctrl-C
+    for the milliseconds of the fork and exec."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class ServedChild:

@@ -35,7 +35,7 @@ def serve(control: Any) -> None:
     Ctrl-C is the kernel's, not the server's: a notebook's shutdown that signals the whole
     process group would otherwise print the server's KeyboardInterrupt in JupyterLab's terminal.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # already, when started from a main thread
     importlib.import_module(PRELOAD)
     exit_codes: dict[int, int] = {}
     while True:
