@@ -1,9 +1,14 @@
-"""The panel in a real browser: JupyterLab on 127.0.0.1, Debian's Chromium driven by Playwright.
+"""The panel and the notebooks in a real browser: JupyterLab on 127.0.0.1, Debian's Chromium
+driven by Playwright.
 
 Follows /work/shared/notes/browser-testing.md: the server gets its own config, runtime, IPython
 and settings folders (news pop-up silenced), the notebook is opened with `?reset`, and every
-selector is scoped to the visible notebook and the panel's `gpk-panel` class. The notebook is a
-copy in the test's folder, so Lab's autosave never touches the repository's file.
+selector is scoped to the visible notebook and the panel's `gpk-panel` class. Notebooks are
+copies in the test's folder, so Lab's autosave never touches the repository's files.
+
+The panel is clicked in a live kernel. The notebooks are not run again here: the copies that
+tests/test_notebooks.py executed (the `executed_notebooks` fixture) are opened with their
+outputs, which is what a student sees, in seconds instead of minutes.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -66,17 +72,29 @@ def _delete(url: str) -> None:
 
 @pytest.fixture
 def lab(tmp_path):
-    """A JupyterLab server with a copy of the panel notebook; yields its base URL."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (see .ci/run)")
-    pytest.importorskip("playwright", reason="pip install playwright (never `playwright install`)")
-    root, state = tmp_path / "root", tmp_path / "lab"
+    """A JupyterLab server with copies of the notebooks; yields its base URL."""
+    root = tmp_path / "root"
     root.mkdir()
     for notebook in NOTEBOOKS.glob("*.ipynb"):
         shutil.copy(notebook, root / notebook.name)
-    settings = state / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps(NOTIFICATIONS))
+    with _serving_lab(root, tmp_path) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def _serving_lab(root: Path, tmp_path: Path, settings: dict[str, dict] | None = None):
+    """JupyterLab on 127.0.0.1 serving `root`, its state under `tmp_path`, the news pop-up
+    silenced and `settings` ({"plugin/file": {...}}) written; yields its base URL, and ends its
+    kernels and itself afterwards."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (see .ci/run)")
+    pytest.importorskip("playwright", reason="pip install playwright (never `playwright install`)")
+    state = tmp_path / "lab"
+    chosen = {"apputils-extension/notification": NOTIFICATIONS, **(settings or {})}
+    for name, values in chosen.items():
+        path = state / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(state / "config"),
@@ -105,9 +123,7 @@ def lab(tmp_path):
             time.sleep(0.3)
         yield base
     finally:
-        kernels = json.loads(_get(f"{base}/api/kernels?token={TOKEN}") or b"[]")
-        for kernel in kernels:  # the kernel ends its run workers with it
-            _delete(f"{base}/api/kernels/{kernel['id']}?token={TOKEN}")
+        _end_kernels(base)  # a kernel ends its run workers with it
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=15)
@@ -115,6 +131,11 @@ def lab(tmp_path):
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
         log.close()
+
+
+def _end_kernels(base: str) -> None:
+    for kernel in json.loads(_get(f"{base}/api/kernels?token={TOKEN}") or b"[]"):
+        _delete(f"{base}/api/kernels/{kernel['id']}?token={TOKEN}")
 
 
 def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
@@ -152,53 +173,90 @@ def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
         print(f"screenshots in {tmp_path}")
 
 
-@pytest.mark.parametrize(
-    "name", ["00_quickstart.ipynb", "05_time_to_accuracy.ipynb", "06_tensor_parallelism.ipynb"]
-)
-def test_notebook_runs_in_jupyterlab_without_a_stderr_box(lab, tmp_path, name):
-    """The first notebook a student opens, and the one whose runs evaluate inside the worker:
-    every cell runs, nothing writes a red stderr box (TensorFlow's start-up chatter, AutoGraph
-    warnings), every compact table fits the output area it is shown in."""
+# The notebooks a student opens first, and the one whose runs evaluate inside the worker: nothing
+# in them writes a red stderr box (TensorFlow's start-up chatter, AutoGraph warnings).
+QUIET = ("00_quickstart.ipynb", "05_time_to_accuracy.ipynb", "06_tensor_parallelism.ipynb")
+WINDOW = {"width": 1280, "height": 900}  # a laptop's window; Lab opens with its file browser
+# Every cell rendered, not only those in view, so every table is laid out and measured.
+ALL_CELLS = {"notebook-extension/tracker": {"windowingMode": "none"}}
+# Each table in an output area: its width and the area's, and the cell it is in.
+MEASURE = """selector => [...document.querySelectorAll(selector)].map(table => {
+    const area = table.closest('.jp-OutputArea-output');
+    const cells = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell')];
+    return {cell: cells.indexOf(table.closest('.jp-Cell')), width: table.scrollWidth,
+            room: area.clientWidth};
+})"""
+TABLES = f"{NB} .jp-OutputArea-output table"
+
+
+@pytest.mark.after_notebooks
+@pytest.mark.timeout(3600)  # run alone, it executes the notebooks itself first
+def test_every_table_fits_its_output_area_in_every_notebook(executed_notebooks, tmp_path):
+    """Every notebook as tests/test_notebooks.py executed it, opened in JupyterLab with its
+    outputs and no cell run: in a 1,280 px window with the file browser open, no table is wider
+    than its output area, and the first notebooks show no stderr box."""
     from playwright.sync_api import expect
 
-    with _running_all_cells(lab, name) as (page, kernel_status):
-        _wait_for_all_cells(page, timeout_s=420)
-        expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=60_000)
-        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
-        outputs = page.locator(f"{NB} .jp-OutputArea-output")
-        assert outputs.count() > 0
-        expect(page.locator(f"{NB} .jp-OutputArea-output[data-mime-type*='error']")).to_have_count(
-            0
-        )
-        expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
-        tables = page.locator(f"{NB} table.gpk-table").all()
-        assert tables
-        for table in tables:
-            room = table.evaluate("t => t.closest('.jp-OutputArea-output').clientWidth")
-            assert table.evaluate("t => t.scrollWidth") <= room
-        print(f"screenshots in {tmp_path}")
+    root = tmp_path / "root"
+    root.mkdir()
+    for notebook in sorted(NOTEBOOKS.glob("*.ipynb")):
+        shutil.copy(executed_notebooks(notebook), root / notebook.name)
+    too_wide = {}
+    with _serving_lab(root, tmp_path, ALL_CELLS) as base, _chromium() as browser:
+        page = browser.new_page(viewport=WINDOW)
+        for notebook in sorted(root.glob("*.ipynb")):
+            page.goto(f"{base}/lab/tree/{notebook.name}?reset&token={TOKEN}")
+            expect(page.locator("#filebrowser")).to_be_visible(timeout=60_000)
+            page.wait_for_function(
+                "([selector, n]) => document.querySelectorAll(selector).length >= n",
+                arg=[TABLES, _html_tables(notebook)],
+                timeout=60_000,
+            )
+            page.screenshot(path=str(tmp_path / f"{notebook.stem}.png"))
+            widths = page.evaluate(MEASURE, TABLES)
+            too_wide[notebook.name] = [w for w in widths if w["width"] > w["room"]]
+            if notebook.name in QUIET:
+                expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
+            _end_kernels(base)  # Lab started one for the notebook; no cell ran in it
+    assert not any(too_wide.values()), {name: w for name, w in too_wide.items() if w}
+    print(f"screenshots in {tmp_path}")
+
+
+def _html_tables(notebook: Path) -> int:
+    """How many HTML tables the executed notebook's outputs hold."""
+    cells = nbformat.read(notebook, as_version=4).cells
+    outputs = [o for cell in cells if cell.cell_type == "code" for o in cell.outputs]
+    return sum(str(o.get("data", {}).get("text/html", "")).count("<table") for o in outputs)
 
 
 @contextlib.contextmanager
-def _running_all_cells(lab: str, name: str):
-    """Chromium on JupyterLab with notebook `name` open, its kernel idle, then Run All clicked:
-    yields (the page, the kernel status item); the browser is closed afterwards."""
-    from playwright.sync_api import expect, sync_playwright
+def _chromium():
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{lab}/lab/tree/{name}?reset&token={TOKEN}")
-            kernel_status = page.locator(".jp-StatusBar-TextItem[title^='Change kernel']")
-            expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=90_000)
-            page.locator("li.lm-MenuBar-item", has_text="Run").click()
-            page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
-            yield page, kernel_status
+            yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def _running_all_cells(lab: str, name: str):
+    """Chromium on JupyterLab with notebook `name` open, its kernel idle, then Run All clicked:
+    yields (the page, the kernel status item); the browser is closed afterwards."""
+    from playwright.sync_api import expect
+
+    with _chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{lab}/lab/tree/{name}?reset&token={TOKEN}")
+        kernel_status = page.locator(".jp-StatusBar-TextItem[title^='Change kernel']")
+        expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=90_000)
+        page.locator("li.lm-MenuBar-item", has_text="Run").click()
+        page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+        yield page, kernel_status
 
 
 def _wait_for_all_cells(page, timeout_s: float = 180) -> None:
