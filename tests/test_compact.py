@@ -104,9 +104,9 @@ def test_status_and_steps_get_a_column_only_when_they_differ():
 def test_speedup_shows_its_interval_where_the_table_has_one():
     table = comparison_table([row("s", "single", 1), row("d", "data", 2, throughput_samples_s=1e4)])
     assert compact_frame(table)["speedup"].tolist() == ["1×", "1.56×"]
-    table["speedup_ci_low"] = [1.0, 1.48]
-    table["speedup_ci_high"] = [1.0, 1.75]
-    assert compact_frame(table)["speedup (95% CI)"].tolist() == ["1× (1–1)", "1.56× (1.48–1.75)"]
+    table["speedup_ci_low"] = [None, 1.48]  # the baseline has no interval against itself
+    table["speedup_ci_high"] = [None, 1.75]
+    assert compact_frame(table)["speedup (95% CI)"].tolist() == ["1×", "1.56× (1.48–1.75)"]
     table["speedup_ci_low"] = [None, None]  # the columns there, the figures not: plain
     assert compact_frame(table)["speedup"].tolist() == ["1×", "1.56×"]
 
@@ -144,3 +144,14 @@ def test_time_to_target_is_one_cell_with_the_epoch_it_was_met_in():
     )
     assert target_text({"target_reached": False, "time_to_target_s": float("nan")}) == "not reached"
     assert target_text({"time_to_target_s": float("nan")}) == ""
+
+
+def test_an_efficiency_above_ideal_and_a_speedup_within_noise_say_so():
+    table = comparison_table([row("s", "single", 1), row("d", "data", 1, throughput_samples_s=7e3)])
+    table["speedup_ci_low"] = [float("nan"), 0.97]
+    table["speedup_ci_high"] = [float("nan"), 1.21]
+    table["above_ideal"] = [False, True]
+    frame = compact_frame(table)
+    assert frame["speedup (95% CI)"].tolist() == ["1×", "1.09× (0.97–1.21)\nwithin noise of 1"]
+    assert frame["efficiency"].tolist() == ["100%", "109%\nabove ideal"]
+    assert any(note.startswith("above ideal:") for note in notes_lines(table))

@@ -120,7 +120,19 @@ def step_text(row: pd.Series) -> str:
 
 
 def speedup_text(row: pd.Series) -> str:
-    return ratio_text(row.get("speedup"), *(row.get(c) for c in SPEEDUP_CI))
+    """ "1.62× (1.48–1.75)", and under it "within noise of 1" when the interval holds 1."""
+    low, high = (row.get(c) for c in SPEEDUP_CI)
+    text = ratio_text(row.get("speedup"), low, high)
+    if text and not missing(low) and not missing(high) and float(low) <= 1.0 <= float(high):
+        text += LINE + "within noise of 1"
+    return text
+
+
+def efficiency_text(row: pd.Series) -> str:
+    """ "81%", and "above ideal" under a figure beyond 100 % on devices that share cores: more
+    than the devices could give, so an artefact of the measurement, never a gain."""
+    text = share_text(row.get("efficiency"))
+    return text + LINE + "above ideal" if text and bool(row.get("above_ideal", False)) else text
 
 
 def comm_text(row: pd.Series) -> str:
@@ -205,7 +217,7 @@ COMPACT_COLUMNS: tuple[Column, ...] = (
     Column(_const("steps timed"), _finished(_cell("timed_steps", _number)), _uneven_steps),
     Column(_const("samples/s"), _cell("throughput_samples_s", count_text)),
     Column(_speedup_header, speedup_text),
-    Column(_const("efficiency"), _cell("efficiency", share_text)),
+    Column(_const("efficiency"), efficiency_text),
     Column(_const("comm share"), comm_text),
     Column(_const("bubble (theory)"), bubble_text, lambda df: fills(df, "bubble_fraction")),
     Column(memory_header, memory_text),
@@ -259,6 +271,11 @@ def notes_lines(table: pd.DataFrame) -> list[str]:
         notes.append(
             "Virtual devices share this machine's cores: the figures show shapes and costs, "
             "not real speedups."
+        )
+    if "above_ideal" in table.columns and bool(table["above_ideal"].fillna(False).any()):
+        notes.append(
+            "above ideal: a speedup beyond the device count on devices that share this machine's "
+            "cores cannot be a gain; it is noise, or a difference of code path from the baseline."
         )
     if _has_projected(table):
         notes.append(
