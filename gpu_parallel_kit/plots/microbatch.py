@@ -69,7 +69,7 @@ def _draw_curve(axis: Any, curve: dict[int, dict[int, float]]) -> None:
         label="all stages",
     )
     axis.set_xscale("log", base=2)
-    axis.set_yscale("log")
+    axis.set_ylim(0, None)
     axis.set_xticks(sizes, [str(n) for n in sizes])
     axis.set_xlabel("micro-batch size (samples)")
     axis.set_ylabel("ms per sample (F + B, each task alone)")
