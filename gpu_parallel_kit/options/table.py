@@ -169,8 +169,7 @@ TRAINING: tuple[Option, ...] = (
     ),
     Option(
         "--micro-batches",
-        "model parallel: micro-batches each global batch is cut into, or auto (the M whose "
-        "simulated step is shortest on the micro-batch curve the run measures); default: 1",
+        "model parallel: micro-batches per global batch, or auto (the run picks M); default: 1",
         goes_to="plan",
         type=micro_batch_count,
         metavar="M|auto",
