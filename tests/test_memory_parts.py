@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -109,3 +110,22 @@ def test_plot_memory_stacks_four_parts_per_run_under_the_devices_memory():
     assert len(axis.patches) == 4 * 4
     assert {"h100", "memory budget"} <= {t.get_text() for t in axis.get_legend().get_texts()}
     assert "fsdp×2" in " ".join(t.get_text() for t in axis.get_xticklabels())
+
+
+def test_a_run_refused_by_its_budget_is_drawn_faded_at_what_it_needed():
+    import dataclasses
+
+    refused = dataclasses.replace(
+        DATA_TF,
+        run_id="r",
+        status="oom",
+        extra={"refused": {"state_bytes": {"/cpu:0": 1200}, "parameter_bytes": 400}},
+    )
+    table = comparison_table([refused]).set_index("run_id")
+    assert math.isnan(table.loc["r", "params_bytes"])  # a refused row has no figures
+    axis = Comparison([FSDP, refused]).plot_memory(budget=900).axes[0]
+    assert len(axis.patches) == 2 * 4
+    heights = [p.get_height() for p in axis.patches[1::2]]  # the refused run's parts
+    assert sum(heights) * 2**20 == pytest.approx(400 + 400 + 800)
+    assert axis.patches[1].get_facecolor()[3] == pytest.approx(0.25)
+    assert "refused" in axis.get_xticklabels()[1].get_text()

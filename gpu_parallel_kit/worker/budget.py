@@ -11,14 +11,27 @@ strategies from the shards actually placed on each device. No TensorFlow or JAX 
 
 from __future__ import annotations
 
+from typing import Any
+
 SPLIT_HINT = "split the model over more devices with strategy='pipeline'"
 
 
 class MemoryBudgetExceeded(MemoryError):
-    """A device's parameters and optimizer state do not fit the run's memory budget."""
+    """A device's parameters and optimizer state do not fit the run's memory budget; `extra`
+    is what the refused row keeps (`extra["refused"]`: the state per device and what else the
+    backend knew, apart from a finished row's figures), so a figure can draw what did not fit."""
+
+    def __init__(self, message: str, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.extra = extra or {}
 
 
-def check_budget(state_bytes: dict[str, int], budget: int | None, hint: str = SPLIT_HINT) -> None:
+def check_budget(
+    state_bytes: dict[str, int],
+    budget: int | None,
+    hint: str = SPLIT_HINT,
+    extra: dict[str, Any] | None = None,
+) -> None:
     """Refuse the run when any device's state is over budget, naming the device and the fix."""
     if budget is None or not state_bytes:
         return
@@ -27,5 +40,6 @@ def check_budget(state_bytes: dict[str, int], budget: int | None, hint: str = SP
         raise MemoryBudgetExceeded(
             f"parameters and optimizer state need {needed / 2**20:.1f} MiB on {device}, over the "
             f"memory_budget of {budget / 2**20:.1f} MiB per device; {hint}, or raise "
-            "memory_budget"
+            "memory_budget",
+            {"refused": {"state_bytes": dict(state_bytes), **(extra or {})}},
         )

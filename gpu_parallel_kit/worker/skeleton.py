@@ -164,7 +164,9 @@ def run_in_this_process(
         status, reason = classify_exception(error, phase)
         if not isinstance(error, EXPECTED):
             traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
-        return RunResult(**base, status=status, reason=reason)
+        kept = getattr(error.__cause__ or error, "extra", None)  # a refused budget's state
+        kept = dict(kept) if isinstance(kept, dict) else {}
+        return RunResult(**base, status=status, reason=reason, extra=kept)
 
 
 def base_fields(spec: RunSpec, versions: dict[str, str]) -> dict[str, Any]:

@@ -79,7 +79,9 @@ class JaxStrategy:
             if not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
         self.state_bytes = placed_bytes([*model.weights, *model.optimizer.variables])
-        check_budget(self.state_bytes, self.spec.memory_budget, _SPLIT_HINT)
+        if self.spec.memory_budget is not None:  # a refused row keeps each device's parts
+            kept = {"memory": self.memory(model)}
+            check_budget(self.state_bytes, self.spec.memory_budget, _SPLIT_HINT, kept)
 
     def memory(self, model: keras.Model) -> dict[str, Any]:
         """Each device's parameters and optimizer state as placed (measured), its gradients as

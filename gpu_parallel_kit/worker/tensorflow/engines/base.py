@@ -84,7 +84,8 @@ class Engine(abc.ABC):
         # What an all-reduce moves per step: one gradient per trainable parameter.
         self.parameter_bytes = variable_bytes(model.trainable_variables)
         self.state_bytes = dict.fromkeys(self.device_names, state)
-        check_budget(self.state_bytes, self.spec.memory_budget)
+        kept = {"parameter_bytes": self.parameter_bytes}  # a refused row keeps its parts
+        check_budget(self.state_bytes, self.spec.memory_budget, extra=kept)
 
     def train(
         self,
