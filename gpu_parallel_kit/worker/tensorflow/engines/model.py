@@ -88,7 +88,9 @@ class ModelParallelEngine(Engine):
         self.state_bytes = dict.fromkeys(self.device_names, 0)
         for s in stages:
             self.state_bytes[s.device] += s.parameter_bytes + s.optimizer_bytes
-        check_budget(self.state_bytes, spec.memory_budget)
+        keys = ("device", "parameter_bytes", "optimizer_bytes")  # what a refused row keeps
+        kept = [{key: getattr(s, key) for key in keys} for s in stages]
+        check_budget(self.state_bytes, spec.memory_budget, extra={"stages": kept})
         first = candidates(spec.schedule, k, spec.global_batch, chunks)[0]
         split_backward = splits_backward(build_schedule(spec.schedule, k, first, chunks))
         tasks = stage_tasks(stages, _loss(model, traced), 1, spec.recompute, split_backward)
