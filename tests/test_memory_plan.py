@@ -22,6 +22,20 @@ def test_the_papers_figure_one():
     assert round(totals["fsdp"], 1) == 1.9
 
 
+@pytest.mark.parametrize(
+    "devices, published",
+    [(4, (52.5, 41.3, 30.0)), (16, (35.6, 21.6, 7.5)), (256, (30.4, 15.4, 0.47))],
+)
+def test_the_papers_table_one_for_seven_and_a_half_billion_parameters(devices, published):
+    """Table 1 of the paper, 7.5B parameters: P_os, P_os+g and P_os+g+p in GB per device,
+    to the digits it prints."""
+    totals = _totals(plan_memory(params=7.5e9, devices=devices), devices)
+    digits = [1, 1, 2 if published[2] < 1 else 1]
+    computed = [totals[name] for name in ("zero-1", "zero-2", "fsdp")]
+    # half up, as printed: 41.25 reads 41.3
+    assert [round(c + 1e-9, d) for c, d in zip(computed, digits, strict=True)] == list(published)
+
+
 def test_k_is_twelve_for_mixed_precision_adam_and_eight_in_fp32():
     assert state_bytes("adam", "mixed").optimizer == 12
     fp32 = state_bytes("adam", "fp32")
