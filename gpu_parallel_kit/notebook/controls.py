@@ -112,9 +112,7 @@ class Controls:
             indent=False,
             layout=widgets.Layout(width="5em"),
         )
-        self.auto_micro_batches.observe(
-            lambda change: setattr(self.micro_batches, "disabled", change["new"]), names="value"
-        )
+        self.auto_micro_batches.observe(self._auto_ticked, names="value")
         self.backend = widgets.Dropdown(
             options=BACKEND_CHOICES,
             value=_backend_choice(request.backend),
@@ -166,6 +164,11 @@ class Controls:
             backend=list(self.backend.value),
         )
         return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
+
+    def _auto_ticked(self, change: dict) -> None:
+        self.micro_batches.disabled = change["new"]
+        if change["new"] and self.schedule.value == "naive":
+            self.schedule.value = "gpipe"  # naive runs one micro-batch: nothing to choose
 
     def _refresh(self, _change: object = None) -> None:
         """Show the pipeline's options when a pipeline is ticked, and say what each button will

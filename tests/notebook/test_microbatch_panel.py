@@ -16,8 +16,10 @@ def test_the_panel_ticks_auto(shell, device_table):
     controls.strategies["pipeline"].value = True
     controls.micro_batches.value = 4
     assert controls.plan("run").request.plan()["micro_batches"] == 4
+    controls.schedule.value = "naive"
     controls.auto_micro_batches.value = True
     assert controls.micro_batches.disabled
+    assert controls.schedule.value == "gpipe"  # naive has no M to choose
     assert controls.plan("run").request.plan()["micro_batches"] == "auto"
     assert default_schedule(Request(model="mlp", micro_batches="auto")) == "gpipe"
     ticked = Panel(Request(model="mlp", micro_batches="auto"), devices=device_table).controls
