@@ -56,3 +56,12 @@ def test_gpk_and_the_magic_read_auto(command):
         assert plan["micro_batches"] == "auto"
         with pytest.raises(Exception, match="micro_batches='x' is not a positive whole number"):
             parser.parse_args(["--micro-batches", "x"])
+
+
+def test_a_comparison_plans_auto_for_its_pipelines_only(experiment, fake_machine):
+    experiment.compare(
+        strategies=["single", "data", "pipeline"], devices=[1, 2], micro_batches="auto"
+    )
+    planned = {(s.strategy, s.devices.count): s.micro_batches for s in fake_machine.specs}
+    assert planned[("pipeline", 2)] == "auto"
+    assert all(m in (None, 1) for (name, _), m in planned.items() if name != "pipeline")
