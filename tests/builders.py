@@ -217,6 +217,13 @@ def two_input_dataset():
     return tf.data.Dataset.from_tensor_slices(({"numbers": x, "extra": extra}, y))
 
 
+def two_input_arrays():
+    """`two_input_dataset`'s samples as arrays: a dict of them for x, as `model.fit` takes it."""
+    x, y = small_data(256)
+    extra = np.tile(np.linspace(-1, 1, 4, dtype="float32"), (len(x), 1)) * x[:, :1]
+    return {"numbers": x, "extra": extra}, y
+
+
 def _compiled(model, learning_rate: float = 0.01):
     """Compiled to run eagerly, as the pipeline's stages run: at random initialisation a deep
     network with BatchNormalization on tiny feature maps is numerically chaotic, so its

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from ..runs.target import Target
 
 # ---- the curves a run recorded -----------------------------------------------------------------
@@ -176,3 +178,25 @@ def _true(value: Any) -> bool:
         return bool(value)
     except TypeError:  # pandas.NA refuses to be a bool
         return False
+
+
+def convergence_cells(result: Any) -> dict[str, object]:
+    """A run's time-to-accuracy cells in the comparison table (analysis/tables.py); the speedup
+    in time to target needs the baseline, so the table fills it in afterwards."""
+
+    def number(value: float | None) -> float:
+        return math.nan if value is None else float(value)
+
+    target = Target.from_dict(result.target)
+    reach = reach_of(result) if result.ok else None
+    return {
+        "learning_rate": number(result.learning_rate),
+        "lr_scaling": result.lr_scaling,
+        "lr_factor": number(result.lr_factor),
+        "warmup_epochs": number(result.warmup_epochs),
+        "target": str(target) if target else "",
+        "target_reached": pd.NA if reach is None else reach.reached,
+        "time_to_target_s": number(reach.time_s if reach else None),
+        "epochs_to_target": number(reach.epoch if reach else None),
+        "time_to_target_speedup": math.nan,
+    }

@@ -15,11 +15,10 @@ from tabulate import tabulate
 
 from ..runs.noise import settle_communication, shown_noise
 from ..runs.results import RunResult
-from ..runs.target import Target
 from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
 from .cells import display_frame, mark_below_noise, mark_not_measured, mark_not_reached
-from .convergence import has_convergence, reach_of
+from .convergence import convergence_cells, has_convergence
 from .intervals import INTERVAL_COLUMNS, interval_cells, with_speedup_intervals
 from .memory import COMPONENTS, fullest_components
 from .readable import RunFrame
@@ -245,7 +244,7 @@ def _row(result: RunResult) -> dict[str, object]:
     below = bool(result.extra.get("comm_below_noise"))
     row["comm_below_noise"] = below
     row["comm_noise_s"] = _number(shown_noise(result.extra))
-    row.update(_convergence_cells(result))
+    row.update(convergence_cells(result))
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
     row.update({n: _number(result.extra.get(n)) for n in (*PIPELINE_COLUMNS, *BAND_COLUMNS)})
@@ -283,22 +282,6 @@ def _tuned_cells(result: RunResult) -> dict[str, object]:
 
 def _number(value: float | int | None) -> float:
     return math.nan if value is None else float(value)
-
-
-def _convergence_cells(result: RunResult) -> dict[str, object]:
-    target = Target.from_dict(result.target)
-    reach = reach_of(result) if result.ok else None
-    return {
-        "learning_rate": _number(result.learning_rate),
-        "lr_scaling": result.lr_scaling,
-        "lr_factor": _number(result.lr_factor),
-        "warmup_epochs": _number(result.warmup_epochs),
-        "target": str(target) if target else "",
-        "target_reached": pd.NA if reach is None else reach.reached,
-        "time_to_target_s": _number(reach.time_s if reach else None),
-        "epochs_to_target": _number(reach.epoch if reach else None),
-        "time_to_target_speedup": math.nan,  # needs the baseline: _with_time_to_target_speedup
-    }
 
 
 def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:

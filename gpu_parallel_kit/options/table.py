@@ -2,11 +2,10 @@
 value goes in the API.
 
 Both front ends generate their parsers from these rows (`argparse` for `gpk`, IPython's
-`magic_arguments` for `%gpk`, which is argparse underneath), so a flag, its type and its default
-can no longer drift apart between them. Defaults are read from the API's own signatures
-(`Experiment.__init__`, `Experiment.plan`, `run`, `compare`), so each is written once, there.
-What only one front end can take stays with it: the model and the data, which the command line
-names as files or `module:function` and the magic as names in the notebook.
+`magic_arguments`, argparse underneath, for `%gpk`): flags, types and defaults cannot drift apart.
+Defaults are read from the API's signatures (`Experiment.__init__`, `plan`, `run`, `compare`).
+What only one front end takes stays with it: the model and the data, named as files or
+`module:function` on the command line and as the notebook's names in the magic.
 """
 
 from __future__ import annotations

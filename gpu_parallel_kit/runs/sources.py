@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GpkError
+from .nest import SINGLE, Structure, check_counts, flatten
 from .portable import pickled
 from .synthetic import SYNTHETIC_SETS, default_samples, synthetic_spec
 
@@ -43,7 +44,9 @@ class DataSource:
 
     kind: str  # "arrays" | "synthetic" | "dataset_builder"
     name: str = ""  # synthetic set name or builder's qualified name
-    paths: tuple[str, ...] = ()  # .npy files of x and y
+    paths: tuple[str, ...] = ()  # .npy files: x's arrays, then y's (runs/nest.py)
+    # (x's structure, y's structure), runs/nest.py; () for one array each (logs before nests)
+    structure: tuple[Any, ...] = ()
     samples: int | None = None  # None when only the dataset itself knows
     seed: int = 0
     payload: bytes = b""
@@ -117,11 +120,7 @@ def data_source(
             raise GpkError(f"samples={count} gives no data; use a positive number of samples")
         return DataSource(kind="synthetic", name=data, samples=count, seed=seed)
     if isinstance(data, tuple | list) and len(data) == 2:
-        x, y = (np.asarray(a) for a in data)
-        check_arrays(x, y)
-        store = store or ArrayStore()
-        paths = (store.save(names[0], x), store.save(names[1], y))
-        return DataSource(kind="arrays", paths=paths, samples=len(x), seed=seed)
+        return _array_source(data, seed, store, names)
     if callable(data):
         name = _qualname(data)
         payload = pickled(data, "dataset builder", name)
@@ -131,6 +130,48 @@ def data_source(
         f"data= got {type(data).__name__}; pass (x, y) arrays, a built-in set name ({sets}) "
         "or a function that returns a tf.data.Dataset of (x, y) samples"
     )
+
+
+def _array_source(
+    data: tuple[Any, Any] | list[Any], seed: int, store: ArrayStore | None, names: tuple[str, str]
+) -> DataSource:
+    """`(x, y)` with each side one array or a dict, list or tuple of arrays (runs/nest.py),
+    each array written to a file of its own."""
+    what = f"data=({names[0]}, {names[1]})" if names != ("x", "y") else "data=(x, y)"
+    x_structure, x_leaves = flatten(data[0], "x")
+    y_structure, y_leaves = flatten(data[1], "y")
+    if x_structure == y_structure == SINGLE:
+        check_arrays(x_leaves[0][1], y_leaves[0][1], what)
+    else:
+        for label, array in (*x_leaves, *y_leaves):
+            if len(array) == 0:
+                raise GpkError(f"{what}: {label} is empty; pass at least one global batch")
+        samples = check_counts(x_leaves, what)
+        targets = check_counts(y_leaves, what)
+        if targets != samples:
+            raise GpkError(
+                f"{what} has {samples} inputs but {targets} targets; give x and y the same "
+                "number of samples"
+            )
+    store = store or ArrayStore()
+    paths = tuple(
+        store.save(f"{names[side]}{index}", array)
+        for side, leaves in enumerate((x_leaves, y_leaves))
+        for index, (_, array) in enumerate(leaves)
+    )
+    structure = () if x_structure == y_structure == SINGLE else (x_structure, y_structure)
+    return DataSource(
+        kind="arrays",
+        paths=paths,
+        samples=len(x_leaves[0][1]),
+        seed=seed,
+        structure=structure,
+    )
+
+
+def array_structures(source: DataSource) -> tuple[Structure, Structure]:
+    """(x's, y's) structure of an arrays source: one array each for sources without one."""
+    return source.structure or (SINGLE, SINGLE)
 
 
 def check_arrays(

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GpkError
+from .nest import check_counts, flatten, is_structure, take_rows
 from .sources import ArrayStore, DataSource, check_arrays, data_source
 from .synthetic import default_samples, make_synthetic, synthetic_spec
 
@@ -54,6 +55,10 @@ def training_and_validation(
         return _held_out(data, float(validation), seed, store, samples)
     training = data_source(data, seed=seed, store=store, samples=samples)
     if isinstance(validation, tuple | list) and len(validation) == 2:
+        if any(is_structure(side) for side in validation):  # several inputs or outputs
+            return training, data_source(
+                tuple(validation), seed=seed, store=store, names=VALIDATION_NAMES
+            )
         x, y = (np.asarray(a) for a in validation)
         _check_validation_arrays(x, y, _input_shape(data))
         return training, data_source((x, y), seed=seed, store=store, names=VALIDATION_NAMES)
@@ -74,6 +79,14 @@ def _held_out(
         synthetic_spec(data)  # a clear error for an unknown name
         x, y = make_synthetic(data, samples or default_samples(data), seed=seed)
     elif isinstance(data, tuple | list) and len(data) == 2:
+        if any(is_structure(side) for side in data):  # several inputs or outputs
+            samples = check_counts(flatten(data[0], "x")[1], "data=(x, y)")
+            train, held = holdout_indices(samples, fraction, seed)
+            parts = [tuple(take_rows(side, rows) for side in data) for rows in (train, held)]
+            return (
+                data_source(parts[0], seed=seed, store=store),
+                data_source(parts[1], seed=seed, store=store, names=VALIDATION_NAMES),
+            )
         x, y = (np.asarray(a) for a in data)
     else:
         raise GpkError(
@@ -92,7 +105,7 @@ def _input_shape(data: Any) -> tuple[int, ...] | None:
     """Each training sample's input shape, when the caller knows it."""
     if isinstance(data, str):
         return synthetic_spec(data).input_shape
-    if isinstance(data, tuple | list) and len(data) == 2:
+    if isinstance(data, tuple | list) and len(data) == 2 and not is_structure(data[0]):
         return tuple(np.shape(data[0])[1:])
     return None
 

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from .entry import WORK_COUNT_JAX_ENTRY, WORK_COUNT_TF_ENTRY
+from .nest import width
+from .sources import array_structures
 from .spec import RunSpec
 from .synthetic import synthetic_spec
 
@@ -43,8 +45,9 @@ def _inputs(spec: RunSpec) -> str:
         shape = synthetic_spec(data.name)
         return f"{data.name}{shape.input_shape}"
     if data.kind == "arrays":
-        x = np.load(data.paths[0], mmap_mode="r")
-        return f"{x.shape[1:]}{x.dtype}"
+        inputs = width(array_structures(data)[0])
+        loaded = [np.load(path, mmap_mode="r") for path in data.paths[:inputs]]
+        return f"{array_structures(data)[0]}" + "".join(f"{x.shape[1:]}{x.dtype}" for x in loaded)
     return f"{data.name}:{hashlib.sha256(data.payload).hexdigest()[:16]}"
 
 

@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
 from ..errors import GpkError
-from ..runs.sources import DataSource
+from ..runs.nest import first, unflatten, width
+from ..runs.sources import DataSource, array_structures
 from ..runs.spec import RunSpec
 from ..runs.synthetic import make_synthetic
 
 
 @functools.lru_cache(maxsize=4)
-def arrays(source: DataSource) -> tuple[np.ndarray, np.ndarray]:
+def arrays(source: DataSource) -> tuple[Any, Any]:
     """Once per worker: the dataset, the labels' check and the validation share them."""
     if source.kind == "synthetic":
         return make_synthetic(source.name, source.samples or 0, seed=source.seed)
-    x_path, y_path = source.paths
     # Memory-mapped: the file written once by the caller is shared by every run's page cache.
-    return np.load(x_path, mmap_mode="r"), np.load(y_path, mmap_mode="r")
+    loaded = [np.load(path, mmap_mode="r") for path in source.paths]
+    x_structure, y_structure = array_structures(source)
+    split = width(x_structure)
+    return unflatten(x_structure, loaded[:split]), unflatten(y_structure, loaded[split:])
 
 
-def run_arrays(source: DataSource) -> tuple[np.ndarray, np.ndarray]:
+def run_arrays(source: DataSource) -> tuple[Any, Any]:
     """(x, y) of arrays or a synthetic set; a dataset builder needs TensorFlow's tf.data."""
     if source.kind == "dataset_builder":
         raise GpkError(
@@ -49,3 +53,8 @@ def steps_from_samples(samples: int | None, global_batch: int) -> int:
             f"use batch_size <= {samples} or more data"
         )
     return steps
+
+
+def sample_count(x: Any) -> int:
+    """Samples in `x`: one array, or the first of a dict, list or tuple of them."""
+    return len(first(x))

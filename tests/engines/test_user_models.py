@@ -18,6 +18,7 @@ from tests.builders import (
     saved_weights,
     small_data,
     subclassed_model,
+    two_input_arrays,
     two_input_dataset,
     two_input_model,
     two_output_dataset,
@@ -78,3 +79,22 @@ def test_a_subclassed_model_under_model_parallel_gets_one_sentence():
     assert result.status == "failed"
     assert "subclassed" in result.reason and "strategy='data'" in result.reason
     assert "Traceback" not in result.reason and "AttributeError" not in result.reason
+
+
+@pytest.mark.parametrize("plan", ["data-fit", "multiworker", "model-4"])
+def test_a_dict_of_arrays_trains_like_one_device(plan, tmp_path):
+    """data=({"numbers": x, "extra": e}, y), as `fit` takes it: each array memory-mapped on its
+    own, the batch order the same for every strategy."""
+    experiment = gpk.Experiment(
+        model=two_input_model,
+        data=two_input_arrays(),
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=3,
+        progress=False,
+    )
+    paths = [tmp_path / f"{name}.npz" for name in ("single", "other")]
+    alone = experiment.run(strategy="single", devices=1, save_weights=str(paths[0]))
+    other = experiment.run(**PLANS[plan], save_weights=str(paths[1]))
+    assert alone.ok and other.ok, (alone.reason, other.reason)
+    assert largest_difference(saved_weights(paths[1]), saved_weights(paths[0])) <= 1e-5

@@ -84,3 +84,27 @@ def test_models_without_keras_input_train_as_one_device_on_jax(name, tmp_path):
     reference = saved_weights(paths["single"])
     for plan in ("data", "tensor"):
         assert largest_difference(saved_weights(paths[plan]), reference) <= TOLERANCE, plan
+
+
+def test_a_dict_of_arrays_trains_as_one_device_on_jax(tmp_path):
+    """A two-input functional model fed data=({"numbers": x, "extra": e}, y), as on TensorFlow."""
+    from tests.builders import two_input_arrays, two_input_model
+
+    exp = gpk.Experiment(
+        two_input_model,
+        two_input_arrays(),
+        batch_size=32,
+        steps_per_epoch=3,
+        backend="jax",
+        progress=False,
+    )
+    paths = {plan: tmp_path / f"{plan}.npz" for plan in ("single", "data", "tensor")}
+    runs = {
+        "single": exp.run("single", 1, save_weights=str(paths["single"])),
+        "data": exp.run("data", 2, save_weights=str(paths["data"])),
+        "tensor": exp.run("tensor", 2, save_weights=str(paths["tensor"])),
+    }
+    assert all(r.ok for r in runs.values()), {k: r.reason for k, r in runs.items()}
+    reference = saved_weights(paths["single"])
+    for plan in ("data", "tensor"):
+        assert largest_difference(saved_weights(paths[plan]), reference) <= TOLERANCE, plan

@@ -33,7 +33,7 @@ from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
 from ..keras_internals import set_seed_without_tensorflow  # noqa: E402
 from ..recorder import StepRecorder, StepTimer  # noqa: E402
-from ..run_data import run_arrays, steps_per_epoch  # noqa: E402
+from ..run_data import run_arrays, sample_count, steps_per_epoch  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
 from ..tuning import tune_run  # noqa: E402
 from .devices import DETERMINISM, configure_jax_devices, device_names, peak_memory  # noqa: E402
@@ -84,9 +84,9 @@ class JaxRun:
     def prepare_data(self) -> int:
         spec = self.spec
         self.x, y = run_arrays(spec.data)
-        steps = steps_per_epoch(spec, len(self.x))
+        steps = steps_per_epoch(spec, sample_count(self.x))
         order = batch_indices(
-            len(self.x),
+            sample_count(self.x),
             spec.global_batch,
             steps * spec.training.epochs,
             spec.training.seed,

@@ -18,7 +18,7 @@ from ...runs.sources import DataSource
 from ...runs.spec import TrainingConfig
 from ..batching import batch_indices
 from ..compiling import BuilderError
-from ..run_data import arrays, steps_from_samples
+from ..run_data import arrays, sample_count, steps_from_samples
 
 
 def build_from_data(model: keras.Model, element_spec: Any) -> None:
@@ -57,13 +57,14 @@ def make_dataset(
     if source.kind == "dataset_builder":
         return _builder_pipeline(source, training, global_batch)
     x, y = arrays(source)
-    steps = training.steps_per_epoch or steps_from_samples(len(x), global_batch)
+    samples = sample_count(x)
+    steps = training.steps_per_epoch or steps_from_samples(samples, global_batch)
     order = batch_indices(
-        len(x), global_batch, steps * training.epochs, training.seed, training.shuffle
+        samples, global_batch, steps * training.epochs, training.seed, training.shuffle
     )
-    x_all, y_all = tf.constant(np.asarray(x)), tf.constant(np.asarray(y))
+    x_all, y_all = _constants(x), _constants(y)
     dataset = tf.data.Dataset.from_tensor_slices(order).map(
-        lambda idx: (tf.gather(x_all, idx), tf.gather(y_all, idx)),
+        lambda idx: (_gather(x_all, idx), _gather(y_all, idx)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
@@ -87,7 +88,7 @@ def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
             )
         return dataset.batch(batch).prefetch(tf.data.AUTOTUNE)
     x, y = arrays(source)
-    dataset = tf.data.Dataset.from_tensor_slices((np.asarray(x), np.asarray(y)))
+    dataset = tf.data.Dataset.from_tensor_slices((_loaded(x), _loaded(y)))
     return dataset.batch(batch).cache().prefetch(tf.data.AUTOTUNE)
 
 
@@ -106,8 +107,27 @@ def _builder_pipeline(
 
 
 def labels(source: DataSource) -> np.ndarray | None:
-    """The targets, when the data is arrays (memory-mapped: reading their maximum is cheap)."""
-    return None if source.kind == "dataset_builder" else arrays(source)[1]
+    """The targets, when the data is one array of them (memory-mapped: reading their maximum is
+    cheap); None for a dataset builder and for several outputs' targets."""
+    if source.kind == "dataset_builder":
+        return None
+    targets = arrays(source)[1]
+    return targets if isinstance(targets, np.ndarray) else None
+
+
+def _loaded(value: Any) -> Any:
+    """Arrays read into memory, in a structure tf.data takes as several tensors: a list of
+    arrays would be stacked into one, so it goes in as a tuple (Keras reads both alike)."""
+    loaded = tf.nest.map_structure(np.asarray, value)
+    return tuple(loaded) if isinstance(loaded, list) else loaded
+
+
+def _constants(value: Any) -> Any:
+    return tf.nest.map_structure(tf.constant, _loaded(value))
+
+
+def _gather(values: Any, rows: tf.Tensor) -> Any:
+    return tf.nest.map_structure(lambda v: tf.gather(v, rows), values)
 
 
 def _dataset_from_builder(source: DataSource) -> tf.data.Dataset:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from ....errors import GpkError
@@ -172,7 +173,7 @@ def stage_starts(
         sizes = sizes_from_boundaries(list(balance), calls, stages)
         return [sum(sizes[:k]) for k in range(1, stages)]
     if balance == "params":
-        costs = [max(traced.layers[c.name].count_params(), 1) for c in graph.calls]
+        costs = [max(_parameters(traced.layers[c.name]), 1) for c in graph.calls]
     elif balance == "time":
         costs = call_times(traced, sample)
     else:
@@ -274,3 +275,9 @@ def variable_devices(stage: Stage) -> set[str]:
     found = {v.value.device for v in stage.model.weights}
     found |= {v.value.device for v in stage.optimizer.variables}
     return found
+
+
+def _parameters(layer: Any) -> int:
+    """A layer's parameter count; 0 for a Keras operation in a functional graph (`ops.expand_dims`
+    becomes a node with no weights and no `count_params`)."""
+    return int(sum(np.prod(w.shape) for w in getattr(layer, "weights", [])))
