@@ -46,7 +46,9 @@ def test_auto_picks_the_argmin_of_its_own_curve_under_every_schedule(
     v = r.extra["virtual_stages"]
     curve = Curve.from_dict(r.extra["microbatch_curve"])
     assert set(curve.sizes) == set(sizes(schedule, K, BATCH, v))
-    assert curve.stages == K * v and curve.cost_s > 0
+    assert curve.stages == K * v
+    # Naive has nothing to choose: its one size comes from the simulated view's passes, free.
+    assert (curve.cost_s > 0) == (schedule != "naive")
     valid = candidates(schedule, K, BATCH, v)
     steps = {m: simulated_step(curve, schedule, K, m, BATCH, v)[0] for m in valid}
     choice = r.extra["microbatch_choice"]

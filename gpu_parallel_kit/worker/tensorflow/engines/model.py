@@ -28,7 +28,7 @@ from ...keras_internals import compile_config, compile_loss_class
 from ...recorder import StepRecorder
 from .base import Engine
 from .budget import check_budget
-from .curve import curve_and_choice
+from .curve import curve_and_choice, serial_curve
 from .pipeline import PipelineRunner, StepReport, TaskRecord, split, stage_tasks
 from .stages import (
     Stage,
@@ -97,7 +97,7 @@ class ModelParallelEngine(Engine):
         self._curve, self._choice = curve_and_choice(
             spec, stages, tasks, lambda x: feed(traced, x), first_x, first_y
         )
-        micro_batches = self._choice.micro_batches
+        micro_batches = self._choice.micro_batches if self._choice else 1
         schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
         runner = PipelineRunner(
             stages,
@@ -169,6 +169,8 @@ class ModelParallelEngine(Engine):
                 ):
                     variable.assign(value)
         self._figures = _figures(stages, self._traced, schedule, reports + alone, self.spec, sample)
+        if self._curve is None:  # one micro-batch, nothing chosen: the serial passes' curve
+            self._curve, self._choice = serial_curve(self.spec, alone, self._figures["cut_bytes"])
         self._figures["microbatch_curve"] = self._curve.to_dict()
         self._figures["microbatch_choice"] = self._choice.to_dict()
 
