@@ -74,8 +74,7 @@ class ModelParallelEngine(Engine):
         recorder: StepRecorder,
     ) -> None:
         spec = self.spec
-        auto = is_auto(spec.micro_batches)
-        micro_batches = 1 if auto else spec.micro_batches or 1
+        micro_batches = 1 if is_auto(spec.micro_batches) else spec.micro_batches or 1
         iterator = iter(dataset)
         first_x, first_y = next(iter(dataset))
         traced = trace(model)
