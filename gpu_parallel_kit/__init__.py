@@ -28,7 +28,8 @@ __all__ = [
 
 
 def history_comparison(path: str | None = None) -> Comparison:
-    """Every run in the run log (the rows `history()` shows) as a `Comparison`: its table,
+    """Every run in the run log (the rows `history()` shows, a comparison's rounds merged into
+    one row each) as a `Comparison`: its table,
     figures and projections. A projection reuses each experiment's step as the log counted it
     (`Comparison.project` from its Experiment counts it once); an experiment never counted is
     projected with measured compute, and its rows say so."""

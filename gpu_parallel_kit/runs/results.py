@@ -172,10 +172,6 @@ class RunResult:
         )
         return timeline_figure(self.extra, title)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (tuples become lists)."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
-
     def save_trace(self, path: str) -> str:
         """The run's timings as a Trace Event Format file, which ui.perfetto.dev and
         chrome://tracing open: a pipeline's tasks, one track per device, or the steps, with
@@ -183,6 +179,10 @@ class RunResult:
         from .trace import save_trace
 
         return save_trace(self, path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

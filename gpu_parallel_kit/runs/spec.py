@@ -134,11 +134,11 @@ class RunSpec:
     layout_map: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
     # fsdp: weights of at least this many bytes are sharded over the data axis; None: default
     min_shard_bytes: int | None = None
-
-    def __post_init__(self) -> None:
     # the caller's training gate (runs/gate.py): set when the next run may start beside this
     # run's after-training work; None: the run neither waits nor holds
     gate: str | None = None
+
+    def __post_init__(self) -> None:
         # The record's own name: "model" is read as "pipeline" from here on.
         object.__setattr__(self, "strategy", strategy_record(self.strategy).name)
         record = check_backend(self.backend, self.strategy)
