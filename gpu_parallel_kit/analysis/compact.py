@@ -46,6 +46,7 @@ from .tables import format_table
 # The interval columns a comparison measured in rounds adds (one pair per figure).
 SPEEDUP_CI = ("speedup_ci_low", "speedup_ci_high")
 LINE = "\n"  # a line break inside a cell: <br> in HTML
+NBSP = "\u00a0"  # keeps a figure and its unit or sign on one line
 
 
 @dataclass(frozen=True)
@@ -109,22 +110,29 @@ def run_text(row: pd.Series, tagged: bool = False) -> str:
     if bool(row.get("projected", False)):
         # Projected experiment ids end in ":<preset>" (analysis/projection.py).
         details.append("→ " + str(row.get("experiment_id", "")).rsplit(":", 1)[-1])
-    return name + (LINE + " ".join(details) if details else "")
+    return name + (LINE + " · ".join(d.replace(" ", NBSP) for d in details) if details else "")
 
 
 def step_text(row: pd.Series) -> str:
-    """ "4.72 ± 0.31": the median step and its interquartile range, in ms."""
+    """ "4.72 ± 0.31": the median step and its interquartile range, in ms, on one line (a
+    spread needs no more than two digits)."""
     step = ms_text(row.get("step_time_s"))
     spread = row.get("step_time_spread_s")
-    return step if not step or missing(spread) else f"{step} ± {ms_text(spread)}"
+    if not step or missing(spread):
+        return step
+    return f"{step}{NBSP}±{NBSP}{float(spread) * 1000:.2g}"
 
 
 def speedup_text(row: pd.Series) -> str:
-    """ "1.62× (1.48–1.75)", and under it "within noise of 1" when the interval holds 1."""
+    """ "1.62×", its 95 % interval under it, "(1.48–1.75)", and "within noise of 1" when the
+    interval holds 1: a number never broken over two lines."""
     low, high = (row.get(c) for c in SPEEDUP_CI)
-    text = ratio_text(row.get("speedup"), low, high)
-    if text and not missing(low) and not missing(high) and float(low) <= 1.0 <= float(high):
-        text += LINE + "within noise of 1"
+    text = ratio_text(row.get("speedup"))
+    if not text or missing(low) or missing(high):
+        return text
+    text += f"{LINE}({float(low):.3g}–{float(high):.3g})"
+    if float(low) <= 1.0 <= float(high):
+        text += LINE + f"within{NBSP}noise{NBSP}of{NBSP}1"
     return text
 
 
@@ -132,7 +140,8 @@ def efficiency_text(row: pd.Series) -> str:
     """ "81%", and "above ideal" under a figure beyond 100 % on devices that share cores: more
     than the devices could give, so an artefact of the measurement, never a gain."""
     text = share_text(row.get("efficiency"))
-    return text + LINE + "above ideal" if text and bool(row.get("above_ideal", False)) else text
+    above = text and bool(row.get("above_ideal", False))
+    return text + LINE + f"above{NBSP}ideal" if above else text
 
 
 def comm_text(row: pd.Series) -> str:
