@@ -37,6 +37,7 @@ if str(HERE) not in sys.path:
 import cloudpickle  # noqa: E402
 import numpy as np  # noqa: E402
 import workload  # noqa: E402
+from first_result import demo_wall_s, first_result  # noqa: E402
 from overhead_summary import print_summary  # noqa: E402
 
 import gpu_parallel_kit as gpk  # noqa: E402
@@ -164,6 +165,7 @@ class Bench:
             report["comparison"] = {
                 backend: self.comparison_fixed_cost(backend) for backend in args.fixed_backend
             }
+            report["first"] = self.first_results()
         if args.only == "throughput":
             # Start the fork server outside the figures, as the fixed-cost section otherwise does.
             _heading("Starting the kit's workers once, outside the figures")
@@ -206,6 +208,26 @@ class Bench:
         keys += ("launch_and_tail_s", "parent_fixed_s", "to_worker_s", "devices_s", "build_s")
         keys += ("fit_setup_s", "after_training_s")
         return {"runs": rows, "first": rows[0], "later_median": _medians(rows[1:], keys)}
+
+    def first_results(self) -> dict[str, Any]:
+        """The first result 5 s after loading the kit, servers warmed ahead (first_result.py's
+        kernel stand-in, a fresh interpreter each), and `gpk demo`'s wall time, whole command."""
+        args = self.args
+        _heading(
+            f"First result in a fresh kernel, 5 s after loading the kit ({args.first_runs} each), "
+            f"and gpk demo's wall time ({args.demo_runs})"
+        )
+        folder = str(self.folder)
+        report: dict[str, Any] = {}
+        for backend in args.fixed_backend:
+            rows = [first_result(backend, 5.0, True, folder) for _ in range(args.first_runs)]
+            if any(row["status"] != "ok" for row in rows):
+                raise SystemExit(f"first {backend} run: {[row['status'] for row in rows]}")
+            report[backend] = [row["first_result_s"] for row in rows]
+            print(f"{backend:<10} first result: " + " ".join(f"{v:.2f}" for v in report[backend]))
+        report["demo_wall_s"] = [demo_wall_s(folder) for _ in range(args.demo_runs)]
+        print("gpk demo wall: " + " ".join(f"{v:.1f}" for v in report["demo_wall_s"]) + " s")
+        return report
 
     def comparison_fixed_cost(self, backend: str) -> dict[str, Any]:
         """Fixed cost per run of a comparison (single, data x1, data xN): wall time beyond the
@@ -448,6 +470,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0,
         help="also measure the fixed cost with GPK_START_METHOD=spawn: runs after the first",
     )
+    parser.add_argument(
+        "--first-runs", type=int, default=2, help="first results timed per backend (fresh kernel)"
+    )
+    parser.add_argument("--demo-runs", type=int, default=1, help="gpk demo runs timed")
     parser.add_argument(
         "--comparisons",
         type=int,
