@@ -30,8 +30,8 @@ def test_virtual_devices_that_do_not_help_are_named_as_the_reason():
     cmp = gpk.Comparison([_row("single", 1, 1000.0), _row("data", 2, 800.0, comm=0.0)])
     assert cmp.advice == (
         "Pick single on 1 device(s) (1,000 samples/s, speedup 1.00): data on 2 devices was "
-        "slower because its virtual devices share the same cores, so extra devices add "
-        "coordination but no compute."
+        "slower (800 samples/s, speedup 0.80) because its virtual devices share the same cores, "
+        "so extra devices add coordination but no compute."
     )
 
 

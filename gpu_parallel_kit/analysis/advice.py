@@ -148,10 +148,10 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
     multi = measured[measured["devices"] > 1]
     if int(best["devices"]) == 1 and not multi.empty:
         top = multi.loc[multi["throughput_samples_s"].idxmax()]
-        if within_noise(top, best):
+        if _indistinct(top, best):
             return (
-                f"{top['strategy']} on {int(top['devices'])} devices measured the same within "
-                "noise, so more devices buy nothing measurable here" + _projection_hint(df)
+                f"{_name(top, df)} measured the same within noise ({_figures(top)}), so more "
+                "devices buy nothing measurable here" + _projection_hint(df)
             )
     if multi.empty:
         return "no run used more than one device, so there is nothing to weigh it against"
@@ -159,7 +159,7 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
     compute, comm, idle = step_breakdown(top)
     step = top["step_time_s"]
     if int(best["devices"]) == 1:
-        reason = f"{top['strategy']} on {int(top['devices'])} devices was slower"
+        reason = f"{_name(top, df)} was slower ({_figures(top)})"
         if bool(top["virtual"]):
             reason += (
                 " because its virtual devices share the same cores, so extra devices add "
