@@ -348,7 +348,7 @@ _STYLE = (
     "<style>table.gpk-table{font-size:12px}"
     "table.gpk-table th,table.gpk-table td{padding:0.3em 0.45em;white-space:normal;"
     "overflow-wrap:normal;word-break:normal}"
-    "table.gpk-table td:first-child{text-align:left}"
+    "table.gpk-table td:first-child,table.gpk-table th:first-child{text-align:left}"
     "table.gpk-table .gpk-sub{font-size:11px;color:#666}</style>"
 )
 
