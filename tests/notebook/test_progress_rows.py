@@ -6,7 +6,7 @@ import ipywidgets as widgets
 import pytest
 
 from gpu_parallel_kit.notebook.progress_rows import RunRow
-from gpu_parallel_kit.runs.progress import RunProgress
+from gpu_parallel_kit.runs.progress import LINE_WIDTH, RunProgress
 from gpu_parallel_kit.runs.results import RunResult
 from tests import builders
 
@@ -51,4 +51,7 @@ def test_the_text_bar_prints_a_failed_runs_reason_under_it(capsys):
     bar({"event": "phase", "phase": "building the model"})
     bar.close(_oom())
     out = capsys.readouterr()
-    assert f"data×4 (virtual) oom: {REASON}" in out.out + out.err
+    printed = out.out + out.err
+    # Whole, in lines broken between words (runs/progress.py `wrapped`).
+    assert f"data×4 (virtual) oom: {REASON}" in " ".join(printed.split())
+    assert all(len(line) <= LINE_WIDTH for line in out.out.splitlines())

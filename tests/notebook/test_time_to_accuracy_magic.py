@@ -45,7 +45,7 @@ def test_compare_with_a_target_shows_the_time_to_it_and_the_curves(shell, fake_r
     assert table["learning_rate"].tolist() == pytest.approx([0.1, 0.1, 0.2])
     bundles = [o["data"] for o in shell.display_pub.outputs]
     html = next(b["text/html"] for b in bundles if "text/html" in b)
-    assert "time to target (s)" in html and "learning rate" in html
+    assert "<th>to target</th>" in html and "2 s, epoch" in html and "learning rate" in html
     assert sum("image/png" in b for b in bundles) == 2  # the comparison and the curves
 
 
