@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 
 import pandas as pd
-from tabulate import tabulate
 
 from ..runs.noise import settle_communication, shown_noise
 from ..runs.results import RunResult
@@ -22,7 +21,10 @@ from .convergence import convergence_cells, has_convergence
 from .intervals import INTERVAL_COLUMNS, interval_cells, with_speedup_intervals
 from .memory import COMPONENTS, fullest_components
 from .readable import RunFrame
-from .terminal import for_people, shorten
+from .terminal import format_table, is_numeric
+
+# format_table lives with the terminal's cells (analysis/terminal.py); callers import it here.
+__all__ = ["comparison_table", "format_table", "markdown_table"]
 
 # The public contract (docs/ARCHITECTURE.md): scripts and notebooks rely on these names and this
 # order.
@@ -163,23 +165,6 @@ _OPTIONAL_BOOL_COLUMNS = ("jit_compile",)  # blank for rows from before tune
 # The markdown table is for pasting into reports: the contract plus the scaling mode, which the
 # reader needs to interpret speedup. The CSV keeps every column.
 MARKDOWN_COLUMNS: tuple[str, ...] = (*COLUMNS, "scaling", "steps_per_execution")
-# Terminal view: (table column, short header).
-_TERMINAL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("strategy", "strategy"),
-    ("devices", "devices"),
-    ("virtual", "virtual"),
-    ("schedule", "schedule"),
-    ("micro_batches", "M"),
-    ("global_batch", "batch"),
-    ("status", "status"),
-    ("step_time_s", "step_ms"),
-    ("throughput_samples_s", "samples/s"),
-    ("speedup", "speedup"),
-    ("efficiency", "eff"),
-    ("comm_share", "comm"),  # a share of the step, like eff; "below noise (±x ms)" under noise
-    ("peak_memory_bytes", "peak_MiB"),
-    ("reason", "reason"),
-)
 # With a target or a learning-rate rule the text tables add what they need to be read; a run that
 # never met the target says so in words where its time would be.
 _MARKDOWN_CONVERGENCE = (
@@ -189,12 +174,6 @@ _MARKDOWN_CONVERGENCE = (
     "time_to_target_s",
     "epochs_to_target",
     "time_to_target_speedup",
-)
-_TERMINAL_CONVERGENCE: tuple[tuple[str, str], ...] = (
-    ("learning_rate", "lr"),
-    ("time_to_target_s", "to_target_s"),
-    ("epochs_to_target", "epochs"),
-    ("time_to_target_speedup", "tt_speedup"),
 )
 
 
@@ -335,53 +314,6 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
     chosen = [c for c in (columns or default) if c in df.columns]
     shown = mark_below_noise(mark_not_reached(display_frame(df[chosen]), df), df)
     shown = mark_not_measured(shown, df)
-    align = ["right" if _is_numeric(df, c) else "left" for c in chosen]
+    align = ["right" if is_numeric(df, c) else "left" for c in chosen]
     # disable_numparse: the cells are already formatted; tabulate must not re-round them.
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
-
-
-def format_table(df: pd.DataFrame) -> str:
-    """A compact plain-text table for terminals: the columns that answer "which is fastest".
-
-    Fits about 140 characters at worst (about 160 with a communication figure below its noise,
-    about 175 with a target too, whose columns come before the reason); long failure reasons are
-    cut (the full text is in `df`).
-    """
-    if df.empty:
-        return "(no runs)"
-    columns = list(_TERMINAL_COLUMNS)
-    # What tune (or the user) chose, shown once rows carry it; XLA only when a run used it.
-    tuned = [("steps_per_execution", "spe")]
-    if "steps_per_execution" not in df.columns or df["steps_per_execution"].isna().all():
-        tuned = []
-    elif (df["jit_compile"] == True).fillna(False).any():  # noqa: E712
-        tuned.append(("jit_compile", "xla"))
-    columns[-1:-1] = tuned
-    if "workers" in df.columns and (df["workers"] > 1).any():
-        columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
-    if "backend" in df.columns and (df["backend"] != "tensorflow").any():
-        columns.insert(columns.index(("strategy", "strategy")), ("backend", "backend"))
-    if "mesh" in df.columns and (df["mesh"] != "").any():
-        columns.insert(columns.index(("schedule", "schedule")), ("mesh", "mesh"))
-    if has_convergence(df):
-        columns[-1:-1] = _TERMINAL_CONVERGENCE
-    chosen = [(column, header) for column, header in columns if column in df.columns]
-    shown = for_people(display_frame(df[[column for column, _ in chosen]]), df)
-    shown = mark_not_reached(shown, df)
-    shown = mark_not_measured(mark_below_noise(shown, df), df)
-    if "reason" in df.columns:
-        shown["reason"] = shown["reason"].map(shorten)
-    align = ["right" if _is_numeric(df, column) else "left" for column, _ in chosen]
-    # The header as the first row: as `headers=`, tabulate pads each by two spaces, ~30 characters
-    # over a terminal's width. disable_numparse: cells are formatted; tabulate must not re-round.
-    return tabulate(
-        [[header for _, header in chosen], *shown.itertuples(index=False)],
-        tablefmt="plain",
-        disable_numparse=True,
-        colalign=align,
-    )
-
-
-def _is_numeric(df: pd.DataFrame, column: str) -> bool:
-    dtype = df[column].dtype
-    return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
