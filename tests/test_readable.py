@@ -54,3 +54,11 @@ def test_headers_may_break_after_their_underscores_only():
     html = _table()[["strategy", "simulated_step_time_s"]]._repr_html_()
     assert "<th>simulated_<wbr>step_<wbr>time_<wbr>s</th>" in html
     assert "<wbr>" not in html.split("</thead>")[1]  # cells untouched
+
+
+def test_text_columns_read_from_the_left_in_their_own_table_only():
+    html = _table()[["strategy", "devices", "reason"]]._repr_html_()
+    name = html.split('id="')[1].split('"')[0]
+    assert f"#{name} td:nth-child(2)" in html and f"#{name} td:nth-child(4)" in html
+    assert "nth-child(3)" not in html  # devices: a number, right-aligned
+    assert name != _table()[["strategy"]]._repr_html_().split('id="')[1].split('"')[0]

@@ -12,6 +12,7 @@ displays the same way.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 
@@ -107,11 +108,32 @@ class RunFrame(pd.DataFrame):
 
     def _repr_html_(self) -> str:
         rows, columns = pd.get_option("display.max_rows"), pd.get_option("display.max_columns")
+        frame = pd.DataFrame(self)
+        name = f"gpk-{next(_TABLES)}"
         with pd.option_context("display.max_colwidth", None):
-            text = readable_cells(pd.DataFrame(self)).to_html(
-                max_rows=rows, max_cols=columns, classes="gpk-readable"
+            text = readable_cells(frame).to_html(
+                max_rows=rows, max_cols=columns, classes="gpk-readable", table_id=name
             )
-        return _HEADER.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + "</th>", text)
+        text = _HEADER.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + "</th>", text)
+        return _left_aligned_words(frame, name) + text
+
+
+def _left_aligned_words(frame: pd.DataFrame, name: str) -> str:
+    """Text columns (a strategy, a reason) read from the left; numbers stay right-aligned, so
+    their digits line up. Counted from 2: the index is the first cell of each row."""
+    words = [
+        place + 2
+        for place, column in enumerate(frame.columns)
+        if not pd.api.types.is_numeric_dtype(frame[column])
+        or pd.api.types.is_bool_dtype(frame[column])
+    ]
+    if not words:
+        return ""
+    cells = ",".join(f"#{name} td:nth-child({k}),#{name} th:nth-child({k})" for k in words)
+    return f"<style>{cells}{{text-align:left}}</style>"
+
+
+_TABLES = itertools.count()  # a table's own id: its style must not reach the tables beside it
 
 
 # A header may break after an underscore ("simulated_step_<wbr>time_s"): a column of short
