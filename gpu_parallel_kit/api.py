@@ -258,8 +258,8 @@ class Experiment:
         are planned (so validated) before the first starts. Ctrl-C or `cancel` stops within a
         couple of seconds and keeps every finished row.
         """
-        count = rounds_to_run(rounds)
         specs = [with_gate(spec) for spec in self._plan_backends(strategies, devices, plan)]
+        count = rounds_to_run(rounds, to_target=any(s.training.target for s in specs))
 
         def execute(spec: RunSpec, ahead: StartedAhead, upcoming: Any, round_of: Any) -> Any:
             return self._execute(spec, cancel, ahead, upcoming, round_of)

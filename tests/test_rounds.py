@@ -101,6 +101,8 @@ def test_rounds_default_and_bad_values(monkeypatch):
     monkeypatch.setenv("GPK_QUICK", "1")
     assert rounds_to_run(None) == 2
     assert rounds_to_run(1) == 1
+    assert rounds_to_run(None, to_target=True) == 1  # each round would train to the target
+    assert rounds_to_run(3, to_target=True) == 3
     with pytest.raises(GpkError, match="rounds=0"):
         rounds_to_run(0)
     monkeypatch.setenv("GPK_ROUNDS", "many")

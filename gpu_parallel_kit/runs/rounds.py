@@ -25,12 +25,15 @@ QUICK_ROUNDS = 2
 DEFAULT_ROUNDS = 3
 
 
-def rounds_to_run(rounds: int | None) -> int:
+def rounds_to_run(rounds: int | None, to_target: bool = False) -> int:
     """The rounds a comparison runs: the caller's, else GPK_ROUNDS, else 3 (2 with
-    GPK_QUICK=1)."""
+    GPK_QUICK=1). A comparison that trains to a target runs once by default: each round would
+    train every run to the target again, and what it compares is the time to get there."""
     if rounds is None:
         setting = os.environ.get("GPK_ROUNDS", "").strip()
         if not setting:
+            if to_target:
+                return 1
             return QUICK_ROUNDS if quick_mode() else DEFAULT_ROUNDS
         try:
             rounds = int(setting)
