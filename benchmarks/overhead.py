@@ -235,7 +235,8 @@ class Bench:
         run starts while the last measures its communication) and in turn, alternated."""
         args = self.args
         experiment = self.short_jax_exp if backend == "jax" else self.short_exp
-        grid = dict(strategies=["single", "data"], devices=[1, args.devices])
+        # One round: every run of the comparison is a configuration new to it.
+        grid = dict(strategies=["single", "data"], devices=[1, args.devices], rounds=1)
         _heading(
             f"Fixed cost per run of a comparison on {backend} ({args.comparisons} of each, "
             "alternated; every run a new configuration, communication measured in each)"
@@ -384,7 +385,9 @@ class Bench:
             "epoch_first_steps_s": [durations[e * steps] for e in range(1, raw["epochs"])],
             "parent_fixed_s": total - wall,
             "epoch_times_s": raw["epoch_times_s"],
-            "samples_per_s": _epoch_throughput(raw["epoch_times_s"], steps, raw["global_batch"]),
+            "samples_per_s": _epoch_throughput(
+                raw["epoch_times_s"], steps * per, raw["global_batch"]
+            ),
             "step_time_s": median,
             "step_spread_s": spread,
             "steps_per_epoch": steps * per,

@@ -44,6 +44,9 @@ class StepRecorder:
             else min(warmup_steps, max(total_steps - 1, 0))
         )
         self._emit = emit
+        # Installed by the worker: waits at the training gate, returns the seconds waited.
+        self.gate: Callable[[], float] | None = None
+        self.waited_s = 0.0
         self._first_begin: float | None = None
         self._batch_ends: list[float] = []
         self._epoch_begin = 0.0
@@ -64,7 +67,16 @@ class StepRecorder:
     def _clock(self) -> float:
         return time.perf_counter() - self._paused_s
 
+    def before_timing(self) -> None:
+        """Wait, once, until nothing else of the caller runs beside this run's timed work (the
+        training gate, runs/gate.py): called at the first step, or earlier by an engine that
+        times something before it (a pipeline's micro-batch curve). The wait is never timed."""
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            self.waited_s = gate()
+
     def train_begin(self) -> None:
+        self.before_timing()
         self._first_begin = self._clock()
 
     def epoch_begin(self) -> None:

@@ -116,15 +116,16 @@ def run_in_this_process(
             base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps)
         recorder = tuned_recorder(emit, tuned, warmup, total, steps)
         backend.watch(recorder, model)
-        # The last run of the caller may still be measuring beside this one: train only once it
-        # is done (runs/gate.py); the wait is not start-up.
-        waited = gate.pass_through(spec.gate)
-        startup = time.perf_counter() - start - waited
+        # The last run of the caller may still be measuring beside this one: the recorder waits
+        # for it before the first timed step (runs/gate.py), so this run's set-up overlaps it.
+        recorder.gate = lambda: gate.pass_through(spec.gate)
+        startup = time.perf_counter() - start
         enter("training", total=total)
 
         def finish() -> RunResult:
             nonlocal phase
             phase = "reporting the results"
+            recorder.before_timing()  # a run that never timed a step still passes, once
             gate.hold(spec.gate)  # from here nothing is timed per step: the next run may start
             emit(event="trained")
             if spec.save_weights:
@@ -153,7 +154,7 @@ def run_in_this_process(
                 lambda step_time: backend.result_fields(model, step_time),
             )
             if spec.gate is not None:
-                result.extra["waited_at_gate_s"] = waited
+                result.extra["waited_at_gate_s"] = recorder.waited_s
             return result
 
         if report_and_exit is not None:

@@ -74,6 +74,7 @@ class ModelParallelEngine(Engine):
         recorder: StepRecorder,
     ) -> None:
         spec = self.spec
+        recorder.before_timing()  # the curve and balance="time" are timed before the first step
         micro_batches = 1 if is_auto(spec.micro_batches) else spec.micro_batches or 1
         iterator = iter(dataset)
         first_x, first_y = next(iter(dataset))
