@@ -62,7 +62,9 @@ def run_isolated(
     if several and spec.cluster is not None:
         return run_on_cluster(spec, on_event, cancel)
     watch = _Watch(spec, on_event or (lambda event: None), cancel)
-    if ahead is not None and then is not None:
+    # Only a run that holds the gate once trained may have the next start beside it: a run
+    # without one (several processes, GPUs) keeps the machine to itself until it ends.
+    if ahead is not None and then is not None and spec.gate is not None:
         watch.on_trained = lambda: ahead.start(then)
     started = ahead.take(spec) if ahead is not None else None
     try:
