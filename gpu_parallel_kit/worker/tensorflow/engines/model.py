@@ -1,9 +1,8 @@
 """Model parallelism: the model's graph cut into stages on different devices, run as a pipeline.
 
-`naive` sends the whole global batch through the stages one after another, so all but one device
-idle at any moment; `gpipe` and `1f1b` cut it into micro-batches that fill the pipeline. All give
-the gradients of single-device training (summed over micro-batches, applied once per global batch).
-Layers that depend on the batch, like BatchNormalization, see micro-batch statistics, as in GPipe.
+`naive` sends the whole batch through the stages in turn (all but one device idle); the others cut
+it into micro-batches that fill the pipeline. All give single-device training's gradients (summed
+over micro-batches, applied once per batch); BatchNormalization sees micro-batches, as in GPipe.
 """
 
 from __future__ import annotations
