@@ -37,7 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "report": {"runs", "analysis", "plots"},
     "comparison": {"errors", "runs", "analysis", "plots", "report"},
     "api": {"errors", "strategies", "runs", "cluster", "runner", "store", "comparison"},
-    "options": {"errors", "strategies", "runs", "pipeline", "api", "comparison"},
+    "options": {"errors", "strategies", "runs", "pipeline", "api", "comparison", "analysis"},
     "cli": {
         "errors",
         "strategies",

@@ -219,20 +219,10 @@ def _say(line: str) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from ..analysis.memory_plan import format_plan, plan_memory
+    from ..analysis.memory_plan import format_plan
+    from ..options.plan import planned
 
-    table = plan_memory(
-        params=args.params,
-        optimizer=args.optimizer,
-        precision=args.precision,
-        batch=args.batch,
-        activations=args.activations,
-        devices=args.devices,
-        stages=args.stages,
-        model_axis=args.model_axis,
-        device=args.gpu,
-    )
-    print(format_plan(table))
+    print(format_plan(planned(args)))
     return 0
 
 

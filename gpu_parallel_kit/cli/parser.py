@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..options.argtypes import fraction
+from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, Option
 from ..runs.synthetic import SYNTHETIC_SETS
@@ -139,15 +140,7 @@ def _add_plan(commands: Any, handler: Callable) -> None:
         "al., ZeRO, SC 2020). Nothing is trained.",
         epilog="Example: gpk plan --params 7e9 --devices 8 64 --gpu h100",
     )
-    plan.add_argument("--params", type=float, required=True, metavar="N", help="parameters")
-    plan.add_argument("--optimizer", default="adam", help="adam, sgd, momentum, ...; default: adam")
-    plan.add_argument("--precision", default="mixed", choices=("mixed", "fp32"))
-    plan.add_argument("--batch", type=int, default=1, metavar="G", help="global batch")
-    plan.add_argument("--activations", type=float, metavar="E", help="activation elements/sample")
-    plan.add_argument("--devices", type=int, nargs="+", default=[8, 64], metavar="N")
-    plan.add_argument("--stages", type=int, metavar="K", help="pipeline stages; default: N")
-    plan.add_argument("--model-axis", type=int, metavar="M", help="tensor's axis; default: N")
-    plan.add_argument("--gpu", metavar="PRESET", help="say what fits on it, e.g. h100")
+    _add_options(plan, PLAN)
 
 
 _OUT_HELP = "folder for the report (table.csv, table.md and the figures as PNG)"

@@ -28,6 +28,7 @@ from .options import (
     compare_options,
     help_option,
     history_options,
+    plan_options,
     projection_options,
     request_from,
     run_options,
@@ -142,34 +143,16 @@ def history(shell: Any, args: argparse.Namespace) -> Any:
 
 @magic_arguments("gpk plan")
 @help_option
-@argument("--params", type=float, required=True, help="parameters, e.g. 7e9")
-@argument("--optimizer", default="adam", help="adam, sgd, momentum, ...; default: adam")
-@argument("--precision", default="mixed", choices=("mixed", "fp32"))
-@argument("--batch", type=int, default=1, help="global batch; default: 1")
-@argument("--activations", type=float, help="activation elements per sample")
-@argument("--devices", type=int, nargs="+", default=[8, 64], help="device counts")
-@argument("--stages", type=int, help="pipeline stages; default: the device count")
-@argument("--model-axis", type=int, help="tensor's model axis; default: the device count")
-@argument("--gpu", help="a GPU preset, e.g. h100: the table says what fits on it")
+@plan_options
 def plan(shell: Any, args: argparse.Namespace) -> Any:
     """Memory per device of a model too large to build here, per strategy (returns a DataFrame).
 
     Modelled, nothing trained (gpk.plan_memory; ZeRO, SC 2020). Example:
     %gpk plan --params 7e9 --devices 8 64 --gpu h100
     """
-    from ..analysis.memory_plan import plan_memory  # noqa: PLC0415
+    from ..options.plan import planned  # noqa: PLC0415
 
-    return plan_memory(
-        params=args.params,
-        optimizer=args.optimizer,
-        precision=args.precision,
-        batch=args.batch,
-        activations=args.activations,
-        devices=args.devices,
-        stages=args.stages,
-        model_axis=args.model_axis,
-        device=args.gpu,
-    )
+    return planned(args)
 
 
 COMMANDS: dict[str, Handler] = {

@@ -14,6 +14,7 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument
 
+from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.request import Request
 from ..options.request import request_from as request_with
@@ -83,6 +84,11 @@ def compare_options(func: Callable) -> Callable:
 def projection_options(func: Callable) -> Callable:
     """Decorator: the projection onto GPUs after a comparison (compare and panel)."""
     return _apply(func, _decorators(PROJECTION))
+
+
+def plan_options(func: Callable) -> Callable:
+    """Decorator: the memory planner's options (`options/plan.py`)."""
+    return _apply(func, _decorators(PLAN))
 
 
 def history_options(func: Callable) -> Callable:

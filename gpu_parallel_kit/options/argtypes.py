@@ -28,6 +28,17 @@ def positive(text: str, name: str = "") -> int:
     return value
 
 
+def amount(text: str, name: str = "") -> float:
+    """A positive number in any notation: 7e9 parameters, 1.5e6 activation elements."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise _bad(name, repr(text), "is not a number like 7e9") from None
+    if not value > 0:
+        raise _bad(name, text, "is not positive")
+    return value
+
+
 def micro_batches(text: str, name: str = "") -> int | str:
     """A positive count, or auto: the worker measures the micro-batch curve and picks M."""
     if text.strip().lower() == "auto":
