@@ -124,7 +124,7 @@ def _numeric_sequence(value: Any) -> bool:
 
 def is_structure(value: Any) -> bool:
     """Whether `value` is several arrays (a dict, or a list or tuple holding arrays)."""
-    return flatten(value, "x")[0] != SINGLE
+    return isinstance(value, dict) or (isinstance(value, list | tuple) and not _one_array(value))
 
 
 def take_rows(value: Any, rows: np.ndarray) -> Any:

@@ -57,19 +57,12 @@ def _answer(sender: Any, count: Any) -> None:
 def _inputs(spec: RunSpec, batch: int) -> tuple[Any, Any]:
     import numpy as np
 
+    from ..runs.nest import take_rows
     from .run_data import run_arrays, sample_count
 
     x, y = run_arrays(spec.data)
     take = np.arange(batch) % sample_count(x)
-
-    def rows(value: Any) -> Any:  # one array, or a dict, list or tuple of them
-        if isinstance(value, dict):
-            return {key: np.asarray(v)[take] for key, v in value.items()}
-        if isinstance(value, list | tuple):
-            return type(value)(np.asarray(v)[take] for v in value)
-        return np.asarray(value)[take]
-
-    return rows(x), rows(y)
+    return take_rows(x, take), take_rows(y, take)
 
 
 def _model(spec: RunSpec, x: Any) -> Any:
@@ -78,14 +71,11 @@ def _model(spec: RunSpec, x: Any) -> Any:
     model = load_model(spec.model)
     compile_model(model, spec.model, spec.training)
     if not (model.built and model.weights):
-        first_row = (
-            {k: v[:1] for k, v in x.items()}
-            if isinstance(x, dict)
-            else type(x)(v[:1] for v in x)
-            if isinstance(x, list | tuple)
-            else x[:1]
-        )
-        model(first_row, training=False)
+        import numpy as np
+
+        from ..runs.nest import take_rows
+
+        model(take_rows(x, np.arange(1)), training=False)
     return model
 
 
