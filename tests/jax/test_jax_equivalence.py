@@ -63,6 +63,23 @@ def test_every_strategy_trains_the_weights_of_one_device(trained_alone, plan, tm
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE, (name, plan)
 
 
+def _single_data_and_tensor(builder, data, tmp_path) -> dict:
+    """`single`, `data`×2 and `tensor`×2 on JAX, each saving its trained weights; the runs."""
+    exp = gpk.Experiment(
+        builder, data, batch_size=32, steps_per_epoch=3, backend="jax", progress=False
+    )
+    runs = {
+        plan: exp.run(plan, count, save_weights=str(tmp_path / f"{plan}.npz"))
+        for plan, count in (("single", 1), ("data", 2), ("tensor", 2))
+    }
+    assert all(r.ok for r in runs.values()), {k: r.reason for k, r in runs.items()}
+    reference = saved_weights(tmp_path / "single.npz")
+    for plan in ("data", "tensor"):
+        trained = saved_weights(tmp_path / f"{plan}.npz")
+        assert largest_difference(trained, reference) <= TOLERANCE, plan
+    return runs
+
+
 @pytest.mark.parametrize("name", ["subclassed", "deferred-sequential"])
 def test_models_without_keras_input_train_as_one_device_on_jax(name, tmp_path):
     """A subclassed model (whose `call` takes no `training`) and a Sequential without
@@ -70,41 +87,12 @@ def test_models_without_keras_input_train_as_one_device_on_jax(name, tmp_path):
     from tests.builders import deferred_sequential, small_data, subclassed_model
 
     builder = {"subclassed": subclassed_model, "deferred-sequential": deferred_sequential}[name]
-    exp = gpk.Experiment(
-        builder, small_data(), batch_size=32, steps_per_epoch=3, backend="jax", progress=False
-    )
-    paths = {plan: tmp_path / f"{plan}.npz" for plan in ("single", "data", "tensor")}
-    runs = {
-        "single": exp.run("single", 1, save_weights=str(paths["single"])),
-        "data": exp.run("data", 2, save_weights=str(paths["data"])),
-        "tensor": exp.run("tensor", 2, save_weights=str(paths["tensor"])),
-    }
-    assert all(r.ok for r in runs.values()), {k: r.reason for k, r in runs.items()}
+    runs = _single_data_and_tensor(builder, small_data(), tmp_path)
     assert runs["data"].extra.get("comm_measured", True)  # measured, not skipped
-    reference = saved_weights(paths["single"])
-    for plan in ("data", "tensor"):
-        assert largest_difference(saved_weights(paths[plan]), reference) <= TOLERANCE, plan
 
 
 def test_a_dict_of_arrays_trains_as_one_device_on_jax(tmp_path):
     """A two-input functional model fed data=({"numbers": x, "extra": e}, y), as on TensorFlow."""
     from tests.builders import two_input_arrays, two_input_model
 
-    exp = gpk.Experiment(
-        two_input_model,
-        two_input_arrays(),
-        batch_size=32,
-        steps_per_epoch=3,
-        backend="jax",
-        progress=False,
-    )
-    paths = {plan: tmp_path / f"{plan}.npz" for plan in ("single", "data", "tensor")}
-    runs = {
-        "single": exp.run("single", 1, save_weights=str(paths["single"])),
-        "data": exp.run("data", 2, save_weights=str(paths["data"])),
-        "tensor": exp.run("tensor", 2, save_weights=str(paths["tensor"])),
-    }
-    assert all(r.ok for r in runs.values()), {k: r.reason for k, r in runs.items()}
-    reference = saved_weights(paths["single"])
-    for plan in ("data", "tensor"):
-        assert largest_difference(saved_weights(paths[plan]), reference) <= TOLERANCE, plan
+    _single_data_and_tensor(two_input_model, two_input_arrays(), tmp_path)
