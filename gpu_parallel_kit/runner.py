@@ -20,6 +20,7 @@ from typing import Any
 
 from .cluster.coordinator import run_on_cluster
 from .runs import gate
+from .runs.comm_reuse import reusing
 from .runs.entry import JAX_RUN_ENTRY, LOCAL_CLUSTER_ENTRY, RUN_ENTRY
 from .runs.failures import classify_exit
 from .runs.noise import settle_communication
@@ -99,7 +100,9 @@ def run_grid(
     cancelled run's row and stops; configurations that never ran get no rows.
 
     `execute(spec, ahead, upcoming, round_of)` runs one spec; `round_of` is (round from 0,
-    rounds, the configuration's first run id), None with one round.
+    rounds, the configuration's first run id), None with one round. A later round reports the
+    communication its configuration measured before (`runs/comm_reuse.py`) instead of
+    measuring it again.
     """
     queue = [
         (index, turn, spec if turn == 0 else dataclasses.replace(spec, run_id=new_run_id()))
@@ -107,10 +110,22 @@ def run_grid(
         for index, spec in enumerate(specs)
     ]
     done: list[list[RunResult]] = [[] for _ in specs]
+
+    fixed: dict[int, RunSpec] = {}
+
+    def ready(position: int) -> RunSpec:
+        """The spec at `position`, with what its configuration measured so far; fixed when
+        first asked for, so a run started ahead is the run that is then executed."""
+        if position not in fixed:
+            index, _, spec = queue[position]
+            fixed[position] = reusing(spec, done[index])
+        return fixed[position]
+
     ahead = StartedAhead()
     try:
-        for position, (index, turn, spec) in enumerate(queue):
-            upcoming = queue[position + 1][2] if position + 1 < len(queue) else None
+        for position, (index, turn, _) in enumerate(queue):
+            spec = ready(position)
+            upcoming = ready(position + 1) if position + 1 < len(queue) else None
             round_of = (turn, rounds, specs[index].run_id) if rounds > 1 else None
             try:
                 done[index].append(execute(spec, ahead, upcoming, round_of))
@@ -244,7 +259,8 @@ class _Watch:
             extra = {**result.extra, "process_s": elapsed}
             if self.overlapped:
                 extra["next_run_started_beside"] = True
-                if "comm_method" in extra and extra.get("comm_measured", True):
+                measured_here = "comm_measured_in" not in extra and extra.get("comm_measured", True)
+                if "comm_method" in extra and measured_here:
                     extra["comm_method"] += (
                         "; taken while the comparison's next run was starting beside it"
                     )

@@ -13,6 +13,7 @@ from ..errors import GpkError, whole_number
 from ..pipeline.microbatch import is_auto
 from ..strategies import accepted_names, check_backend, check_batch
 from ..strategies import strategy as strategy_record
+from .comm_reuse import MeasuredComm
 from .devices import DevicePlan
 from .lr_rules import check_rule, check_warmup, lr_factor
 from .sources import DataSource, ModelSource
@@ -137,6 +138,9 @@ class RunSpec:
     # the caller's training gate (runs/gate.py): set when the next run may start beside this
     # run's after-training work; None: the run neither waits nor holds
     gate: str | None = None
+    # communication an earlier round of this configuration measured (runs/comm_reuse.py):
+    # the run reports those figures instead of measuring again
+    comm_from: MeasuredComm | None = None
 
     def __post_init__(self) -> None:
         # The record's own name: "model" is read as "pipeline" from here on.

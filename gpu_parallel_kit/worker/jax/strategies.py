@@ -17,6 +17,7 @@ from typing import Any
 
 import keras
 
+from ...runs.comm_reuse import reuse_fields
 from ...runs.spec import RunSpec
 from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import data_traffic, tensor_traffic
@@ -168,6 +169,8 @@ class JaxStrategy:
             exposed = comm.pop("comm_time_s")
             virtual = _VIRTUAL if self.spec.devices.virtual else ""
             extra.update(comm, comm_method=self.method + virtual)
+            if self.spec.comm_from is not None:
+                extra.update(reuse_fields(self.spec.comm_from))
             fields["comm_time_s"] = exposed
             fields["comm_share"] = exposed / step_time_s if step_time_s else None
         return fields

@@ -7,6 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from ....runs.comm_reuse import reuse_fields
 from .base import Engine
 from .comm import BLOCKS, STEPS_PER_BLOCK, measure_all_reduce, not_measured, traffic_per_device
 
@@ -59,7 +60,9 @@ class DataParallelEngine(Engine):
 
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         self._comm = None
-        if self.spec.measure_comm:
+        if self.spec.comm_from is not None:  # an earlier round of this configuration measured
+            self._comm = self.spec.comm_from.as_dict()
+        elif self.spec.measure_comm:
             batch = split_between_replicas(self.distribution, next(iter(dataset)))
             self._comm = measure_all_reduce(self.distribution, model, batch)
 
@@ -84,6 +87,8 @@ class DataParallelEngine(Engine):
                 else ""
             )
         )
+        if self.spec.comm_from is not None:
+            comm.update(reuse_fields(self.spec.comm_from))
         fields["extra"].update(comm)
         return {
             **fields,
