@@ -14,6 +14,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ..runs.progress import startup_from, startup_text
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from ..strategies import strategy_record
@@ -43,6 +44,7 @@ class RunRow:
         self.reason.add_class("gpk-run-reason")
         self.started = time.perf_counter()
         self.startup_s: float | None = None
+        self.ahead = False
         self.row = widgets.HBox(
             [self.label, self.bar, self.text, self.reason],
             layout=widgets.Layout(flex_flow="row wrap"),
@@ -56,8 +58,9 @@ class RunRow:
             if event.get("total"):
                 self.bar.max = int(event["total"])
             if event["phase"] == "training":
-                self.startup_s = time.perf_counter() - self.started
-                self.text.value = f"training (start-up took {self.startup_s:.1f} s)"
+                self.startup_s, self.ahead = startup_from(event, self.started)
+                took = startup_text(self.startup_s, self.ahead).removeprefix(" · ")
+                self.text.value = f"training ({took})"
             else:
                 self.text.value = str(event["phase"])  # a start-up phase, not steps
         elif kind == "progress":
@@ -71,7 +74,7 @@ class RunRow:
         """The run's outcome on its row: green and the median step, or the status, and why on the
         line under it."""
         self.bar.bar_style = _STYLE.get(result.status, "danger")
-        startup = f" · start-up {self.startup_s:.1f} s" if self.startup_s is not None else ""
+        startup = startup_text(self.startup_s, self.ahead)
         if result.ok:
             self.bar.value = self.bar.max
             median = (result.step_time_s or 0.0) * 1000

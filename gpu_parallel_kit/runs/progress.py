@@ -23,6 +23,9 @@ from ..strategies import strategy as strategy_record
 from .results import RunResult
 
 # tqdm writes the postfix as ", <text>".
+# A worker's own start-up longer than the caller saw by this much was spent before the caller
+# followed it: the run was started ahead, beside the last one.
+AHEAD_MARGIN_S = 0.05
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} steps{postfix}"
 # In a notebook the bar is a widget: tqdm.notebook finds where to put it by the plain "{bar}" and
 # writes everything else as text beside it. With a width ("{bar:24}") it finds no place, and the
@@ -72,9 +75,31 @@ def run_progress(label: str, enabled: bool = True) -> RunProgress | LineProgress
     return RunProgress(label, enabled) if redrawn() else LineProgress(label, enabled)
 
 
-def ending(result: RunResult, startup_s: float | None) -> str:
+def startup_from(event: dict[str, Any], started: float) -> tuple[float, bool]:
+    """A run's start-up when its training begins, and whether it was spent beside the last
+    run (started ahead, `runner.StartedAhead`).
+
+    The caller's clock runs from when it began to follow the run; a run started ahead had set
+    itself up before that, so its events arrive at once and that clock says 0.0 s. The worker's
+    own figure is then the one shown, with where it was spent.
+    """
+    seen = time.perf_counter() - started
+    own = event.get("startup_s")
+    if own is not None and own > seen + AHEAD_MARGIN_S:
+        return float(own), True
+    return seen, False
+
+
+def startup_text(startup_s: float | None, ahead: bool = False) -> str:
+    """ " · start-up 1.1 s", " · start-up 0.3 s beside the last run", or nothing."""
+    if startup_s is None:
+        return ""
+    return f" · start-up {startup_s:.1f} s" + (" beside the last run" if ahead else "")
+
+
+def ending(result: RunResult, startup_s: float | None, ahead: bool = False) -> str:
     """ "ok · median step 4.2 ms · start-up 1.1 s", or the status a run ended with."""
-    startup = f" · start-up {startup_s:.1f} s" if startup_s is not None else ""
+    startup = startup_text(startup_s, ahead)
     if result.ok:
         return f"ok · median step {(result.step_time_s or 0.0) * 1000:.1f} ms{startup}"
     return result.status
@@ -89,14 +114,15 @@ class LineProgress:
         self.stream = stream
         self.started = time.perf_counter()
         self.startup_s: float | None = None
+        self.ahead = False
         self._say(f"{label}: started")
 
     def __call__(self, event: dict[str, Any]) -> None:
         if event.get("event") == "phase" and (event["phase"] == "training" or event.get("total")):
-            self.startup_s = time.perf_counter() - self.started
+            self.startup_s, self.ahead = startup_from(event, self.started)
 
     def close(self, result: RunResult) -> None:
-        line = f"{self.label}: {ending(result, self.startup_s)}"
+        line = f"{self.label}: {ending(result, self.startup_s, self.ahead)}"
         if not result.ok and result.reason:
             line += f": {result.reason}"
         self._say(wrapped(line))
@@ -114,6 +140,7 @@ class RunProgress:
         self.enabled = enabled
         self.started = time.perf_counter()
         self.startup_s: float | None = None
+        self.ahead = False
         self.bar = tqdm(
             total=None,
             desc=label,
@@ -129,11 +156,12 @@ class RunProgress:
         kind = event.get("event")
         if kind == "phase":
             if event["phase"] == "training" or event.get("total"):
-                self.startup_s = time.perf_counter() - self.started
+                self.startup_s, self.ahead = startup_from(event, self.started)
                 self.bar.bar_format = bar_format()
                 self.bar.set_description_str(self.label, refresh=False)
                 self.bar.reset(total=event.get("total") or self.bar.total)
-                self.bar.set_postfix_str(f"start-up took {self.startup_s:.1f} s", refresh=True)
+                took = startup_text(self.startup_s, self.ahead).removeprefix(" · ")
+                self.bar.set_postfix_str(took, refresh=True)
             else:
                 self._phase(event["phase"])
         elif kind == "progress":
@@ -147,7 +175,7 @@ class RunProgress:
 
     def close(self, result: RunResult) -> None:
         if result.ok:
-            self.bar.set_postfix_str(ending(result, self.startup_s))
+            self.bar.set_postfix_str(ending(result, self.startup_s, self.ahead))
         elif self.startup_s is None:  # it ended during start-up
             self.bar.set_description_str(f"{self.label}: {result.status}", refresh=False)
         else:

@@ -120,7 +120,7 @@ def run_in_this_process(
         # for it before the first timed step (runs/gate.py), so this run's set-up overlaps it.
         recorder.gate = lambda: gate.pass_through(spec.gate)
         startup = time.perf_counter() - start
-        enter("training", total=total)
+        enter("training", total=total, startup_s=startup)  # a run started ahead shows it
 
         def finish() -> RunResult:
             nonlocal phase

@@ -41,9 +41,18 @@ def test_an_oom_row_keeps_its_whole_reason_off_the_bar(plan_spec):
 def test_a_row_shows_start_up_as_a_phase_then_training_steps(plan_spec):
     row = RunRow(plan_spec, widgets.VBox())
     row({"event": "phase", "phase": "training", "total": 10})
-    assert row.text.value.startswith("training (start-up took ")
+    assert row.text.value.startswith("training (start-up ")
     row({"event": "progress", "step": 3, "total": 10, "step_time_s": 0.0043})
     assert row.text.value == "step 3/10 · 4.3 ms per step"
+
+
+def test_a_run_started_ahead_shows_its_own_start_up_and_where_it_was_spent(plan_spec):
+    row = RunRow(plan_spec, widgets.VBox())
+    row({"event": "phase", "phase": "training", "total": 10, "startup_s": 0.34})
+    assert row.text.value == "training (start-up 0.3 s beside the last run)"
+    followed = RunRow(plan_spec, widgets.VBox())  # the caller's clock saw the whole start-up
+    followed({"event": "phase", "phase": "training", "total": 10, "startup_s": 0.0})
+    assert "beside" not in followed.text.value
 
 
 def test_the_text_bar_prints_a_failed_runs_reason_under_it(capsys):
