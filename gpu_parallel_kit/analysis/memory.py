@@ -14,9 +14,11 @@ Where each figure comes from:
   sample's shapes).
 - TensorFlow pipeline runs: each stage's variable and optimizer bytes and the activations its
   schedule held (measured by the engine), gradients as the stage's parameters (modelled).
-- TensorFlow replica runs (single, data, multiworker): the state per device less the trainable
-  parameters is taken as the optimizer's (modelled; non-trainable weights fall there), and the
-  activations are not known: TensorFlow reports the device's peak only.
+- TensorFlow replica runs (single, data, multiworker) record `extra["memory"]` too: their
+  variables and optimizer slots (measured), gradients as the trainable parameters, and
+  activations modelled as on JAX when a `memory_budget` asked for them, else not known. Rows
+  logged before they did: the state per device less the trainable parameters is taken as the
+  optimizer's (non-trainable weights fall there), activations not known.
 Pure: plain results in, plain numbers out.
 """
 

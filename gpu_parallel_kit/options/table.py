@@ -200,8 +200,8 @@ TRAINING: tuple[Option, ...] = (
     ),
     Option(
         "--memory-budget",
-        "refuse a run whose parameters and optimizer state need more than this many MiB on any "
-        "device (shows why a model must be split); default: no budget",
+        "refuse a run whose parameters, gradients, optimizer state and activations need more "
+        "than this many MiB on any device (why a model must be split); default: no budget",
         goes_to="plan",
         type=positive,
         metavar="MIB",

@@ -125,7 +125,7 @@ class RunSpec:
     balance: Any = "params"  # model parallel: params | time | stage start indices or names
     recompute: bool = True  # model parallel: compiled stage tasks, backward recomputes forward
     virtual_stages: int = 1  # model parallel, interleaved: model chunks each device holds
-    memory_budget: int | None = None  # bytes of parameters + optimizer state allowed per device
+    memory_budget: int | None = None  # bytes per device: params, grads, optimizer, activations
     workers: int = 1  # multiworker: processes, each with `devices` devices
     cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
     backend: str = "tensorflow"  # tensorflow (tf.distribute) | jax (keras.distribution)

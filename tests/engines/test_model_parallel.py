@@ -179,16 +179,39 @@ def test_fewer_layers_than_stages():
 
 
 def test_a_model_over_the_per_device_budget_fits_once_split():
+    budget = 3 * 2**19  # 1.5 MiB: under the whole model's 3.2 MiB of states, over a stage's
     exp = small_experiment(builders.wide_mlp, steps_per_epoch=2)
-    cmp = exp.compare(["single", "model"], [4], memory_budget=2**20)
+    cmp = exp.compare(["single", "model"], [4], memory_budget=budget)
     single, split = cmp.results
     assert single.status == "oom"
-    assert "over the memory_budget of 1.0 MiB per device" in single.reason
+    assert "over the memory_budget of 1.5 MiB per device" in single.reason
+    # Every part is counted, activations modelled from one call of the model.
+    assert "gradients 0.8" in single.reason and "activations 0." in single.reason
     assert split.status == "ok", split.reason
     table = cmp.table.set_index("strategy")
     assert table.loc["single", "state_bytes"] != table.loc["single", "state_bytes"]  # NaN: failed
-    assert table.loc["pipeline", "state_bytes"] <= 2**20
-    assert sum(split.extra["state_bytes"].values()) > 2**20  # the whole would not have fit
+    assert table.loc["pipeline", "state_bytes"] <= budget
+    assert sum(split.extra["state_bytes"].values()) > budget  # the whole would not have fit
+
+
+def test_a_pipeline_budget_counts_the_activations_its_schedule_keeps_in_flight():
+    exp = small_experiment(builders.wide_mlp, steps_per_epoch=2, batch_size=256)
+    plan = dict(schedule="gpipe", micro_batches=4)
+    measured = exp.run("pipeline", 2, **plan)
+    assert measured.ok, measured.reason
+    states, held = {}, {}
+    for stage in measured.extra["stages"]:
+        device = stage["device"]
+        states[device] = states.get(device, 0) + 2 * stage["parameter_bytes"]
+        states[device] += stage["optimizer_bytes"]
+        held[device] = held.get(device, 0) + stage["activation_bytes_held"]
+    # Every device's model states fit; the activations of the 4 micro-batches GPipe keeps in
+    # flight do not.
+    refused = exp.run("pipeline", 2, **plan, memory_budget=max(states.values()) + 1)
+    assert refused.status == "oom"
+    assert "activations" in refused.reason and "not known" not in refused.reason
+    modelled = refused.extra["refused"]["memory"]["devices"]
+    assert {d: parts["activations_bytes"] for d, parts in modelled.items()} == held
 
 
 def test_a_shared_layer_is_one_sentence_naming_it():

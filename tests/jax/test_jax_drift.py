@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
+from gpu_parallel_kit.worker.budget import needed_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +36,14 @@ def test_a_jax_run_over_its_memory_budget_is_an_oom_row_and_a_split_one_fits():
     exp = _mlp()
     whole = exp.run("single", 1)
     assert whole.ok, whole.reason
-    state = max(whole.extra["state_bytes"].values())
-    budget = int(state * 0.75)
+    (parts,) = whole.extra["memory"]["devices"].values()
+    budget = int(needed_bytes(parts) * 0.75)  # parameters, gradients, optimizer, activations
     alone = exp.run("single", 1, memory_budget=budget)
     assert alone.status == "oom", alone.reason
     assert "over the memory_budget" in alone.reason and "strategy='tensor'" in alone.reason
     split = exp.run("tensor", 2, memory_budget=budget)
     assert split.ok, split.reason
-    assert max(split.extra["state_bytes"].values()) <= budget
+    assert max(needed_bytes(p) for p in split.extra["memory"]["devices"].values()) <= budget
 
 
 IN_PROCESS = textwrap.dedent(

@@ -1,39 +1,16 @@
-"""A built Keras model read as `sharding.LayerInfo`s, and a derived layout made a `LayoutMap`.
+"""A derived layout made Keras's `LayoutMap` over a JAX device mesh.
 
-Backend-free Keras. The layout rules themselves are pure (`sharding/layout.py`); this module only
-reads layers, their variables and, from one call on one sample, how many activation elements
-each layer takes and gives per sample, which the traffic counts need.
+The layout rules are pure (`sharding/layout.py`); the model is read backend-free
+(`worker/layers.py`).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import keras
-import numpy as np
 
-from ...sharding.layout import LayerInfo, Layout, VariableInfo
-
-ELEMENTWISE = (
-    keras.layers.Activation,
-    keras.layers.Dropout,
-    keras.layers.ReLU,
-    keras.layers.LeakyReLU,
-    keras.layers.ELU,
-    keras.layers.GaussianNoise,
-    keras.layers.GaussianDropout,
-    keras.layers.AlphaDropout,
-    keras.layers.Identity,
-)
-
-
-def read_layers(model: keras.Model, sample: Any) -> list[LayerInfo]:
-    """The model's layers in call order (nested models opened up), with their activation sizes
-    per sample measured on `sample` (one sample of the inputs)."""
-    layers = list(_walk(model))
-    sizes = _activation_sizes(model, layers, sample)
-    return [_info(layer, *sizes.get(id(layer), (None, None))) for layer in layers]
+from ...sharding.layout import Layout
 
 
 def layout_map(layout: Layout, mesh: Any) -> Any:
@@ -42,88 +19,3 @@ def layout_map(layout: Layout, mesh: Any) -> Any:
     for path, axes in layout.axes_by_path().items():
         mapping[path] = tuple(axes)
     return mapping
-
-
-def _walk(layer: Any):
-    for child in getattr(layer, "layers", []):
-        if isinstance(child, keras.Model) or (
-            isinstance(child, keras.layers.Layer) and _is_container(child)
-        ):
-            yield from _walk(child)
-        elif not isinstance(child, keras.layers.InputLayer):
-            yield child
-
-
-def _is_container(layer: Any) -> bool:
-    return isinstance(layer, keras.Sequential | keras.Model)
-
-
-def _kind(layer: Any) -> str:
-    if isinstance(layer, keras.layers.MultiHeadAttention):
-        return "attention"
-    if isinstance(layer, keras.layers.Dense):
-        return "dense"
-    if isinstance(layer, keras.layers.EinsumDense):
-        return "einsum_dense"
-    if isinstance(layer, keras.layers.Embedding):
-        return "embedding"
-    if isinstance(layer, ELEMENTWISE):
-        return "elementwise"
-    return "other"
-
-
-def _info(layer: Any, in_elements: int | None, out_elements: int | None) -> LayerInfo:
-    prefix = f"{layer.path}/" if getattr(layer, "path", None) else ""
-    trainable = {id(v) for v in layer.trainable_variables}
-    variables = tuple(
-        VariableInfo(
-            path=v.path,
-            shape=tuple(int(d) for d in v.shape),
-            role=v.path[len(prefix) :] if v.path.startswith(prefix) else v.name,
-            trainable=id(v) in trainable,
-            itemsize=np.dtype(v.dtype).itemsize,
-        )
-        for v in layer.weights
-    )
-    heads = getattr(layer, "num_heads", None) if _kind(layer) == "attention" else None
-    return LayerInfo(layer.name, _kind(layer), variables, heads, in_elements, out_elements)
-
-
-def _activation_sizes(
-    model: keras.Model, layers: list[Any], sample: Any
-) -> dict[int, tuple[int | None, int | None]]:
-    """Per layer, the elements per sample of its first input and of its output, from one call.
-
-    Each layer's `call` is wrapped for that one call only (and restored), so any model (Sequential,
-    functional or subclassed) reports the same way.
-    """
-    sizes: dict[int, tuple[int | None, int | None]] = {}
-
-    def wrapped(layer: Any, call: Any):
-        def record(*args: Any, **kwargs: Any) -> Any:
-            output = call(*args, **kwargs)
-            first = args[0] if args else next(iter(kwargs.values()), None)
-            sizes[id(layer)] = (_per_sample(first), _per_sample(output))
-            return output
-
-        return record
-
-    own = {id(layer): layer.__dict__.get("call") for layer in layers}
-    for layer in layers:
-        layer.__dict__["call"] = wrapped(layer, layer.call)
-    try:
-        model(sample, training=False)
-    finally:
-        for layer in layers:
-            if own[id(layer)] is None:
-                del layer.__dict__["call"]  # the class's own method shows through again
-            else:
-                layer.__dict__["call"] = own[id(layer)]
-    return sizes
-
-
-def _per_sample(value: Any) -> int | None:
-    shape = getattr(value, "shape", None)
-    if shape is None or len(shape) == 0:
-        return None
-    return int(math.prod(int(d) for d in shape[1:]))

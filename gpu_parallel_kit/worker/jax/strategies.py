@@ -30,11 +30,12 @@ from ...strategies.fsdp import (
     shard_over_data,
 )
 from ..budget import check_budget
-from .layout import layout_map, read_layers
+from ..layers import read_layers
+from .layout import layout_map
 from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
 
 _VIRTUAL = "; host devices: runtime overhead on shared cores, not a network cost"
-_SPLIT_HINT = "shard the layers over more devices with strategy='tensor'"
+_SPLIT_HINT = "shard the model over more devices with strategy='fsdp' or strategy='tensor'"
 
 
 class JaxStrategy:
@@ -73,16 +74,15 @@ class JaxStrategy:
         return 1
 
     def prepare(self, model: keras.Model) -> None:
-        """Build the optimizer's slots beside their variables and hold what each device was given
-        (parameters and optimizer state, the shards actually placed) against the memory budget,
-        before the first step."""
+        """Build the optimizer's slots beside their variables and hold what each device needs
+        (the shards of parameters and optimizer state actually placed, their gradients and its
+        activations) against the memory budget, before the first step."""
         with self.scope():
             if not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
         self.state_bytes = placed_bytes([*model.weights, *model.optimizer.variables])
         if self.spec.memory_budget is not None:  # a refused row keeps each device's parts
-            kept = {"memory": self.memory(model)}
-            check_budget(self.state_bytes, self.spec.memory_budget, _SPLIT_HINT, kept)
+            check_budget(self.memory(model), self.spec.memory_budget, _SPLIT_HINT)
 
     def memory(self, model: keras.Model) -> dict[str, Any]:
         """Each device's parameters and optimizer state as placed (measured), its gradients as

@@ -17,7 +17,7 @@ import tensorflow as tf
 from ....runs.spec import RunSpec
 from ...keras_internals import dispatches_async
 from ...recorder import StepRecorder, StepTimer
-from .budget import check_budget, variable_bytes
+from .budget import check_budget, replica_memory_of, variable_bytes
 from .custom_loop import train_custom_loop
 
 
@@ -70,13 +70,16 @@ class Engine(abc.ABC):
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         """RunResult fields only this engine measures (after train)."""
         extra = {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}
+        if getattr(self, "memory", None):
+            extra["memory"] = self.memory
         if getattr(self, "callbacks_async", None) is not None:
             extra["timer_async"] = self.callbacks_async
         return {"extra": extra}
 
-    def prepare_replicas(self, model: keras.Model) -> None:
-        """Build the optimizer's slots beside their variables and hold the replicas' state
-        against the memory budget, before the first step."""
+    def prepare_replicas(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        """Build the optimizer's slots beside their variables and hold what each replica needs
+        (parameters, gradients, optimizer state, activations) against the memory budget,
+        before the first step."""
         with self.distribution.scope():
             model.optimizer.build(model.trainable_variables)
         # Every replica holds the whole model and its optimizer state.
@@ -84,8 +87,12 @@ class Engine(abc.ABC):
         # What an all-reduce moves per step: one gradient per trainable parameter.
         self.parameter_bytes = variable_bytes(model.trainable_variables)
         self.state_bytes = dict.fromkeys(self.device_names, state)
+        # Activations cost a call of the model to model: only where a budget counts them.
+        budgeted = self.spec.memory_budget is not None
+        share = self.spec.global_batch // self.distribution.num_replicas_in_sync
+        self.memory = replica_memory_of(model, self.device_names, dataset, share if budgeted else 0)
         kept = {"parameter_bytes": self.parameter_bytes}  # a refused row keeps its parts
-        check_budget(self.state_bytes, self.spec.memory_budget, extra=kept)
+        check_budget(self.memory, self.spec.memory_budget, extra=kept)
 
     def train(
         self,
@@ -94,7 +101,7 @@ class Engine(abc.ABC):
         steps_per_epoch: int,
         recorder: StepRecorder,
     ) -> None:
-        self.prepare_replicas(model)
+        self.prepare_replicas(model, dataset)
         if self.spec.mode == "explicit":
             batches = iter(self.distribution.experimental_distribute_dataset(dataset))
             train_custom_loop(

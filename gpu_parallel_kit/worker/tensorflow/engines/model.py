@@ -26,14 +26,13 @@ from ....pipeline.simulation import bubble_fraction, simulate, theoretical_bubbl
 from ...keras_internals import compile_config, compile_loss_class
 from ...recorder import StepRecorder
 from .base import Engine
-from .budget import check_budget
 from .curve import curve_and_choice, serial_curve
 from .pipeline import PipelineRunner, StepReport, TaskRecord, split, stage_tasks
+from .stage_memory import activation_bytes_per_micro_batch, check_stages
 from .stages import (
     Stage,
     TracedModel,
     build_stages,
-    bytes_per_sample,
     copy_back,
     describe,
     feed,
@@ -87,9 +86,7 @@ class ModelParallelEngine(Engine):
         self.state_bytes = dict.fromkeys(self.device_names, 0)
         for s in stages:
             self.state_bytes[s.device] += s.parameter_bytes + s.optimizer_bytes
-        keys = ("device", "parameter_bytes", "optimizer_bytes")  # what a refused row keeps
-        kept = [{key: getattr(s, key) for key in keys} for s in stages]
-        check_budget(self.state_bytes, spec.memory_budget, extra={"stages": kept})
+        check_stages(stages, spec.memory_budget)  # model states, before the curve's timing
         first = candidates(spec.schedule, k, spec.global_batch, chunks)[0]
         split_backward = splits_backward(build_schedule(spec.schedule, k, first, chunks))
         tasks = stage_tasks(stages, _loss(model, traced), 1, spec.recompute, split_backward)
@@ -98,6 +95,8 @@ class ModelParallelEngine(Engine):
         )
         micro_batches = self._choice.micro_batches if self._choice else 1
         schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
+        micro_batch = split(first_x, micro_batches)[0]
+        check_stages(stages, spec.memory_budget, traced, micro_batch, schedule)
         runner = PipelineRunner(
             stages,
             schedule,
@@ -237,7 +236,7 @@ def _figures(
     chunk = 1.0 / spec.virtual_stages  # an interleaved chunk is 1/v of a device's share
     planned = simulate(schedule, lambda t: planned_cost[t.kind] * chunk)
     measured_bubbles = [_measured_bubble(tasks, k) for tasks in timed]
-    activation_bytes = _activation_bytes_per_micro_batch(stages, traced, sample)
+    activation_bytes = activation_bytes_per_micro_batch(stages, traced, sample)
     trained = [r for r in reports if not r.serial]
     peak_live = [max(r.peak_live[s] for r in trained) for s in range(n)] if trained else [0] * n
     return {
@@ -381,20 +380,3 @@ def _measured_bubble(tasks: list[TaskRecord], stages: int) -> float:
     span = max(t.end for t in tasks) - min(t.start for t in tasks)
     busy = sum(t.end - t.start for t in tasks)
     return max(0.0, 1.0 - busy / (stages * span)) if span > 0 else 0.0
-
-
-def _activation_bytes_per_micro_batch(
-    stages: list[Stage], traced: TracedModel, sample: Any
-) -> list[int]:
-    """Bytes of every layer output one micro-batch leaves on each stage (from tensor shapes)."""
-    samples = int(tf.nest.flatten(sample)[0].shape[0])
-    calls = {call.name: call for call in traced.graph.calls}
-    return [
-        samples
-        * sum(
-            bytes_per_sample(traced.tensors[name])
-            for layer in stage.layer_names
-            for name in calls[layer].outputs
-        )
-        for stage in stages
-    ]

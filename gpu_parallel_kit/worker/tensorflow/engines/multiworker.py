@@ -66,7 +66,7 @@ class MultiWorkerEngine(DataParallelEngine):
         recorder: StepRecorder,
     ) -> None:
         strategy = self.distribution
-        self.prepare_replicas(model)
+        self.prepare_replicas(model, dataset)
         replicas = strategy.num_replicas_in_sync
 
         def this_workers_slices(context: tf.distribute.InputContext) -> tf.data.Dataset:
