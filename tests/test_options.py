@@ -96,6 +96,10 @@ def test_the_command_line_and_the_magic_build_the_same_request():
         "--target",
         "val_accuracy=0.9",
         "--deterministic",
+        "--mesh",
+        "2x1",
+        "--min-shard-bytes",
+        "0",
     ]
     cli_args = _cli("run").parse_args(line)
     magic_args = magics.run.parser.parse_args(line)
@@ -106,6 +110,7 @@ def test_the_command_line_and_the_magic_build_the_same_request():
     assert settings["batch_size"] == 64 and settings["timeout"] is None
     assert settings["deterministic"] is True and settings["target"] == "val_accuracy=0.9"
     assert plan["memory_budget"] == 3 * MIB and plan["micro_batches"] == 2
+    assert plan["mesh"] == (2, 1) and plan["min_shard_bytes"] == 0  # fsdp's, on both
 
 
 @pytest.mark.parametrize("command", ["run", "compare"])

@@ -97,3 +97,22 @@ def test_a_server_that_dies_twice_gives_the_run_a_row_with_one_sentence(monkeypa
     assert result.status == "crashed"
     assert "could not be started, twice" in result.reason and "EOFError" in result.reason
     assert "\n" not in result.reason
+
+
+def test_a_warming_child_whose_caller_has_gone_ends_without_a_word(monkeypatch, capsys):
+    class Gone:
+        def send(self, answer):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def close(self):
+            pass
+
+    def exit_now(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(process.os, "_exit", exit_now)
+    monkeypatch.setattr(process, "entry_point", lambda entry: lambda: "answer")
+    with pytest.raises(SystemExit):
+        process.call_and_send("anything:at_all", Gone())
+    printed = capsys.readouterr()
+    assert printed.out == printed.err == ""

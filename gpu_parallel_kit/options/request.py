@@ -60,7 +60,8 @@ class Request:
     target: Any = api_default("target")  # e.g. "val_accuracy=0.9" or {"val_accuracy": 0.9}
     deterministic: bool = api_default("deterministic")
     backend: Any = api_default("backend")  # tensorflow | jax, or both (compare); None: tensorflow
-    mesh: tuple[int, int] | None = api_default("mesh")  # tensor parallel: (data, model)
+    mesh: tuple[int, int] | None = api_default("mesh")  # tensor, fsdp: (data, model)
+    min_shard_bytes: int | None = api_default("min_shard_bytes")  # fsdp; None: 400 000
     # The fast path (runs/tuning.py): tune's rules, an explicit steps per execution, and
     # whether communication is measured after training.
     tune: str = api_default("tune")  # auto | off

@@ -10,10 +10,7 @@ What only one front end takes stays with it: the model and the data, named as fi
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..api import Experiment
@@ -25,73 +22,9 @@ from ..strategies import BACKENDS, DEFAULT_COMPARISON, runnable, runnable_names
 from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
 from .argtypes import mesh as mesh_shape
 from .argtypes import micro_batches as micro_batch_count
+from .option import Option
 
 MIB = 2**20
-_FROM_API = object()  # the default is the API's own: read from the signature of `api_call`
-
-
-@dataclass(frozen=True)
-class Option:
-    """One command-line option and the API argument it sets.
-
-    >>> BATCH_SIZE.flag, BATCH_SIZE.name, BATCH_SIZE.default
-    ('--batch-size', 'batch_size', 256)
-    """
-
-    flag: str  # e.g. "--batch-size"
-    help: str  # may use %(default)s, which argparse fills in
-    goes_to: str = "experiment"  # experiment: Experiment(...); plan: run/compare(...); front end
-    type: Callable[[str], Any] | None = None  # a converter from options.argtypes
-    choices: Sequence[str] | None = None
-    metavar: str | None = None
-    nargs: str | None = None
-    action: str | None = None  # "store_true" / "store_false" for switches
-    dest: str | None = None  # the attribute name, when it is not the flag's
-    default: Any = _FROM_API
-    scale: int = 1  # the API takes flag value × scale (MiB on the command line, bytes in the API)
-    api_call: Callable[..., Any] | None = None  # whose signature holds the default
-
-    @property
-    def name(self) -> str:
-        return self.dest or self.flag.lstrip("-").replace("-", "_")
-
-    @property
-    def api_default(self) -> Any:
-        """The default in the API's units (bytes, not MiB)."""
-        if self.default is not _FROM_API:
-            return self.default
-        if self.action == "store_true":
-            return False
-        call = self.api_call or (
-            Experiment.__init__ if self.goes_to == "experiment" else Experiment.plan
-        )
-        value = inspect.signature(call).parameters[self.name].default
-        if value is inspect.Parameter.empty or value is ...:
-            raise AssertionError(f"{call.__qualname__} has no default for {self.name}")
-        return value
-
-    @property
-    def resolved_default(self) -> Any:
-        """The default in the flag's units, as the help shows it."""
-        value = self.api_default
-        if self.scale != 1 and value is not None:
-            value //= self.scale
-        return list(value) if isinstance(value, tuple) else value
-
-    def parser_arguments(self) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """The positional and keyword arguments of `add_argument` (and of `magic_arguments`'s
-        `argument`, which takes the same)."""
-        kwargs: dict[str, Any] = {"help": self.help, "default": self.resolved_default}
-        if self.type is not None:
-            # A bad value names its option, e.g. "epochs=0 is not a positive whole number".
-            kwargs["type"] = functools.partial(self.type, name=self.name)
-        for key in ("choices", "metavar", "nargs", "action", "dest"):
-            if (value := getattr(self, key)) is not None:
-                kwargs[key] = list(value) if key == "choices" else value
-        return (self.flag,), kwargs
-
-    def to_api(self, value: Any) -> Any:
-        return value * self.scale if self.scale != 1 and value is not None else value
 
 
 def _run(name: str) -> Callable[..., Any]:
@@ -261,11 +194,18 @@ TRAINING: tuple[Option, ...] = (
     ),
     Option(
         "--mesh",
-        "tensor parallel: devices on the (data x model) axes, e.g. 2x2 for 4 devices; "
-        "default: every device on the model axis",
+        "tensor and fsdp: devices on the (data x model) axes, e.g. 2x2 for 4 devices; "
+        "default: tensor puts every device on the model axis, fsdp on the data axis",
         goes_to="plan",
         type=mesh_shape,
         metavar="DxM",
+    ),
+    Option(
+        "--min-shard-bytes",
+        "fsdp: shard the weights of at least this many bytes, 0 for all; default: 400000",
+        goes_to="plan",
+        type=whole,
+        metavar="BYTES",
     ),
     Option(
         "--tune",

@@ -204,8 +204,11 @@ def call_and_send(entry: str, sender: Any) -> None:
         answer = (True, entry_point(entry)())
     except BaseException as error:  # noqa: BLE001 - reported to the caller as text
         answer = (False, f"{type(error).__name__}: {error}")
-    sender.send(answer)
-    sender.close()
+    # A caller that has gone (a command line that stopped at a bad argument while its servers
+    # were warming) reads no answer: nothing to say, and nothing for its terminal.
+    with contextlib.suppress(OSError):
+        sender.send(answer)
+        sender.close()
     os._exit(0)
 
 

@@ -72,6 +72,7 @@ def test_a_request_is_the_apis_arguments():
         "cluster": None,
         "backend": None,  # the experiment's: tensorflow
         "mesh": None,
+        "min_shard_bytes": None,  # fsdp's default
         "steps_per_execution": None,  # tune's choice
     }
     experiment = request.experiment(progress=False)
