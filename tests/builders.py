@@ -355,7 +355,7 @@ def shared_layer_model():
 
 
 def nested_model():
-    """A functional model used as one layer of another: it stays whole inside one stage."""
+    """A functional model used as one layer of another: a pipeline cuts inside it."""
     import keras
 
     inner_in = keras.Input((16,))
@@ -429,6 +429,61 @@ def vgg16_small():
     model = keras.Sequential([base, keras.layers.Dense(CLASSES)], name="vgg16_small")
     model.compile(
         optimizer=keras.optimizers.SGD(learning_rate=0.001),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def nested_blocks_model():
+    """A functional model whose body is a functional `keras.Model` used as a block and a
+    Sequential block, as users compose them: a pipeline can cut inside both."""
+    import keras
+
+    x = keras.Input((FEATURES,), name="x")
+    block_in = keras.Input((FEATURES,), name="block_in")
+    hidden = keras.layers.Dense(16, activation="relu", name="inner_a")(block_in)
+    inner_b = keras.layers.Dense(16, activation="relu", name="inner_b")
+    block = keras.Model(block_in, inner_b(hidden), name="block")
+    chain = keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(16, activation="relu", name="chain_a")],
+        name="chain",
+    )
+    outputs = keras.layers.Dense(CLASSES, name="head")(chain(block(x)))
+    model = keras.Model(x, outputs)
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def nested_subclassed_model(rebuildable: bool = True):
+    """A functional model around a subclassed `keras.Model` block, whose call() hides its two
+    layers: the block is one unit of a pipeline. Not `rebuildable`: its config does not rebuild
+    it, so no stage can be made of it on a device."""
+    import keras
+
+    class Block(keras.Model):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.first = keras.layers.Dense(16, activation="relu")
+            self.second = keras.layers.Dense(16, activation="relu")
+
+        def call(self, inputs):
+            return self.second(self.first(inputs))
+
+        def get_config(self):  # rebuilt on its stage's device from this
+            return {"name": self.name}
+
+    class Fixed(Block):
+        def __init__(self):  # takes no name, though its config gives one
+            super().__init__(name="hidden_block")
+
+    x = keras.Input((FEATURES,))
+    hidden = (Block(name="hidden_block") if rebuildable else Fixed())(x)
+    model = keras.Model(x, keras.layers.Dense(CLASSES, name="head")(hidden))
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model

@@ -131,3 +131,24 @@ def dispatches_async(callbacks: list[Any]) -> bool:
     if not hasattr(container, "_async_train"):
         raise _changed("CallbackList._async_train")
     return bool(container._async_train)
+
+
+def is_functional(model: Any) -> bool:
+    """Whether `model` is a graph of layer calls (a functional model, keras-hub's backbones among
+    them), whose graph can be run call by call."""
+    return isinstance(model, _private("keras.src.models.functional", "Functional"))
+
+
+def run_calls(model: Any, inputs: Any, call: Callable[..., Any]) -> Any:
+    """`model`'s outputs on the symbolic `inputs`, each of its layer calls made through
+    `call(layer, *args, **kwargs)`, as `keras.models.clone_model` does with `call_function`."""
+    run = getattr(model, "_run_through_graph", None)
+    struct = getattr(model, "_inputs_struct", None)
+    if run is None or struct is None:
+        raise _changed("Functional._inputs_struct and _run_through_graph")
+    # The tensors as given, not `_standardize_inputs`'s converted copies: every tensor a call
+    # reads must be one the caller already knows. A dict is matched to the inputs by name.
+    if isinstance(struct, dict) and isinstance(inputs, dict):
+        inputs = {name: inputs[name] for name in struct}
+    outputs = run(inputs, operation_fn=lambda layer: layer, call_fn=call)
+    return outputs[0] if isinstance(outputs, list | tuple) and len(outputs) == 1 else outputs

@@ -9,12 +9,16 @@ training to 1e-5.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 import gpu_parallel_kit as gpk
 from tests.builders import (
     deferred_sequential,
     largest_difference,
+    nested_blocks_model,
+    nested_subclassed_model,
     saved_weights,
     small_data,
     subclassed_model,
@@ -98,3 +102,51 @@ def test_a_dict_of_arrays_trains_like_one_device(plan, tmp_path):
     other = experiment.run(**PLANS[plan], save_weights=str(paths[1]))
     assert alone.ok and other.ok, (alone.reason, other.reason)
     assert largest_difference(saved_weights(paths[1]), saved_weights(paths[0])) <= 1e-5
+
+
+def test_a_pipeline_cuts_inside_nested_models_and_trains_like_one_device(tmp_path):
+    experiment = gpk.Experiment(
+        model=nested_blocks_model,
+        data=small_data(),
+        batch_size=32,
+        steps_per_epoch=3,
+        progress=False,
+    )
+    paths = [tmp_path / f"{name}.npz" for name in ("single", "pipeline")]
+    alone = experiment.run(strategy="single", devices=1, save_weights=str(paths[0]))
+    split = experiment.run(strategy="pipeline", devices=4, save_weights=str(paths[1]))
+    assert alone.ok and split.ok, (alone.reason, split.reason)
+    # One stage per layer call, the nested ones named inside their block.
+    layers = [list(stage) for stage in split.stages["layers"]]
+    assert layers == [["block/inner_a"], ["block/inner_b"], ["chain/chain_a"], ["head"]]
+    assert largest_difference(saved_weights(paths[1]), saved_weights(paths[0])) <= 1e-5
+
+
+def test_a_nested_subclassed_model_that_leaves_too_few_layers_is_named():
+    experiment = gpk.Experiment(
+        model=nested_subclassed_model,
+        data=small_data(),
+        batch_size=32,
+        steps_per_epoch=2,
+        progress=False,
+    )
+    assert experiment.run(strategy="pipeline", devices=2).ok  # the block is one stage
+    refused = experiment.run(strategy="pipeline", devices=4)
+    assert refused.status == "failed"
+    assert "'hidden_block' is a subclassed keras.Model" in refused.reason
+    assert "devices=2 or fewer" in refused.reason
+
+
+def test_a_nested_layer_its_config_cannot_rebuild_is_named():
+    experiment = gpk.Experiment(
+        model=functools.partial(nested_subclassed_model, rebuildable=False),
+        data=small_data(),
+        batch_size=32,
+        steps_per_epoch=2,
+        progress=False,
+    )
+    refused = experiment.run(strategy="pipeline", devices=2)
+    assert refused.status == "failed"
+    assert refused.reason.startswith("layer 'hidden_block' (Fixed) cannot be rebuilt"), (
+        refused.reason
+    )

@@ -83,6 +83,24 @@ PROBE = textwrap.dedent(
         again = (random.random(), float(np.random.rand()), float(keras.random.uniform(())))
         assert get_random_seed() == 7 and first == again, (first, again)
 
+    def is_functional():
+        assert ki.is_functional(model) is False  # a Sequential: its layers run in turn
+        assert ki.is_functional(model.layers[0]) is False
+        x = keras.Input((4,))
+        assert ki.is_functional(keras.Model(x, keras.layers.Dense(3)(x))) is True
+
+    def run_calls():
+        x = keras.Input((4,), name="x")
+        inner = keras.Model(x, keras.layers.Dense(3, name="b")(keras.layers.Dense(5, name="a")(x)))
+        seen = []
+
+        def call(layer, *args, **kwargs):
+            seen.append(layer.name)
+            return layer(*args, **kwargs)
+
+        out = ki.run_calls(inner, keras.Input((4,)), call)
+        assert seen == ["a", "b"] and tuple(out.shape) == (None, 3), (seen, out.shape)
+
     def missing_piece_is_one_sentence():
         try:
             ki.raw_learning_rate(object())
@@ -96,7 +114,7 @@ PROBE = textwrap.dedent(
     for check in (compile_config, compile_loss_class, compile_metrics_class,
                   unscale_loss_for_distribution, compiled_metrics, user_metrics,
                   raw_learning_rate, dispatches_async, set_seed_without_tensorflow,
-                  missing_piece_is_one_sentence):
+                  is_functional, run_calls, missing_piece_is_one_sentence):
         try:
             check()
             outcome[check.__name__] = "ok"
@@ -115,6 +133,8 @@ ACCESSES = (
     "raw_learning_rate",
     "dispatches_async",
     "set_seed_without_tensorflow",
+    "is_functional",
+    "run_calls",
     "missing_piece_is_one_sentence",
 )
 

@@ -22,6 +22,7 @@ import tensorflow as tf
 from ....errors import GpkError
 from ....pipeline.graph import Call, LayerGraph, StageCut, cut_positions, positions_from_names
 from ....pipeline.partition import check_splittable, sizes_from_boundaries
+from ...keras_internals import is_functional, run_calls
 from .budget import variable_bytes
 
 
@@ -34,6 +35,7 @@ class TracedModel:
     layers: dict[str, keras.layers.Layer]  # by call name
     inputs: Any  # the structure of the model's inputs (a tensor, a list or a dict)
     outputs: Any  # the structure of its outputs
+    closed: tuple[str, ...] = ()  # nested subclassed models, each one call: they hide their layers
 
 
 @dataclass
@@ -76,7 +78,14 @@ class Stage:
 
 
 def trace(model: keras.Model) -> TracedModel:
-    """The graph of `model`'s layer calls; one sentence for models that have none to show."""
+    """The graph of `model`'s layer calls; one sentence for models that have none to show.
+
+    A functional or Sequential model called inside another (a keras-hub backbone, a
+    `keras.Model` used as a block) is opened: its own layer calls join the graph, named
+    "backbone/transformer_layer_0", so a pipeline can be cut between them. A layer or a
+    subclassed model with its own `call()` stays one unit (`TracedModel.closed` names the
+    models among them).
+    """
     if isinstance(model, keras.Sequential):
         return _trace_sequential(model)
     if getattr(model, "inputs", None) is None:
@@ -85,16 +94,9 @@ def trace(model: keras.Model) -> TracedModel:
             "of layers, so it cannot be cut into stages; use strategy='data', or write the model "
             "with the functional API (keras.Input, then layers called on tensors)"
         )
-    calls: list[tuple[keras.layers.Layer, list, list]] = []
-
-    def record(layer: keras.layers.Layer, *args: Any, **kwargs: Any) -> Any:
-        outputs = layer(*args, **kwargs)
-        found = [t for t in keras.tree.flatten((args, kwargs)) if isinstance(t, keras.KerasTensor)]
-        calls.append((layer, found, keras.tree.flatten(outputs)))
-        return outputs
-
+    calls = _Calls()
     traced = keras.models.clone_model(
-        model, clone_function=lambda layer: layer, call_function=record
+        model, clone_function=lambda layer: layer, call_function=calls.recorder("")
     )
     names: dict[int, str] = {}
     sources = []
@@ -110,40 +112,66 @@ def _trace_sequential(model: keras.Sequential) -> TracedModel:
         raise GpkError(f"the Sequential model {model.name!r} was never built; call it once")
     spec = model.inputs[0]
     inputs = keras.Input(tuple(spec.shape[1:]), dtype=spec.dtype, name="inputs")
-    calls = []
-    x = inputs
-    for layer in model.layers:
-        y = layer(x)
-        calls.append((layer, [x], keras.tree.flatten(y)))
-        x = y
+    calls = _Calls()
+    x = calls.chain(model, inputs, "")
     return _assemble(calls, {id(inputs): "inputs"}, ["inputs"], inputs, x)
 
 
-def _assemble(calls: list, names: dict[int, str], sources: list[str], inputs, outputs):
+class _Calls:
+    """Every layer call of a model, in order, with nested models opened up."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[str, keras.layers.Layer, list, list]] = []
+        self.closed: list[str] = []  # subclassed models kept whole: their call() hides layers
+
+    def recorder(self, prefix: str):
+        def record(layer: keras.layers.Layer, *args: Any, **kwargs: Any) -> Any:
+            name = f"{prefix}{layer.name}"
+            if is_functional(layer):
+                return run_calls(layer, args[0], self.recorder(f"{name}/"))
+            if isinstance(layer, keras.Sequential) and layer.inputs:
+                return self.chain(layer, args[0], f"{name}/")
+            if isinstance(layer, keras.Model):
+                self.closed.append(name)
+            outputs = layer(*args, **kwargs)
+            found = [
+                t for t in keras.tree.flatten((args, kwargs)) if isinstance(t, keras.KerasTensor)
+            ]
+            self.made.append((name, layer, found, keras.tree.flatten(outputs)))
+            return outputs
+
+        return record
+
+    def chain(self, model: keras.Sequential, x: Any, prefix: str) -> Any:
+        record = self.recorder(prefix)
+        for layer in model.layers:
+            x = record(layer, x)
+        return x
+
+
+def _assemble(calls: _Calls, names: dict[int, str], sources: list[str], inputs, outputs):
     tensors: dict[str, keras.KerasTensor] = {}
     for tensor in keras.tree.flatten(inputs):
         tensors[names[id(tensor)]] = tensor
     graph_calls, layers, seen = [], {}, set()
-    for layer, found, made in calls:
-        if layer.name in seen:
+    for name, layer, found, made in calls.made:
+        if name in seen:
             raise GpkError(
-                f"layer {layer.name!r} is called at several places in the model (a shared layer); "
+                f"layer {name!r} is called at several places in the model (a shared layer); "
                 "its calls cannot be put on different devices, so the model cannot be cut into "
                 "stages; use strategy='data', or give each call a layer of its own"
             )
-        seen.add(layer.name)
-        made_names = [
-            layer.name if len(made) == 1 else f"{layer.name}:{k}" for k in range(len(made))
-        ]
-        for tensor, name in zip(made, made_names, strict=True):
-            names[id(tensor)] = name
-            tensors[name] = tensor
+        seen.add(name)
+        made_names = [name if len(made) == 1 else f"{name}:{k}" for k in range(len(made))]
+        for tensor, made_name in zip(made, made_names, strict=True):
+            names[id(tensor)] = made_name
+            tensors[made_name] = tensor
         read = tuple(dict.fromkeys(names[id(t)] for t in found))
-        graph_calls.append(Call(layer.name, read, tuple(made_names)))
-        layers[layer.name] = layer
+        graph_calls.append(Call(name, read, tuple(made_names)))
+        layers[name] = layer
     sinks = tuple(names[id(t)] for t in keras.tree.flatten(outputs))
     graph = LayerGraph.ordered(graph_calls, tuple(sources), sinks)
-    return TracedModel(graph, tensors, layers, inputs, outputs)
+    return TracedModel(graph, tensors, layers, inputs, outputs, tuple(calls.closed))
 
 
 def bytes_per_sample(tensor: keras.KerasTensor) -> int:
@@ -165,6 +193,13 @@ def stage_starts(
             f"the model has {calls} layers, fewer than the {stages} stages of {devices} devices "
             f"x virtual_stages={chunks}; use virtual_stages={max(calls // devices, 1)} or fewer, "
             "or fewer devices"
+        )
+    if calls < stages and traced.closed:
+        hidden = ", ".join(repr(name) for name in traced.closed)
+        raise GpkError(
+            f"the model has {calls} layers, fewer than {stages} stages, because {hidden} is a "
+            "subclassed keras.Model whose call() hides its layers, so it counts as one and cannot "
+            f"be cut inside; use devices={calls} or fewer, or build it with the functional API"
         )
     check_splittable(calls, stages)
     if isinstance(balance, list | tuple) and balance and isinstance(balance[0], str):
@@ -240,12 +275,31 @@ def build_stages(
             name=f"stage_{index}_of_{model.name}",
         )
         with tf.device(device):
-            clone = keras.models.clone_model(original)
+            clone = _rebuilt(original, cut.calls, traced)
             clone.set_weights(original.get_weights())
             optimizer = type(model.optimizer).from_config(model.optimizer.get_config())
             optimizer.build(clone.trainable_variables)
         stages.append(Stage(index, device, clone, original, optimizer, cut))
     return stages
+
+
+def _rebuilt(original: keras.Model, calls: tuple[str, ...], traced: TracedModel) -> keras.Model:
+    """The stage rebuilt from its layers' configs (on the device in scope); a layer whose
+    config does not rebuild it is named in one sentence."""
+    try:
+        return keras.models.clone_model(original)
+    except (TypeError, ValueError, NotImplementedError):
+        for name in calls:
+            layer = traced.layers[name]
+            try:
+                type(layer).from_config(layer.get_config())
+            except Exception:  # noqa: BLE001 - any failure here is the layer's config
+                raise GpkError(
+                    f"layer {name!r} ({type(layer).__name__}) cannot be rebuilt from its "
+                    "get_config() on its stage's device; give its class a get_config() that "
+                    "returns its constructor's arguments, or use strategy='data'"
+                ) from None
+        raise
 
 
 def copy_back(stages: list[Stage]) -> None:
