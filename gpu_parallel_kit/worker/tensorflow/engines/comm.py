@@ -36,7 +36,9 @@ def measure_all_reduce(
         with tf.GradientTape() as tape:
             predictions = model(x, training=False)
             loss = model.compute_loss(x=x, y=y, y_pred=predictions, training=False)
-        return tape.gradient(loss, variables)
+        # A variable the loss does not reach (an untied output embedding) has no gradient, and
+        # training's all-reduce skips it too.
+        return [g for g in tape.gradient(loss, variables) if g is not None]
 
     @tf.function(autograph=False)
     def without_reduce(data):
@@ -65,10 +67,13 @@ def measure_all_reduce(
     return communication_figures(plain, reduced, standalone)
 
 
-def not_measured(extra: dict[str, Any], gradient_bytes: int) -> dict[str, Any]:
-    """RunResult fields of a run that skipped the measurement (measure_comm=False): no figure,
-    and words saying so, so a table never reads it as zero communication."""
-    extra.update(comm_measured=False, comm_method="not measured (measure_comm=False)")
+def not_measured(
+    extra: dict[str, Any], gradient_bytes: int, why: str = "measure_comm=False"
+) -> dict[str, Any]:
+    """RunResult fields of a run that skipped the measurement (measure_comm=False) or whose
+    measurement failed: no figure, and words saying why, so a table never reads it as zero
+    communication."""
+    extra.update(comm_measured=False, comm_method=f"not measured ({why})")
     return {"comm_time_s": None, "comm_share": None, "comm_bytes": gradient_bytes}
 
 

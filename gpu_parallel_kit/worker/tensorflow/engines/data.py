@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import keras
@@ -59,17 +60,23 @@ class DataParallelEngine(Engine):
         )
 
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
-        self._comm = None
+        self._comm, self._comm_failed = None, False
         if self.spec.comm_from is not None:  # an earlier round of this configuration measured
             self._comm = self.spec.comm_from.as_dict()
         elif self.spec.measure_comm:
-            batch = split_between_replicas(self.distribution, next(iter(dataset)))
-            self._comm = measure_all_reduce(self.distribution, model, batch)
+            try:
+                batch = split_between_replicas(self.distribution, next(iter(dataset)))
+                self._comm = measure_all_reduce(self.distribution, model, batch)
+            except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
+                traceback.print_exc()
+                self._comm_failed = True
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         fields = super().result_fields(step_time_s)
         if self._comm is None:
-            return {**fields, **not_measured(fields["extra"], self.reduced_bytes)}
+            why = "the measurement failed; the worker's stderr says why"
+            why = why if self._comm_failed else "measure_comm=False"
+            return {**fields, **not_measured(fields["extra"], self.reduced_bytes, why)}
         comm = dict(self._comm)
         exposed = comm.pop("comm_time_s")
         algorithm = self.describe_all_reduce()

@@ -88,7 +88,7 @@ class MultiWorkerEngine(DataParallelEngine):
         )
 
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
-        self._comm = None
+        self._comm, self._comm_failed = None, False
         if self.spec.measure_comm:  # every worker has the same spec: all skip the collective
             batch = next(iter(self.distribution.distribute_datasets_from_function(self._slices)))
             self._comm = measure_all_reduce(self.distribution, model, batch)

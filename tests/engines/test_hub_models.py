@@ -1,0 +1,58 @@
+"""keras-hub backbones, built tiny from a config and fed dicts of token arrays, train under the
+kit's strategies with the weights of one device (1e-5): a pipeline cut between their
+Transformer blocks on TensorFlow, replicas, and tensor parallelism on JAX.
+
+keras-hub installs without its tensorflow-text (README, "Installing"); where it is missing these
+tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from tests import hub_models
+from tests.builders import largest_difference, saved_weights
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("keras_hub") is None,
+        reason='keras-hub is not installed: pip install --no-deps "keras-hub>=0.32,<0.33"',
+    ),
+]
+
+# (model, backend, strategy, devices): each against the same model on one device.
+CASES = [
+    ("gpt2", "tensorflow", "pipeline", 4),
+    ("bert", "tensorflow", "pipeline", 4),
+    ("llama", "tensorflow", "data", 2),
+    ("gemma", "tensorflow", "pipeline", 2),
+    ("llama", "jax", "tensor", 2),
+    ("gpt2", "jax", "data", 2),
+]
+
+
+@pytest.mark.parametrize(("name", "backend", "strategy", "devices"), CASES)
+def test_a_keras_hub_backbone_trains_like_one_device(name, backend, strategy, devices, tmp_path):
+    experiment = gpk.Experiment(
+        model=getattr(hub_models, name),
+        data=hub_models.tokens(name),
+        batch_size=32,
+        steps_per_epoch=2,
+        backend=backend,
+        progress=False,
+        log=str(tmp_path / "runs.sqlite"),
+    )
+    paths = [tmp_path / f"{which}.npz" for which in ("single", "split")]
+    alone = experiment.run("single", 1, save_weights=str(paths[0]))
+    split = experiment.run(strategy, devices, save_weights=str(paths[1]))
+    assert alone.ok and split.ok, (alone.reason, split.reason)
+    assert largest_difference(saved_weights(paths[1]), saved_weights(paths[0])) <= 1e-5
+    if strategy == "pipeline":  # cut between the backbone's own layers, named inside it
+        firsts = list(split.stages["first_layer"])
+        assert all(layer.startswith(f"{name}_backbone/") for layer in firsts[:-1]), firsts
+        if devices == 4:
+            assert f"{name}_backbone/transformer_layer_1" in firsts, firsts
