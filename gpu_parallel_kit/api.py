@@ -170,7 +170,8 @@ class Experiment:
         `lr_scaling`, `warmup_epochs`, `target` and `deterministic` override the experiment's own
         for this run (None keeps them). `backend` overrides the experiment's ("tensorflow" or
         "jax"); `mesh=(data, model)` and `layout_map` (variable-path patterns to axes, over the
-        kit's own layout) apply to "tensor" and "fsdp", `min_shard_bytes` to "fsdp" only.
+        kit's own layout; "own" for the model's get_layout_map, under "tensor") apply to "tensor"
+        and "fsdp", `min_shard_bytes` to "fsdp" only.
 
         `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
         and the input pipeline's prefetch by the rules of runs/tuning.py, and records them in

@@ -132,7 +132,7 @@ class RunSpec:
     mesh: tuple[int, int] | None = None  # tensor: (data, model) devices; None: (1, devices)
     # tensor: the user's layout, (regex over variable paths, axes) pairs that win over the
     # kit's own; axes name "batch" and "model", or None for a replicated dimension
-    layout_map: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
+    layout_map: tuple[tuple[str, tuple[str | None, ...]], ...] | str = ()  # or "own"
     # fsdp: weights of at least this many bytes are sharded over the data axis; None: default
     min_shard_bytes: int | None = None
     # the caller's training gate (runs/gate.py): set when the next run may start beside this

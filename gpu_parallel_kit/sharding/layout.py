@@ -8,6 +8,7 @@
   output projection on its heads axis; again one all-reduce after the output projection.
 - An embedding table splits its vocabulary (each device looks up the ids it holds), else its
   feature axis.
+- A Transformer block that is one layer (keras-hub's) is split inside alike (`blocks.py`).
 - Everything else is replicated, and so is any dimension the model axis does not divide.
 
 GSPMD inserts whatever collectives a layout needs, so any layout trains correctly; this one is
@@ -19,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from .blocks import split_block
 
 Axes = tuple[str | None, ...]
 MODEL = "model"
@@ -56,7 +59,7 @@ class Placement:
     path: str
     shape: tuple[int, ...]
     axes: Axes
-    role: str  # column | row | heads | vocabulary | features | replicated | user
+    role: str  # column | row | heads | vocabulary | features | replicated | user | own
     trainable: bool = True
     itemsize: int = 4
 
@@ -98,9 +101,13 @@ class Layout:
 
 
 def derive_layout(
-    layers: Sequence[LayerInfo], model: int, user: Sequence[tuple[str, Axes]] = ()
+    layers: Sequence[LayerInfo],
+    model: int,
+    user: Sequence[tuple[str, Axes]] = (),
+    source: str = "user",
 ) -> Layout:
-    """The layout for `model` devices on the model axis; `user` (pattern, axes) pairs win.
+    """The layout for `model` devices on the model axis; `user` (pattern, axes) pairs win, each
+    weight they place taking `source` as its role ("user", or "own": the model's own layout).
 
     >>> a = LayerInfo("d1", "dense", (VariableInfo("d1/kernel", (8, 16), "kernel"),))
     >>> b = LayerInfo("d2", "dense", (VariableInfo("d2/kernel", (16, 4), "kernel"),))
@@ -115,12 +122,14 @@ def derive_layout(
             _split_heads(layer, model, roles, layout)
         elif layer.kind == "embedding":
             _split_embedding(layer, model, roles, layout)
+        elif layer.kind == "other":  # a Transformer block as one layer (keras-hub's)
+            split_block(layer, model, roles, layout, Collective)
     for layer in layers:
         for variable in layer.variables:
             axes, role = roles.get(variable.path, ((None,) * len(variable.shape), "replicated"))
             for pattern, wanted in user:
                 if re.fullmatch(pattern, variable.path):  # as Keras matches LayoutMap keys
-                    axes, role = _fit(tuple(wanted), variable.shape), "user"
+                    axes, role = _fit(tuple(wanted), variable.shape), source
                     break
             layout.placements.append(
                 Placement(
@@ -229,3 +238,17 @@ def _variable(layer: LayerInfo | None, role: str) -> VariableInfo | None:
     if layer is None:
         return None
     return next((v for v in layer.variables if v.role == role), None)
+
+
+def indivisible(layout: Layout, sizes: dict[str, int]) -> tuple[Placement, int, str] | None:
+    """The first weight a user's or the model's own pattern splits over an axis that does not
+    divide its dimension, with that dimension and axis; None when every split divides. The
+    kit's rules never split what they cannot, but a pattern can ask for it, and JAX would
+    refuse it deep inside building the model."""
+    for placement in layout.placements:
+        if placement.role not in ("user", "own"):
+            continue
+        for dimension, axis in enumerate(placement.axes):
+            if axis and placement.shape[dimension] % sizes.get(axis, 1):
+                return placement, dimension, axis
+    return None

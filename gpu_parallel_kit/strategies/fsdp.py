@@ -28,7 +28,7 @@ from ..sharding.layout import Layout, Placement
 from ..sharding.traffic import ACTIVATION_BYTES, ring_all_reduce_bytes
 from .batches import check_batch
 from .record import GridCell, Strategy
-from .tensor import check_layout_map, check_mesh, mesh_size
+from .tensor import OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
 
 if TYPE_CHECKING:
     from ..runs.spec import RunSpec
@@ -57,16 +57,26 @@ def fsdp_options(options: Mapping[str, Any]) -> dict[str, Any]:
     mesh = options.get("mesh")
     return {
         "mesh": None if mesh is None else tuple(mesh) if isinstance(mesh, list) else mesh,
-        "layout_map": check_layout_map(options.get("layout_map")),
+        "layout_map": _own_refused(check_layout_map(options.get("layout_map"))),
         "min_shard_bytes": check_min_shard_bytes(options.get("min_shard_bytes")),
     }
+
+
+def _own_refused(layout_map: Any) -> Any:
+    if layout_map == OWN_LAYOUT:
+        raise GpkError(
+            "layout_map='own' (the model's get_layout_map) is for strategy='tensor'; fsdp "
+            "shards the weights over the data axis itself: drop layout_map, or use "
+            "strategy='tensor'"
+        )
+    return layout_map
 
 
 def check_fsdp(spec: RunSpec) -> None:
     """Every device on the data axis unless a mesh says otherwise; the batch splits over it."""
     mesh = spec.mesh if spec.mesh is not None else (spec.devices.count, 1)
     object.__setattr__(spec, "mesh", check_mesh(mesh, spec.devices.count))
-    object.__setattr__(spec, "layout_map", check_layout_map(spec.layout_map))
+    object.__setattr__(spec, "layout_map", _own_refused(check_layout_map(spec.layout_map)))
     object.__setattr__(spec, "min_shard_bytes", check_min_shard_bytes(spec.min_shard_bytes))
     check_batch(spec.global_batch, spec.mesh[0])
 

@@ -37,10 +37,16 @@ def check_mesh(mesh: Any, devices: int) -> tuple[int, int]:
     return data, model
 
 
-def check_layout_map(layout_map: Any) -> tuple[tuple[str, tuple[str | None, ...]], ...]:
-    """The user's layout as (pattern, axes) pairs: patterns compile, axes name mesh axes."""
+OWN_LAYOUT = "own"  # layout_map="own": the model's get_layout_map ("model" is a strategy alias)
+
+
+def check_layout_map(layout_map: Any) -> tuple[tuple[str, tuple[str | None, ...]], ...] | str:
+    """The user's layout as (pattern, axes) pairs: patterns compile, axes name mesh axes; or
+    "own", the model's own `get_layout_map(mesh)` (read in the worker, where the model is)."""
     if not layout_map:
         return ()
+    if layout_map == OWN_LAYOUT:
+        return OWN_LAYOUT
     if hasattr(layout_map, "items"):
         items = list(layout_map.items())
     elif isinstance(layout_map, tuple | list) and all(

@@ -59,3 +59,14 @@ def test_a_users_layout_map_wins_over_the_derived_one():
     assert result.ok, result.reason
     kept = _placements(result)["mlp/dense_1/kernel"]
     assert kept["role"] == "user" and kept["shard_shape"] == kept["shape"]
+
+
+def test_the_models_own_layout_is_refused_in_one_sentence_where_it_has_none():
+    exp = gpk.Experiment(
+        "mlp", "tabular", batch_size=32, steps_per_epoch=2, backend="jax", progress=False
+    )
+    result = exp.run("tensor", 2, layout_map="own")
+    assert result.status == "failed"
+    assert "layout_map='own' takes the model's get_layout_map(), but 'mlp'" in result.reason
+    with pytest.raises(gpk.GpkError, match="layout_map='own'.*is for strategy='tensor'"):
+        exp.plan("fsdp", 2, layout_map="own")

@@ -10,7 +10,8 @@ from typing import Any
 
 import keras
 
-from ...sharding.layout import Layout
+from ...errors import GpkError
+from ...sharding.layout import Axes, Layout
 
 
 def layout_map(layout: Layout, mesh: Any) -> Any:
@@ -19,3 +20,27 @@ def layout_map(layout: Layout, mesh: Any) -> Any:
     for path, axes in layout.axes_by_path().items():
         mapping[path] = tuple(axes)
     return mapping
+
+
+def own_layout(model: keras.Model, mesh: Any) -> tuple[tuple[str, Axes], ...]:
+    """The model's own sharding as (pattern, axes) pairs: `get_layout_map(mesh)` of the model,
+    or of the first model inside it that has one (keras-hub's Llama, Gemma and Qwen backbones);
+    one sentence when none has."""
+    for candidate in _models(model):
+        get_layout_map = getattr(type(candidate), "get_layout_map", None)
+        if callable(get_layout_map):
+            mapping = get_layout_map(mesh)
+            return tuple((pattern, tuple(mapping[pattern].axes)) for pattern in mapping)
+    raise GpkError(
+        f"layout_map='own' takes the model's get_layout_map(), but {model.name!r} and the "
+        "models inside it have none (keras-hub's Llama, Gemma and Qwen backbones do); drop it "
+        "for the kit's own layout, or pass patterns, e.g. layout_map={'.*dense/kernel': "
+        "(None, 'model')}"
+    )
+
+
+def _models(model: Any):
+    yield model
+    for layer in getattr(model, "layers", []):
+        if isinstance(layer, keras.Model):
+            yield from _models(layer)

@@ -17,9 +17,10 @@ from typing import Any
 
 import keras
 
+from ...errors import GpkError
 from ...runs.comm_reuse import reuse_fields
 from ...runs.spec import RunSpec
-from ...sharding.layout import Layout, derive_layout
+from ...sharding.layout import Layout, derive_layout, indivisible
 from ...sharding.traffic import data_traffic, tensor_traffic
 from ...strategies import strategy as strategy_record
 from ...strategies.fsdp import (
@@ -29,9 +30,10 @@ from ...strategies.fsdp import (
     gathered_bytes,
     shard_over_data,
 )
+from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
-from .layout import layout_map
+from .layout import layout_map, own_layout
 from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
 
 _VIRTUAL = "; host devices: runtime overhead on shared cores, not a network cost"
@@ -243,15 +245,18 @@ class TensorParallel(JaxStrategy):
 
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
         data, model_axis = self.spec.mesh_shape
-        probe = builder()
-        layers = read_layers(probe, sample)
-        self.layers = layers
-        del probe
-        keras.backend.clear_session()
-        self.layout = self.derive(layers)
         mesh = keras.distribution.DeviceMesh(
             (data, model_axis), ("batch", "model"), devices=self.devices
         )
+        probe = builder()
+        layers = read_layers(probe, sample)
+        self.layers = layers
+        # layout_map="own": the model's own get_layout_map (a keras-hub backbone's) over the mesh
+        own = own_layout(probe, mesh) if self.spec.layout_map == OWN_LAYOUT else None
+        del probe
+        keras.backend.clear_session()
+        self.layout = self.derive(layers, own)
+        _check_divides(self.layout, {"batch": data, "model": model_axis})
         self.distribution = keras.distribution.ModelParallel(
             layout_map=layout_map(self.layout, mesh), batch_dim_name="batch"
         )
@@ -261,8 +266,11 @@ class TensorParallel(JaxStrategy):
     def data_axis(self) -> int:
         return self.spec.mesh_shape[0]
 
-    def derive(self, layers: list[Any]) -> Layout:
-        """The layout over the mesh from the model's layers (`sharding.layout`)."""
+    def derive(self, layers: list[Any], own: Any = None) -> Layout:
+        """The layout over the mesh from the model's layers (`sharding.layout`); the model's own
+        (pattern, axes) pairs, where given, win, as the user's do."""
+        if own is not None:
+            return derive_layout(layers, self.spec.mesh_shape[1], own, OWN_LAYOUT)
         return derive_layout(layers, self.spec.mesh_shape[1], self.spec.layout_map)
 
     def describe(self) -> str:
@@ -330,11 +338,11 @@ class ShardedDataParallel(TensorParallel):
         "subtract"
     )
 
-    def derive(self, layers: list[Any]) -> Layout:
+    def derive(self, layers: list[Any], own: Any = None) -> Layout:
         data, _ = self.spec.mesh_shape
         threshold = self.spec.min_shard_bytes
         return shard_over_data(
-            super().derive(layers), data, MIN_SHARD_BYTES if threshold is None else threshold
+            super().derive(layers, own), data, MIN_SHARD_BYTES if threshold is None else threshold
         )
 
     def describe(self) -> str:
@@ -371,3 +379,18 @@ class ShardedDataParallel(TensorParallel):
                 min_shard_bytes=self.spec.min_shard_bytes,
             )
         return fields
+
+
+def _check_divides(layout: Layout, sizes: dict[str, int]) -> None:
+    """One sentence for a pattern's split that the mesh does not divide (`indivisible`)."""
+    found = indivisible(layout, sizes)
+    if found is None:
+        return
+    placement, dimension, axis = found
+    whose = "the model's own layout (get_layout_map)" if placement.role == "own" else "layout_map"
+    raise GpkError(
+        f"{whose} splits {placement.path!r} of shape {placement.shape} on dimension {dimension} "
+        f"({placement.shape[dimension]}) over the {axis!r} axis of {sizes[axis]} devices, which "
+        f"does not divide it; use a mesh whose {axis!r} axis divides it, or the kit's own layout "
+        "(drop layout_map)"
+    )
