@@ -45,11 +45,17 @@ def test_each_backend_refuses_what_it_does_not_offer(settings, plan, message):
         exp.plan(**plan)
 
 
-def test_jax_refuses_a_dataset_builder_and_validation():
-    with pytest.raises(GpkError, match="a JAX run does not read"):
-        gpk.Experiment(model=small_mlp, data=lambda: None, progress=False).plan(
-            "single", 1, backend="jax"
-        )
+def test_jax_refuses_a_dataset_builder_without_tensorflow_and_validation(monkeypatch):
+    exp = gpk.Experiment(model=small_mlp, data=lambda: None, progress=False)
+    assert exp.plan("single", 1, backend="jax").data.kind == "dataset_builder"  # read as NumPy
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else found(name)
+    )
+    with pytest.raises(GpkError, match="reads with TensorFlow, not installed here"):
+        exp.plan("single", 1, backend="jax")
     with pytest.raises(GpkError, match="validation during training"):
         _exp(validation=0.25).plan("single", 1, backend="jax")
 

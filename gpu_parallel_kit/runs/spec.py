@@ -6,6 +6,7 @@ before a worker starts.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,10 +190,11 @@ class RunSpec:
                 f"all_reduce={self.all_reduce!r} picks a tf.distribute all-reduce; on "
                 "backend='jax' XLA chooses the collectives, so drop it"
             )
-        if self.data.kind == "dataset_builder":
+        if self.data.kind == "dataset_builder" and importlib.util.find_spec("tensorflow") is None:
             raise GpkError(
                 f"the dataset builder {self.data.name} gives a tf.data.Dataset, which a JAX run "
-                "does not read; pass (x, y) arrays or a built-in set, or use backend='tensorflow'"
+                "reads with TensorFlow, not installed here; pass (x, y) arrays or a built-in set, "
+                "or install TensorFlow (pip install -e '.[cpu]')"
             )
         if self.training.validation is not None or self.training.target is not None:
             raise GpkError(

@@ -96,3 +96,25 @@ def test_a_dict_of_arrays_trains_as_one_device_on_jax(tmp_path):
     from tests.builders import two_input_arrays, two_input_model
 
     _single_data_and_tensor(two_input_model, two_input_arrays(), tmp_path)
+
+
+def test_a_dataset_builder_is_read_as_numpy_in_its_own_order(tmp_path):
+    """JAX reads what TensorFlow reads: a tf.data builder of dict samples, taken in the
+    builder's order, trains as the same samples given as arrays in that order (shuffle=False)."""
+    from tests.builders import two_input_arrays, two_input_dataset, two_input_model
+
+    paths = {name: str(tmp_path / f"{name}.npz") for name in ("builder", "arrays", "data")}
+    settings = dict(batch_size=32, steps_per_epoch=3, backend="jax", progress=False)
+    built = gpk.Experiment(model=two_input_model, data=two_input_dataset, **settings)
+    given = gpk.Experiment(
+        model=two_input_model, data=two_input_arrays(), shuffle=False, **settings
+    )
+    runs = [
+        built.run("single", 1, save_weights=paths["builder"]),
+        given.run("single", 1, save_weights=paths["arrays"]),
+        built.run("data", 2, save_weights=paths["data"]),
+    ]
+    assert all(r.ok for r in runs), [r.reason for r in runs]
+    reference = saved_weights(paths["arrays"])
+    for name in ("builder", "data"):
+        assert largest_difference(saved_weights(paths[name]), reference) <= TOLERANCE, name

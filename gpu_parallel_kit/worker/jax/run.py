@@ -32,6 +32,7 @@ from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
 from ..keras_internals import set_seed_without_tensorflow  # noqa: E402
+from ..quiet_start import native_stderr_filtered  # noqa: E402
 from ..recorder import StepRecorder, StepTimer  # noqa: E402
 from ..run_data import run_arrays, sample_count, steps_per_epoch  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
@@ -83,14 +84,22 @@ class JaxRun:
 
     def prepare_data(self) -> int:
         spec = self.spec
-        self.x, y = run_arrays(spec.data)
+        shuffle = spec.training.shuffle
+        if spec.data.kind == "dataset_builder":  # read with tf.data, then as NumPy
+            from ..tensorflow.datasets import numpy_pass  # noqa: PLC0415 - only builders need it
+
+            with native_stderr_filtered():  # TensorFlow's start-up chatter, not the user's
+                self.x, y = numpy_pass(spec.data, spec.training, spec.global_batch)
+            shuffle = False  # the builder's own order, as a TensorFlow run takes it
+        else:
+            self.x, y = run_arrays(spec.data)
         steps = steps_per_epoch(spec, sample_count(self.x))
         order = batch_indices(
             sample_count(self.x),
             spec.global_batch,
             steps * spec.training.epochs,
             spec.training.seed,
-            spec.training.shuffle,
+            shuffle,
         )
         self.batches = OrderedBatches(self.x, y, order)  # gathered batch by batch as fit asks
         self.steps_per_epoch = steps
@@ -101,7 +110,10 @@ class JaxRun:
         chosen: list[Tuned] = []
 
         def builder() -> keras.Model:
-            model, tuned = _built_model(self.spec, sample, steps_per_epoch, total, warmup)
+            # A builder may import TensorFlow (keras-hub does, where it is installed): its
+            # start-up chatter stays out of the notebook, anything else gets through.
+            with native_stderr_filtered():
+                model, tuned = _built_model(self.spec, sample, steps_per_epoch, total, warmup)
             chosen.append(tuned)
             return model
 

@@ -106,6 +106,26 @@ def _builder_pipeline(
     return dataset.prefetch(tf.data.AUTOTUNE), steps
 
 
+def numpy_pass(source: DataSource, training: TrainingConfig, global_batch: int) -> tuple[Any, Any]:
+    """A dataset builder's samples as NumPy (x, y), in its own order, for a JAX run: one pass of
+    the dataset, or as many samples as the run trains on when it never ends. The run then takes
+    its batches in that order, as a TensorFlow run does (a shuffle inside the builder is drawn
+    once here). TensorFlow sees no GPU: the run's devices are JAX's."""
+    tf.config.set_visible_devices([], "GPU")
+    dataset = _dataset_from_builder(source)
+    samples = int(dataset.cardinality().numpy())
+    if samples < 0:  # infinite or unknown: what the run will read
+        steps = training.steps_per_epoch or steps_from_samples(None, global_batch)
+        samples = steps * training.epochs * global_batch
+    whole = next(dataset.take(samples).batch(samples).as_numpy_iterator(), None)
+    if whole is None or len(whole) != 2:
+        raise GpkError(
+            f"the dataset builder {source.name} gave no (x, y) samples; make it return a "
+            "tf.data.Dataset of unbatched (x, y) samples"
+        )
+    return whole[0], whole[1]
+
+
 def labels(source: DataSource) -> np.ndarray | None:
     """The targets, when the data is one array of them (memory-mapped: reading their maximum is
     cheap); None for a dataset builder and for several outputs' targets."""
