@@ -288,16 +288,17 @@ def _rebuilt(original: keras.Model, calls: tuple[str, ...], traced: TracedModel)
     config does not rebuild it is named in one sentence."""
     try:
         return keras.models.clone_model(original)
-    except (TypeError, ValueError, NotImplementedError):
+    except Exception:  # noqa: BLE001 - a layer's config is the likely cause: named below
         for name in calls:
             layer = traced.layers[name]
             try:
                 type(layer).from_config(layer.get_config())
-            except Exception:  # noqa: BLE001 - any failure here is the layer's config
+            except Exception as error:  # noqa: BLE001 - any failure here is the layer's config
                 raise GpkError(
                     f"layer {name!r} ({type(layer).__name__}) cannot be rebuilt from its "
-                    "get_config() on its stage's device; give its class a get_config() that "
-                    "returns its constructor's arguments, or use strategy='data'"
+                    f"get_config() on its stage's device ({type(error).__name__} there); give "
+                    "its class a get_config() that returns its constructor's arguments, or use "
+                    "strategy='data'"
                 ) from None
         raise
 
