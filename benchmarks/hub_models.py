@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("--model", nargs="+", default=list(hub_models.INPUTS))
     parser.add_argument("--steps", type=int, default=6, help="training steps per run")
     args = parser.parse_args()
-    _row("model", "backend", "run", "median step (ms)", "max |weight - single|", "cuts")
+    _row("model", "backend", "run", "median step (ms)", "largest weight difference", "cuts")
     _row(*["---"] * 6)
     with tempfile.TemporaryDirectory(prefix="gpk_hub_") as folder:
         for name in args.model:

@@ -47,6 +47,7 @@ def train_custom_loop(
 def compiled_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
     """One compiled training step: per-replica gradients, an explicit sum, one update."""
     variables = model.trainable_variables
+    reached: list[Any] = []  # the variables the loss reaches, found when the step is traced
 
     def replica_step(x, y):
         with tf.GradientTape() as tape:
@@ -55,7 +56,12 @@ def compiled_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
             # replicas' gradients sum to the gradient of the global batch's mean loss.
             loss = model.compute_loss(x=x, y=y, y_pred=predictions, training=True)
         _update_metrics(model, y, predictions)
-        return tape.gradient(loss, variables), loss
+        # A variable the loss does not reach (an unused pooler, an untied output embedding) has
+        # no gradient: it is left out of the sum and the update, as Keras's own fit leaves it.
+        gradients = tape.gradient(loss, variables)
+        kept = [(g, v) for g, v in zip(gradients, variables, strict=True) if g is not None]
+        reached[:] = [v for _, v in kept]
+        return [g for g, _ in kept], loss
 
     @tf.function
     def step(batch):
@@ -64,7 +70,7 @@ def compiled_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Any:
         summed = strategy.extended.batch_reduce_to(
             tf.distribute.ReduceOp.SUM, [(g, destination(g, strategy)) for g in gradients]
         )
-        model.optimizer.apply_gradients(zip(summed, variables, strict=True))
+        model.optimizer.apply_gradients(zip(summed, reached, strict=True))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
     return step
