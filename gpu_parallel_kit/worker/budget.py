@@ -50,6 +50,14 @@ def needed_bytes(parts: dict[str, float]) -> float:
     return sum(parts[name] for name in PARTS if known(parts.get(name)))
 
 
+def state_bytes(memory: dict[str, Any]) -> dict[str, int]:
+    """Per device, parameters and optimizer state: the `state_bytes` figure rows carry."""
+    return {
+        name: int(held.get("params_bytes", 0) + held.get("optimizer_bytes", 0))
+        for name, held in (memory.get("devices") or {}).items()
+    }
+
+
 def check_budget(
     memory: dict[str, Any],
     budget: int | None,
@@ -73,14 +81,10 @@ def check_budget(
     )
     unknown = [words for name, words in PARTS.items() if not known(parts.get(name))]
     left_out = f"; {' and '.join(unknown)} not known" if unknown else ""
-    state = {
-        name: held.get("params_bytes", 0) + held.get("optimizer_bytes", 0)
-        for name, held in devices.items()
-    }
     raise MemoryBudgetExceeded(
         f"{device} needs {needed / MIB:.1f} MiB ({listed} MiB{left_out}), over the "
         f"memory_budget of {budget / MIB:.1f} MiB per device; {hint}, or raise memory_budget",
-        {"refused": {"memory": memory, "state_bytes": state, **(extra or {})}},
+        {"refused": {"memory": memory, "state_bytes": state_bytes(memory), **(extra or {})}},
     )
 
 

@@ -15,9 +15,10 @@ import keras
 import tensorflow as tf
 
 from ....runs.spec import RunSpec
+from ...budget import state_bytes
 from ...keras_internals import dispatches_async
 from ...recorder import StepRecorder, StepTimer
-from .budget import check_budget, replica_memory_of, variable_bytes
+from .budget import check_budget, replica_memory_of
 from .custom_loop import train_custom_loop
 
 
@@ -82,15 +83,14 @@ class Engine(abc.ABC):
         before the first step."""
         with self.distribution.scope():
             model.optimizer.build(model.trainable_variables)
-        # Every replica holds the whole model and its optimizer state.
-        state = variable_bytes([*model.weights, *model.optimizer.variables])
-        # What an all-reduce moves per step: one gradient per trainable parameter.
-        self.parameter_bytes = variable_bytes(model.trainable_variables)
-        self.state_bytes = dict.fromkeys(self.device_names, state)
         # Activations cost a call of the model to model: only where a budget counts them.
         budgeted = self.spec.memory_budget is not None
         share = self.spec.global_batch // self.distribution.num_replicas_in_sync
         self.memory = replica_memory_of(model, self.device_names, dataset, share if budgeted else 0)
+        # Every replica holds the whole model and its optimizer state, counted once above.
+        self.state_bytes = state_bytes(self.memory)
+        # What an all-reduce moves per step: one gradient per trainable parameter.
+        self.parameter_bytes = int(next(iter(self.memory["devices"].values()))["grads_bytes"])
         kept = {"parameter_bytes": self.parameter_bytes}  # a refused row keeps its parts
         check_budget(self.memory, self.spec.memory_budget, extra=kept)
 
