@@ -14,6 +14,7 @@ from .comparison import Comparison
 from .errors import GpkError
 from .runner import StartedAhead, run_grid, run_isolated, with_gate
 from .runs.devices import plan_devices
+from .runs.grid_plan import plan_comparison
 from .runs.plan_options import one_backend, strategy_fields
 from .runs.portable import keras_config
 from .runs.process import RunInterrupted
@@ -28,7 +29,7 @@ from .runs.validation import training_and_validation
 from .runs.warm import warm
 from .runs.work_count import count_batches, count_in_child, work_key
 from .store import RunLog, WorkCounts
-from .strategies import DEFAULT_COMPARISON, GridCell, check_backend, strategy_record
+from .strategies import DEFAULT_COMPARISON, check_backend
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -40,10 +41,44 @@ class Experiment:
     >>> exp.run(strategy="data", devices=2)
     >>> exp.compare(strategies=["single", "data"], devices=[1, 2, 4]).table
 
-    `tune="auto"` (default) lets each run's worker pick steps per execution, XLA and prefetch by
-    the rules of runs/tuning.py (recorded in the row); `tune="off"` keeps Keras's defaults.
-    `measure_comm=False` skips the communication measurement after training. Both are every
-    run's defaults; `run()`/`compare()` can override them per call.
+    Args:
+        model: a zero-argument function returning a Keras model (called in each worker, inside
+            the strategy's scope), a built-in name (`"mlp"`, `"cnn"`, `"transformer"`) or the
+            path of a saved `.keras` file.
+        data: `(x, y)` arrays (either side a dict, list or tuple of arrays for several inputs
+            or outputs), a built-in set (`"tabular"`, `"images"`, `"tokens"`) or a
+            zero-argument function returning an unbatched `tf.data.Dataset` of `(x, y)`.
+            Default: the built-in model's own set.
+        batch_size: the global batch (strong scaling) or each device's (weak scaling).
+        epochs: passes over the data.
+        steps_per_epoch: default: as many full global batches as the data holds.
+        seed: weights, batch order and held-out samples all follow it.
+        scaling: `"strong"` keeps the global batch; `"weak"` keeps each device's batch.
+        optimizer: for an uncompiled model: a name, a Keras optimizer or its config.
+        loss: for an uncompiled model: a name, a Keras loss or its config.
+        metrics: for an uncompiled model.
+        samples: the size of a built-in synthetic set.
+        shuffle: reshuffle the batch order each epoch (from the seed).
+        warmup_steps: steps left out of the step-time statistics (default 2).
+        validation: `(x_val, y_val)`, a fraction held out before training, or a function
+            returning a finite `tf.data.Dataset`; evaluated at each epoch end.
+        validation_every_steps: evaluate every N optimizer steps instead.
+        lr_scaling: `"none"`, `"linear"` or `"sqrt"` in the global batch's growth.
+        warmup_epochs: epochs over which the rate ramps to the scaled one.
+        target: a metric to reach, such as `{"val_accuracy": 0.9}` or `"val_loss<=0.3"`.
+        deterministic: TensorFlow's op determinism in every worker.
+        backend: `"tensorflow"` or `"jax"`.
+        tune: `"auto"` lets each run's worker pick steps per execution, XLA and prefetch by the
+            rules of `runs/tuning.py` (recorded in the row); `"off"` keeps Keras's defaults.
+        measure_comm: `False` skips the communication measurement after training.
+        timeout: seconds per run; `None` for no limit.
+        log: the run log's SQLite file (default `./gpk_runs.sqlite`, or `GPK_LOG`).
+        progress: a progress bar per run; `False` for none, or a factory called with each
+            run's plan.
+
+    `scaling`, `lr_scaling`, `warmup_epochs`, `target`, `deterministic`, `tune` and
+    `measure_comm` are every run's defaults; `run()`, `compare()` and `plan()` can override them
+    per call.
     """
 
     def __init__(
@@ -259,7 +294,8 @@ class Experiment:
         are planned (so validated) before the first starts. Ctrl-C or `cancel` stops within a
         couple of seconds and keeps every finished row.
         """
-        specs = [with_gate(spec) for spec in self._plan_backends(strategies, devices, plan)]
+        planned = plan_comparison(self.plan, self.backend, strategies, devices, plan)
+        specs = [with_gate(spec) for spec in planned]
         count = rounds_to_run(rounds, to_target=any(s.training.target for s in specs))
 
         def execute(spec: RunSpec, ahead: StartedAhead, upcoming: Any, round_of: Any) -> Any:
@@ -290,63 +326,6 @@ class Experiment:
                 return str(error)
         counts.save(key, self.experiment_id, stored)
         return json.loads(stored)
-
-    def _plan_backends(
-        self,
-        strategies: Sequence[str],
-        devices: Sequence[int | Sequence[int]],
-        plan: dict[str, Any],
-    ) -> list[RunSpec]:
-        """The grid on each asked backend, each with its own `single` baseline."""
-        backends = plan.pop("backend", None) or self.backend
-        if isinstance(backends, str):
-            backends = [backends]
-        if isinstance(strategies, str):
-            strategies = [strategies]
-        for backend in backends:
-            check_backend(backend, "single")
-            warm(backend)
-        for strategy in strategies:
-            check_strategy(strategy)
-            if not any(strategy_record(strategy).offered_on(b) for b in backends):
-                check_backend(backends[0], strategy)  # offered nowhere: refused in one sentence
-        specs = []
-        for backend in backends:
-            offered = [s for s in strategies if strategy_record(s).offered_on(backend)]
-            for left_out in (strategy_record(s) for s in strategies if s not in offered):
-                # A note, not a warning: on stdout, so a notebook shows no red box for it.
-                print(f"{backend}: {left_out.name} left out ({left_out.missing[backend]})")
-            if offered:
-                specs.extend(self._plan_grid(offered, devices, {**plan, "backend": backend}))
-        return specs
-
-    def _plan_grid(
-        self,
-        strategies: Sequence[str],
-        devices: Sequence[int | Sequence[int]],
-        plan: dict[str, Any],
-    ) -> list[RunSpec]:
-        if isinstance(strategies, str):
-            strategies = [strategies]
-        if isinstance(devices, int):
-            devices = [devices]
-        if not strategies or not devices:
-            raise GpkError("compare() needs at least one strategy and one device count")
-        backend = plan.get("backend") or self.backend
-        specs = []
-        for strategy in strategies:
-            record = strategy_record(strategy)
-            for choice in devices:
-                count = choice if isinstance(choice, int) else len(choice)
-                cell = GridCell(count, plan, lambda c=choice: _device_kind(c, backend))
-                if record.in_grid(cell):
-                    specs.append(self.plan(strategy, choice, **plan))
-        if any(strategy_record(s.strategy).baseline for s in specs):
-            return specs
-        baseline = next((s for s in strategies if strategy_record(s).baseline), None)
-        if baseline is not None:  # asked for, though no device count in the grid was 1
-            specs.insert(0, self.plan(baseline, 1, **plan))
-        return specs
 
     def _execute(
         self,
@@ -384,10 +363,6 @@ class Experiment:
         for row in rows:
             self.log.append(row)
         return rows
-
-
-def _device_kind(devices: int | Sequence[int], backend: str) -> str:
-    return plan_devices(devices, backend=backend).kind
 
 
 def _loaded_cluster(cluster: Any) -> Any:

@@ -36,6 +36,8 @@ class Comparison:
 
     @property
     def table(self) -> pd.DataFrame:
+        """One row per run, measured or projected, with speedup and efficiency against its
+        experiment's single-device run; figures in SI units (seconds, bytes)."""
         return comparison_table(self.results)
 
     def plot(self):
@@ -107,7 +109,7 @@ class Comparison:
 
     @property
     def advice(self) -> str:
-        """One sentence: which strategy and device count to pick here, and why."""
+        """Which strategy and device count to pick here, and why, in one sentence."""
         return advice(self.table)
 
     def project(

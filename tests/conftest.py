@@ -133,12 +133,26 @@ def fake_machine(monkeypatch) -> FakeMachine:
 
 
 @pytest.fixture(scope="session")
-def executed_notebooks(tmp_path_factory) -> Any:
+def executed_notebooks(request, tmp_path_factory) -> Any:
     """The notebooks executed once per session (tests/executed_notebooks.py): a function from a
-    notebook's path to its executed copy."""
-    from tests.executed_notebooks import ExecutedNotebooks
+    notebook's path to its executed copy. Only the notebooks this session's tests ask for are
+    executed: one test's own, or all of them for a test that reads every one."""
+    from tests.executed_notebooks import NOTEBOOKS, ExecutedNotebooks
 
-    return ExecutedNotebooks(tmp_path_factory.mktemp("executed_notebooks"))
+    wanted: set = set()
+    for item in request.session.items:
+        if "executed_notebooks" in getattr(item, "fixturenames", ()):
+            callspec = getattr(item, "callspec", None)
+            wanted |= (
+                {callspec.params["path"]}
+                if callspec and "path" in callspec.params
+                else {*NOTEBOOKS}
+            )
+    executed = ExecutedNotebooks(
+        tmp_path_factory.mktemp("executed_notebooks"), [p for p in NOTEBOOKS if p in wanted]
+    )
+    yield executed
+    executed.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,6 +18,7 @@ from gpu_parallel_kit.cluster.reports import WorkerReports, merge_worker_results
 from gpu_parallel_kit.cluster.transfer import pack_job, unpack_job
 from gpu_parallel_kit.runs import devices
 from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.runs.grid_plan import plan_grid
 from gpu_parallel_kit.runs.results import RunResult
 from tests.builders import small_data, small_mlp
 
@@ -76,7 +77,9 @@ def test_workers_belong_to_multiworker_only():
 
 
 def test_compare_skips_cpu_multiworker_runs_that_could_only_fail():
-    specs = _exp()._plan_grid(["single", "data", "multiworker"], [1, 2], {"workers": 2})
+    exp = _exp()
+    grid = ["single", "data", "multiworker"]
+    specs = plan_grid(exp.plan, grid, [1, 2], {"workers": 2, "backend": exp.backend})
     assert [(s.strategy, s.devices.count, s.workers) for s in specs] == [
         ("single", 1, 1),
         ("data", 1, 1),

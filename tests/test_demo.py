@@ -73,7 +73,7 @@ def test_demo_writes_a_report_and_logs_its_runs(tmp_path, capsys):
         [sys.executable, "-m", "gpu_parallel_kit.cli", "demo", "--out", str(out_dir)]
         + ["--no-progress"],
         cwd=tmp_path,
-        env={**os.environ, "GPK_QUICK": "1"},
+        env={**os.environ, "GPK_QUICK": "1", "GPK_ROUNDS": "1"},  # rounds: tested above
         capture_output=True,
         text=True,
         timeout=300,

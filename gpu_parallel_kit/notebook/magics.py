@@ -72,8 +72,9 @@ def virtual(shell: Any, args: argparse.Namespace) -> None:
 def run(shell: Any, args: argparse.Namespace) -> Any:
     """Train once under one strategy (returns the RunResult).
 
-    Shows the run's row, and its pipeline chart for strategy model. Example:
-    r = %gpk run build_model --data x y --strategy model --devices 2 --micro-batches 4
+    Shows the run's row, and its pipeline chart for strategy pipeline. Example, in a cell::
+
+        r = %gpk run build_model --data x y --strategy pipeline --devices 2 --micro-batches 4
     """
     request = request_from(args, shell.user_ns)
     experiment = _experiment(request, progress=args.progress)
@@ -91,8 +92,10 @@ def compare(shell: Any, args: argparse.Namespace) -> Any:
     """Run every strategy on every device count (returns the Comparison).
 
     `single` runs once, on one device: the baseline of speedup. Shows the table and the plots
-    of wall time, throughput and speedup. Example:
-    cmp = %gpk compare build_model --data x y --strategies single data model --devices 1 2 4
+    of wall time, throughput and speedup. Example, in a cell::
+
+        cmp = %gpk compare build_model --data x y --strategies single data pipeline \
+            --devices 1 2 4
     """
     request = request_from(args, shell.user_ns)
     experiment = _experiment(request, progress=args.progress)
@@ -117,7 +120,9 @@ def panel(shell: Any, args: argparse.Namespace) -> Any:
     """Open a panel to pick devices and strategies, then run or compare (returns the Panel).
 
     Training runs in the background: the notebook stays usable, and Stop cancels. The options
-    set the panel's starting values. Example: %gpk panel build_model --data x y
+    set the panel's starting values. Example, in a cell::
+
+        %gpk panel build_model --data x y
     """
     from .panel import Panel  # ipywidgets only when a panel is asked for
 
@@ -147,8 +152,9 @@ def history(shell: Any, args: argparse.Namespace) -> Any:
 def plan(shell: Any, args: argparse.Namespace) -> Any:
     """Memory per device of a model too large to build here, per strategy (returns a DataFrame).
 
-    Modelled, nothing trained (gpk.plan_memory; ZeRO, SC 2020). Example:
-    %gpk plan --params 7e9 --devices 8 64 --gpu h100
+    Modelled, nothing trained (gpk.plan_memory; ZeRO, SC 2020). Example, in a cell::
+
+        %gpk plan --params 7e9 --devices 8 64 --gpu h100
     """
     from ..options.plan import planned  # noqa: PLC0415
 

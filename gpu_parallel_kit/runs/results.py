@@ -17,64 +17,69 @@ STATUSES = ("ok", "failed", "oom", "crashed", "timeout", "cancelled")
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one run measured, or why it has no measurements."""
+    """What one run measured, or why it has no measurements.
 
-    run_id: str  # unique per run; the key in the run log
-    experiment_id: str  # runs of one Experiment share it; speedup compares within it
-    strategy: str  # single | data | model | multiworker | tensor
-    devices: int  # number of devices (replicas or stages) the run used, over all workers
-    virtual: bool  # True when the devices were logical devices carved out of fewer physical ones
-    status: str  # one of STATUSES
-    reason: str = ""  # one sentence when status is not "ok"
-    device_kind: str = "cpu"  # cpu | gpu
-    device_names: tuple[str, ...] = ()  # TensorFlow names of the devices the run used
-    workers: int = 1  # processes (multiworker: hosts or local processes) the devices belong to
-    global_batch: int = 0  # samples per optimizer step, over all devices
-    scaling: str = "strong"  # strong: global batch fixed; weak: per-device batch fixed
-    mode: str = "fit"  # fit (Keras model.fit) | explicit (custom loop, visible all-reduce)
-    all_reduce: str = ""  # the cross-device reduction used by data parallel runs
-    schedule: str = ""  # pipeline schedule (model parallel only)
-    micro_batches: int | None = None  # micro-batches per step (model parallel only)
-    epochs: int = 0
-    steps_per_epoch: int = 0
-    wall_time_s: float | None = None  # training only: from the first step to the last, all epochs
-    startup_s: float | None = None  # process start to ready-to-train (devices, model, compile)
-    step_times_s: tuple[float, ...] = ()  # per step, warm-up steps excluded
-    warmup_steps: int = 0  # steps left out of the step-time statistics
-    step_time_s: float | None = None  # median of step_times_s
-    step_time_spread_s: float | None = None  # interquartile range of step_times_s
-    # 95 % interval of step_time_s over steps and rounds (runs/interval.py); None: one run's
-    # row, not a comparison's merged rounds
+    Every front end returns it (`Experiment.run`) or tables it (`Comparison.table`); the run log
+    keeps it as JSON (`to_json`, `from_json`). Figures are None where a run did not measure them,
+    never zero.
+    """
+
+    run_id: str  #: unique per run; the key in the run log
+    experiment_id: str  #: runs of one Experiment share it; speedup compares within it
+    strategy: str  #: single | data | fsdp | pipeline | tensor | multiworker
+    devices: int  #: number of devices (replicas or stages) the run used, over all workers
+    virtual: bool  #: True when the devices were logical devices carved out of fewer physical ones
+    status: str  #: one of STATUSES
+    reason: str = ""  #: one sentence when status is not "ok"
+    device_kind: str = "cpu"  #: cpu | gpu
+    device_names: tuple[str, ...] = ()  #: TensorFlow names of the devices the run used
+    workers: int = 1  #: processes (multiworker: hosts or local processes) the devices belong to
+    global_batch: int = 0  #: samples per optimizer step, over all devices
+    scaling: str = "strong"  #: strong: global batch fixed; weak: per-device batch fixed
+    mode: str = "fit"  #: fit (Keras model.fit) | explicit (custom loop, visible all-reduce)
+    all_reduce: str = ""  #: the cross-device reduction used by data parallel runs
+    schedule: str = ""  #: pipeline schedule (model parallel only)
+    micro_batches: int | None = None  #: micro-batches per step (model parallel only)
+    epochs: int = 0  #: passes over the data
+    steps_per_epoch: int = 0  #: optimizer steps per epoch
+    wall_time_s: float | None = None  #: training only: from the first step to the last, all epochs
+    startup_s: float | None = None  #: process start to ready-to-train (devices, model, compile)
+    step_times_s: tuple[float, ...] = ()  #: per step, warm-up steps excluded
+    warmup_steps: int = 0  #: steps left out of the step-time statistics
+    step_time_s: float | None = None  #: median of step_times_s
+    step_time_spread_s: float | None = None  #: interquartile range of step_times_s
+    #: 95 % interval of step_time_s over steps and rounds (runs/interval.py); None: one run's
+    #: row, not a comparison's merged rounds
     step_time_ci_low_s: float | None = None
-    step_time_ci_high_s: float | None = None
-    throughput_samples_s: float | None = None  # global_batch / step_time_s
-    epoch_times_s: tuple[float, ...] = ()  # wall time of each epoch
-    peak_memory_bytes: dict[str, int] = field(default_factory=dict)  # per device name
-    memory_source: str = ""  # what the memory figures are: "gpu allocator" or "process peak rss"
-    comm_time_s: float | None = None
-    comm_share: float | None = None
-    comm_bytes: int | None = None
-    projected: bool = False  # True for rows a cost model projected; never for measured rows
-    history: dict[str, list[float]] = field(default_factory=dict)  # per-epoch loss and metrics
-    versions: dict[str, str] = field(default_factory=dict)  # python, tensorflow, keras, kit
-    extra: dict[str, Any] = field(default_factory=dict)  # engine-specific figures
-    created_at: str = ""  # ISO time the run finished
+    step_time_ci_high_s: float | None = None  #: the interval's upper end
+    throughput_samples_s: float | None = None  #: global_batch / step_time_s
+    epoch_times_s: tuple[float, ...] = ()  #: wall time of each epoch
+    peak_memory_bytes: dict[str, int] = field(default_factory=dict)  #: per device name
+    memory_source: str = ""  #: what the memory figures are: "gpu allocator" or "process peak rss"
+    comm_time_s: float | None = None  #: the step's collectives, timed alone after training
+    comm_share: float | None = None  #: comm_time_s / step_time_s
+    comm_bytes: int | None = None  #: bytes the collectives move per device and step
+    projected: bool = False  #: True for rows a cost model projected; never for measured rows
+    history: dict[str, list[float]] = field(default_factory=dict)  #: per-epoch loss and metrics
+    versions: dict[str, str] = field(default_factory=dict)  #: python, tensorflow, keras, kit
+    extra: dict[str, Any] = field(default_factory=dict)  #: engine-specific figures
+    created_at: str = ""  #: ISO time the run finished
     # Time to accuracy (runs/target.py, analysis/convergence.py): the learning-rate rule as
     # applied, the target, and the curves with their timestamps (seconds of training since the
     # first step, evaluations excluded).
-    lr_scaling: str = "none"  # none | linear | sqrt
-    lr_factor: float = 1.0  # the rule's multiplier for this run's global batch (1: rate kept)
-    warmup_epochs: float = 0.0  # epochs the rate ramped from the base to the scaled one
-    base_learning_rate: float | None = None  # the optimizer's own rate, before the rule
-    learning_rate: float | None = None  # the effective peak rate: base × lr_factor
-    target: dict[str, Any] = field(default_factory=dict)  # metric, value, direction; {} for none
-    history_time_s: tuple[float, ...] = ()  # training seconds at each epoch end of `history`
-    evaluations: tuple[dict[str, float], ...] = ()  # epoch, step, time_s, val_* per evaluation
-    evaluation_time_s: float | None = None  # seconds spent evaluating, left out of every timing
-    compile_time_s: float | None = None  # the first step's time beyond the median step (tracing)
-    deterministic: bool = False  # trained with TensorFlow's op determinism
-    backend: str = "tensorflow"  # tensorflow (tf.distribute) | jax (keras.distribution)
-    mesh: str = ""  # tensor parallel: "data x model" devices, e.g. "2x2"
+    lr_scaling: str = "none"  #: none | linear | sqrt
+    lr_factor: float = 1.0  #: the rule's multiplier for this run's global batch (1: rate kept)
+    warmup_epochs: float = 0.0  #: epochs the rate ramped from the base to the scaled one
+    base_learning_rate: float | None = None  #: the optimizer's own rate, before the rule
+    learning_rate: float | None = None  #: the effective peak rate: base × lr_factor
+    target: dict[str, Any] = field(default_factory=dict)  #: metric, value, direction; {} for none
+    history_time_s: tuple[float, ...] = ()  #: training seconds at each epoch end of `history`
+    evaluations: tuple[dict[str, float], ...] = ()  #: epoch, step, time_s, val_* per evaluation
+    evaluation_time_s: float | None = None  #: seconds spent evaluating, left out of every timing
+    compile_time_s: float | None = None  #: the first step's time beyond the median step (tracing)
+    deterministic: bool = False  #: trained with TensorFlow's op determinism
+    backend: str = "tensorflow"  #: tensorflow (tf.distribute) | jax (keras.distribution)
+    mesh: str = ""  #: tensor parallel: "data x model" devices, e.g. "2x2"
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -107,8 +112,9 @@ class RunResult:
 
     @property
     def timeline(self):
-        """The measured pipeline tasks (model parallel): device, stage, micro-batch, kind, start,
-        end, as a pandas DataFrame; empty for other strategies."""
+        """The measured pipeline tasks as a pandas DataFrame, one row per task
+
+        (device, stage, micro-batch, kind, start, end); empty for other strategies."""
         import pandas as pd
 
         columns = ["step", "device", "stage", "micro_batch", "kind", "start", "end"]
@@ -116,16 +122,20 @@ class RunResult:
 
     @property
     def stages(self):
-        """Per stage (model parallel): device, layers, parameter/optimizer/activation bytes, busy
-        and idle seconds per step, as a pandas DataFrame; empty for other strategies."""
+        """A pipeline's stages as a pandas DataFrame, one row per stage
+
+        (device, layers, parameter, optimizer and activation bytes, busy and idle seconds per
+        step); empty for other strategies."""
         import pandas as pd
 
         return pd.DataFrame(self.extra.get("stages", []))
 
     @property
     def cuts(self):
-        """What crosses into each stage (model parallel): stage, first and last layer, and per
-        tensor its name, shape and bytes per sample, as a pandas DataFrame; empty otherwise."""
+        """What crosses into each pipeline stage, as a pandas DataFrame
+
+        (stage, first and last layer, and per tensor its name, shape and bytes per sample);
+        empty for other strategies."""
         import pandas as pd
 
         rows = [
@@ -145,8 +155,10 @@ class RunResult:
 
     @property
     def layout(self):
-        """Per weight (tensor parallel): layer, variable, shape, axes, role and the shape of one
-        device's shard, as a pandas DataFrame; empty for other strategies."""
+        """A tensor-parallel run's weights as a pandas DataFrame, one row per weight
+
+        (layer, variable, shape, axes, role and the shape of one device's shard); empty for
+        other strategies."""
         import pandas as pd
 
         columns = ["layer", "variable", "shape", "axes", "role", "shard_shape"]

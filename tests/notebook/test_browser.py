@@ -102,6 +102,7 @@ def _serving_lab(root: Path, tmp_path: Path, settings: dict[str, dict] | None = 
         "JUPYTER_DATA_DIR": str(state / "data"),  # the notary's secret: `_trusted` signs with it
         "IPYTHONDIR": str(state / "ipython"),
         "GPK_QUICK": "1",
+        "GPK_ROUNDS": "1",  # the panel's comparison once per configuration: CI's time
         "GPK_LOG": str(tmp_path / "gpk_runs.sqlite"),
     }
     port = _free_port()
