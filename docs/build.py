@@ -30,7 +30,9 @@ def stage(folder: Path, notebooks: Iterable[Path]) -> Path:
     """Copy the pages, the files they include and the notebooks (into `lab/`) under `folder`,
     keeping their places relative to each other; returns the staged docs folder."""
     source = folder / "docs"
-    shutil.copytree(DOCS, source, ignore=shutil.ignore_patterns("_build", "__pycache__"))
+    shutil.copytree(
+        DOCS, source, ignore=shutil.ignore_patterns("_build", "__pycache__")
+    )
     for path in INCLUDED:
         target = folder / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,9 @@ def build(out: Path, notebooks: Iterable[Path]) -> Path:
             ]
         )
     if status:
-        raise SystemExit(f"the docs build failed with status {status}; its warnings are above")
+        raise SystemExit(
+            f"the docs build failed with status {status}; its warnings are above"
+        )
     return out / "index.html"
 
 
@@ -82,24 +86,43 @@ def executed_in_quick_mode(folder: Path) -> list[Path]:
 
 
 def serve(folder: Path, port: int) -> None:
-    handler: Callable = functools.partial(http.server.SimpleHTTPRequestHandler, directory=folder)
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
-        print(f"serving the docs at http://127.0.0.1:{port}/ (Ctrl-C stops)", flush=True)
+    handler: Callable = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=folder
+    )
+    with http.server.ThreadingHTTPServer(
+        ("127.0.0.1", port), handler
+    ) as server:
+        print(
+            f"serving the docs at http://127.0.0.1:{port}/ (Ctrl-C stops)",
+            flush=True,
+        )
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site", help="output folder")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "build" / "site",
+        help="output folder",
+    )
     given = parser.add_mutually_exclusive_group()
     given.add_argument(
-        "--executed", type=Path, metavar="DIR", help="a folder of executed notebook copies"
+        "--executed",
+        type=Path,
+        metavar="DIR",
+        help="a folder of executed notebook copies",
     )
     given.add_argument(
-        "--unexecuted", action="store_true", help="render the notebooks without outputs (fast)"
+        "--unexecuted",
+        action="store_true",
+        help="render the notebooks without outputs (fast)",
     )
-    parser.add_argument("--serve", action="store_true", help="serve the site once built")
+    parser.add_argument(
+        "--serve", action="store_true", help="serve the site once built"
+    )
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
     if args.unexecuted:
@@ -108,9 +131,13 @@ def main(argv: list[str] | None = None) -> None:
         notebooks = [args.executed / path.name for path in NOTEBOOKS]
         missing = [path.name for path in notebooks if not path.exists()]
         if missing:
-            parser.error(f"{args.executed} has no executed copy of {', '.join(missing)}")
+            parser.error(
+                f"{args.executed} has no executed copy of {', '.join(missing)}"
+            )
     else:
-        notebooks = executed_in_quick_mode(ROOT / "build" / "executed_notebooks")
+        notebooks = executed_in_quick_mode(
+            ROOT / "build" / "executed_notebooks"
+        )
     index = build(args.out, notebooks)
     print(f"built {index}", flush=True)
     if args.serve:

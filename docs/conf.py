@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the API reference imports the kit from this checkout
+sys.path.insert(
+    0, str(ROOT)
+)  # the API reference imports the kit from this checkout
 
 from gpu_parallel_kit.version import __version__  # noqa: E402
 
@@ -43,5 +45,8 @@ autodoc_default_options = {"members": True, "undoc-members": False}
 
 html_theme = "furo"
 html_title = f"gpu_parallel_kit {release}"
-html_static_path: list[str] = []
-smartquotes = False  # options such as --data stay two hyphens in the rendered docstrings
+html_static_path = ["_static"]
+html_css_files = ["gpk.css"]
+smartquotes = (
+    False  # options such as --data stay two hyphens in the rendered docstrings
+)

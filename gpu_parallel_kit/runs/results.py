@@ -33,29 +33,29 @@ class RunResult:
     reason: str = ""  #: one sentence when status is not "ok"
     device_kind: str = "cpu"  #: cpu | gpu
     device_names: tuple[str, ...] = ()  #: TensorFlow names of the devices the run used
-    workers: int = 1  #: processes (multiworker: hosts or local processes) the devices belong to
+    workers: int = 1  #: processes the devices belong to (multiworker, hosts or local processes)
     global_batch: int = 0  #: samples per optimizer step, over all devices
-    scaling: str = "strong"  #: strong: global batch fixed; weak: per-device batch fixed
+    scaling: str = "strong"  #: "strong" keeps the global batch, "weak" each device's batch
     mode: str = "fit"  #: fit (Keras model.fit) | explicit (custom loop, visible all-reduce)
     all_reduce: str = ""  #: the cross-device reduction used by data parallel runs
     schedule: str = ""  #: pipeline schedule (model parallel only)
     micro_batches: int | None = None  #: micro-batches per step (model parallel only)
     epochs: int = 0  #: passes over the data
     steps_per_epoch: int = 0  #: optimizer steps per epoch
-    wall_time_s: float | None = None  #: training only: from the first step to the last, all epochs
+    wall_time_s: float | None = None  #: training only, from the first step to the last, all epochs
     startup_s: float | None = None  #: process start to ready-to-train (devices, model, compile)
     step_times_s: tuple[float, ...] = ()  #: per step, warm-up steps excluded
     warmup_steps: int = 0  #: steps left out of the step-time statistics
     step_time_s: float | None = None  #: median of step_times_s
     step_time_spread_s: float | None = None  #: interquartile range of step_times_s
-    #: 95 % interval of step_time_s over steps and rounds (runs/interval.py); None: one run's
-    #: row, not a comparison's merged rounds
+    #: 95 % interval of step_time_s over steps and rounds (runs/interval.py); None for one
+    #: run's row, not a comparison's merged rounds
     step_time_ci_low_s: float | None = None
     step_time_ci_high_s: float | None = None  #: the interval's upper end
     throughput_samples_s: float | None = None  #: global_batch / step_time_s
     epoch_times_s: tuple[float, ...] = ()  #: wall time of each epoch
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)  #: per device name
-    memory_source: str = ""  #: what the memory figures are: "gpu allocator" or "process peak rss"
+    memory_source: str = ""  #: what the memory figures are, "gpu allocator" or "process peak rss"
     comm_time_s: float | None = None  #: the step's collectives, timed alone after training
     comm_share: float | None = None  #: comm_time_s / step_time_s
     comm_bytes: int | None = None  #: bytes the collectives move per device and step
@@ -68,10 +68,10 @@ class RunResult:
     # applied, the target, and the curves with their timestamps (seconds of training since the
     # first step, evaluations excluded).
     lr_scaling: str = "none"  #: none | linear | sqrt
-    lr_factor: float = 1.0  #: the rule's multiplier for this run's global batch (1: rate kept)
+    lr_factor: float = 1.0  #: the rule's multiplier for this run's global batch (1 keeps the rate)
     warmup_epochs: float = 0.0  #: epochs the rate ramped from the base to the scaled one
     base_learning_rate: float | None = None  #: the optimizer's own rate, before the rule
-    learning_rate: float | None = None  #: the effective peak rate: base × lr_factor
+    learning_rate: float | None = None  #: the effective peak rate, base × lr_factor
     target: dict[str, Any] = field(default_factory=dict)  #: metric, value, direction; {} for none
     history_time_s: tuple[float, ...] = ()  #: training seconds at each epoch end of `history`
     evaluations: tuple[dict[str, float], ...] = ()  #: epoch, step, time_s, val_* per evaluation
@@ -79,7 +79,7 @@ class RunResult:
     compile_time_s: float | None = None  #: the first step's time beyond the median step (tracing)
     deterministic: bool = False  #: trained with TensorFlow's op determinism
     backend: str = "tensorflow"  #: tensorflow (tf.distribute) | jax (keras.distribution)
-    mesh: str = ""  #: tensor parallel: "data x model" devices, e.g. "2x2"
+    mesh: str = ""  #: tensor parallel and fsdp, "data x model" devices, e.g. "2x2"
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
