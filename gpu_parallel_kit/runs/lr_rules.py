@@ -9,7 +9,7 @@ rate to the scaled one over the first `warmup_epochs` (Goyal et al.'s gradual wa
 
 The base batch is the experiment's `batch_size`, the global batch of one device. Strong scaling
 keeps the global batch, so k = 1 and the rate is kept whatever the rule; weak scaling on N devices
-gives k = N. The Keras schedule applying this in the worker (`worker/engines/lr_schedule.py`)
+gives k = N. The Keras schedule applying this in the worker (`worker/lr_schedule.py`)
 evaluates the same formula as `warmup_multiplier`, which the tests check on numbers here.
 """
 

@@ -5,7 +5,7 @@ drift of the machine, a neighbour's load or the clock of a shared CPU, hits ever
 instead of whichever ran at that moment. Each round is its own run (its own process and row in
 the run log, tagged with its round); the comparison shows one row per configuration whose step
 time is the median of the rounds' median steps, with a 95 % interval over steps and rounds
-(`analysis/interval.py`).
+(`runs/interval.py`).
 """
 
 from __future__ import annotations

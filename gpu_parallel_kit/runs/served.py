@@ -4,7 +4,7 @@ A process's Keras keeps the backend it was first imported with, so JAX runs cann
 TensorFlow fork server. The standard library offers one fork server per process, so JAX gets a
 server of the kit's own: a spawned process that sets `KERAS_BACKEND=jax`, imports JAX and Keras
 once (without starting JAX's runtime, so each run still chooses its own host device count), then
-forks one child per run on request (`worker/jax_server.py`). A JAX run after the first therefore
+forks one child per run on request (`worker/jax/server.py`). A JAX run after the first therefore
 costs a fork, not an import of JAX and Keras.
 
 The child's pipe to the caller travels to the server as a pickled `Connection` (the standard

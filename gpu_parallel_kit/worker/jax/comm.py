@@ -3,7 +3,8 @@
 - Data parallel, *exposed*: the same per-device gradient computation on one real batch with and
   without the sum over devices (`jax.shard_map`, `psum` or none), alternated in blocks so drift
   hits both, median per call; the difference is what the reduction adds. The method is the
-  TensorFlow data engine's (`engines/comm.py`), so the two backends' figures compare.
+  TensorFlow data engine's (`worker/tensorflow/engines/comm.py`), so the two backends' figures
+  compare.
 - Tensor parallel, *standalone*: XLA places the activation all-reduces inside the layers, so no
   step without them exists to subtract; the collectives the layout implies are timed alone, on
   arrays of the sizes they move, over the mesh's model axis (and the gradient shards over its

@@ -51,7 +51,7 @@ class Engine(abc.ABC):
         """Predictions for validation and the model's regularization loss, without training.
 
         Outside the strategy's replicas: every replica holds the same weights, so the first
-        answers (worker/engines/evaluation.py).
+        answers (worker/tensorflow/engines/evaluation.py).
         """
         if getattr(self, "_predict_fn", None) is None:
 
