@@ -24,34 +24,66 @@ pytestmark = [
     ),
 ]
 
-# (model, backend, strategy, devices): each against the same model on one device. GPT-2 is
-# cut between its blocks; the Llama block's heads and gated MLP are split by the kit's rules
-# and by its own layout (the last test). BERT's and Gemma's blocks are read by the same code: their
-# layouts are tested on their weights' shapes (tests/test_blocks.py).
-CASES = [("gpt2", "tensorflow", "pipeline", 4)]
+# (model, backend, strategy, devices, options): each against the same model on one device of its
+# backend. GPT-2 is cut between its blocks on 4 stages and BERT (three inputs, a dict output) on
+# 2; BERT's explicit loop under multiworker leaves its pooler, which the head does not use,
+# without a gradient; Gemma's heads are split on JAX (laid out (heads, features, head size), one
+# key-value head replicated), and the Llama's in the last test, with its own layout too.
+CASES = [
+    ("gpt2", "tensorflow", "pipeline", 4, {}),
+    ("gpt2", "tensorflow", "data", 2, {}),
+    ("bert", "tensorflow", "pipeline", 2, {}),
+    ("bert", "tensorflow", "multiworker", 1, {"workers": 2}),
+    ("bert", "jax", "data", 2, {}),
+    ("gemma", "jax", "tensor", 2, {}),
+]
+IDS = [f"{name}-{backend}-{strategy}x{devices}" for name, backend, strategy, devices, _ in CASES]
 
 
-@pytest.mark.parametrize(("name", "backend", "strategy", "devices"), CASES)
-def test_a_keras_hub_backbone_trains_like_one_device(name, backend, strategy, devices, tmp_path):
-    experiment = gpk.Experiment(
-        model=getattr(hub_models, name),
-        data=hub_models.tokens(name),
-        batch_size=32,
-        steps_per_epoch=2,
-        backend=backend,
-        progress=False,
-        log=str(tmp_path / "runs.sqlite"),
-    )
-    paths = [tmp_path / f"{which}.npz" for which in ("single", "split")]
-    alone = experiment.run("single", 1, save_weights=str(paths[0]))
-    split = experiment.run(strategy, devices, save_weights=str(paths[1]))
-    assert alone.ok and split.ok, (alone.reason, split.reason)
-    assert largest_difference(saved_weights(paths[1]), saved_weights(paths[0])) <= 1e-5
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory):
+    """Each (model, backend)'s experiment and its weights after training on one device, trained
+    once for the cases that compare with it."""
+    done = {}
+
+    def trained(name: str, backend: str):
+        if (name, backend) not in done:
+            folder = tmp_path_factory.mktemp(f"{name}-{backend}")
+            experiment = gpk.Experiment(
+                model=getattr(hub_models, name),
+                data=hub_models.tokens(name),
+                batch_size=32,
+                steps_per_epoch=2,
+                backend=backend,
+                progress=False,
+                log=str(folder / "runs.sqlite"),
+            )
+            alone = experiment.run("single", 1, save_weights=str(folder / "single.npz"))
+            assert alone.ok, alone.reason
+            done[name, backend] = experiment, saved_weights(folder / "single.npz")
+        return done[name, backend]
+
+    return trained
+
+
+@pytest.mark.parametrize(("name", "backend", "strategy", "devices", "options"), CASES, ids=IDS)
+def test_a_keras_hub_backbone_trains_like_one_device(
+    name, backend, strategy, devices, options, one_device, tmp_path
+):
+    experiment, reference = one_device(name, backend)
+    path = tmp_path / "split.npz"
+    split = experiment.run(strategy, devices, save_weights=str(path), **options)
+    assert split.ok, split.reason
+    assert largest_difference(saved_weights(path), reference) <= 1e-5
     if strategy == "pipeline":  # cut between the backbone's own layers, named inside it
         firsts = list(split.stages["first_layer"])
         assert all(layer.startswith(f"{name}_backbone/") for layer in firsts[:-1]), firsts
         if devices == 4:
             assert f"{name}_backbone/transformer_layer_1" in firsts, firsts
+    if strategy == "tensor":  # the block read inside: its query kernel split on its heads
+        placed = {p["variable"]: p for p in split.extra["layout"]}
+        query = placed["decoder_block_0/attention/query/kernel"]
+        assert (query["role"], query["shard_shape"][0]) == ("heads", query["shape"][0] // 2)
 
 
 def test_llamas_own_layout_shards_as_keras_hub_says_and_trains_like_one_device(tmp_path):
