@@ -2,9 +2,10 @@
 
 The site renders the lab's notebooks with their outputs, so they must have been executed. CI's
 test (`tests/test_docs_site.py`) hands over the copies `tests/test_notebooks.py` executed, so the
-notebooks run once per CI run; by hand, without `--executed`, this script executes them itself in
-quick mode (a few minutes), or `--unexecuted` renders them without outputs for a fast look at the
-text. Sources are staged in a scratch folder, so the checkout stays as it was.
+notebooks run once per CI run. By hand, without `--executed`, this script executes them itself in
+quick mode (a few minutes; the copies are kept in `build/executed_notebooks` and executed again
+only when their notebook changes), or `--unexecuted` renders them without outputs for a fast look
+at the text. Sources are staged in a scratch folder, so the checkout stays as it was.
 """
 
 from __future__ import annotations
@@ -73,15 +74,35 @@ def build(out: Path, notebooks: Iterable[Path]) -> Path:
 
 
 def executed_in_quick_mode(folder: Path) -> list[Path]:
-    """Every notebook executed in quick mode, as CI's tests execute them."""
+    """Every notebook executed in quick mode, as CI's tests execute them, into `folder`; a copy
+    newer than its notebook is kept from an earlier build."""
     sys.path.insert(0, str(ROOT))
-    from tests.executed_notebooks import ExecutedNotebooks
+    from tests.executed_notebooks import ExecutedNotebooks, NotebookFailed
 
-    executed = ExecutedNotebooks(folder)
-    copies = []
-    for number, path in enumerate(NOTEBOOKS, 1):
-        print(f"executing {path.name} ({number}/{len(NOTEBOOKS)})", flush=True)
-        copies.append(executed(path))
+    copies = [folder / path.name for path in NOTEBOOKS]
+    stale = [
+        path
+        for path, copy in zip(NOTEBOOKS, copies, strict=True)
+        if not copy.exists() or copy.stat().st_mtime < path.stat().st_mtime
+    ]
+    executed = ExecutedNotebooks(folder, stale)
+    try:
+        if stale:
+            print(
+                f"executing {len(stale)} notebooks in quick mode, two at a time",
+                flush=True,
+            )
+        for number, path in enumerate(stale, 1):
+            try:
+                executed(path)
+            except NotebookFailed as failed:
+                (folder / path.name).unlink(
+                    missing_ok=True
+                )  # executed again next time
+                raise SystemExit(str(failed)) from None
+            print(f"executed {path.name} ({number}/{len(stale)})", flush=True)
+    finally:
+        executed.close()
     return copies
 
 
