@@ -151,3 +151,24 @@ def test_the_log_merges_a_comparisons_rounds_and_leaves_single_runs_alone():
     merged = merge_logged_rounds([rounds[0], alone, rounds[1]])
     assert [r.run_id for r in merged] == [rounds[0].run_id, "alone"]
     assert merged[0].extra["rounds"] == 2
+
+
+def test_the_log_takes_each_rounds_speedup_against_its_own_rounds_baseline():
+    """The run log shows every round: round 2's data row is paired with round 2's single, which
+    ran slower (drift), not with round 1's; a second comparison's rounds with their own."""
+    single = _rounds("single", 1, [[1.0], [2.0]])
+    data = _rounds("data", 2, [[0.5], [1.6]])
+    again = [
+        dataclasses.replace(r, run_id=f"again-{r.run_id}")
+        for r in _rounds("single", 1, [[4.0], [8.0]]) + _rounds("data", 2, [[2.0], [2.0]])
+    ]
+    # the log's order: the rounds in turn, each comparison after the other
+    log = [single[0], data[0], single[1], data[1], again[0], again[2], again[1], again[3]]
+    table = comparison_table(log).set_index("run_id")
+    assert table.loc[data[0].run_id, "speedup"] == pytest.approx(2.0)
+    assert table.loc[single[1].run_id, "speedup"] == pytest.approx(1.0)
+    assert table.loc[data[1].run_id, "speedup"] == pytest.approx(2.0 / 1.6)
+    assert table.loc[again[2].run_id, "speedup"] == pytest.approx(2.0)
+    assert table.loc[again[3].run_id, "speedup"] == pytest.approx(4.0)
+    merged = comparison_table(merge_logged_rounds(log[:4])).set_index("strategy")
+    assert merged.loc["data", "speedup"] == pytest.approx(1.5 / 1.05)  # medians of the rounds

@@ -204,7 +204,10 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
         }
     )
     # Its values as computed; its display, and that of every selection from it, readable.
-    frame = with_speedup_intervals(_with_speedup(frame), results, [*_BASELINE_GROUP], _baseline)
+    rounds = [_round_tag(result) for result in results]
+    frame = with_speedup_intervals(
+        _with_speedup(frame, rounds), results, [*_BASELINE_GROUP], _baseline
+    )
     return RunFrame(_with_time_to_target_speedup(frame))
 
 
@@ -263,14 +266,26 @@ def _number(value: float | int | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def _with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+def _round_tag(result: RunResult) -> tuple[int, int] | None:
+    """(round, rounds) of one round's own row in the log; None for a run outside rounds and for
+    a row that merged its configuration's rounds."""
+    tag = result.extra.get("round")
+    return None if tag is None or "round_run_ids" in result.extra else (tag[0], tag[1])
+
+
+def _with_speedup(frame: pd.DataFrame, rounds: Sequence[tuple[int, int] | None]) -> pd.DataFrame:
+    """Speedup against the experiment's baseline; a round's own row (the run log shows every
+    round) against its own round's baseline, so drift between rounds stays out of it."""
     speedup = pd.Series(math.nan, index=frame.index, dtype="float64")
     for _, group in frame.groupby(list(_BASELINE_GROUP), sort=False, dropna=False):
         baseline = _baseline_throughput(group)
         if baseline is None:
             continue
         finished = group.index[group["status"] == "ok"]
-        speedup[finished] = group.loc[finished, "throughput_samples_s"] / baseline
+        for index in finished:
+            own = _round_baseline(group, rounds, index) if rounds[index] else None
+            base = baseline if own is None else own
+            speedup[index] = group.loc[index, "throughput_samples_s"] / base
     frame["speedup"] = speedup
     # A zero device count would give an infinite efficiency; leave it undefined instead.
     frame["efficiency"] = speedup / frame["devices"].where(frame["devices"] > 0)
@@ -296,6 +311,17 @@ def _baseline(group: pd.DataFrame) -> pd.Series | None:
         for row in group.itertuples(index=False)
     )
     return None if position is None else group.iloc[position]
+
+
+def _round_baseline(
+    group: pd.DataFrame, rounds: Sequence[tuple[int, int] | None], index: int
+) -> float | None:
+    """The baseline's throughput in the round of row `index`: among the rows of that round up to
+    it, the latest the baseline rule picks (a comparison runs its rounds in turn, so the latest
+    is its own comparison's)."""
+    same = [i for i in group.index if i <= index and rounds[i] == rounds[index]]
+    rows = group.loc[same].iloc[::-1]  # the latest first
+    return _baseline_throughput(rows)
 
 
 def _baseline_throughput(group: pd.DataFrame) -> float | None:
