@@ -16,13 +16,12 @@ import pathlib
 import sys
 import tempfile
 
-import numpy as np
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gpu_parallel_kit as gpk  # noqa: E402
 from tests import hub_models  # noqa: E402
+from tests.builders import largest_difference, saved_weights  # noqa: E402
 
 PLANS = {
     "tensorflow": [
@@ -68,11 +67,13 @@ def main() -> int:
                     if not result.ok:
                         _row(name, backend, label, f"{result.status}: {result.reason}", "", "")
                         continue
-                    weights = _weights(path)
+                    weights = saved_weights(path)
                     if strategy == "single":
                         reference, shown = weights, ""
+                    elif reference is None:
+                        shown = "no single run to compare with"
                     else:
-                        shown = f"{_largest_difference(weights, reference):.1e}"
+                        shown = f"{largest_difference(weights, reference):.1e}"
                     cuts = list(result.stages["first_layer"])[1:] if strategy == "pipeline" else []
                     step = f"{result.step_time_s * 1000:.1f}"
                     _row(name, backend, label, step, shown, ", ".join(cuts))
@@ -81,17 +82,6 @@ def main() -> int:
 
 def _row(*cells: str) -> None:
     print("| " + " | ".join(cells) + " |", flush=True)
-
-
-def _largest_difference(weights: list[np.ndarray], reference: list[np.ndarray] | None) -> float:
-    if reference is None:
-        return float("nan")
-    return max(float(np.max(np.abs(a - b))) for a, b in zip(weights, reference, strict=True))
-
-
-def _weights(path: str) -> list[np.ndarray]:
-    with np.load(path) as saved:
-        return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
 
 if __name__ == "__main__":

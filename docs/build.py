@@ -21,8 +21,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the notebooks' executor is the tests' own
+from tests.executed_notebooks import NOTEBOOKS  # noqa: E402
+
 DOCS = ROOT / "docs"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # What the pages read from outside docs/: the benchmarks page includes this file.
 INCLUDED = [ROOT / "benchmarks" / "README.md"]
 
@@ -76,7 +78,6 @@ def build(out: Path, notebooks: Iterable[Path]) -> Path:
 def executed_in_quick_mode(folder: Path) -> list[Path]:
     """Every notebook executed in quick mode, as CI's tests execute them, into `folder`; a copy
     newer than its notebook is kept from an earlier build."""
-    sys.path.insert(0, str(ROOT))
     from tests.executed_notebooks import ExecutedNotebooks, NotebookFailed
 
     copies = [folder / path.name for path in NOTEBOOKS]

@@ -282,10 +282,9 @@ def _with_speedup(frame: pd.DataFrame, rounds: Sequence[tuple[int, int] | None])
         if baseline is None:
             continue
         finished = group.index[group["status"] == "ok"]
-        for index in finished:
-            own = _round_baseline(group, rounds, index) if rounds[index] else None
-            base = baseline if own is None else own
-            speedup[index] = group.loc[index, "throughput_samples_s"] / base
+        own = _round_baselines(group, rounds)
+        base = [own.get(index, baseline) for index in finished]
+        speedup[finished] = group.loc[finished, "throughput_samples_s"] / base
     frame["speedup"] = speedup
     # A zero device count would give an infinite efficiency; leave it undefined instead.
     frame["efficiency"] = speedup / frame["devices"].where(frame["devices"] > 0)
@@ -313,15 +312,23 @@ def _baseline(group: pd.DataFrame) -> pd.Series | None:
     return None if position is None else group.iloc[position]
 
 
-def _round_baseline(
-    group: pd.DataFrame, rounds: Sequence[tuple[int, int] | None], index: int
-) -> float | None:
-    """The baseline's throughput in the round of row `index`: among the rows of that round up to
-    it, the latest the baseline rule picks (a comparison runs its rounds in turn, so the latest
-    is its own comparison's)."""
-    same = [i for i in group.index if i <= index and rounds[i] == rounds[index]]
-    rows = group.loc[same].iloc[::-1]  # the latest first
-    return _baseline_throughput(rows)
+def _round_baselines(
+    group: pd.DataFrame, rounds: Sequence[tuple[int, int] | None]
+) -> dict[int, float]:
+    """Each round's own row's baseline throughput, by row: among the rows of its round up to it,
+    the latest the baseline rule picks (a comparison runs its rounds in turn, so the latest is
+    its own comparison's). Rows outside rounds, or whose round has no baseline, are left out."""
+    by_round: dict[tuple[int, int], list[int]] = {}
+    for index in group.index:
+        if rounds[index] is not None:
+            by_round.setdefault(rounds[index], []).append(index)
+    own = {}
+    for indices in by_round.values():
+        for position, index in enumerate(indices):
+            found = _baseline_throughput(group.loc[indices[position::-1]])  # the latest first
+            if found is not None:
+                own[index] = found
+    return own
 
 
 def _baseline_throughput(group: pd.DataFrame) -> float | None:
