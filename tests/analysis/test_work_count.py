@@ -10,9 +10,10 @@ from gpu_parallel_kit.analysis.work import from_counts
 pytestmark = pytest.mark.slow
 
 
-def _layer_flops(build, input_shape, dtype="float32"):
-    """Forward FLOPs per sample of each layer of a one-layer model, as the worker counts them
-    (compiled alone by XLA); run in a child with Keras on JAX."""
+def _layer_flops(cases):
+    """Forward FLOPs per sample of each layer of one-layer models, as the worker counts them
+    (compiled alone by XLA): `cases` maps a name to (build, input shape, dtype). Each model is
+    counted in a child with Keras on JAX; the children run side by side (CI's time)."""
     import numpy as np
 
     import gpu_parallel_kit as gpk
@@ -20,18 +21,25 @@ def _layer_flops(build, input_shape, dtype="float32"):
     from gpu_parallel_kit.runs.process import start_child, stop_child
     from gpu_parallel_kit.runs.work_count import count_batches
 
-    x = np.zeros((8, *input_shape), dtype=dtype)
-    y = np.zeros((8, 1), dtype="float32")
-    exp = gpk.Experiment(build, data=(x, y), batch_size=4, progress=False, log=":memory:")
-    spec = exp.plan("single", 1)
-    process, receiver = start_child(WORK_COUNT_JAX_ENTRY, spec, count_batches(4), backend="jax")
+    started, experiments = {}, []  # an experiment's arrays live as long as it does
     try:
-        assert receiver.poll(300)
-        ok, answer = receiver.recv()
+        for name, (build, input_shape, dtype) in cases.items():
+            x = np.zeros((8, *input_shape), dtype=dtype)
+            y = np.zeros((8, 1), dtype="float32")
+            exp = gpk.Experiment(build, data=(x, y), batch_size=4, progress=False, log=":memory:")
+            experiments.append(exp)
+            spec = exp.plan("single", 1)
+            started[name] = start_child(WORK_COUNT_JAX_ENTRY, spec, count_batches(4), backend="jax")
+        counted = {}
+        for name, (_, receiver) in started.items():
+            assert receiver.poll(300), f"{name} was not counted within 300 s"
+            ok, answer = receiver.recv()
+            assert ok, answer
+            counted[name] = from_counts(answer)
+        return counted
     finally:
-        stop_child(process)
-    assert ok, answer
-    return from_counts(answer)
+        for process, _ in started.values():
+            stop_child(process)
 
 
 def _model(layer, input_shape, dtype="float32", pair=False):
@@ -74,15 +82,15 @@ def test_hand_counts_of_dense_conv_attention_and_embedding(tmp_path, monkeypatch
 
         return keras.layers.Embedding(100, 32)
 
-    first = {}
-    for name, build, shape, dtype in (
-        ("dense", _model(dense, (32,)), (32,), "float32"),
-        ("conv", _model(conv, (8, 8, 3)), (8, 8, 3), "float32"),
-        ("attention", _model(attention, (10, 32), pair=True), (10, 32), "float32"),
-        ("embedding", _model(embedding, (10,), "int32"), (10,), "int32"),
-    ):
-        work = _layer_flops(build, shape, dtype)
-        first[name] = work.layers[0]
+    counted = _layer_flops(
+        {
+            "dense": (_model(dense, (32,)), (32,), "float32"),
+            "conv": (_model(conv, (8, 8, 3)), (8, 8, 3), "float32"),
+            "attention": (_model(attention, (10, 32), pair=True), (10, 32), "float32"),
+            "embedding": (_model(embedding, (10,), "int32"), (10,), "int32"),
+        }
+    )
+    first = {name: work.layers[0] for name, work in counted.items()}
     # Dense 32 -> 64: a multiply and an add per weight, plus the bias
     assert first["dense"].forward_flops == pytest.approx(2 * 32 * 64 + 64, rel=0.02)
     # Conv2D 3x3, 3 -> 16 channels on 8x8, same padding: 2 per multiply-add, over the taps

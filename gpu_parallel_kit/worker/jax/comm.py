@@ -1,8 +1,9 @@
 """What a JAX run's collectives cost, measured in its own worker after training.
 
 - Data parallel, *exposed*: the same per-device gradient computation on one real batch with and
-  without the sum over devices (`jax.shard_map`, `psum` or none), alternated in blocks so drift
-  hits both, median per call; the difference is what the reduction adds. The method is the
+  without the sum over devices (`jax.shard_map`, then `psum` or none as a flag says, in one
+  compiled executable), alternated in blocks so drift hits both, median per call; the
+  difference is what the reduction adds. The method is the
   TensorFlow data engine's (`worker/tensorflow/engines/comm.py`), so the two backends' figures
   compare.
 - Tensor parallel, *standalone*: XLA places the activation all-reduces inside the layers, so no
@@ -57,27 +58,24 @@ def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) 
     replicated = P()
     batch = P("batch")
 
+    # One executable for both sides of the difference: the gradients, then the sum over devices
+    # or not, as a replicated flag says. XLA compiles the model's backward pass once instead of
+    # twice (0.2-0.3 s on two cores for a small MLP), and both sides run the same code up to
+    # the branch, so the difference is the reduction's alone.
     @jax.jit
-    def without_reduce(weights, x, y):
-        per_device = jax.shard_map(
-            lambda w, x, y: [g[None] for g in local_gradients(w, x, y)],
+    def gradients(weights, x, y, reduce):
+        def local(w, x, y, reduce):
+            local = local_gradients(w, x, y)
+            summed = jax.lax.cond(reduce[0], lambda g: jax.lax.psum(g, "batch"), lambda g: g, local)
+            return [g[None] for g in summed]
+
+        return jax.shard_map(
+            local,
             mesh=mesh,
-            in_specs=(replicated, batch, batch),
+            in_specs=(replicated, batch, batch, replicated),
             out_specs=batch,
             check_vma=False,
-        )
-        return per_device(weights, x, y)
-
-    @jax.jit
-    def with_reduce(weights, x, y):
-        reduced = jax.shard_map(
-            lambda w, x, y: jax.lax.psum(local_gradients(w, x, y), "batch"),
-            mesh=mesh,
-            in_specs=(replicated, batch, batch),
-            out_specs=replicated,
-            check_vma=False,
-        )
-        return reduced(weights, x, y)
+        )(weights, x, y, reduce)
 
     @jax.jit
     def reduce_only(stacked):
@@ -89,14 +87,16 @@ def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) 
             check_vma=False,
         )(stacked)
 
-    arguments = (trainable, _on_mesh(x, mesh, batch), _on_mesh(y, mesh, batch))
-    stacked = _ready(without_reduce(*arguments))  # compiles; the standalone sums these
-    _ready(with_reduce(*arguments))
+    on_mesh = (trainable, _on_mesh(x, mesh, batch), _on_mesh(y, mesh, batch))
+    without = (*on_mesh, _on_mesh(np.zeros(1, bool), mesh, replicated))
+    with_sum = (*on_mesh, _on_mesh(np.ones(1, bool), mesh, replicated))
+    stacked = _ready(gradients(*without))  # compiles; the standalone sums these
+    _ready(gradients(*with_sum))
     _ready(reduce_only(stacked))
     plain, reduced = [], []
     for _ in range(BLOCKS):
-        plain.append(_per_call(without_reduce, arguments))
-        reduced.append(_per_call(with_reduce, arguments))
+        plain.append(_per_call(gradients, without))
+        reduced.append(_per_call(gradients, with_sum))
     standalone = statistics.median(_per_call(reduce_only, (stacked,)) for _ in range(BLOCKS))
     return communication_figures(plain, reduced, standalone)
 
