@@ -46,6 +46,13 @@ def warmup_steps(asked: int | None, total_steps: int) -> int:
     return min(asked, max(total_steps - 1, 0))
 
 
+# The exposed-communication measurement on both backends: alternations of (without, with) the
+# reduction, and steps per block. Each is one step of the model, so more of them would cost a
+# short run more than its training; the same counts keep the backends' figures comparable.
+COMM_BLOCKS = 3
+COMM_STEPS_PER_BLOCK = 2
+
+
 def communication_figures(
     plain: Sequence[float], reduced: Sequence[float], standalone: float
 ) -> dict[str, float]:

@@ -31,10 +31,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..stats import communication_figures
+from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, communication_figures
 
-BLOCKS = 5  # alternations of (without, with)
-CALLS_PER_BLOCK = 3
+BLOCKS = COMM_BLOCKS  # alternations of (without, with), as on TensorFlow
+CALLS_PER_BLOCK = COMM_STEPS_PER_BLOCK
 
 
 def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> dict[str, float]:

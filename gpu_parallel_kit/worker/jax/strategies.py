@@ -33,6 +33,7 @@ from ...strategies.fsdp import (
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
+from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK
 from .layout import layout_map, own_layout
 from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
 
@@ -194,7 +195,9 @@ class DataParallel(JaxStrategy):
 
     method = (
         "exposed: median call of the per-device gradients with minus without their sum over "
-        "devices (jax.shard_map, psum), alternated in blocks; standalone: the sum alone"
+        f"devices (jax.shard_map, psum), alternated in {COMM_BLOCKS} blocks of "
+        f"{COMM_STEPS_PER_BLOCK} calls, noise: half the range of the blocks' differences; "
+        "standalone: the sum alone"
     )
 
     def __init__(self, spec: RunSpec, devices: list[Any]) -> None:

@@ -21,10 +21,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...stats import communication_figures
+from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, communication_figures
 
-BLOCKS = 3  # alternations of (without, with)
-STEPS_PER_BLOCK = 2
+BLOCKS = COMM_BLOCKS  # alternations of (without, with)
+STEPS_PER_BLOCK = COMM_STEPS_PER_BLOCK
 
 
 def measure_all_reduce(
