@@ -20,6 +20,10 @@ from ..batching import batch_indices
 from ..compiling import BuilderError
 from ..run_data import arrays, sample_count, steps_from_samples
 
+# An evaluation batch holds at most this many bytes of samples (`evaluation_batch`), so a
+# validation set of images is still read in modest pieces.
+EVALUATION_BATCH_BYTES = 16 * 2**20
+
 
 def build_from_data(model: keras.Model, element_spec: Any) -> None:
     """Give a model that makes its variables on first call (a Sequential without `keras.Input`,
@@ -78,7 +82,8 @@ def with_prefetch(dataset: tf.data.Dataset, batches: int | None) -> tf.data.Data
 
 
 def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
-    """The validation samples in batches of `batch` (the last one may be smaller), one pass."""
+    """The validation samples in batches of `batch` or more (`evaluation_batch`; the last one
+    may be smaller), one pass."""
     if source.kind == "dataset_builder":
         dataset = _dataset_from_builder(source)
         if int(dataset.cardinality().numpy()) == int(tf.data.INFINITE_CARDINALITY):
@@ -86,10 +91,34 @@ def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
                 f"the validation dataset of {source.name} never ends; make it finite, "
                 "e.g. with .take(1000)"
             )
-        return dataset.batch(batch).prefetch(tf.data.AUTOTUNE)
+        size = evaluation_batch(batch, _sample_bytes(dataset.element_spec))
+        return dataset.batch(size).prefetch(tf.data.AUTOTUNE)
     x, y = arrays(source)
     dataset = tf.data.Dataset.from_tensor_slices((_loaded(x), _loaded(y)))
-    return dataset.batch(batch).cache().prefetch(tf.data.AUTOTUNE)
+    size = evaluation_batch(batch, _sample_bytes(dataset.element_spec))
+    return dataset.batch(size).cache().prefetch(tf.data.AUTOTUNE)
+
+
+def evaluation_batch(batch: int, sample_bytes: int | None) -> int:
+    """The batch an evaluation reads at a time: the training's global batch at least, larger
+    while its samples stay under `EVALUATION_BATCH_BYTES`. An evaluation is one compiled call
+    per batch, and a run that validates every few steps evaluates tens of times: in batches of
+    32 samples, 410 validation samples cost 13 calls, most of each the call's own overhead. The
+    loss and metrics are sums over samples, so the batch changes nothing but rounding. Unknown
+    sample sizes (a dataset's dimension of None) keep the global batch."""
+    if not sample_bytes:
+        return batch
+    return max(batch, EVALUATION_BATCH_BYTES // sample_bytes)
+
+
+def _sample_bytes(spec: Any) -> int | None:
+    """Bytes of one sample (inputs and targets), or None when a dimension is unknown."""
+    total = 0
+    for part in tf.nest.flatten(spec):
+        if not part.shape.is_fully_defined():
+            return None
+        total += part.shape.num_elements() * part.dtype.size
+    return total
 
 
 def _builder_pipeline(
