@@ -69,6 +69,37 @@ def test_a_run_arriving_during_the_warming_discovery_waits_for_its_answer(monkey
     assert len(asked) == 1
 
 
+def test_a_jax_discovery_does_not_wait_for_tensorflows(monkeypatch):
+    """After `%load_ext`, TensorFlow's server imports TensorFlow while a JAX experiment's run
+    asks JAX for its devices: the JAX answer comes without waiting for TensorFlow's."""
+    tensorflow_may_answer = threading.Event()
+
+    def discovery(entry):
+        if entry == devices.DISCOVERY_ENTRY:  # TensorFlow's, held until the JAX one is back
+            assert tensorflow_may_answer.wait(10)
+        return (devices.host_cpu(),)
+
+    monkeypatch.setattr(devices, "call_in_worker", lambda entry, **_: discovery(entry))
+    devices._discover.cache_clear()
+    try:
+        warming = threading.Thread(target=devices.discover_physical_devices, args=("tensorflow",))
+        warming.start()
+        time.sleep(0.05)
+        answered = []
+        asking = threading.Thread(
+            target=lambda: answered.append(devices.discover_physical_devices("jax"))
+        )
+        asking.start()
+        asking.join(5)
+        answered_before_tensorflow = list(answered)
+        tensorflow_may_answer.set()
+        warming.join(10)
+        asking.join(10)
+    finally:
+        devices._discover.cache_clear()
+    assert answered_before_tensorflow == [(devices.host_cpu(),)]
+
+
 def _stand_in_child(entry, args, name, backend):
     return "process", "receiver"
 

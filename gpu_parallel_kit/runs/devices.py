@@ -96,13 +96,22 @@ def discover_physical_devices(backend: str | None = None) -> tuple[PhysicalDevic
     runtimes: a server imports them once for all runs, and a child of it answers. Cached: the
     hardware does not change while a kernel lives.
     """
-    # One discovery at a time: a run arriving while a warming thread lists the devices waits
-    # for that answer instead of asking a second child.
-    with _discovery:
-        return _discover(backend or default_backend())
+    # One discovery at a time per backend: a run arriving while a warming thread lists the
+    # devices waits for that answer instead of asking a second child. Each backend has its own
+    # lock: a JAX run must not wait for TensorFlow's server to import TensorFlow (seconds on two
+    # cores) when both are warming after `%load_ext`.
+    backend = backend or default_backend()
+    with _discovery_lock(backend):
+        return _discover(backend)
 
 
-_discovery = threading.Lock()
+_discovery_locks: dict[str, threading.Lock] = {}
+_discovery_locks_guard = threading.Lock()
+
+
+def _discovery_lock(backend: str) -> threading.Lock:
+    with _discovery_locks_guard:
+        return _discovery_locks.setdefault(backend, threading.Lock())
 
 
 @functools.lru_cache(maxsize=2)
