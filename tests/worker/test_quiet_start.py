@@ -4,7 +4,9 @@ import os
 import subprocess
 import sys
 
-from gpu_parallel_kit.worker.quiet_start import kept_lines
+import pytest
+
+from gpu_parallel_kit.worker.quiet_start import hidden, kept_lines
 
 ABSL = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
 ONEDNN = "I0000 port.cc:153] oneDNN custom operations are on. You may see slightly different\n"
@@ -28,3 +30,25 @@ def test_native_writes_in_the_block_are_filtered_not_lost():
         [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
     )
     assert done.stderr == "kept line\nafter\n"
+
+
+def test_a_hidden_package_fails_to_import_only_within_the_block():
+    with hidden(("json",)), pytest.raises(ModuleNotFoundError, match="hidden"):
+        import json.tool  # noqa: F401 - json itself is already imported: only new imports fail
+    import json.tool  # noqa: F401, F811
+
+
+@pytest.mark.slow
+def test_tensorflow_imports_without_jax_or_matplotlib_which_stay_importable():
+    code = (
+        "import sys\n"
+        "from gpu_parallel_kit.worker.quiet_start import import_tensorflow_quietly\n"
+        "import_tensorflow_quietly()\n"
+        "print(sorted(m for m in ('jax', 'matplotlib', 'tensorflow') if m in sys.modules))\n"
+        "import jax, matplotlib.pyplot\n"
+        "print('importable')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["['tensorflow']", "importable"]

@@ -20,6 +20,7 @@ os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported anywhere in this
 
 from ...runs.entry import entry_point  # noqa: E402
 from ...runs.process import die_with_parent  # noqa: E402
+from ..quiet_start import hidden  # noqa: E402
 
 PRELOAD = "gpu_parallel_kit.worker.jax.run"
 _POLL_S = 0.02
@@ -36,7 +37,9 @@ def serve(control: Any) -> None:
     process group would otherwise print the server's KeyboardInterrupt in JupyterLab's terminal.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # already, when started from a main thread
-    importlib.import_module(PRELOAD)
+    # Keras's image gallery imports matplotlib.pyplot if it can; no run uses it (0.1 s).
+    with hidden(("matplotlib",)):
+        importlib.import_module(PRELOAD)
     exit_codes: dict[int, int] = {}
     while True:
         try:
