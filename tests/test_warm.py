@@ -3,6 +3,7 @@ asking again, and a server that dies while it starts a child (retried once, else
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -48,6 +49,18 @@ def test_an_experiment_warms_its_backend_once(warming, fake_machine):
     assert warming == ["tensorflow"]
 
 
+@contextlib.contextmanager
+def _discovering_with(monkeypatch, discovery):
+    """Devices discovered by `discovery(entry)` instead of a worker; no answer cached before or
+    after the block."""
+    monkeypatch.setattr(devices, "call_in_worker", lambda entry, **_: discovery(entry))
+    devices._discover.cache_clear()
+    try:
+        yield
+    finally:
+        devices._discover.cache_clear()
+
+
 def test_a_run_arriving_during_the_warming_discovery_waits_for_its_answer(monkeypatch):
     asked = []
 
@@ -56,16 +69,12 @@ def test_a_run_arriving_during_the_warming_discovery_waits_for_its_answer(monkey
         time.sleep(0.3)
         return (devices.host_cpu(),)
 
-    monkeypatch.setattr(devices, "call_in_worker", lambda entry, **_: slow_discovery(entry))
-    devices._discover.cache_clear()
-    try:
+    with _discovering_with(monkeypatch, slow_discovery):
         warming_thread = threading.Thread(target=devices.discover_physical_devices, args=("jax",))
         warming_thread.start()
         time.sleep(0.05)
         assert devices.discover_physical_devices("jax") == (devices.host_cpu(),)
         warming_thread.join()
-    finally:
-        devices._discover.cache_clear()
     assert len(asked) == 1
 
 
@@ -79,9 +88,7 @@ def test_a_jax_discovery_does_not_wait_for_tensorflows(monkeypatch):
             assert tensorflow_may_answer.wait(10)
         return (devices.host_cpu(),)
 
-    monkeypatch.setattr(devices, "call_in_worker", lambda entry, **_: discovery(entry))
-    devices._discover.cache_clear()
-    try:
+    with _discovering_with(monkeypatch, discovery):
         warming = threading.Thread(target=devices.discover_physical_devices, args=("tensorflow",))
         warming.start()
         time.sleep(0.05)
@@ -95,8 +102,6 @@ def test_a_jax_discovery_does_not_wait_for_tensorflows(monkeypatch):
         tensorflow_may_answer.set()
         warming.join(10)
         asking.join(10)
-    finally:
-        devices._discover.cache_clear()
     assert answered_before_tensorflow == [(devices.host_cpu(),)]
 
 
