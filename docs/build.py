@@ -97,9 +97,8 @@ def executed_in_quick_mode(folder: Path) -> list[Path]:
             try:
                 executed(path)
             except NotebookFailed as failed:
-                (folder / path.name).unlink(
-                    missing_ok=True
-                )  # executed again next time
+                # No copy is left, so the next build executes it again.
+                (folder / path.name).unlink(missing_ok=True)
                 raise SystemExit(str(failed)) from None
             print(f"executed {path.name} ({number}/{len(stale)})", flush=True)
     finally:

@@ -305,11 +305,15 @@ def _with_time_to_target_speedup(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _baseline(group: pd.DataFrame) -> pd.Series | None:
     """The row every speedup of an experiment is measured against (`analysis.baseline`)."""
-    position = baseline_index(
+    position = baseline_index(_candidates(group))
+    return None if position is None else group.iloc[position]
+
+
+def _candidates(group: pd.DataFrame) -> list[Candidate]:
+    return [
         Candidate(row.status, row.strategy, row.devices, row.throughput_samples_s)
         for row in group.itertuples(index=False)
-    )
-    return None if position is None else group.iloc[position]
+    ]
 
 
 def _round_baselines(
@@ -324,10 +328,11 @@ def _round_baselines(
             by_round.setdefault(rounds[index], []).append(index)
     own = {}
     for indices in by_round.values():
+        candidates = _candidates(group.loc[indices])
         for position, index in enumerate(indices):
-            found = _baseline_throughput(group.loc[indices[position::-1]])  # the latest first
-            if found is not None:
-                own[index] = found
+            picked = baseline_index(candidates[position::-1])  # the latest first
+            if picked is not None:
+                own[index] = float(candidates[position - picked].throughput_samples_s)
     return own
 
 

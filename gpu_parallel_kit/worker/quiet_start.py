@@ -94,7 +94,7 @@ class _Hidden(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name.split(".")[0] in self.names:
-            raise ModuleNotFoundError(f"{name} is hidden while TensorFlow imports", name=name)
+            raise ModuleNotFoundError(f"{name} is hidden while the worker imports", name=name)
 
 
 @contextlib.contextmanager

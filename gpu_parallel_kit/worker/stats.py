@@ -46,9 +46,10 @@ def warmup_steps(asked: int | None, total_steps: int) -> int:
     return min(asked, max(total_steps - 1, 0))
 
 
-# The exposed-communication measurement on both backends: alternations of (without, with) the
-# reduction, and steps per block. Each is one step of the model, so more of them would cost a
-# short run more than its training; the same counts keep the backends' figures comparable.
+# Every communication measurement on both backends: blocks (for the exposed figure,
+# alternations of without and with the reduction), and steps or calls per block. Each exposed
+# call is one step of the model, so more of them would cost a short run more than its training;
+# the same counts keep the backends' figures comparable.
 COMM_BLOCKS = 3
 COMM_STEPS_PER_BLOCK = 2
 

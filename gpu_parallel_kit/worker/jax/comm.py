@@ -33,9 +33,6 @@ from jax.sharding import PartitionSpec as P
 
 from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, communication_figures
 
-BLOCKS = COMM_BLOCKS  # alternations of (without, with), as on TensorFlow
-CALLS_PER_BLOCK = COMM_STEPS_PER_BLOCK
-
 
 def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> dict[str, float]:
     """Exposed and standalone gradient all-reduce of a data-parallel step on `devices`."""
@@ -65,8 +62,8 @@ def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) 
     @jax.jit
     def gradients(weights, x, y, reduce):
         def local(w, x, y, reduce):
-            local = local_gradients(w, x, y)
-            summed = jax.lax.cond(reduce[0], lambda g: jax.lax.psum(g, "batch"), lambda g: g, local)
+            grads = local_gradients(w, x, y)
+            summed = jax.lax.cond(reduce[0], lambda g: jax.lax.psum(g, "batch"), lambda g: g, grads)
             return [g[None] for g in summed]
 
         return jax.shard_map(
@@ -94,10 +91,10 @@ def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) 
     _ready(gradients(*with_sum))
     _ready(reduce_only(stacked))
     plain, reduced = [], []
-    for _ in range(BLOCKS):
+    for _ in range(COMM_BLOCKS):
         plain.append(_per_call(gradients, without))
         reduced.append(_per_call(gradients, with_sum))
-    standalone = statistics.median(_per_call(reduce_only, (stacked,)) for _ in range(BLOCKS))
+    standalone = statistics.median(_per_call(reduce_only, (stacked,)) for _ in range(COMM_BLOCKS))
     return communication_figures(plain, reduced, standalone)
 
 
@@ -138,7 +135,7 @@ def measure_tensor_collectives(
         )(stacked, gradients)
 
     _ready(collectives(stacked, gradients))
-    blocks = [_per_call(collectives, (stacked, gradients)) for _ in range(BLOCKS)]
+    blocks = [_per_call(collectives, (stacked, gradients)) for _ in range(COMM_BLOCKS)]
     return {
         "comm_time_s": statistics.median(blocks),
         "comm_noise_s": (max(blocks) - min(blocks)) / 2,
@@ -194,7 +191,7 @@ def measure_fsdp_collectives(
 
     arguments = (shards, again, full, replicated, activations)
     _ready(collectives(*arguments))
-    blocks = [_per_call(collectives, arguments) for _ in range(BLOCKS)]
+    blocks = [_per_call(collectives, arguments) for _ in range(COMM_BLOCKS)]
     return {
         "comm_time_s": statistics.median(blocks),
         "comm_noise_s": (max(blocks) - min(blocks)) / 2,
@@ -213,6 +210,6 @@ def _ready(outputs: Any) -> Any:
 
 def _per_call(function: Callable[..., Any], arguments: tuple[Any, ...]) -> float:
     start = time.perf_counter()
-    for _ in range(CALLS_PER_BLOCK):
+    for _ in range(COMM_STEPS_PER_BLOCK):
         _ready(function(*arguments))
-    return (time.perf_counter() - start) / CALLS_PER_BLOCK
+    return (time.perf_counter() - start) / COMM_STEPS_PER_BLOCK

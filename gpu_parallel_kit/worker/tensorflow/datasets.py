@@ -91,12 +91,13 @@ def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
                 f"the validation dataset of {source.name} never ends; make it finite, "
                 "e.g. with .take(1000)"
             )
-        size = evaluation_batch(batch, _sample_bytes(dataset.element_spec))
-        return dataset.batch(size).prefetch(tf.data.AUTOTUNE)
-    x, y = arrays(source)
-    dataset = tf.data.Dataset.from_tensor_slices((_loaded(x), _loaded(y)))
-    size = evaluation_batch(batch, _sample_bytes(dataset.element_spec))
-    return dataset.batch(size).cache().prefetch(tf.data.AUTOTUNE)
+    else:
+        x, y = arrays(source)
+        dataset = tf.data.Dataset.from_tensor_slices((_loaded(x), _loaded(y)))
+    batches = dataset.batch(evaluation_batch(batch, _sample_bytes(dataset.element_spec)))
+    if source.kind != "dataset_builder":  # arrays in memory: read once, kept for every pass
+        batches = batches.cache()
+    return batches.prefetch(tf.data.AUTOTUNE)
 
 
 def evaluation_batch(batch: int, sample_bytes: int | None) -> int:

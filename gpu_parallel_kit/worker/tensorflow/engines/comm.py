@@ -23,9 +23,6 @@ import tensorflow as tf
 
 from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, communication_figures
 
-BLOCKS = COMM_BLOCKS  # alternations of (without, with)
-STEPS_PER_BLOCK = COMM_STEPS_PER_BLOCK
-
 
 def measure_all_reduce(
     strategy: tf.distribute.Strategy, model: keras.Model, batch: Any
@@ -60,10 +57,10 @@ def measure_all_reduce(
     reduce_only(gradients)
     with_reduce(batch)
     plain, reduced = [], []
-    for _ in range(BLOCKS):
+    for _ in range(COMM_BLOCKS):
         plain.append(_per_call(without_reduce, batch))
         reduced.append(_per_call(with_reduce, batch))
-    standalone = statistics.median(_per_call(reduce_only, gradients) for _ in range(BLOCKS))
+    standalone = statistics.median(_per_call(reduce_only, gradients) for _ in range(COMM_BLOCKS))
     return communication_figures(plain, reduced, standalone)
 
 
@@ -87,9 +84,9 @@ def destination(value: Any, strategy: tf.distribute.Strategy) -> Any:
 
 def _per_call(function, argument) -> float:
     start = time.perf_counter()
-    for _ in range(STEPS_PER_BLOCK):
+    for _ in range(COMM_STEPS_PER_BLOCK):
         _sync(function(argument))
-    return (time.perf_counter() - start) / STEPS_PER_BLOCK
+    return (time.perf_counter() - start) / COMM_STEPS_PER_BLOCK
 
 
 def _sync(outputs) -> None:

@@ -9,8 +9,9 @@ import keras
 import tensorflow as tf
 
 from ....runs.comm_reuse import reuse_fields
+from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK
 from .base import Engine
-from .comm import BLOCKS, STEPS_PER_BLOCK, measure_all_reduce, not_measured, traffic_per_device
+from .comm import measure_all_reduce, not_measured, traffic_per_device
 
 
 def cross_device_ops(choice: str, kind: str) -> tf.distribute.CrossDeviceOps:
@@ -84,8 +85,8 @@ class DataParallelEngine(Engine):
             algorithm, self.parameter_bytes, self.spec.replicas
         )
         comm["comm_method"] = (
-            f"exposed: median step with minus without the all-reduce, alternated in {BLOCKS} "
-            f"blocks of {STEPS_PER_BLOCK} steps, noise: half the range of the blocks' "
+            f"exposed: median step with minus without the all-reduce, alternated in {COMM_BLOCKS} "
+            f"blocks of {COMM_STEPS_PER_BLOCK} steps, noise: half the range of the blocks' "
             "differences; "
             "standalone: the all-reduce alone on gradient-shaped tensors"
             + (
