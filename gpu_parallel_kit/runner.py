@@ -20,7 +20,7 @@ from typing import Any
 
 from .cluster.coordinator import run_on_cluster
 from .runs import gate
-from .runs.comm_reuse import reusing
+from .runs.comm_reuse import reuse_fields, reusing
 from .runs.entry import JAX_RUN_ENTRY, LOCAL_CLUSTER_ENTRY, RUN_ENTRY
 from .runs.failures import classify_exit
 from .runs.noise import settle_communication
@@ -31,6 +31,7 @@ from .runs.process import (
     start_child,
     stop_child,
 )
+from .runs.resident import round_spec
 from .runs.results import RunResult
 from .runs.rounds import new_run_id
 from .runs.spec import RunSpec
@@ -67,6 +68,7 @@ def run_isolated(
     # without one (several processes, GPUs) keeps the machine to itself until it ends.
     if ahead is not None and then is not None and spec.gate is not None:
         watch.on_trained = lambda: ahead.start(then)
+    resumed = ahead is not None and ahead.waiting_for(spec)
     started = ahead.take(spec) if ahead is not None else None
     try:
         process, receiver = started or start_child(
@@ -76,14 +78,25 @@ def run_isolated(
         raise RunInterrupted(watch.failed("cancelled", "cancelled by Ctrl-C")) from None
     except WorkerNotStarted as error:
         return watch.failed("crashed", str(error))
+    # A process that trains this configuration's next round too waits for it (runs/resident.py).
+    watch.keep_alive = ahead is not None and spec.more_rounds_here
+    parked = False
     try:
         result = watch.follow(process, receiver)
+        if watch.keep_alive and result.ok:
+            parked = ahead.park(spec, process, receiver)
     except KeyboardInterrupt:
         stop_child(process)
         raise RunInterrupted(watch.failed("cancelled", "cancelled by Ctrl-C")) from None
     finally:
-        receiver.close()
-    stop_child(process)
+        if not parked:
+            receiver.close()
+    if not parked:
+        stop_child(process)
+    if resumed and not watch.heard and result.status == "crashed":
+        # The process kept for this round died while it waited (the OOM killer picks large
+        # processes): nothing of this round ran, so it starts in a fresh one.
+        return run_isolated(spec, on_event, cancel, ahead=ahead, then=then)
     return result
 
 
@@ -102,10 +115,11 @@ def run_grid(
     `execute(spec, ahead, upcoming, round_of)` runs one spec; `round_of` is (round from 0,
     rounds, the configuration's first run id), None with one round. A later round reports the
     communication its configuration measured before (`runs/comm_reuse.py`) instead of
-    measuring it again.
+    measuring it again, and where it may, is trained by the process of the round before
+    (`runs/resident.py`), which `ahead` keeps between rounds.
     """
     queue = [
-        (index, turn, spec if turn == 0 else dataclasses.replace(spec, run_id=new_run_id()))
+        (index, turn, round_spec(spec, turn, rounds, spec.run_id if turn == 0 else new_run_id()))
         for turn in range(rounds)
         for index, spec in enumerate(specs)
     ]
@@ -160,20 +174,33 @@ def entry_for(spec: RunSpec) -> str:
 
 
 class StartedAhead:
-    """The next run of a comparison, its process started while the last run measures apart.
+    """A comparison's processes beyond the run in hand: the next run's, started while the last
+    run measures apart, and the processes that train their configuration's next round.
 
     Only a run with a training gate (`runs/gate.py`) is started ahead: it waits at the gate
     before training, so its step times never overlap another run's work. One run at most is
-    held; `close` stops one that was never taken (the comparison was cancelled or failed).
+    started ahead; a process waiting for its configuration's next round is parked under the
+    configuration (`runs/resident.py`) and given the word when that round's turn comes. `close`
+    stops every process never taken (the comparison ended, was cancelled or failed).
     """
 
     def __init__(self) -> None:
         self._spec: RunSpec | None = None
         self._started: tuple[Any, Any] | None = None
+        self._parked: dict[str, tuple[Any, Any]] = {}
+
+    def park(self, spec: RunSpec, process: Any, receiver: Any) -> bool:
+        """Keep `spec`'s process, which waits to train its configuration's next round."""
+        if spec.resident is None or not process.is_alive():
+            return False
+        self._parked[spec.resident[0]] = (process, receiver)
+        return True
 
     def start(self, spec: RunSpec) -> bool:
-        """Start `spec`'s process now; whether it was (a run without a gate never is)."""
-        if spec.gate is None or self._started is not None:
+        """Start `spec`'s process now; whether it was (a run without a gate never is, nor a
+        later round, which its configuration's process trains, or a fresh one at its turn)."""
+        later_round = spec.resident is not None and spec.resident[1] > 0
+        if spec.gate is None or self._started is not None or later_round:
             return False
         try:
             self._started = start_child(
@@ -184,18 +211,36 @@ class StartedAhead:
         self._spec = spec
         return True
 
+    def waiting_for(self, spec: RunSpec) -> bool:
+        """Whether a process of `spec`'s configuration waits to train it."""
+        return spec.resident is not None and spec.resident[0] in self._parked
+
     def take(self, spec: RunSpec) -> tuple[Any, Any] | None:
+        """`spec`'s process if one is ready for it: its configuration's, told to train this
+        round, or the one started ahead; None when it must be started now."""
+        if spec.resident is not None and spec.resident[0] in self._parked:
+            process, receiver = self._parked.pop(spec.resident[0])
+            try:
+                receiver.send(("round", spec.run_id))
+                return process, receiver
+            except OSError:  # it has died while it waited: this round starts afresh
+                stop_child(process)
+                receiver.close()
+                return None
         if self._spec is None or self._spec.run_id != spec.run_id:
             return None
         started, self._spec, self._started = self._started, None, None
         return started
 
     def close(self) -> None:
+        waiting = list(self._parked.values())
         if self._started is not None:
-            process, receiver = self._started
+            waiting.append(self._started)
+        for process, receiver in waiting:
             stop_child(process)
             receiver.close()
         self._spec = self._started = None
+        self._parked.clear()
 
 
 class _Watch:
@@ -211,6 +256,8 @@ class _Watch:
         self.started = time.perf_counter()
         self.on_trained: Callable[[], bool] | None = None
         self.overlapped = False  # the next run started beside this one's after-training work
+        self.keep_alive = False  # the process trains another round after reporting this one
+        self.heard = False  # the process has said anything since it was given this run
 
     def follow(self, process: Any, receiver: Any) -> RunResult:
         self.started = time.perf_counter()
@@ -242,7 +289,8 @@ class _Watch:
                 return self.failed(*classify_exit(process.exitcode, self.phase))
             result = self._handle(message)
             if result is not None:
-                process.join(timeout=5)
+                if not self.keep_alive:
+                    process.join(timeout=5)
                 return result
 
     def _wait_s(self, deadline: float | None) -> float | None:
@@ -253,8 +301,11 @@ class _Watch:
         return CANCEL_POLL_S if left is None else min(left, CANCEL_POLL_S)
 
     def _handle(self, message: dict[str, Any]) -> RunResult | None:
+        self.heard = True
         if message.get("event") == "result":
             result = settle_communication(RunResult.from_dict(message["result"]))
+            if "trained_in_process_of" in result.extra:  # a later round, in an earlier one's
+                result = self._as_this_round(result)
             elapsed = time.perf_counter() - self.started
             extra = {**result.extra, "process_s": elapsed}
             if self.overlapped:
@@ -275,14 +326,27 @@ class _Watch:
         self.on_event(message)
         return None
 
+    def _as_this_round(self, result: RunResult) -> RunResult:
+        """A row the process of an earlier round reported (`runs/resident.py`), under this
+        round's run id; what it lends of that round's communication worded as the caller
+        recorded it (the caller knows whether that round measured beside another's start)."""
+        extra = dict(result.extra)
+        if self.spec.comm_from is not None and "comm_measured_in" in extra:
+            extra.update(reuse_fields(self.spec.comm_from))
+        return dataclasses.replace(result, run_id=self.spec.run_id, created_at=_now(), extra=extra)
+
     def failed(self, status: str, reason: str) -> RunResult:
         return RunResult(
             **self.spec.result_identity(),
             status=status,
             reason=reason,
             extra={"process_s": time.perf_counter() - self.started},
-            created_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            created_at=_now(),
         )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 _CLOSED = object()

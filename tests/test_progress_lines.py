@@ -88,3 +88,16 @@ def test_a_notebook_bar_is_one_widget_without_a_text_bar_beside_it():
     left, _, right = bar.container.children
     assert "█" not in left.value + right.value and "8/8" in right.value
     bar.close()
+
+
+def test_a_round_trained_by_an_earlier_rounds_process_says_so_instead_of_a_start_up():
+    out = io.StringIO()
+    progress = LineProgress("data×2 · round 2/3", stream=out)
+    progress({"event": "phase", "phase": "training", "total": 8, "startup_s": 0.01})
+    later = RunResult(
+        run_id="r2", experiment_id="e", strategy="data", devices=2, virtual=True, status="ok",
+        step_time_s=0.0042, extra={"trained_in_process_of": "r1"},
+    )  # fmt: skip
+    progress.close(later)
+    end = out.getvalue().splitlines()[-1]
+    assert end == "data×2 · round 2/3: ok · median step 4.2 ms · in an earlier round's process"

@@ -14,7 +14,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..runs.progress import startup_from, startup_text
+from ..runs.progress import ending, startup_from, startup_text
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from ..strategies import strategy_record
@@ -74,13 +74,10 @@ class RunRow:
         """The run's outcome on its row: green and the median step, or the status, and why on the
         line under it."""
         self.bar.bar_style = _STYLE.get(result.status, "danger")
-        startup = startup_text(self.startup_s, self.ahead)
+        self.text.value = ending(result, self.startup_s, self.ahead)
         if result.ok:
             self.bar.value = self.bar.max
-            median = (result.step_time_s or 0.0) * 1000
-            self.text.value = f"ok · median step {median:.1f} ms{startup}"
             return
-        self.text.value = result.status
         if result.reason:
             self.reason.value = f"<small>{html.escape(result.reason)}</small>"
             self.reason.layout.display = None

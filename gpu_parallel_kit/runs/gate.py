@@ -24,6 +24,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 _lock = threading.Lock()
 _path: str | None = None
@@ -55,6 +56,30 @@ def hold(path: str | None) -> None:
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_EX)
     _held.append(descriptor)
+
+
+def release() -> None:
+    """Give the gate back before the process ends: a run that trains another round of its
+    comparison in this process (`runs/resident.py`) waits for its turn without holding it."""
+    while _held:
+        descriptor = _held.pop()
+        with contextlib.suppress(OSError):
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+        os.close(descriptor)
+
+
+def hold_in_caller() -> Callable[[], None]:
+    """Take this caller's gate now, for the caller's own work that no run may time steps beside
+    (a step counted ahead, `runs/work_count.CountAhead`); returns what gives it back."""
+    descriptor = os.open(gate_path(), os.O_RDWR)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+
+    def give_back() -> None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+            os.close(descriptor)
+
+    return give_back
 
 
 def pass_through(path: str | None) -> float:

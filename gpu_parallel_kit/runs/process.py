@@ -100,7 +100,9 @@ def _start_child(
     if backend == "jax" and start_method() == "forkserver":
         return jax_server().start(entry, args)
     context = _context()
-    receiver, sender = context.Pipe(duplex=False)
+    # Both ways: the child reports its events, and a child that trains several rounds of a
+    # comparison (runs/resident.py) is told through it when the next one's turn comes.
+    receiver, sender = context.Pipe(duplex=True)
     process = context.Process(
         target=enter, args=(entry, args, sender), daemon=True, name=name or f"gpk-{entry}"
     )
@@ -189,6 +191,21 @@ def parent_emitter(connection: Any) -> Callable[..., None]:
             os._exit(0)
 
     return emit
+
+
+def parent_word(connection: Any) -> Callable[[], str | None]:
+    """`next_round()` for a child that trains several rounds of a comparison
+    (`runs/resident.py`): blocks until the caller gives the next round's turn, and returns that
+    round's run id; None when the caller has gone, or stopped the comparison."""
+
+    def next_round() -> str | None:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            return None
+        return message[1] if isinstance(message, tuple) and message[0] == "round" else None
+
+    return next_round
 
 
 def die_with_parent() -> None:

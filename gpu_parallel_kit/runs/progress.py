@@ -98,8 +98,11 @@ def startup_text(startup_s: float | None, ahead: bool = False) -> str:
 
 
 def ending(result: RunResult, startup_s: float | None, ahead: bool = False) -> str:
-    """ "ok · median step 4.2 ms · start-up 1.1 s", or the status a run ended with."""
+    """ "ok · median step 4.2 ms · start-up 1.1 s", or the status a run ended with. A round
+    trained by an earlier round's process (`runs/resident.py`) had no start-up of its own."""
     startup = startup_text(startup_s, ahead)
+    if "trained_in_process_of" in result.extra:
+        startup = " · in an earlier round's process"
     if result.ok:
         return f"ok · median step {(result.step_time_s or 0.0) * 1000:.1f} ms{startup}"
     return result.status

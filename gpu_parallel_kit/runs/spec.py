@@ -142,6 +142,19 @@ class RunSpec:
     # communication an earlier round of this configuration measured (runs/comm_reuse.py):
     # the run reports those figures instead of measuring again
     comm_from: MeasuredComm | None = None
+    # a comparison's rounds trained in one process (runs/resident.py): (the configuration's
+    # first run id, this round from 0, its rounds); None: this run is its process's only one
+    resident: tuple[str, int, int] | None = None
+
+    @property
+    def rounds_here(self) -> int:
+        """The rounds this run's process trains, one after another: this one and those after."""
+        return 1 if self.resident is None else self.resident[2] - self.resident[1]
+
+    @property
+    def more_rounds_here(self) -> bool:
+        """Whether this run's process trains another round after this one."""
+        return self.rounds_here > 1
 
     def __post_init__(self) -> None:
         # The record's own name: "model" is read as "pipeline" from here on.

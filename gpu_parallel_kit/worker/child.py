@@ -1,8 +1,10 @@
 """The shell every run's child process shares, whatever its backend: own process group, one
 result sent to the parent, no interpreter teardown.
 
-`body(spec, emit, report_and_exit)` runs the run; it may call `report_and_exit` itself (from
-`fit`'s last callback, so `fit`'s input-iterator teardown is never waited for).
+`body(spec, emit, report_and_exit, next_round)` runs the run; it may call `report_and_exit`
+itself (from `fit`'s last callback, so `fit`'s input-iterator teardown is never waited for), and
+`next_round` waits for the caller's word when the process trains several rounds
+(`runs/resident.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..runs.process import parent_emitter
+from ..runs.process import parent_emitter, parent_word
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from ..runs.tuning import warmup_in_executions
@@ -85,7 +87,8 @@ def tuned_recorder(
     )
 
 
-Body = Callable[[RunSpec, Callable[..., None], Callable[[RunResult], None]], RunResult]
+NextRound = Callable[[], "str | None"]
+Body = Callable[[RunSpec, Callable[..., None], Callable[[RunResult], None], NextRound], RunResult]
 
 
 def run_child(spec: RunSpec, connection: Any, body: Body) -> None:
@@ -103,7 +106,7 @@ def run_child(spec: RunSpec, connection: Any, body: Body) -> None:
 
     code = 0
     try:
-        report_and_exit(body(spec, emit, report_and_exit))
+        report_and_exit(body(spec, emit, report_and_exit, parent_word(connection)))
     except BaseException:  # noqa: BLE001 - the parent turns a missing result into a row
         traceback.print_exc()
         code = 1

@@ -63,6 +63,9 @@ class StepRecorder:
         self.evaluate_every_steps: int | None = None  # None: at each epoch end
         # Installed by the worker: the optimizer's current learning rate.
         self.learning_rate: Callable[[], float] | None = None
+        # Installed by the worker when its process trains another round after this recorder's
+        # (runs/resident.py): reports this round, waits for the next, returns its recorder.
+        self.next_round: Callable[[], StepRecorder] | None = None
 
     def _clock(self) -> float:
         return time.perf_counter() - self._paused_s
@@ -235,6 +238,9 @@ class StepTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None) -> None:
         self.recorder.epoch_end(logs)
+        # A round's last epoch, with another round in this process's fit: that round's recorder.
+        if self.recorder.done and self.recorder.next_round is not None:
+            self.recorder = self.recorder.next_round()
 
     def on_train_end(self, logs=None) -> None:
         if self.recorder.on_train_end is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import platform
 import time
 import traceback
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..errors import GpkError
 from ..runs import gate
+from ..runs.comm_reuse import MeasuredComm, measured_in
 from ..runs.failures import classify_exception
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
@@ -31,6 +33,7 @@ from ..version import __version__
 from .budget import MemoryBudgetExceeded
 from .child import Finished, finished_result, tuned_recorder
 from .lr_schedule import apply_run_rule
+from .rounds import Rounds
 from .stats import warmup_steps
 
 if TYPE_CHECKING:
@@ -80,19 +83,30 @@ class BackendRun(Protocol):
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
         """RunResult fields only this strategy measures, `extra` among them."""
 
+    def lend_communication(self, measured: MeasuredComm) -> None:
+        """Later rounds in this process report what its first round measured, as a later
+        round in a process of its own would (`runs/comm_reuse.py`)."""
+
 
 def run_in_this_process(
     spec: RunSpec,
     emit: Callable[..., None],
     report_and_exit: Callable[[RunResult], None] | None,
     backend: BackendRun,
+    next_round: Callable[[], str | None] | None = None,
 ) -> RunResult:
     """Run one spec here and return its result; failures become a result, not an exception.
 
     With `report_and_exit`, a finished `fit` reports from its last callback and the process ends
     there: the weights and timestamps are final, and fit's input-iterator teardown that follows
     costs 1-7 s on two cores for nothing.
+
+    A spec of several rounds in this process (`runs/resident.py`) reports each round but the
+    last at its end, waits there for `next_round`'s word, and trains the next from the state the
+    first started from (`worker/rounds.py`).
     """
+    if spec.more_rounds_here and next_round is None:
+        raise ValueError("a run of several rounds in one process needs the caller's next_round")
     start = time.perf_counter()
     phase = "setting up devices"
     base = base_fields(spec, backend.versions())
@@ -114,13 +128,24 @@ def run_in_this_process(
         model, tuned = backend.build(steps, total, warmup)
         with backend.scope():
             base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps)
-        recorder = tuned_recorder(emit, tuned, warmup, total, steps)
-        backend.watch(recorder, model)
-        # The last run of the caller may still be measuring beside this one: the recorder waits
-        # for it before the first timed step (runs/gate.py), so this run's set-up overlaps it.
-        recorder.gate = lambda: gate.pass_through(spec.gate)
-        startup = time.perf_counter() - start
-        enter("training", total=total, startup_s=startup)  # a run started ahead shows it
+        rounds = Rounds(spec, model)
+
+        def at_gate() -> float:
+            rounds.keep_first_state()
+            return gate.pass_through(spec.gate)
+
+        def new_recorder() -> StepRecorder:
+            made = tuned_recorder(emit, tuned, warmup, total, steps)
+            backend.watch(made, model)
+            # The last run of the caller may still be measuring beside this one: the recorder
+            # waits for it before the first timed step (runs/gate.py), so this run's set-up
+            # overlaps it. A first round of several keeps the state it starts from.
+            made.gate = at_gate
+            if report_and_exit is not None:
+                made.on_train_end = lambda: report_and_exit(finish())
+            if rounds.more:
+                made.next_round = round_after
+            return made
 
         def finish() -> RunResult:
             nonlocal phase
@@ -155,10 +180,32 @@ def run_in_this_process(
             )
             if spec.gate is not None:
                 result.extra["waited_at_gate_s"] = recorder.waited_s
+            result.extra.update(rounds.row_fields())
             return result
 
-        if report_and_exit is not None:
-            recorder.on_train_end = lambda: report_and_exit(finish())
+        def round_after() -> StepRecorder:
+            """At the end of a round this process trains another after: report it, wait for
+            the caller's word, put back the first round's state; the next round's recorder."""
+            nonlocal recorder, startup
+            row = finish()
+            emit(event="result", result=row.to_dict())
+            measured = measured_in([row])
+            if measured is not None:  # the later rounds report what this one measured
+                backend.lend_communication(measured)
+            gate.release()  # nothing of this process runs until its next turn
+            if next_round is None or next_round() is None:
+                os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
+            began = time.perf_counter()
+            rounds.begin_next()
+            recorder = new_recorder()
+            startup = time.perf_counter() - began
+            enter("training", total=total, startup_s=startup)
+            recorder.train_begin()  # passes the gate: fit began once, for every round
+            return recorder
+
+        recorder = new_recorder()
+        startup = time.perf_counter() - start
+        enter("training", total=total, startup_s=startup)  # a run started ahead shows it
         backend.train(model, recorder)
         return finish()
     except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row

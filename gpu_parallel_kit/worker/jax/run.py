@@ -16,6 +16,7 @@ import os
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported, in a spawned child too
 
 import contextlib  # noqa: E402
+import dataclasses  # noqa: E402
 import traceback  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
@@ -24,6 +25,7 @@ import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ...runs.comm_reuse import MeasuredComm  # noqa: E402
 from ...runs.results import RunResult  # noqa: E402
 from ...runs.spec import RunSpec  # noqa: E402
 from ...runs.tuning import Tuned  # noqa: E402
@@ -56,9 +58,10 @@ def run_jax_in_this_process(
     spec: RunSpec,
     emit: Callable[..., None],
     report_and_exit: Callable[[RunResult], None] | None = None,
+    next_round: Callable[[], str | None] | None = None,
 ) -> RunResult:
     """Run one JAX spec here and return its result (a failure is a result too)."""
-    return run_in_this_process(spec, emit, report_and_exit, JaxRun(spec))
+    return run_in_this_process(spec, emit, report_and_exit, JaxRun(spec), next_round)
 
 
 def make_strategy(spec: RunSpec, devices: list[Any]) -> JaxStrategy:
@@ -163,6 +166,9 @@ class JaxRun:
         if self.spec.training.deterministic:
             fields["extra"]["determinism"] = DETERMINISM[self.spec.devices.kind]
         return fields
+
+    def lend_communication(self, measured: MeasuredComm) -> None:
+        self.spec = self.strategy.spec = dataclasses.replace(self.spec, comm_from=measured)
 
 
 def _built_model(

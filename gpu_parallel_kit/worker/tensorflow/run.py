@@ -11,12 +11,14 @@ from .. import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
 # isort: split
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from ...runs.comm_reuse import MeasuredComm
 from ...runs.results import RunResult
 from ...runs.spec import RunSpec
 from ...runs.tuning import Tuned
@@ -54,9 +56,10 @@ def run_in_this_process(
     spec: RunSpec,
     emit: Callable[..., None],
     report_and_exit: Callable[[RunResult], None] | None = None,
+    next_round: Callable[[], str | None] | None = None,
 ) -> RunResult:
     """Run one TensorFlow spec here and return its result (a failure is a result too)."""
-    return run_skeleton(spec, emit, report_and_exit, TensorFlowRun(spec))
+    return run_skeleton(spec, emit, report_and_exit, TensorFlowRun(spec), next_round)
 
 
 def make_engine(spec: RunSpec, device_names: tuple[str, ...]) -> Engine:
@@ -130,3 +133,6 @@ class TensorFlowRun:
 
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
         return self.engine.result_fields(step_time_s)
+
+    def lend_communication(self, measured: MeasuredComm) -> None:
+        self.spec = self.engine.spec = dataclasses.replace(self.spec, comm_from=measured)

@@ -118,7 +118,8 @@ class Engine(abc.ABC):
             self.callbacks_async = dispatches_async([timer])
             model.fit(
                 dataset,
-                epochs=self.spec.training.epochs,
+                # Every round this process trains, in one fit (runs/resident.py).
+                epochs=self.spec.training.epochs * self.spec.rounds_here,
                 steps_per_epoch=steps_per_epoch,
                 callbacks=[timer],
                 verbose=0,

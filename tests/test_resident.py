@@ -1,0 +1,90 @@
+"""A comparison's later rounds trained in the process of its first (runs/resident.py): which runs
+may stay, the same work as a fresh run's in every round, and a round that starts afresh when the
+process it waited for has gone."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+
+import pytest
+
+from gpu_parallel_kit.runs.resident import round_spec, stays_resident
+from tests.builders import small_experiment, small_mlp
+
+
+def _gated(spec):
+    return dataclasses.replace(spec, gate="/tmp/gpk-gate-test")
+
+
+def test_only_gated_tensorflow_fit_runs_of_several_rounds_stay(monkeypatch):
+    monkeypatch.delenv("GPK_RESIDENT", raising=False)
+    exp = small_experiment(small_mlp)
+    data = _gated(exp.plan("data", 2))
+    assert stays_resident(data, 3)
+    assert stays_resident(_gated(exp.plan("single", 1)), 2)
+    assert not stays_resident(data, 1)  # one round: nothing to keep the process for
+    assert not stays_resident(exp.plan("data", 2), 3)  # no gate: GPUs, or a run alone
+    assert not stays_resident(dataclasses.replace(data, mode="explicit"), 3)
+    assert not stays_resident(dataclasses.replace(data, save_weights="w.npz"), 3)
+    assert not stays_resident(_gated(small_experiment(small_mlp, backend="jax").plan("data", 2)), 3)
+    monkeypatch.setenv("GPK_RESIDENT", "0")
+    assert not stays_resident(data, 3)
+
+
+def test_a_round_spec_names_its_configuration_and_the_rounds_its_process_trains(monkeypatch):
+    monkeypatch.delenv("GPK_RESIDENT", raising=False)
+    spec = _gated(small_experiment(small_mlp).plan("data", 2))
+    first = round_spec(spec, 0, 3, spec.run_id)
+    later = round_spec(spec, 2, 3, "other")
+    assert first.resident == (spec.run_id, 0, 3) and first.rounds_here == 3
+    assert later.resident == (spec.run_id, 2, 3) and later.run_id == "other"
+    assert later.rounds_here == 1 and not later.more_rounds_here  # started afresh: its round only
+    alone = round_spec(dataclasses.replace(spec, gate=None), 1, 3, "x")
+    assert alone.resident is None and alone.rounds_here == 1
+
+
+@pytest.mark.slow
+def test_later_rounds_train_in_the_first_rounds_process_from_its_first_state(tmp_path):
+    from gpu_parallel_kit.store import RunLog
+
+    log = str(tmp_path / "runs.sqlite")
+    exp = small_experiment(small_mlp, deterministic=True, measure_comm=False, log=log)
+    exp.compare(["single", "data"], [2], rounds=3)
+    rows = RunLog(log).results()
+    assert [(r.strategy, r.devices, r.status) for r in rows] == [
+        ("single", 1, "ok"),
+        ("data", 2, "ok"),
+    ] * 3
+    assert len({r.run_id for r in rows}) == 6  # every round is a run of its own in the log
+    for first, *later in (rows[0::2], rows[1::2]):
+        assert "trained_in_process_of" not in first.extra
+        for row in later:
+            assert row.extra["trained_in_process_of"] == first.run_id
+            assert row.extra["configuration"] == first.run_id
+            # The weights, the optimizer's state and the batches were put back: the same curve.
+            assert row.history["loss"] == first.history["loss"]
+            assert row.step_times_s and len(row.step_times_s) == len(first.step_times_s)
+
+
+@pytest.mark.slow
+def test_a_round_whose_process_has_gone_starts_afresh(monkeypatch):
+    from gpu_parallel_kit.runner import run_grid, run_isolated, with_gate
+
+    monkeypatch.delenv("GPK_RESIDENT", raising=False)
+    exp = small_experiment(small_mlp, measure_comm=False)
+    spec = with_gate(exp.plan("data", 2))
+    killed = []
+
+    def execute(spec, ahead, upcoming, round_of):
+        if round_of[0] == 1:  # the process waiting for this round is killed first
+            for process, _ in ahead._parked.values():
+                os.kill(process.pid, signal.SIGKILL)
+                killed.append(process.pid)
+        return run_isolated(spec, None, None, ahead=ahead, then=upcoming)
+
+    (rows,) = run_grid([spec], 3, execute, None)
+    assert killed and [r.status for r in rows] == ["ok", "ok", "ok"]
+    assert "trained_in_process_of" not in rows[1].extra  # round 2 in a fresh process
+    assert rows[2].extra["trained_in_process_of"] == rows[1].run_id  # which trains round 3
