@@ -27,7 +27,7 @@ from .runs.target import parse_target
 from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
 from .runs.warm import warm
-from .runs.work_count import count_batches, count_in_child, work_key
+from .runs.work_count import CountAhead, count_batches, count_in_child, work_key
 from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, check_backend
 
@@ -152,6 +152,7 @@ class Experiment:
         self.log = RunLog(log)
         self.progress = progress
         self.experiment_id = uuid.uuid4().hex[:12]
+        self._counting: CountAhead | None = None
 
     def __repr__(self) -> str:
         return (
@@ -307,12 +308,24 @@ class Experiment:
         results = [merge_rounds(rows) if rows else next(not_started) for rows in done]
         return Comparison(results, counter=self.counted_step)
 
+    def count_ahead(self) -> None:
+        """Count the training step now, in the background, for a projection after the next
+        comparison (`runs/work_count.CountAhead`): its first run waits at the training gate
+        until the count is done, so nothing is timed beside it."""
+        if self._counting is None:
+            self._counting = CountAhead(self._count_step)
+
     def counted_step(self, experiment_id: str) -> dict[str, Any] | str:
         """This experiment's training step counted by the compiler (FLOPs and bytes at two batch
         sizes, per layer), for projections onto GPUs: from the run log when counted before,
         else in a short child process, then logged. One sentence when it cannot be counted."""
         if experiment_id != self.experiment_id:
             return f"experiment {experiment_id} is not this one's; its step was not counted"
+        if self._counting is not None:
+            self._counting.wait()
+        return self._count_step()
+
+    def _count_step(self) -> dict[str, Any] | str:
         spec = self.plan("single", 1)
         batches = count_batches(spec.global_batch)
         key = work_key(spec, batches)

@@ -112,3 +112,35 @@ def test_runs_started_ahead_train_exactly_as_runs_started_in_turn(tmp_path, monk
     measured = ahead[-1]  # data on 2 devices: its communication was measured as before
     assert measured.extra.get("comm_measured", True)
     assert "standalone_all_reduce_s" in measured.extra
+
+
+def _passes_later(path: str) -> threading.Event:
+    passed = threading.Event()
+
+    def pass_gate() -> None:
+        gate.pass_through(path)
+        passed.set()
+
+    threading.Thread(target=pass_gate, daemon=True).start()
+    return passed
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_step_counted_ahead_keeps_runs_at_the_gate_until_it_is_done(fails):
+    from gpu_parallel_kit.runs.work_count import CountAhead
+
+    counting, finish = threading.Event(), threading.Event()
+
+    def count() -> None:
+        counting.set()
+        finish.wait(10)
+        if fails:
+            raise RuntimeError("the count failed")
+
+    ahead = CountAhead(count)
+    assert counting.wait(10)
+    passed = _passes_later(gate.gate_path())
+    assert not passed.wait(0.3)  # a run's first step waits while the caller counts
+    finish.set()
+    ahead.wait()
+    assert passed.wait(10)  # given back, also when the count failed

@@ -83,6 +83,8 @@ def run_demo(
 ) -> Comparison:
     """Run the demo comparison, add the projected rows, and write the report (table.csv,
     table.md, PNGs) to `out_dir`."""
-    comparison = with_projection(demo_experiment(progress, log).compare(STRATEGIES, DEVICES))
+    experiment = demo_experiment(progress, log)
+    experiment.count_ahead()  # the projection's count, beside the servers' start
+    comparison = with_projection(experiment.compare(STRATEGIES, DEVICES))
     comparison.save_report(out_dir)
     return comparison

@@ -201,6 +201,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     _warm_for(args)
     experiment = demo.demo_experiment(progress=args.progress, log=args.log)
     print(demo.describe(experiment), flush=True)
+    experiment.count_ahead()  # the projection's count, beside the servers' start
     return _compare(
         experiment, demo.STRATEGIES, demo.DEVICES, {}, args.out, extend=demo.with_projection
     )

@@ -5,10 +5,13 @@ TensorFlow fork server. Only a projection asks for it, so it never adds to a run
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from . import gate
 from .entry import WORK_COUNT_JAX_ENTRY, WORK_COUNT_TF_ENTRY
 from .nest import width
 from .sources import array_structures
@@ -78,3 +81,32 @@ def count_in_child(spec: RunSpec, batches: tuple[int, int]) -> dict[str, Any]:
             return answer
         failures.append(f"{backend}: {answer}")
     raise RuntimeError("the step could not be counted (" + "; ".join(failures) + ")")
+
+
+class CountAhead:
+    """A step counted in the background while a comparison starts, for the projection after it.
+
+    The count is a child that compiles the step (seconds, and most of a JAX server's start when
+    the comparison runs on TensorFlow). Started ahead, it runs beside the servers' start, device
+    discovery and the first run's set-up, none of which is timed; the caller holds its training
+    gate meanwhile (`runs/gate.py`), so no run times a step while the count computes. A failed
+    count says nothing here: the projection counts again and says why.
+    """
+
+    def __init__(self, count: Callable[[], Any]) -> None:
+        self._give_back = gate.hold_in_caller()  # before any run could pass the gate
+        self._thread = threading.Thread(
+            target=self._count, args=(count,), daemon=True, name="gpk-count-ahead"
+        )
+        self._thread.start()
+
+    def _count(self, count: Callable[[], Any]) -> None:
+        try:
+            count()
+        except Exception:  # noqa: BLE001, S110 - the projection's own count says why
+            pass
+        finally:
+            self._give_back()
+
+    def wait(self) -> None:
+        self._thread.join()
