@@ -27,7 +27,7 @@ from .runs.target import parse_target
 from .runs.tuning import check_tune
 from .runs.validation import training_and_validation
 from .runs.warm import warm
-from .runs.work_count import CountAhead, count_batches, count_in_child, work_key
+from .runs.work_count import CountAhead, count_batches, count_in_child, count_spec, work_key
 from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, check_backend
 
@@ -326,13 +326,17 @@ class Experiment:
         return self._count_step()
 
     def _count_step(self) -> dict[str, Any] | str:
-        spec = self.plan("single", 1)
+        training = self._run_training()
+        spec = count_spec(self.experiment_id, self.model, self.data, training, self.backend)
         batches = count_batches(spec.global_batch)
         key = work_key(spec, batches)
         counts = WorkCounts(self.log)
         stored = counts.by_key(key)
         if stored is None:
-            print(f"Counting the training step of {self.model.name} for the projection (once)")
+            print(
+                f"Counting the training step of {self.model.name} for the projection (once)",
+                flush=True,
+            )
             try:
                 stored = json.dumps(count_in_child(spec, batches))
             except RuntimeError as error:

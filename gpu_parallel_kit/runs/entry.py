@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-# What the fork server imports once for every child: the worker, and with it TensorFlow.
-PRELOAD = "gpu_parallel_kit.worker.tensorflow.run"
+# What the fork server imports once for every child: the worker, and with it TensorFlow
+# (worker/fork_server.py).
+PRELOAD = "gpu_parallel_kit.worker.fork_server"
 # The children's entry points, named rather than imported (tests check each one exists).
 RUN_ENTRY = "gpu_parallel_kit.worker.tensorflow.run:worker_main"
 LOCAL_CLUSTER_ENTRY = "gpu_parallel_kit.cluster.local:launch_local_cluster"

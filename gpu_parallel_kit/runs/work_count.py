@@ -11,9 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from ..strategies import SINGLE
 from . import gate
+from .devices import PhysicalDevice, plan_devices
 from .entry import WORK_COUNT_JAX_ENTRY, WORK_COUNT_TF_ENTRY
 from .nest import width
+from .rounds import new_run_id
 from .sources import array_structures
 from .spec import RunSpec
 from .synthetic import synthetic_spec
@@ -26,6 +29,25 @@ def count_batches(global_batch: int) -> tuple[int, int]:
     and twice that; the difference splits the work per sample from the work per step."""
     first = max(1, min(int(global_batch), 64))
     return first, 2 * first
+
+
+def count_spec(experiment_id: str, model: Any, data: Any, training: Any, backend: str) -> RunSpec:
+    """The run a count compiles: the experiment's model, data and training on one device.
+
+    A count compiles in a child of its own and reads nothing of the plan's devices, so its spec
+    is planned on a stand-in CPU device: it never waits for device discovery, and can start
+    beside the servers' start (`CountAhead`)."""
+    host = PhysicalDevice(name="/physical_device:CPU:0", kind="cpu", index=0)
+    return RunSpec(
+        run_id=new_run_id(),
+        experiment_id=experiment_id,
+        strategy=SINGLE.name,
+        devices=plan_devices(1, physical=(host,), backend=backend),
+        model=model,
+        data=data,
+        training=training,
+        backend=backend,
+    )
 
 
 def work_key(spec: RunSpec, batches: tuple[int, int]) -> str:
