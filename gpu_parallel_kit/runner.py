@@ -9,12 +9,13 @@ cluster's coordinator), follows the child's events, and enforces the timeout and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -31,12 +32,15 @@ from .runs.process import (
     start_child,
     stop_child,
 )
-from .runs.resident import round_spec
+from .runs.resident import prepared_together, round_spec
 from .runs.results import RunResult
 from .runs.rounds import new_run_id
 from .runs.spec import RunSpec
 from .strategies import strategy_record
 
+# Processes that prepare together each take a share of the gate first thing (milliseconds after
+# the fork); a process not sharing by then has died or hangs, and its turn will say so.
+SHARE_TIMEOUT_S = 30.0
 # A cancel Event has no file descriptor to wait on, so while one is given the wait wakes this
 # often to look at it: well under the 2 s a cancel may take.
 CANCEL_POLL_S = 0.1
@@ -68,9 +72,10 @@ def run_isolated(
     # without one (several processes, GPUs) keeps the machine to itself until it ends.
     if ahead is not None and then is not None and spec.gate is not None:
         watch.on_trained = lambda: ahead.start(then)
-    resumed = ahead is not None and ahead.waiting_for(spec)
-    started = ahead.take(spec) if ahead is not None else None
+    resumed = False
     try:
+        resumed = ahead is not None and ahead.waiting_for(spec)
+        started = ahead.take(spec) if ahead is not None else None
         process, receiver = started or start_child(
             entry_for(spec), spec, name=f"gpk-{spec.run_id}", backend=spec.backend
         )
@@ -135,7 +140,7 @@ def run_grid(
             fixed[position] = reusing(spec, done[index])
         return fixed[position]
 
-    ahead = StartedAhead()
+    ahead = StartedAhead(prepared_together([spec for _, turn, spec in queue if turn == 0]))
     try:
         for position, (index, turn, _) in enumerate(queue):
             spec = ready(position)
@@ -184,10 +189,30 @@ class StartedAhead:
     stops every process never taken (the comparison ended, was cancelled or failed).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, together: Sequence[RunSpec] = ()) -> None:
         self._spec: RunSpec | None = None
         self._started: tuple[Any, Any] | None = None
         self._parked: dict[str, tuple[Any, Any]] = {}
+        self._together = list(together)  # first rounds to start at once, at the first take
+
+    def _prepare_together(self) -> None:
+        """Start the first rounds that prepare side by side (`runs/resident.prepared_together`),
+        parked under their configurations, and wait until each holds its share of the gate
+        (its first message), so that none can be overtaken by a run that passes the gate."""
+        together, self._together = self._together, []
+        for spec in together:
+            try:
+                started = start_child(
+                    entry_for(spec), spec, name=f"gpk-{spec.run_id}", backend=spec.backend
+                )
+            except WorkerNotStarted:
+                continue  # started on its own at its turn, which says why if it fails again
+            self._parked[spec.resident[0]] = started
+        for process, receiver in self._parked.values():
+            with end_of(process) as ended:
+                if wait([receiver, *ended], SHARE_TIMEOUT_S) and receiver.poll(0):
+                    with contextlib.suppress(EOFError, OSError):
+                        receiver.recv()  # {"event": "sharing"}
 
     def park(self, spec: RunSpec, process: Any, receiver: Any) -> bool:
         """Keep `spec`'s process, which waits to train its configuration's next round."""
@@ -200,7 +225,8 @@ class StartedAhead:
         """Start `spec`'s process now; whether it was (a run without a gate never is, nor a
         later round, which its configuration's process trains, or a fresh one at its turn)."""
         later_round = spec.resident is not None and spec.resident[1] > 0
-        if spec.gate is None or self._started is not None or later_round:
+        parked = spec.resident is not None and spec.resident[0] in self._parked
+        if spec.gate is None or self._started is not None or later_round or parked:
             return False
         try:
             self._started = start_child(
@@ -213,20 +239,22 @@ class StartedAhead:
 
     def waiting_for(self, spec: RunSpec) -> bool:
         """Whether a process of `spec`'s configuration waits to train it."""
+        if self._together:
+            self._prepare_together()
         return spec.resident is not None and spec.resident[0] in self._parked
 
     def take(self, spec: RunSpec) -> tuple[Any, Any] | None:
         """`spec`'s process if one is ready for it: its configuration's, told to train this
         round, or the one started ahead; None when it must be started now."""
+        if self._together:
+            self._prepare_together()
         if spec.resident is not None and spec.resident[0] in self._parked:
             process, receiver = self._parked.pop(spec.resident[0])
-            try:
+            # A process that has ended may have left its row in the pipe (a failed set-up); one
+            # that left nothing starts afresh once followed (`run_isolated`).
+            with contextlib.suppress(OSError):
                 receiver.send(("round", spec.run_id))
-                return process, receiver
-            except OSError:  # it has died while it waited: this round starts afresh
-                stop_child(process)
-                receiver.close()
-                return None
+            return process, receiver
         if self._spec is None or self._spec.run_id != spec.run_id:
             return None
         started, self._spec, self._started = self._started, None, None

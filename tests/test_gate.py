@@ -144,3 +144,16 @@ def test_a_step_counted_ahead_keeps_runs_at_the_gate_until_it_is_done(fails):
     finish.set()
     ahead.wait()
     assert passed.wait(10)  # given back, also when the count failed
+
+
+def test_no_run_passes_the_gate_while_another_prepares_under_a_share(tmp_path):
+    path = str(tmp_path / "gate")
+    pathlib.Path(path).touch()
+    gate.share(path)  # this process prepares; another run wants to time its steps
+    try:
+        passed = _passes_later(path)
+        assert not passed.wait(0.3)
+        gate.share(path)  # a second share from the same run changes nothing
+    finally:
+        gate.unshare()
+    assert passed.wait(10)

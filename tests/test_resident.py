@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from gpu_parallel_kit.runs.resident import round_spec, stays_resident
+from gpu_parallel_kit.runs.resident import prepared_together, round_spec, stays_resident
 from tests.builders import small_experiment, small_mlp
 
 
@@ -18,7 +18,7 @@ def _gated(spec):
     return dataclasses.replace(spec, gate="/tmp/gpk-gate-test")
 
 
-def test_only_gated_tensorflow_fit_runs_of_several_rounds_stay(monkeypatch):
+def test_only_gated_fit_runs_of_several_rounds_stay(fake_machine, monkeypatch):
     monkeypatch.delenv("GPK_RESIDENT", raising=False)
     exp = small_experiment(small_mlp)
     data = _gated(exp.plan("data", 2))
@@ -28,12 +28,14 @@ def test_only_gated_tensorflow_fit_runs_of_several_rounds_stay(monkeypatch):
     assert not stays_resident(exp.plan("data", 2), 3)  # no gate: GPUs, or a run alone
     assert not stays_resident(dataclasses.replace(data, mode="explicit"), 3)
     assert not stays_resident(dataclasses.replace(data, save_weights="w.npz"), 3)
-    assert not stays_resident(_gated(small_experiment(small_mlp, backend="jax").plan("data", 2)), 3)
+    assert stays_resident(_gated(small_experiment(small_mlp, backend="jax").plan("data", 2)), 3)
     monkeypatch.setenv("GPK_RESIDENT", "0")
     assert not stays_resident(data, 3)
 
 
-def test_a_round_spec_names_its_configuration_and_the_rounds_its_process_trains(monkeypatch):
+def test_a_round_spec_names_its_configuration_and_the_rounds_its_process_trains(
+    fake_machine, monkeypatch
+):
     monkeypatch.delenv("GPK_RESIDENT", raising=False)
     spec = _gated(small_experiment(small_mlp).plan("data", 2))
     first = round_spec(spec, 0, 3, spec.run_id)
@@ -45,12 +47,30 @@ def test_a_round_spec_names_its_configuration_and_the_rounds_its_process_trains(
     assert alone.resident is None and alone.rounds_here == 1
 
 
+def test_tensorflow_first_rounds_of_two_configurations_or_more_prepare_together(
+    fake_machine, monkeypatch
+):
+    monkeypatch.delenv("GPK_RESIDENT", raising=False)
+    exp = small_experiment(small_mlp)
+    first = [round_spec(_gated(exp.plan(s, n)), 0, 3, "r") for s, n in (("single", 1), ("data", 2))]
+    together = prepared_together(first)
+    assert [s.prepares_together for s in together] == [True, True]
+    assert [s.resident for s in together] == [s.resident for s in first]
+    assert prepared_together(first[:1]) == []  # nothing to prepare beside
+    jax = small_experiment(small_mlp, backend="jax")
+    on_jax = [round_spec(_gated(jax.plan("data", n)), 0, 3, "r") for n in (1, 2)]
+    assert prepared_together(on_jax) == []  # JAX's fit may run ahead of the timing callback
+
+
 @pytest.mark.slow
-def test_later_rounds_train_in_the_first_rounds_process_from_its_first_state(tmp_path):
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_later_rounds_train_in_the_first_rounds_process_from_its_first_state(tmp_path, backend):
     from gpu_parallel_kit.store import RunLog
 
     log = str(tmp_path / "runs.sqlite")
-    exp = small_experiment(small_mlp, deterministic=True, measure_comm=False, log=log)
+    exp = small_experiment(
+        small_mlp, deterministic=True, measure_comm=False, log=log, backend=backend
+    )
     exp.compare(["single", "data"], [2], rounds=3)
     rows = RunLog(log).results()
     assert [(r.strategy, r.devices, r.status) for r in rows] == [
@@ -60,6 +80,8 @@ def test_later_rounds_train_in_the_first_rounds_process_from_its_first_state(tmp
     assert len({r.run_id for r in rows}) == 6  # every round is a run of its own in the log
     for first, *later in (rows[0::2], rows[1::2]):
         assert "trained_in_process_of" not in first.extra
+        # On TensorFlow the first rounds set up and traced side by side, before any timed step.
+        assert first.extra.get("prepared_beside_other_runs", False) == (backend == "tensorflow")
         for row in later:
             assert row.extra["trained_in_process_of"] == first.run_id
             assert row.extra["configuration"] == first.run_id

@@ -1,9 +1,12 @@
 """The demo: single-device against data parallel training of the built-in MLP on 1, 2 and 4 devices.
 
 Sized for a 2-core laptop with no GPU (virtual devices, made automatically by `plan_devices`): the
-whole comparison, first worker start included, takes about half a minute. Each run trains one pass
-over the synthetic tabular set in global batches of 512, so the median step time rests on 30
-measured steps after 2 warm-up steps. GPK_QUICK=1 times 24 steps (22 measured). The report adds
+whole comparison, first worker start included, takes about 20 s, most of it the first round
+(later rounds are trained by their first round's processes, `runs/resident.py`) and the count of
+the step for the projection, made beside the servers' start. Each configuration trains one pass
+over the synthetic tabular set in global batches of 512 (32 steps), shared by its 3 rounds: 10
+steps a round, 2 of them warm-up, so its median step rests on 24 measured steps. GPK_QUICK=1
+times 24 steps over 2 rounds (20 measured). The report adds
 rows projected onto 8 H100s joined by NVLink 4 (4 and 8 devices), labelled projected: the MLP's
 training step counted by the compiler (0.63 MFLOP per sample) on the H100's roofline, which
 leaves each GPU's step bound by kernel launches, so 8 GPUs reach a speedup below 1.

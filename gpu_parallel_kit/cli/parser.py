@@ -82,7 +82,7 @@ def build_parser(
         "compare single and data parallel on the built-in MLP",
         "Compare single-device and data parallel training of the built-in MLP on 1, 2 and 4 "
         "devices (virtual ones when GPUs are missing), print the table and write a report. "
-        "About half a minute on a 2-core CPU; GPK_QUICK=1 makes it shorter.",
+        "About 20 s on a 2-core CPU; GPK_QUICK=1 makes it shorter.",
     )
     demo.add_argument(
         "--out", metavar="DIR", default="gpk_report", help=_OUT_HELP + "; default: %(default)s"

@@ -44,7 +44,7 @@ class RunRow:
         self.reason.add_class("gpk-run-reason")
         self.started = time.perf_counter()
         self.startup_s: float | None = None
-        self.ahead = False
+        self.ahead = ""  # what its start-up was spent beside
         self.row = widgets.HBox(
             [self.label, self.bar, self.text, self.reason],
             layout=widgets.Layout(flex_flow="row wrap"),

@@ -12,6 +12,12 @@ ends: reported, crashed or killed). A run passes through it just before its firs
 waiting for any run that still holds it. The caller starts the next run only after the last one
 took the gate, so the order is always: train, take the gate, next run starts, next run waits.
 
+A comparison whose configurations keep their processes between rounds (`runs/resident.py`)
+starts their first rounds together instead: each takes a share of the gate (a shared `flock`)
+while it sets up, builds and traces its warm-up steps, then gives it back and waits for its turn.
+Passing the gate, or holding it, takes it exclusively, so no run times a step, or measures, until
+every run preparing beside it is done.
+
 GPUs are left out (`overlaps`): two processes would each hold device memory at once.
 """
 
@@ -29,6 +35,7 @@ from collections.abc import Callable
 _lock = threading.Lock()
 _path: str | None = None
 _held: list[int] = []  # a run's file descriptor on the gate, open until its process ends
+_shared: list[int] = []  # a run's shared hold, while it prepares beside the others
 
 
 def gate_path() -> str:
@@ -56,6 +63,26 @@ def hold(path: str | None) -> None:
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_EX)
     _held.append(descriptor)
+
+
+def share(path: str | None) -> None:
+    """Take a share of the gate while this run prepares beside the comparison's other runs
+    (`runs/resident.py`): no run passes the gate, so none times a step, until every share is
+    given back. Nothing when the run has no gate."""
+    if path is None or _shared:
+        return
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)
+    _shared.append(descriptor)
+
+
+def unshare() -> None:
+    """Give back this run's share: it has prepared, and waits for its turn to time steps."""
+    while _shared:
+        descriptor = _shared.pop()
+        with contextlib.suppress(OSError):
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+        os.close(descriptor)
 
 
 def release() -> None:

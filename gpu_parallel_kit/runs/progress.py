@@ -75,9 +75,10 @@ def run_progress(label: str, enabled: bool = True) -> RunProgress | LineProgress
     return RunProgress(label, enabled) if redrawn() else LineProgress(label, enabled)
 
 
-def startup_from(event: dict[str, Any], started: float) -> tuple[float, bool]:
-    """A run's start-up when its training begins, and whether it was spent beside the last
-    run (started ahead, `runner.StartedAhead`).
+def startup_from(event: dict[str, Any], started: float) -> tuple[float, str]:
+    """A run's start-up when its training begins, and what it was spent beside: "" (nothing),
+    "the last run" (started ahead, `runner.StartedAhead`), or "the other runs" (prepared with
+    the comparison's other first rounds, `runs/resident.prepared_together`).
 
     The caller's clock runs from when it began to follow the run; a run started ahead had set
     itself up before that, so its events arrive at once and that clock says 0.0 s. The worker's
@@ -86,18 +87,18 @@ def startup_from(event: dict[str, Any], started: float) -> tuple[float, bool]:
     seen = time.perf_counter() - started
     own = event.get("startup_s")
     if own is not None and own > seen + AHEAD_MARGIN_S:
-        return float(own), True
-    return seen, False
+        return float(own), "the other runs" if event.get("together") else "the last run"
+    return seen, ""
 
 
-def startup_text(startup_s: float | None, ahead: bool = False) -> str:
+def startup_text(startup_s: float | None, beside: str = "") -> str:
     """ " · start-up 1.1 s", " · start-up 0.3 s beside the last run", or nothing."""
     if startup_s is None:
         return ""
-    return f" · start-up {startup_s:.1f} s" + (" beside the last run" if ahead else "")
+    return f" · start-up {startup_s:.1f} s" + (f" beside {beside}" if beside else "")
 
 
-def ending(result: RunResult, startup_s: float | None, ahead: bool = False) -> str:
+def ending(result: RunResult, startup_s: float | None, ahead: str = "") -> str:
     """ "ok · median step 4.2 ms · start-up 1.1 s", or the status a run ended with. A round
     trained by an earlier round's process (`runs/resident.py`) had no start-up of its own."""
     startup = startup_text(startup_s, ahead)
@@ -117,7 +118,7 @@ class LineProgress:
         self.stream = stream
         self.started = time.perf_counter()
         self.startup_s: float | None = None
-        self.ahead = False
+        self.ahead = ""  # what its start-up was spent beside
         self._say(f"{label}: started")
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -143,7 +144,7 @@ class RunProgress:
         self.enabled = enabled
         self.started = time.perf_counter()
         self.startup_s: float | None = None
-        self.ahead = False
+        self.ahead = ""  # what its start-up was spent beside
         self.bar = tqdm(
             total=None,
             desc=label,

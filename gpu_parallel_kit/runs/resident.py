@@ -12,19 +12,22 @@ the same batches, already traced. Each round is still its own row in the run log
 warm-up steps left out; a later round names the run whose process trained it
 (`extra["trained_in_process_of"]`) and reports the communication that run measured.
 
-What stays: one configuration's processes are alive together, each waiting between its rounds
-(the demo: four processes of about 350 MiB). Only runs that `fit` on TensorFlow stay, on devices
-the gate covers (not GPUs: waiting processes would hold device memory), without validation, a
-target or saved weights (each round would validate, train to the target or save again). JAX
-runs start a process per round: the JAX trainer keeps the state of a `fit` in flight outside the
-model's variables, so putting the first weights back mid-`fit` is not a plain assignment.
-`GPK_RESIDENT=0` starts a fresh process for every round.
+What stays: a comparison's configurations have their processes alive together, each waiting
+between its rounds (the demo: four processes of about 350 MiB). Only runs that Keras's `fit`
+trains stay (on TensorFlow or JAX), on devices the gate covers (not GPUs: waiting processes would
+hold device memory), without validation, a target or saved weights (each round would validate,
+train to the target or save again). A round ends at an epoch's end, where both backends' `fit`
+has the state in the model's variables: JAX's trainer writes its state back there at each
+epoch's end and reads it again at the next epoch's first step, so the first round's state put
+back in between is the state the next round trains from. `GPK_RESIDENT=0` starts a fresh
+process for every round.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 
 from ..strategies import strategy as strategy_record
 from .spec import RunSpec
@@ -37,8 +40,7 @@ def stays_resident(spec: RunSpec, rounds: int) -> bool:
     record = strategy_record(spec.strategy)
     training = spec.training
     return (
-        spec.backend == "tensorflow"
-        and "tensorflow" in record.fit_on
+        spec.backend in record.fit_on
         and spec.mode == "fit"
         and not record.processes
         and spec.gate is not None
@@ -53,3 +55,23 @@ def round_spec(spec: RunSpec, turn: int, rounds: int, run_id: str) -> RunSpec:
     configuration's rounds share a process."""
     resident = (spec.run_id, turn, rounds) if stays_resident(spec, rounds) else None
     return dataclasses.replace(spec, run_id=run_id, resident=resident)
+
+
+def prepared_together(first_rounds: Sequence[RunSpec]) -> list[RunSpec]:
+    """The first rounds a comparison starts at once, marked so (`RunSpec.prepares_together`).
+
+    Their processes set up, build and trace their warm-up steps side by side, each under a share
+    of the training gate (`runs/gate.py`), then wait for their turns; the first timed step waits
+    for the last of them. On two cores that is about half the time of one first round after
+    another, and none of it is timed. Only runs that stay resident and train on TensorFlow:
+    TensorFlow's `fit` calls the timing callback in line, so waiting for the turn at the end of
+    warm-up holds the training loop, where JAX's `fit` may run ahead of its callbacks. Fewer than
+    two such runs: none (nothing to prepare beside)."""
+    chosen = [
+        spec
+        for spec in first_rounds
+        if spec.resident is not None and spec.more_rounds_here and spec.backend == "tensorflow"
+    ]
+    if len(chosen) < 2:
+        return []
+    return [dataclasses.replace(spec, prepares_together=True) for spec in chosen]

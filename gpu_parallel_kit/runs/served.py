@@ -81,7 +81,8 @@ class JaxServer:
 
     def start(self, entry: str, args: tuple[Any, ...]) -> tuple[ServedChild, Any]:
         """Fork `entry(*args, sender)` from the server; (child, receiving end of its pipe)."""
-        receiver, sender = multiprocessing.Pipe(duplex=False)
+        # Both ways, as for the fork server's children (`runs/process.py`).
+        receiver, sender = multiprocessing.Pipe(duplex=True)
         try:
             pid = self.request("start", entry, args, sender)
         except BaseException:

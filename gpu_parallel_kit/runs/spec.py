@@ -145,6 +145,9 @@ class RunSpec:
     # a comparison's rounds trained in one process (runs/resident.py): (the configuration's
     # first run id, this round from 0, its rounds); None: this run is its process's only one
     resident: tuple[str, int, int] | None = None
+    # started with the comparison's other first rounds, each preparing under a share of the
+    # gate until every one has (runs/resident.py); False: prepared when its turn comes
+    prepares_together: bool = False
 
     @property
     def rounds_here(self) -> int:

@@ -66,9 +66,13 @@ class StepRecorder:
         # Installed by the worker when its process trains another round after this recorder's
         # (runs/resident.py): reports this round, waits for the next, returns its recorder.
         self.next_round: Callable[[], StepRecorder] | None = None
+        # Installed by the worker when the run prepared beside others (runs/resident.py): waits
+        # for its turn and the gate once its warm-up steps are done; the seconds waited.
+        self.after_warmup: Callable[[], float] | None = None
+        self._waiting_s = 0.0  # spent waiting for the turn: left out of every timing
 
     def _clock(self) -> float:
-        return time.perf_counter() - self._paused_s
+        return time.perf_counter() - self._paused_s - self._waiting_s
 
     def before_timing(self) -> None:
         """Wait, once, until nothing else of the caller runs beside this run's timed work (the
@@ -80,7 +84,16 @@ class StepRecorder:
 
     def train_begin(self) -> None:
         self.before_timing()
+        if self.warmup_steps == 0:  # no warm-up to prepare: its turn comes before any step
+            self._wait_for_turn()
         self._first_begin = self._clock()
+
+    def _wait_for_turn(self) -> None:
+        hook, self.after_warmup = self.after_warmup, None
+        if hook is not None:
+            started = time.perf_counter()
+            self.waited_s = hook()
+            self._waiting_s += time.perf_counter() - started
 
     def epoch_begin(self) -> None:
         self._epoch_begin = self._clock()
@@ -99,6 +112,8 @@ class StepRecorder:
                 total=self.total_steps,
                 step_time_s=(now - previous) / steps,
             )
+        if self.after_warmup is not None and len(self._batch_ends) >= self.warmup_steps:
+            self._wait_for_turn()  # warm-up done beside the others; the timed steps are alone
         every = self.evaluate_every_steps
         if self.evaluate is not None and every:
             done = len(self._batch_ends)
@@ -203,7 +218,8 @@ class StepTimer(keras.callbacks.Callback):
     asynchronously and converts the logs to floats at each execution's end anyway, so there the
     timer adds no wait a user's `fit` does not have. It is not async-safe when evaluations run
     inside an epoch (`validation_every_steps`): they must see the weights of the step that
-    triggered them, and pause the training clock.
+    triggered them, and pause the training clock; nor when the run waits for its turn after
+    its warm-up (`runs/resident.prepared_together`): the loop must stop there.
 
     Calls may then arrive from several threads, in any order: a lock keeps the recorder's lists
     whole, and a call for an execution already covered by a later one counts nothing (the later
@@ -219,7 +235,7 @@ class StepTimer(keras.callbacks.Callback):
     @property
     def async_safe(self) -> bool:
         """Read by Keras's CallbackList when fit starts (keras/src/callbacks/callback_list.py)."""
-        return not self.recorder.evaluate_every_steps
+        return not self.recorder.evaluate_every_steps and self.recorder.after_warmup is None
 
     def on_train_begin(self, logs=None) -> None:
         self.recorder.train_begin()

@@ -4,8 +4,9 @@ this is, and the state the first round started from, put back before each later 
 A later round is the same work as a fresh run's: the weights, the optimizer's slots and step
 count, and the seed generators' states are those the first round found when its training began,
 and an array source's batches repeat after every round (`tensorflow/datasets.make_dataset` orders
-one run's steps, then repeats them). A run with `deterministic=True` therefore gives every round
-the first one's loss curve. The metrics need nothing: Keras resets them at each epoch.
+one run's steps, then repeats them; a JAX run's order is one run's, once per round). A run with
+`deterministic=True` therefore gives every round the first one's loss curve. The metrics need
+nothing: Keras resets them at each epoch.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ class Rounds:
         self.left = spec.rounds_here  # the current round and those after it
         self._before = 0  # rounds this process trained before the current one
         self._first_state: FirstState | None = None
+
+    @property
+    def later(self) -> bool:
+        """Whether the current round is not the first this process trains."""
+        return self._before > 0
 
     @property
     def more(self) -> bool:

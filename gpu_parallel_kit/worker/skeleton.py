@@ -110,6 +110,7 @@ def run_in_this_process(
     start = time.perf_counter()
     phase = "setting up devices"
     base = base_fields(spec, backend.versions())
+    rounds: Rounds | None = None
 
     def enter(name: str, **details: Any) -> None:
         nonlocal phase
@@ -117,6 +118,9 @@ def run_in_this_process(
         emit(event="phase", phase=name, **details)
 
     try:
+        if spec.prepares_together:  # beside the comparison's other first rounds: nobody times
+            gate.share(spec.gate)
+            emit(event="sharing")
         enter("setting up devices")
         warnings.filterwarnings("ignore", module="keras")
         device_names = backend.set_up_devices()
@@ -132,6 +136,15 @@ def run_in_this_process(
 
         def at_gate() -> float:
             rounds.keep_first_state()
+            if spec.prepares_together:  # its warm-up is part of the preparing
+                return 0.0
+            return gate.pass_through(spec.gate)
+
+        def at_end_of_warmup() -> float:
+            """A run prepared beside the others: its share given back, its turn, the gate."""
+            gate.unshare()
+            if next_round is None or next_round() is None:
+                os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
             return gate.pass_through(spec.gate)
 
         def new_recorder() -> StepRecorder:
@@ -145,6 +158,8 @@ def run_in_this_process(
                 made.on_train_end = lambda: report_and_exit(finish())
             if rounds.more:
                 made.next_round = round_after
+            if spec.prepares_together and not rounds.later:
+                made.after_warmup = at_end_of_warmup
             return made
 
         def finish() -> RunResult:
@@ -181,6 +196,8 @@ def run_in_this_process(
             if spec.gate is not None:
                 result.extra["waited_at_gate_s"] = recorder.waited_s
             result.extra.update(rounds.row_fields())
+            if spec.prepares_together and not rounds.later:
+                result.extra["prepared_beside_other_runs"] = True
             return result
 
         def round_after() -> StepRecorder:
@@ -205,7 +222,8 @@ def run_in_this_process(
 
         recorder = new_recorder()
         startup = time.perf_counter() - start
-        enter("training", total=total, startup_s=startup)  # a run started ahead shows it
+        # A run started ahead, or prepared beside the others, shows where its start-up went.
+        enter("training", total=total, startup_s=startup, together=spec.prepares_together)
         backend.train(model, recorder)
         return finish()
     except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
@@ -214,6 +232,8 @@ def run_in_this_process(
             traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
         kept = getattr(error.__cause__ or error, "extra", None)  # a refused budget's state
         kept = dict(kept) if isinstance(kept, dict) else {}
+        if rounds is not None:  # a later round's failure is that round's row
+            kept.update(rounds.row_fields())
         return RunResult(**base, status=status, reason=reason, extra=kept)
 
 

@@ -104,6 +104,8 @@ class JaxRun:
             spec.training.seed,
             shuffle,
         )
+        # Every round this process trains reads the same batches (runs/resident.py).
+        order = np.tile(order, (spec.rounds_here, 1))
         self.batches = OrderedBatches(self.x, y, order)  # gathered batch by batch as fit asks
         self.steps_per_epoch = steps
         return steps
@@ -134,7 +136,7 @@ class JaxRun:
         with self.strategy.scope():
             model.fit(
                 self.batches,
-                epochs=self.spec.training.epochs,
+                epochs=self.spec.training.epochs * self.spec.rounds_here,
                 steps_per_epoch=self.steps_per_epoch,
                 callbacks=[StepTimer(recorder)],
                 verbose=0,
