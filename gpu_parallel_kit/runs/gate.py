@@ -96,10 +96,11 @@ def release() -> None:
 
 
 def hold_in_caller() -> Callable[[], None]:
-    """Take this caller's gate now, for the caller's own work that no run may time steps beside
-    (a step counted ahead, `runs/work_count.CountAhead`); returns what gives it back."""
+    """Take a share of this caller's gate now, for the caller's own work that no run may time
+    steps beside (a step counted ahead, `runs/work_count.CountAhead`); returns what gives it
+    back. A share, as runs that prepare together take: they may prepare beside it."""
     descriptor = os.open(gate_path(), os.O_RDWR)
-    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)
 
     def give_back() -> None:
         with contextlib.suppress(OSError):
