@@ -243,6 +243,7 @@ class Bench:
         )
         print("comparison  runs started  rounds  wall s  training s  fixed per run s")
         figures: dict[str, list[float]] = {"ahead": [], "in_turn": [], "repeated": []}
+        later: list[float] = []  # a later round's own: from the caller's word to its row
         for index in range(args.comparisons):
             # In 3 rounds, rounds 2 and 3 repeat round 1's configurations and reuse its
             # communication figures (runs/comm_reuse.py): their own fixed cost is derived below.
@@ -261,19 +262,26 @@ class Bench:
                     raise SystemExit(f"comparison run failed: {[r.reason for r in rows]}")
                 training = sum(r.wall_time_s for r in rows)
                 per_run = (wall - training) / len(rows)
+                later += [
+                    r.extra["process_s"] - r.wall_time_s
+                    for r in rows
+                    if r.extra.get("round", [1, 1])[0] > 1
+                ]
                 figures[way].append(per_run)
                 print(
                     f"{index:>10}  {way.replace('_', ' '):<12}  {rounds:>6}  {wall:>6.2f}  "
                     f"{training:>10.2f}  {per_run:>15.2f}"
                 )
-        # A 3-round comparison's fixed cost is one round of new configurations and two of
-        # repeated ones: the repeated run's share is what is left once the new ones are taken out.
+        # A later round's fixed cost is its own row's: the caller's time from handing it its
+        # turn to its row (`process_s`), less its training. In a 3-round comparison the first
+        # round also prepares beside the others (runs/resident.py), so the whole comparison's
+        # figure is not one round of new configurations and two of repeated ones.
         new = statistics.median(figures["ahead"])
         whole = statistics.median(figures["repeated"])
-        repeated = (whole * REPEATED_ROUNDS - new) / (REPEATED_ROUNDS - 1)
+        repeated = statistics.median(later)
         print(
             f"per run: new configuration {new:.2f} s; {REPEATED_ROUNDS} rounds {whole:.2f} s; "
-            f"so a repeated configuration {repeated:.2f} s"
+            f"a later round itself {repeated:.2f} s (median of {len(later)})"
         )
         return {
             "runs": len(grid["devices"]) + 1,

@@ -107,9 +107,10 @@ def print_summary(report: dict[str, Any], load: str) -> None:
             f"{in_turn:.2f} s with runs started in turn"
         )
         print(
-            f"[{backend}] fixed cost of a repeated configuration (a later round, reusing its "
-            f"first round's communication figures): {figures['repeated_s']:.2f} s, from "
-            f"{figures['rounds_median_s']:.2f} s per run of a 3-round comparison"
+            f"[{backend}] fixed cost of a repeated configuration (a later round, trained by its "
+            f"first round's process where it may, reusing its communication figures): "
+            f"{figures['repeated_s']:.2f} s; {figures['rounds_median_s']:.2f} s per run of a "
+            "3-round comparison, its first round included"
         )
     first = report.get("first", {})
     for backend, values in first.items():
