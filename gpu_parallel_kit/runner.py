@@ -286,19 +286,22 @@ class _Watch:
         self.overlapped = False  # the next run started beside this one's after-training work
         self.keep_alive = False  # the process trains another round after reporting this one
         self.heard = False  # the process has said anything since it was given this run
+        self.deadline: float | None = None  # set when following begins
 
     def follow(self, process: Any, receiver: Any) -> RunResult:
         self.started = time.perf_counter()
-        deadline = self.started + self.spec.timeout_s if self.spec.timeout_s else None
+        self.deadline = self._deadline_from(self.started)
         with end_of(process) as ended:
-            return self._follow([receiver, *ended], process, receiver, deadline)
+            return self._follow([receiver, *ended], process, receiver)
 
-    def _follow(
-        self, waitables: list[Any], process: Any, receiver: Any, deadline: float | None
-    ) -> RunResult:
+    def _deadline_from(self, now: float) -> float | None:
+        return now + self.spec.timeout_s if self.spec.timeout_s else None
+
+    def _follow(self, waitables: list[Any], process: Any, receiver: Any) -> RunResult:
         # The pipe wakes the wait with each event; the child's end wakes it when the child dies,
         # even while a process the child started still holds the pipe open.
         while True:
+            deadline = self.deadline
             if self.cancel is not None and self.cancel.is_set():
                 stop_child(process)
                 return self.failed("cancelled", f"cancelled while {self.phase}")
@@ -348,6 +351,11 @@ class _Watch:
             if self.on_trained is not None:
                 self.overlapped = self.on_trained()
                 self.on_trained = None
+            return None
+        if message.get("event") == "turn":
+            # A run prepared beside others has waited at the gate for the last of them
+            # (runs/resident.py): its timeout counts from its turn, as a run's own time.
+            self.deadline = self._deadline_from(time.perf_counter())
             return None
         if message.get("event") == "phase":
             self.phase = message["phase"]

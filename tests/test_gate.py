@@ -157,3 +157,16 @@ def test_no_run_passes_the_gate_while_another_prepares_under_a_share(tmp_path):
     finally:
         gate.unshare()
     assert passed.wait(10)
+
+
+def test_a_share_held_past_the_runs_timeout_is_given_back(tmp_path):
+    # A run that hangs while it prepares must not hold the others at the gate past their time.
+    path = str(tmp_path / "gate")
+    pathlib.Path(path).touch()
+    gate.share(path, limit_s=0.5)
+    try:
+        passed = _passes_later(path)
+        assert not passed.wait(0.1)
+        assert passed.wait(10)  # given back by the limit, not by this run
+    finally:
+        gate.unshare()

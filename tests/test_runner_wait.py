@@ -107,3 +107,18 @@ def test_cancel_stops_the_child_within_two_seconds(after_s):
     row, _ = _follow(_hangs, cancel=cancel)
     assert (row.status, row.reason) == ("cancelled", "cancelled while starting")
     assert time.perf_counter() - started < 2
+
+
+def _waits_at_the_gate_then_reports(sender):
+    time.sleep(0.35)  # at the gate, while the runs preparing beside it finish
+    sender.send({"event": "turn"})
+    time.sleep(0.35)  # its own training: 0.7 s in all, beyond the 0.5 s timeout from the start
+    sender.send({"event": "result", "result": RunResult(**IDENTITY, status="ok").to_dict()})
+    os._exit(0)
+
+
+def test_a_run_prepared_beside_others_is_timed_out_from_its_turn():
+    row, events = _follow(_waits_at_the_gate_then_reports, timeout_s=0.5)
+    assert row.status == "ok" and events == []  # its turn is the runner's, not the display's
+    row, _ = _follow(_hangs, timeout_s=0.3)  # a run that never gets its turn still times out
+    assert row.status == "timeout"

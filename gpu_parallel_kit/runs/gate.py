@@ -65,24 +65,34 @@ def hold(path: str | None) -> None:
     _held.append(descriptor)
 
 
-def share(path: str | None) -> None:
+def share(path: str | None, limit_s: float | None = None) -> None:
     """Take a share of the gate while this run prepares beside the comparison's other runs
     (`runs/resident.py`): no run passes the gate, so none times a step, until every share is
-    given back. Nothing when the run has no gate."""
+    given back. Nothing when the run has no gate.
+
+    With `limit_s` (the run's timeout) the share is given back after that long however far the
+    run has got: a run that hangs while it prepares (a collective that never completes in its
+    first step) then times out alone, at its turn, as it would have without preparing beside
+    the others, instead of holding every other run at the gate past its timeout."""
     if path is None or _shared:
         return
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_SH)
     _shared.append(descriptor)
+    if limit_s:
+        limit = threading.Timer(limit_s, unshare)
+        limit.daemon = True
+        limit.start()
 
 
 def unshare() -> None:
     """Give back this run's share: it has prepared, and waits for its turn to time steps."""
-    while _shared:
-        descriptor = _shared.pop()
-        with contextlib.suppress(OSError):
-            fcntl.flock(descriptor, fcntl.LOCK_UN)
-        os.close(descriptor)
+    with _lock:
+        while _shared:
+            descriptor = _shared.pop()
+            with contextlib.suppress(OSError):
+                fcntl.flock(descriptor, fcntl.LOCK_UN)
+            os.close(descriptor)
 
 
 def release() -> None:

@@ -119,7 +119,7 @@ def run_in_this_process(
 
     try:
         if spec.prepares_together:  # beside the comparison's other first rounds: nobody times
-            gate.share(spec.gate)
+            gate.share(spec.gate, spec.timeout_s)
             emit(event="sharing")
         enter("setting up devices")
         warnings.filterwarnings("ignore", module="keras")
@@ -145,7 +145,9 @@ def run_in_this_process(
             gate.unshare()
             if next_round is None or next_round() is None:
                 os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
-            return gate.pass_through(spec.gate)
+            waited = gate.pass_through(spec.gate)
+            emit(event="turn")  # its timeout counts from here (runner._Watch)
+            return waited
 
         def new_recorder() -> StepRecorder:
             made = tuned_recorder(emit, tuned, warmup, total, steps)
