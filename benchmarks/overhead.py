@@ -245,8 +245,8 @@ class Bench:
         figures: dict[str, list[float]] = {"ahead": [], "in_turn": [], "repeated": []}
         later: list[float] = []  # a later round's own: from the caller's word to its row
         for index in range(args.comparisons):
-            # In 3 rounds, rounds 2 and 3 repeat round 1's configurations and reuse its
-            # communication figures (runs/comm_reuse.py): their own fixed cost is derived below.
+            # In 3 rounds, rounds 2 and 3 repeat round 1's configurations, in its processes where
+            # they may (runs/resident.py): their own fixed cost is read from their rows below.
             for way, rounds in (("ahead", 1), ("in_turn", 1), ("repeated", REPEATED_ROUNDS)):
                 if way == "in_turn":  # this process only: the kit's files are not touched
                     gpk_api.with_gate = _no_gate

@@ -26,6 +26,7 @@ from .runs.entry import JAX_RUN_ENTRY, LOCAL_CLUSTER_ENTRY, RUN_ENTRY
 from .runs.failures import classify_exit
 from .runs.noise import settle_communication
 from .runs.process import (
+    ROUND_WORD,
     RunInterrupted,
     WorkerNotStarted,
     end_of,
@@ -253,7 +254,7 @@ class StartedAhead:
             # A process that has ended may have left its row in the pipe (a failed set-up); one
             # that left nothing starts afresh once followed (`run_isolated`).
             with contextlib.suppress(OSError):
-                receiver.send(("round", spec.run_id))
+                receiver.send(ROUND_WORD)
             return process, receiver
         if self._spec is None or self._spec.run_id != spec.run_id:
             return None

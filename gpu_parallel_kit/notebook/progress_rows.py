@@ -44,7 +44,7 @@ class RunRow:
         self.reason.add_class("gpk-run-reason")
         self.started = time.perf_counter()
         self.startup_s: float | None = None
-        self.ahead = ""  # what its start-up was spent beside
+        self.beside = ""  # what its start-up was spent beside
         self.row = widgets.HBox(
             [self.label, self.bar, self.text, self.reason],
             layout=widgets.Layout(flex_flow="row wrap"),
@@ -58,8 +58,8 @@ class RunRow:
             if event.get("total"):
                 self.bar.max = int(event["total"])
             if event["phase"] == "training":
-                self.startup_s, self.ahead = startup_from(event, self.started)
-                took = startup_text(self.startup_s, self.ahead).removeprefix(" · ")
+                self.startup_s, self.beside = startup_from(event, self.started)
+                took = startup_text(self.startup_s, self.beside).removeprefix(" · ")
                 self.text.value = f"training ({took})"
             else:
                 self.text.value = str(event["phase"])  # a start-up phase, not steps
@@ -74,7 +74,7 @@ class RunRow:
         """The run's outcome on its row: green and the median step, or the status, and why on the
         line under it."""
         self.bar.bar_style = _STYLE.get(result.status, "danger")
-        self.text.value = ending(result, self.startup_s, self.ahead)
+        self.text.value = ending(result, self.startup_s, self.beside)
         if result.ok:
             self.bar.value = self.bar.max
             return

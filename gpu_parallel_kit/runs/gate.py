@@ -60,9 +60,7 @@ def hold(path: str | None) -> None:
     Nothing when the run has no gate."""
     if path is None or _held:
         return
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(descriptor, fcntl.LOCK_EX)
-    _held.append(descriptor)
+    _held.append(_locked(path, fcntl.LOCK_EX))
 
 
 def share(path: str | None, limit_s: float | None = None) -> None:
@@ -76,9 +74,7 @@ def share(path: str | None, limit_s: float | None = None) -> None:
     the others, instead of holding every other run at the gate past its timeout."""
     if path is None or _shared:
         return
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(descriptor, fcntl.LOCK_SH)
-    _shared.append(descriptor)
+    _shared.append(_locked(path, fcntl.LOCK_SH))
     if limit_s:
         limit = threading.Timer(limit_s, unshare)
         limit.daemon = True
@@ -87,37 +83,24 @@ def share(path: str | None, limit_s: float | None = None) -> None:
 
 def unshare() -> None:
     """Give back this run's share: it has prepared, and waits for its turn to time steps."""
-    with _lock:
+    with _lock:  # the limit's timer may give it back from its own thread
         while _shared:
-            descriptor = _shared.pop()
-            with contextlib.suppress(OSError):
-                fcntl.flock(descriptor, fcntl.LOCK_UN)
-            os.close(descriptor)
+            _let_go(_shared.pop())
 
 
 def release() -> None:
     """Give the gate back before the process ends: a run that trains another round of its
     comparison in this process (`runs/resident.py`) waits for its turn without holding it."""
     while _held:
-        descriptor = _held.pop()
-        with contextlib.suppress(OSError):
-            fcntl.flock(descriptor, fcntl.LOCK_UN)
-        os.close(descriptor)
+        _let_go(_held.pop())
 
 
 def hold_in_caller() -> Callable[[], None]:
     """Take a share of this caller's gate now, for the caller's own work that no run may time
     steps beside (a step counted ahead, `runs/work_count.CountAhead`); returns what gives it
     back. A share, as runs that prepare together take: they may prepare beside it."""
-    descriptor = os.open(gate_path(), os.O_RDWR)
-    fcntl.flock(descriptor, fcntl.LOCK_SH)
-
-    def give_back() -> None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(descriptor, fcntl.LOCK_UN)
-            os.close(descriptor)
-
-    return give_back
+    descriptor = _locked(gate_path(), fcntl.LOCK_SH)
+    return lambda: _let_go(descriptor)
 
 
 def pass_through(path: str | None) -> float:
@@ -135,6 +118,20 @@ def pass_through(path: str | None) -> float:
     finally:
         os.close(descriptor)
     return time.perf_counter() - started
+
+
+def _locked(path: str, mode: int) -> int:
+    """A descriptor on the gate file, locked in `mode` (shared or exclusive) once it may be."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(descriptor, mode)
+    return descriptor
+
+
+def _let_go(descriptor: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+    with contextlib.suppress(OSError):
+        os.close(descriptor)
 
 
 def _remove(path: str) -> None:

@@ -193,19 +193,22 @@ def parent_emitter(connection: Any) -> Callable[..., None]:
     return emit
 
 
-def parent_word(connection: Any) -> Callable[[], str | None]:
+def parent_word(connection: Any) -> Callable[[], bool]:
     """`next_round()` for a child that trains several rounds of a comparison
-    (`runs/resident.py`): blocks until the caller gives the next round's turn, and returns that
-    round's run id; None when the caller has gone, or stopped the comparison."""
+    (`runs/resident.py`): blocks until the caller gives the next round's turn; False when the
+    caller has gone, or stopped the comparison. The caller stamps the round's run id on its row
+    (`runner._Watch`), so the word carries nothing else."""
 
-    def next_round() -> str | None:
+    def next_round() -> bool:
         try:
-            message = connection.recv()
+            return connection.recv() == ROUND_WORD
         except (EOFError, OSError):
-            return None
-        return message[1] if isinstance(message, tuple) and message[0] == "round" else None
+            return False
 
     return next_round
+
+
+ROUND_WORD = "round"  # the caller's word to a process waiting for its next round
 
 
 def die_with_parent() -> None:

@@ -98,15 +98,16 @@ def startup_text(startup_s: float | None, beside: str = "") -> str:
     return f" · start-up {startup_s:.1f} s" + (f" beside {beside}" if beside else "")
 
 
-def ending(result: RunResult, startup_s: float | None, ahead: str = "") -> str:
+def ending(result: RunResult, startup_s: float | None, beside: str = "") -> str:
     """ "ok · median step 4.2 ms · start-up 1.1 s", or the status a run ended with. A round
     trained by an earlier round's process (`runs/resident.py`) had no start-up of its own."""
-    startup = startup_text(startup_s, ahead)
+    if not result.ok:
+        return result.status
     if "trained_in_process_of" in result.extra:
         startup = " · in an earlier round's process"
-    if result.ok:
-        return f"ok · median step {(result.step_time_s or 0.0) * 1000:.1f} ms{startup}"
-    return result.status
+    else:
+        startup = startup_text(startup_s, beside)
+    return f"ok · median step {(result.step_time_s or 0.0) * 1000:.1f} ms{startup}"
 
 
 class LineProgress:
@@ -118,15 +119,15 @@ class LineProgress:
         self.stream = stream
         self.started = time.perf_counter()
         self.startup_s: float | None = None
-        self.ahead = ""  # what its start-up was spent beside
+        self.beside = ""  # what its start-up was spent beside
         self._say(f"{label}: started")
 
     def __call__(self, event: dict[str, Any]) -> None:
         if event.get("event") == "phase" and (event["phase"] == "training" or event.get("total")):
-            self.startup_s, self.ahead = startup_from(event, self.started)
+            self.startup_s, self.beside = startup_from(event, self.started)
 
     def close(self, result: RunResult) -> None:
-        line = f"{self.label}: {ending(result, self.startup_s, self.ahead)}"
+        line = f"{self.label}: {ending(result, self.startup_s, self.beside)}"
         if not result.ok and result.reason:
             line += f": {result.reason}"
         self._say(wrapped(line))
@@ -144,7 +145,7 @@ class RunProgress:
         self.enabled = enabled
         self.started = time.perf_counter()
         self.startup_s: float | None = None
-        self.ahead = ""  # what its start-up was spent beside
+        self.beside = ""  # what its start-up was spent beside
         self.bar = tqdm(
             total=None,
             desc=label,
@@ -160,11 +161,11 @@ class RunProgress:
         kind = event.get("event")
         if kind == "phase":
             if event["phase"] == "training" or event.get("total"):
-                self.startup_s, self.ahead = startup_from(event, self.started)
+                self.startup_s, self.beside = startup_from(event, self.started)
                 self.bar.bar_format = bar_format()
                 self.bar.set_description_str(self.label, refresh=False)
                 self.bar.reset(total=event.get("total") or self.bar.total)
-                took = startup_text(self.startup_s, self.ahead).removeprefix(" · ")
+                took = startup_text(self.startup_s, self.beside).removeprefix(" · ")
                 self.bar.set_postfix_str(took, refresh=True)
             else:
                 self._phase(event["phase"])
@@ -179,7 +180,7 @@ class RunProgress:
 
     def close(self, result: RunResult) -> None:
         if result.ok:
-            self.bar.set_postfix_str(ending(result, self.startup_s, self.ahead))
+            self.bar.set_postfix_str(ending(result, self.startup_s, self.beside))
         elif self.startup_s is None:  # it ended during start-up
             self.bar.set_description_str(f"{self.label}: {result.status}", refresh=False)
         else:

@@ -62,11 +62,12 @@ def prepared_together(first_rounds: Sequence[RunSpec]) -> list[RunSpec]:
 
     Their processes set up, build and trace their warm-up steps side by side, each under a share
     of the training gate (`runs/gate.py`), then wait for their turns; the first timed step waits
-    for the last of them. On two cores that is about half the time of one first round after
-    another, and none of it is timed. Only runs that stay resident and train on TensorFlow:
-    TensorFlow's `fit` calls the timing callback in line, so waiting for the turn at the end of
-    warm-up holds the training loop, where JAX's `fit` may run ahead of its callbacks. Fewer than
-    two such runs: none (nothing to prepare beside)."""
+    for the last of them. None of it is timed; on two cores the demo's four configurations in 2
+    rounds took 5.9-8.7 s so, against 9.4-9.5 s prepared one after another
+    (benchmarks/README.md). Only runs that stay resident and train on TensorFlow: TensorFlow's
+    `fit` calls the timing callback in line, so waiting for the turn at the end of warm-up holds
+    the training loop, where JAX's `fit` may run ahead of its callbacks. Fewer than two such
+    runs: none (nothing to prepare beside)."""
     chosen = [
         spec
         for spec in first_rounds

@@ -87,7 +87,7 @@ def tuned_recorder(
     )
 
 
-NextRound = Callable[[], "str | None"]
+NextRound = Callable[[], bool]
 Body = Callable[[RunSpec, Callable[..., None], Callable[[RunResult], None], NextRound], RunResult]
 
 

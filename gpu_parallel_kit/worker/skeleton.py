@@ -93,7 +93,7 @@ def run_in_this_process(
     emit: Callable[..., None],
     report_and_exit: Callable[[RunResult], None] | None,
     backend: BackendRun,
-    next_round: Callable[[], str | None] | None = None,
+    next_round: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Run one spec here and return its result; failures become a result, not an exception.
 
@@ -143,7 +143,7 @@ def run_in_this_process(
         def at_end_of_warmup() -> float:
             """A run prepared beside the others: its share given back, its turn, the gate."""
             gate.unshare()
-            if next_round is None or next_round() is None:
+            if next_round is None or not next_round():
                 os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
             waited = gate.pass_through(spec.gate)
             emit(event="turn")  # its timeout counts from here (runner._Watch)
@@ -212,7 +212,7 @@ def run_in_this_process(
             if measured is not None:  # the later rounds report what this one measured
                 backend.lend_communication(measured)
             gate.release()  # nothing of this process runs until its next turn
-            if next_round is None or next_round() is None:
+            if next_round is None or not next_round():
                 os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
             began = time.perf_counter()
             rounds.begin_next()

@@ -58,7 +58,7 @@ def run_jax_in_this_process(
     spec: RunSpec,
     emit: Callable[..., None],
     report_and_exit: Callable[[RunResult], None] | None = None,
-    next_round: Callable[[], str | None] | None = None,
+    next_round: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Run one JAX spec here and return its result (a failure is a result too)."""
     return run_in_this_process(spec, emit, report_and_exit, JaxRun(spec), next_round)

@@ -84,20 +84,19 @@ def with_prefetch(dataset: tf.data.Dataset, batches: int | None) -> tf.data.Data
 def make_validation_dataset(source: DataSource, batch: int) -> tf.data.Dataset:
     """The validation samples in batches of `batch` or more (`evaluation_batch`; the last one
     may be smaller), one pass."""
-    if source.kind == "dataset_builder":
+    in_memory = source.kind != "dataset_builder"  # arrays: read once, kept for every pass
+    if in_memory:
+        x, y = arrays(source)
+        dataset = tf.data.Dataset.from_tensor_slices((_loaded(x), _loaded(y)))
+    else:
         dataset = _dataset_from_builder(source)
         if int(dataset.cardinality().numpy()) == int(tf.data.INFINITE_CARDINALITY):
             raise GpkError(
                 f"the validation dataset of {source.name} never ends; make it finite, "
                 "e.g. with .take(1000)"
             )
-    else:
-        x, y = arrays(source)
-        dataset = tf.data.Dataset.from_tensor_slices((_loaded(x), _loaded(y)))
     batches = dataset.batch(evaluation_batch(batch, _sample_bytes(dataset.element_spec)))
-    if source.kind != "dataset_builder":  # arrays in memory: read once, kept for every pass
-        batches = batches.cache()
-    return batches.prefetch(tf.data.AUTOTUNE)
+    return (batches.cache() if in_memory else batches).prefetch(tf.data.AUTOTUNE)
 
 
 def evaluation_batch(batch: int, sample_bytes: int | None) -> int:

@@ -56,7 +56,7 @@ def run_in_this_process(
     spec: RunSpec,
     emit: Callable[..., None],
     report_and_exit: Callable[[RunResult], None] | None = None,
-    next_round: Callable[[], str | None] | None = None,
+    next_round: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Run one TensorFlow spec here and return its result (a failure is a result too)."""
     return run_skeleton(spec, emit, report_and_exit, TensorFlowRun(spec), next_round)
