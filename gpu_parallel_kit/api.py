@@ -12,7 +12,8 @@ from typing import Any
 
 from .comparison import Comparison
 from .errors import GpkError
-from .runner import StartedAhead, run_grid, run_isolated, with_gate
+from .runner import run_grid, run_isolated, with_gate
+from .runs.ahead import StartedAhead
 from .runs.devices import plan_devices
 from .runs.grid_plan import plan_comparison
 from .runs.plan_options import one_backend, strategy_fields

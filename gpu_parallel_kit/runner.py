@@ -9,24 +9,22 @@ cluster's coordinator), follows the child's events, and enforces the timeout and
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any
 
 from .cluster.coordinator import run_on_cluster
 from .runs import gate
+from .runs.ahead import StartedAhead, entry_for
 from .runs.comm_reuse import reuse_fields, reusing
-from .runs.entry import JAX_RUN_ENTRY, LOCAL_CLUSTER_ENTRY, RUN_ENTRY
 from .runs.failures import classify_exit
 from .runs.noise import settle_communication
 from .runs.process import (
-    ROUND_WORD,
     RunInterrupted,
     WorkerNotStarted,
     end_of,
@@ -39,9 +37,6 @@ from .runs.rounds import new_run_id
 from .runs.spec import RunSpec
 from .strategies import strategy_record
 
-# Processes that prepare together each take a share of the gate first thing (milliseconds after
-# the fork); a process not sharing by then has died or hangs, and its turn will say so.
-SHARE_TIMEOUT_S = 30.0
 # A cancel Event has no file descriptor to wait on, so while one is given the wait wakes this
 # often to look at it: well under the 2 s a cancel may take.
 CANCEL_POLL_S = 0.1
@@ -170,106 +165,6 @@ def with_gate(spec: RunSpec) -> RunSpec:
     if strategy_record(spec.strategy).processes or not gate.overlaps(spec.devices.kind):
         return spec
     return dataclasses.replace(spec, gate=gate.gate_path())
-
-
-def entry_for(spec: RunSpec) -> str:
-    """The worker entry point of a run on this machine."""
-    if spec.backend == "jax":
-        return JAX_RUN_ENTRY
-    return LOCAL_CLUSTER_ENTRY if strategy_record(spec.strategy).processes else RUN_ENTRY
-
-
-class StartedAhead:
-    """A comparison's processes beyond the run in hand: the next run's, started while the last
-    run measures apart, and the processes that train their configuration's next round.
-
-    Only a run with a training gate (`runs/gate.py`) is started ahead: it waits at the gate
-    before training, so its step times never overlap another run's work. One run at most is
-    started ahead; a process waiting for its configuration's next round is parked under the
-    configuration (`runs/resident.py`) and given the word when that round's turn comes. `close`
-    stops every process never taken (the comparison ended, was cancelled or failed).
-    """
-
-    def __init__(self, together: Sequence[RunSpec] = ()) -> None:
-        self._spec: RunSpec | None = None
-        self._started: tuple[Any, Any] | None = None
-        self._parked: dict[str, tuple[Any, Any]] = {}
-        self._together = list(together)  # first rounds to start at once, at the first take
-
-    def _prepare_together(self) -> None:
-        """Start the first rounds that prepare side by side (`runs/resident.prepared_together`),
-        parked under their configurations, and wait until each holds its share of the gate
-        (its first message), so that none can be overtaken by a run that passes the gate."""
-        together, self._together = self._together, []
-        for spec in together:
-            try:
-                started = start_child(
-                    entry_for(spec), spec, name=f"gpk-{spec.run_id}", backend=spec.backend
-                )
-            except WorkerNotStarted:
-                continue  # started on its own at its turn, which says why if it fails again
-            self._parked[spec.resident[0]] = started
-        for process, receiver in self._parked.values():
-            with end_of(process) as ended:
-                if wait([receiver, *ended], SHARE_TIMEOUT_S) and receiver.poll(0):
-                    with contextlib.suppress(EOFError, OSError):
-                        receiver.recv()  # {"event": "sharing"}
-
-    def park(self, spec: RunSpec, process: Any, receiver: Any) -> bool:
-        """Keep `spec`'s process, which waits to train its configuration's next round."""
-        if spec.resident is None or not process.is_alive():
-            return False
-        self._parked[spec.resident[0]] = (process, receiver)
-        return True
-
-    def start(self, spec: RunSpec) -> bool:
-        """Start `spec`'s process now; whether it was (a run without a gate never is, nor a
-        later round, which its configuration's process trains, or a fresh one at its turn)."""
-        later_round = spec.resident is not None and spec.resident[1] > 0
-        parked = spec.resident is not None and spec.resident[0] in self._parked
-        if spec.gate is None or self._started is not None or later_round or parked:
-            return False
-        try:
-            self._started = start_child(
-                entry_for(spec), spec, name=f"gpk-{spec.run_id}", backend=spec.backend
-            )
-        except WorkerNotStarted:
-            return False  # started again when its turn comes, which then says why if it fails
-        self._spec = spec
-        return True
-
-    def waiting_for(self, spec: RunSpec) -> bool:
-        """Whether a process of `spec`'s configuration waits to train it."""
-        if self._together:
-            self._prepare_together()
-        return spec.resident is not None and spec.resident[0] in self._parked
-
-    def take(self, spec: RunSpec) -> tuple[Any, Any] | None:
-        """`spec`'s process if one is ready for it: its configuration's, told to train this
-        round, or the one started ahead; None when it must be started now."""
-        if self._together:
-            self._prepare_together()
-        if spec.resident is not None and spec.resident[0] in self._parked:
-            process, receiver = self._parked.pop(spec.resident[0])
-            # A process that has ended may have left its row in the pipe (a failed set-up); one
-            # that left nothing starts afresh once followed (`run_isolated`).
-            with contextlib.suppress(OSError):
-                receiver.send(ROUND_WORD)
-            return process, receiver
-        if self._spec is None or self._spec.run_id != spec.run_id:
-            return None
-        started, self._spec, self._started = self._started, None, None
-        return started
-
-    def close(self) -> None:
-        waiting = list(self._parked.values())
-        if self._started is not None:
-            waiting.append(self._started)
-        for process, receiver in waiting:
-            stop_child(process)
-            receiver.close()
-        self._spec = self._started = None
-        self._parked.clear()
 
 
 class _Watch:

@@ -76,9 +76,11 @@ def test_gpus_never_overlap_two_runs():
 
 
 @pytest.mark.slow
-def test_runs_started_ahead_train_exactly_as_runs_started_in_turn(tmp_path, monkeypatch):
-    """The same comparison with and without starting runs ahead: the same losses, bit for bit,
-    and the rows say which runs had the next one start beside them."""
+def test_runs_prepared_together_or_started_ahead_train_exactly_as_runs_in_turn(
+    tmp_path, monkeypatch
+):
+    """The same comparison prepared side by side, started ahead (a later round in a fresh
+    process) and in turn: the same losses, bit for bit, and the rows say how each started."""
     import keras
 
     import gpu_parallel_kit as gpk
@@ -100,18 +102,24 @@ def test_runs_started_ahead_train_exactly_as_runs_started_in_turn(tmp_path, monk
         progress=False,
         log=str(tmp_path / "runs.sqlite"),
     )
-    ahead = exp.compare(["single", "data"], [1, 2]).results
+    together = exp.compare(["single", "data"], [1, 2]).results  # one round (the tests' default)
+    monkeypatch.setenv("GPK_RESIDENT", "0")  # a later round starts a process of its own
+    logged = len(exp.log.results())
+    exp.compare(["single", "data"], [1, 2], rounds=2)
+    ahead = exp.log.results()[logged:][3:]  # the second round's rows
     monkeypatch.setattr(api, "with_gate", lambda spec: spec)
     in_turn = exp.compare(["single", "data"], [1, 2]).results
-    assert [r.status for r in ahead + in_turn] == ["ok"] * 6
-    for started_ahead, started_in_turn in zip(ahead, in_turn, strict=True):
-        assert started_ahead.history["loss"] == started_in_turn.history["loss"]
+    assert [r.status for r in together + ahead + in_turn] == ["ok"] * 9
+    for rows in zip(together, ahead, in_turn, strict=True):
+        assert rows[0].history["loss"] == rows[1].history["loss"] == rows[2].history["loss"]
+    assert all(r.extra["prepared_beside_other_runs"] for r in together)
     assert [bool(r.extra.get("next_run_started_beside")) for r in ahead] == [True, True, False]
+    assert not any(r.extra.get("prepared_beside_other_runs") for r in ahead + in_turn)
     assert not any(r.extra.get("next_run_started_beside") for r in in_turn)
-    assert all("waited_at_gate_s" in r.extra for r in ahead)
-    measured = ahead[-1]  # data on 2 devices: its communication was measured as before
-    assert measured.extra.get("comm_measured", True)
-    assert "standalone_all_reduce_s" in measured.extra
+    assert all("waited_at_gate_s" in r.extra for r in together + ahead)
+    for measured in (together[-1], ahead[-1]):  # data on 2 devices: its communication measured
+        assert measured.extra.get("comm_measured", True)
+        assert "standalone_all_reduce_s" in measured.extra
 
 
 def _passes_later(path: str) -> threading.Event:
@@ -169,4 +177,30 @@ def test_a_share_held_past_the_runs_timeout_is_given_back(tmp_path):
         assert not passed.wait(0.1)
         assert passed.wait(10)  # given back by the limit, not by this run
     finally:
+        gate.unshare()
+
+
+def test_an_idle_share_is_given_back_and_a_busy_one_kept(tmp_path, monkeypatch):
+    # A run that waits for nothing in particular (a sleeping builder, a hung collective) must not
+    # hold the runs ready beside it at the gate; a run that computes keeps its share.
+    monkeypatch.setattr(gate, "IDLE_SHARE_S", 1.0)
+    path = str(tmp_path / "gate")
+    pathlib.Path(path).touch()
+    gate.share(path)
+    busy = threading.Event()
+
+    def compute() -> None:
+        while not busy.is_set():
+            sum(range(10_000))
+
+    worker = threading.Thread(target=compute, daemon=True)
+    worker.start()
+    try:
+        passed = _passes_later(path)
+        assert not passed.wait(2.5)  # computing: kept, well past the idle limit
+        busy.set()
+        worker.join()
+        assert passed.wait(10)  # idle from here: given back
+    finally:
+        busy.set()
         gate.unshare()

@@ -47,9 +47,7 @@ def test_a_round_spec_names_its_configuration_and_the_rounds_its_process_trains(
     assert alone.resident is None and alone.rounds_here == 1
 
 
-def test_tensorflow_first_rounds_of_two_configurations_or_more_prepare_together(
-    fake_machine, monkeypatch
-):
+def test_first_rounds_of_two_configurations_or_more_prepare_together(fake_machine, monkeypatch):
     monkeypatch.delenv("GPK_RESIDENT", raising=False)
     exp = small_experiment(small_mlp)
     first = [round_spec(_gated(exp.plan(s, n)), 0, 3, "r") for s, n in (("single", 1), ("data", 2))]
@@ -57,9 +55,17 @@ def test_tensorflow_first_rounds_of_two_configurations_or_more_prepare_together(
     assert [s.prepares_together for s in together] == [True, True]
     assert [s.resident for s in together] == [s.resident for s in first]
     assert prepared_together(first[:1]) == []  # nothing to prepare beside
+    # One round: not resident, and prepared together all the same.
+    alone = [round_spec(_gated(exp.plan("data", n)), 0, 1, "r") for n in (1, 2)]
+    assert [s.resident for s in alone] == [None, None]
+    assert [s.prepares_together for s in prepared_together(alone)] == [True, True]
     jax = small_experiment(small_mlp, backend="jax")
     on_jax = [round_spec(_gated(jax.plan("data", n)), 0, 3, "r") for n in (1, 2)]
-    assert prepared_together(on_jax) == []  # JAX's fit may run ahead of the timing callback
+    assert len(prepared_together(on_jax)) == 2  # the wait is at a step's beginning, in line
+    # A run that may not wait for the caller's word is started in its turn.
+    ungated = round_spec(exp.plan("data", 2), 0, 1, "r")
+    explicit = dataclasses.replace(alone[1], mode="explicit")
+    assert prepared_together([alone[0], ungated, explicit]) == []
 
 
 @pytest.mark.slow
@@ -80,8 +86,8 @@ def test_later_rounds_train_in_the_first_rounds_process_from_its_first_state(tmp
     assert len({r.run_id for r in rows}) == 6  # every round is a run of its own in the log
     for first, *later in (rows[0::2], rows[1::2]):
         assert "trained_in_process_of" not in first.extra
-        # On TensorFlow the first rounds set up and traced side by side, before any timed step.
-        assert first.extra.get("prepared_beside_other_runs", False) == (backend == "tensorflow")
+        # The first rounds set up and traced side by side, before any timed step.
+        assert first.extra["prepared_beside_other_runs"]
         for row in later:
             assert row.extra["trained_in_process_of"] == first.run_id
             assert row.extra["configuration"] == first.run_id
@@ -110,3 +116,23 @@ def test_a_round_whose_process_has_gone_starts_afresh(monkeypatch):
     assert killed and [r.status for r in rows] == ["ok", "ok", "ok"]
     assert "trained_in_process_of" not in rows[1].extra  # round 2 in a fresh process
     assert rows[2].extra["trained_in_process_of"] == rows[1].run_id  # which trains round 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_one_round_comparison_prepares_together_and_trains_as_one_device(tmp_path, backend):
+    from gpu_parallel_kit.store import RunLog
+
+    log = str(tmp_path / "runs.sqlite")
+    exp = small_experiment(small_mlp, deterministic=True, log=log, backend=backend)
+    exp.compare(["single", "data"], [2], rounds=1)
+    single, data = RunLog(log).results()
+    for row in (single, data):
+        assert row.ok, row.reason
+        assert row.extra["prepared_beside_other_runs"]
+        assert len(row.step_times_s) == row.steps_per_epoch * row.epochs - row.warmup_steps
+    # Traced or compiled before the first timed step, timed after training: the figures are in.
+    assert data.extra["standalone_all_reduce_s"] > 0 and data.extra["comm_noise_s"] >= 0
+    assert (data.comm_time_s is None) == data.extra.get("comm_below_noise", False)
+    # Preparing beside another run changed nothing the data-parallel run computes.
+    assert data.history["loss"] == pytest.approx(single.history["loss"], abs=1e-5)

@@ -12,11 +12,11 @@ ends: reported, crashed or killed). A run passes through it just before its firs
 waiting for any run that still holds it. The caller starts the next run only after the last one
 took the gate, so the order is always: train, take the gate, next run starts, next run waits.
 
-A comparison whose configurations keep their processes between rounds (`runs/resident.py`)
-starts their first rounds together instead: each takes a share of the gate (a shared `flock`)
-while it sets up, builds and traces its warm-up steps, then gives it back and waits for its turn.
-Passing the gate, or holding it, takes it exclusively, so no run times a step, or measures, until
-every run preparing beside it is done.
+A comparison's first rounds mostly start together instead (`runs/resident.prepared_together`):
+each takes a share of the gate (a shared `flock`) while it sets up, builds and traces its
+warm-up steps, then gives it back and waits for its turn. Passing the gate, or holding it, takes
+it exclusively, so no run times a step, or measures, until every run preparing beside it is done,
+or has computed nothing for a few seconds (`share`).
 
 GPUs are left out (`overlaps`): two processes would each hold device memory at once.
 """
@@ -36,6 +36,10 @@ _lock = threading.Lock()
 _path: str | None = None
 _held: list[int] = []  # a run's file descriptor on the gate, open until its process ends
 _shared: list[int] = []  # a run's shared hold, while it prepares beside the others
+# A run that prepares under a share and computes nothing for this long gives it back (`share`).
+IDLE_SHARE_S = 5.0
+IDLE_CPU = 0.05  # of one core: a process using less is waiting, not computing
+WATCH_S = 0.5  # how often the share's watcher looks
 
 
 def gate_path() -> str:
@@ -68,17 +72,29 @@ def share(path: str | None, limit_s: float | None = None) -> None:
     (`runs/resident.py`): no run passes the gate, so none times a step, until every share is
     given back. Nothing when the run has no gate.
 
-    With `limit_s` (the run's timeout) the share is given back after that long however far the
-    run has got: a run that hangs while it prepares (a collective that never completes in its
-    first step) then times out alone, at its turn, as it would have without preparing beside
-    the others, instead of holding every other run at the gate past its timeout."""
+    The share is given back early in two cases, so that the runs ready beside this one need not
+    wait for it. One: the run has computed nothing for `IDLE_SHARE_S` (a builder that sleeps, a
+    collective that waits for a peer that never comes); idle, it disturbs no timed step. Two:
+    `limit_s` (the run's timeout) has passed, however far the run has got; it then times out
+    alone, at its turn, as it would have without preparing beside the others."""
     if path is None or _shared:
         return
-    _shared.append(_locked(path, fcntl.LOCK_SH))
-    if limit_s:
-        limit = threading.Timer(limit_s, unshare)
-        limit.daemon = True
-        limit.start()
+    descriptor = _locked(path, fcntl.LOCK_SH)
+    _shared.append(descriptor)
+    threading.Thread(target=_watch_share, args=(descriptor, limit_s), daemon=True).start()
+
+
+def _watch_share(descriptor: int, limit_s: float | None) -> None:
+    began = last = idle_since = time.monotonic()
+    used = time.process_time()  # every thread of this process: what it computes
+    while descriptor in _shared:
+        time.sleep(WATCH_S)
+        now, cpu = time.monotonic(), time.process_time()
+        if cpu - used > IDLE_CPU * (now - last):
+            idle_since = now
+        last, used = now, cpu
+        if now - idle_since >= IDLE_SHARE_S or (limit_s and now - began >= limit_s):
+            unshare()
 
 
 def unshare() -> None:

@@ -77,7 +77,7 @@ def run_progress(label: str, enabled: bool = True) -> RunProgress | LineProgress
 
 def startup_from(event: dict[str, Any], started: float) -> tuple[float, str]:
     """A run's start-up when its training begins, and what it was spent beside: "" (nothing),
-    "the last run" (started ahead, `runner.StartedAhead`), or "the other runs" (prepared with
+    "the last run" (started ahead, `runs/ahead.StartedAhead`), or "the other runs" (prepared with
     the comparison's other first rounds, `runs/resident.prepared_together`).
 
     The caller's clock runs from when it began to follow the run; a run started ahead had set

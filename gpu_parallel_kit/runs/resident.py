@@ -37,6 +37,13 @@ def stays_resident(spec: RunSpec, rounds: int) -> bool:
     """Whether `spec`'s rounds may be trained in one process (the rules above)."""
     if rounds < 2 or os.environ.get("GPK_RESIDENT", "").strip() == "0":
         return False
+    return waits_for_turns(spec)
+
+
+def waits_for_turns(spec: RunSpec) -> bool:
+    """Whether `spec`'s process may wait for the caller's word between its warm-up or its
+    rounds: Keras's `fit` in one process under the gate, with no validation, target or saved
+    weights."""
     record = strategy_record(spec.strategy)
     training = spec.training
     return (
@@ -60,19 +67,16 @@ def round_spec(spec: RunSpec, turn: int, rounds: int, run_id: str) -> RunSpec:
 def prepared_together(first_rounds: Sequence[RunSpec]) -> list[RunSpec]:
     """The first rounds a comparison starts at once, marked so (`RunSpec.prepares_together`).
 
-    Their processes set up, build and trace their warm-up steps side by side, each under a share
-    of the training gate (`runs/gate.py`), then wait for their turns; the first timed step waits
-    for the last of them. None of it is timed; on two cores the demo's four configurations in 2
+    Their processes set up, build, trace what they measure after training and their warm-up
+    steps side by side, each under a share of the training gate (`runs/gate.py`), then wait for
+    their turns at their first timed step (`recorder.StepTimer`); the first timed step waits for
+    the last of them. None of it is timed; on two cores the demo's four configurations in 2
     rounds took 5.9-8.7 s so, against 9.4-9.5 s prepared one after another
-    (benchmarks/README.md). Only runs that stay resident and train on TensorFlow: TensorFlow's
-    `fit` calls the timing callback in line, so waiting for the turn at the end of warm-up holds
-    the training loop, where JAX's `fit` may run ahead of its callbacks. Fewer than two such
-    runs: none (nothing to prepare beside)."""
-    chosen = [
-        spec
-        for spec in first_rounds
-        if spec.resident is not None and spec.more_rounds_here and spec.backend == "tensorflow"
-    ]
+    (benchmarks/README.md). Runs of one round are prepared so too: a run started ahead would
+    set up only while the run before it measures, and its warm-up would then wait for its turn.
+    Only runs that may wait for the caller's word (`waits_for_turns`); fewer than two: none
+    (nothing to prepare beside)."""
+    chosen = [spec for spec in first_rounds if waits_for_turns(spec)]
     if len(chosen) < 2:
         return []
     return [dataclasses.replace(spec, prepares_together=True) for spec in chosen]

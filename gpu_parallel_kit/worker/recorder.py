@@ -17,6 +17,10 @@ import keras
 from .stats import default_warmup_steps, median_and_spread, step_durations
 
 PROGRESS_INTERVAL_S = 0.25
+# How long a run prepared beside others waits for Keras's thread to stamp its warm-up steps' ends
+# before it waits for its turn: they are ready in milliseconds; a step that failed never is, and
+# its error then ends the run at the next step.
+WARMUP_STAMPS_WAIT_S = 30.0
 
 
 class StepRecorder:
@@ -85,10 +89,12 @@ class StepRecorder:
     def train_begin(self) -> None:
         self.before_timing()
         if self.warmup_steps == 0:  # no warm-up to prepare: its turn comes before any step
-            self._wait_for_turn()
+            self.wait_for_turn()
         self._first_begin = self._clock()
 
-    def _wait_for_turn(self) -> None:
+    def wait_for_turn(self) -> None:
+        """A run prepared beside others (`after_warmup`): wait, once, for its turn; the wait is
+        left out of every timing."""
         hook, self.after_warmup = self.after_warmup, None
         if hook is not None:
             started = time.perf_counter()
@@ -112,8 +118,6 @@ class StepRecorder:
                 total=self.total_steps,
                 step_time_s=(now - previous) / steps,
             )
-        if self.after_warmup is not None and len(self._batch_ends) >= self.warmup_steps:
-            self._wait_for_turn()  # warm-up done beside the others; the timed steps are alone
         every = self.evaluate_every_steps
         if self.evaluate is not None and every:
             done = len(self._batch_ends)
@@ -218,12 +222,16 @@ class StepTimer(keras.callbacks.Callback):
     asynchronously and converts the logs to floats at each execution's end anyway, so there the
     timer adds no wait a user's `fit` does not have. It is not async-safe when evaluations run
     inside an epoch (`validation_every_steps`): they must see the weights of the step that
-    triggered them, and pause the training clock; nor when the run waits for its turn after
-    its warm-up (`runs/resident.prepared_together`): the loop must stop there.
+    triggered them, and pause the training clock.
 
     Calls may then arrive from several threads, in any order: a lock keeps the recorder's lists
     whole, and a call for an execution already covered by a later one counts nothing (the later
     call spread its steps over the time since the one before).
+
+    A run prepared beside others (`runs/resident.prepared_together`) waits for its turn at the
+    first timed step's beginning, which every backend calls in line: once Keras's thread has
+    stamped the warm-up steps' ends, the loop stops there until the turn comes, and the wait is
+    left out of the clock.
     """
 
     def __init__(self, recorder: StepRecorder) -> None:
@@ -231,11 +239,23 @@ class StepTimer(keras.callbacks.Callback):
         self.recorder = recorder
         self._epoch_first_step = 0
         self._lock = threading.Lock()
+        self._stamped = threading.Condition(self._lock)  # a step's end stamped
 
     @property
     def async_safe(self) -> bool:
         """Read by Keras's CallbackList when fit starts (keras/src/callbacks/callback_list.py)."""
-        return not self.recorder.evaluate_every_steps and self.recorder.after_warmup is None
+        return not self.recorder.evaluate_every_steps
+
+    def on_train_batch_begin(self, batch, logs=None) -> None:
+        recorder = self.recorder
+        if recorder.after_warmup is None:
+            return
+        warmup = recorder.warmup_steps
+        if self._epoch_first_step + batch < warmup:
+            return
+        with self._stamped:  # bounded: a warm-up step that failed in Keras's thread never stamps
+            self._stamped.wait_for(lambda: recorder.steps_done >= warmup, WARMUP_STAMPS_WAIT_S)
+        recorder.wait_for_turn()
 
     def on_train_begin(self, logs=None) -> None:
         self.recorder.train_begin()
@@ -251,6 +271,7 @@ class StepTimer(keras.callbacks.Callback):
             steps = batch + 1 - done_this_epoch
             if steps >= 1:
                 self.recorder.step_end(steps)
+            self._stamped.notify_all()
 
     def on_epoch_end(self, epoch, logs=None) -> None:
         self.recorder.epoch_end(logs)

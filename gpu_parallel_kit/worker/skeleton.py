@@ -71,6 +71,10 @@ class BackendRun(Protocol):
     def train(self, model: keras.Model, recorder: StepRecorder) -> None:
         """Check the memory budget, then train every step of every epoch, feeding `recorder`."""
 
+    def prepare_measure(self, model: keras.Model) -> None:
+        """Before the first timed step: trace or compile what `measure` times after training,
+        so the comparison's next run waits only for the timing (a failure is kept for then)."""
+
     def measure(self, model: keras.Model) -> None:
         """After training: what the strategy measures apart (communication), weights unchanged."""
 
@@ -136,6 +140,7 @@ def run_in_this_process(
 
         def at_gate() -> float:
             rounds.keep_first_state()
+            backend.prepare_measure(model)  # beside the set-up, not after training
             if spec.prepares_together:  # its warm-up is part of the preparing
                 return 0.0
             return gate.pass_through(spec.gate)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def default_warmup_steps(total_steps: int) -> int:
@@ -52,6 +52,9 @@ def warmup_steps(asked: int | None, total_steps: int) -> int:
 # the same counts keep the backends' figures comparable.
 COMM_BLOCKS = 3
 COMM_STEPS_PER_BLOCK = 2
+# A communication measurement traced or compiled before the first timed step: called after
+# training, it times the blocks and returns the figures.
+Timing = Callable[[], dict[str, float]]
 
 
 def communication_figures(

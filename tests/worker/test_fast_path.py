@@ -92,6 +92,41 @@ def test_the_timer_lets_a_thread_safe_backend_run_ahead(monkeypatch):
     assert keras_internals.dispatches_async([timer, Plain()]) is False
 
 
+def test_a_prepared_run_waits_for_its_turn_once_its_warm_up_is_stamped(clock):
+    import threading
+
+    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+
+    recorder = StepRecorder(6, lambda **_: None, warmup_steps=2)
+    seen = []
+
+    def turn() -> float:
+        seen.append(recorder.steps_done)
+        clock.now += 30.0  # the other runs' turns
+        return 30.0
+
+    recorder.after_warmup = turn
+    timer = StepTimer(recorder)
+    assert timer.async_safe  # a thread-safe backend's loop still runs ahead of the timer
+    timer.on_train_begin()
+    timer.on_epoch_begin(0)
+    for batch in range(2):
+        timer.on_train_batch_begin(batch)  # warm-up: no wait
+        clock.now += 1.0
+    # Keras's thread stamps the warm-up steps late, after the loop has begun the first timed one.
+    stamper = threading.Timer(0.2, lambda: [timer.on_train_batch_end(b) for b in (0, 1)])
+    stamper.start()
+    timer.on_train_batch_begin(2)
+    stamper.join()
+    assert seen == [2] and recorder.waited_s == 30.0
+    for batch in range(2, 6):
+        timer.on_train_batch_begin(batch)  # once only
+        clock.now += 0.5
+        timer.on_train_batch_end(batch)
+    assert seen == [2]
+    assert recorder.summary()["step_times_s"] == pytest.approx((0.5,) * 4)  # the turn in none
+
+
 def test_evaluations_inside_an_epoch_keep_the_timer_in_line(monkeypatch):
     from gpu_parallel_kit.worker import keras_internals
     from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer

@@ -1,4 +1,7 @@
-"""What a JAX run's collectives cost, measured in its own worker after training.
+"""What a JAX run's collectives cost, measured in its own worker: compiled before the first timed
+step, beside the run's set-up, and timed after training. Each function here compiles and runs
+its executables once and returns the timing, to call after training: compiling is most of a
+measurement's time, and after training it would hold up the comparison's next run.
 
 - Data parallel, *exposed*: the same per-device gradient computation on one real batch with and
   without the sum over devices (`jax.shard_map`, then `psum` or none as a flag says, in one
@@ -31,13 +34,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, communication_figures
+from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
 
 
-def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> dict[str, float]:
-    """Exposed and standalone gradient all-reduce of a data-parallel step on `devices`."""
+def data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> Timing:
+    """Exposed and standalone gradient all-reduce of a data-parallel step on `devices`, timed on
+    the model's weights as they are when the timing is called."""
     mesh = Mesh(np.asarray(devices), ("batch",))
-    trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
     # `stateless_call` hands its keywords to `call` as they are (`__call__` would drop a
     # `training` the user's `call` does not take): pass it only where `call` has it.
@@ -84,26 +87,36 @@ def measure_data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) 
             check_vma=False,
         )(stacked)
 
-    on_mesh = (trainable, _on_mesh(x, mesh, batch), _on_mesh(y, mesh, batch))
-    without = (*on_mesh, _on_mesh(np.zeros(1, bool), mesh, replicated))
-    with_sum = (*on_mesh, _on_mesh(np.ones(1, bool), mesh, replicated))
-    stacked = _ready(gradients(*without))  # compiles; the standalone sums these
-    _ready(gradients(*with_sum))
+    data = (_on_mesh(x, mesh, batch), _on_mesh(y, mesh, batch))
+    flags = [_on_mesh(np.array([flag]), mesh, replicated) for flag in (False, True)]
+
+    def arguments(reduce: Any) -> tuple[Any, ...]:
+        return ([v.value for v in model.trainable_variables], *data, reduce)
+
+    stacked = _ready(gradients(*arguments(flags[0])))  # compiles; the standalone sums these
+    _ready(gradients(*arguments(flags[1])))
     _ready(reduce_only(stacked))
-    plain, reduced = [], []
-    for _ in range(COMM_BLOCKS):
-        plain.append(_per_call(gradients, without))
-        reduced.append(_per_call(gradients, with_sum))
-    standalone = statistics.median(_per_call(reduce_only, (stacked,)) for _ in range(COMM_BLOCKS))
-    return communication_figures(plain, reduced, standalone)
+
+    def timed() -> dict[str, float]:
+        without, with_sum = arguments(flags[0]), arguments(flags[1])
+        plain, reduced = [], []
+        for _ in range(COMM_BLOCKS):
+            plain.append(_per_call(gradients, without))
+            reduced.append(_per_call(gradients, with_sum))
+        standalone = statistics.median(
+            _per_call(reduce_only, (stacked,)) for _ in range(COMM_BLOCKS)
+        )
+        return communication_figures(plain, reduced, standalone)
+
+    return timed
 
 
-def measure_tensor_collectives(
+def tensor_collectives(
     devices: Sequence[Any],
     mesh_shape: tuple[int, int],
     activation_bytes: Sequence[int],
     gradient_bytes: int,
-) -> dict[str, float]:
+) -> Timing:
     """The layout's all-reduces alone: each activation sum over the model axis, then the gradient
     shards over the data axis; median of blocks, and half their range as the noise."""
     data, model = mesh_shape
@@ -134,22 +147,16 @@ def measure_tensor_collectives(
             check_vma=False,
         )(stacked, gradients)
 
-    _ready(collectives(stacked, gradients))
-    blocks = [_per_call(collectives, (stacked, gradients)) for _ in range(COMM_BLOCKS)]
-    return {
-        "comm_time_s": statistics.median(blocks),
-        "comm_noise_s": (max(blocks) - min(blocks)) / 2,
-        "standalone_all_reduce_s": statistics.median(blocks),
-    }
+    return _blocks_of(collectives, (stacked, gradients), "standalone_all_reduce_s")
 
 
-def measure_fsdp_collectives(
+def fsdp_collectives(
     devices: Sequence[Any],
     mesh_shape: tuple[int, int],
     gathered_bytes: Sequence[int],
     replicated_bytes: int,
     activation_bytes: Sequence[int],
-) -> dict[str, float]:
+) -> Timing:
     """A sharded data-parallel step's collectives alone: each sharded weight all-gathered over
     the data axis twice (forward, backward; two arrays, so XLA cannot merge them) and its
     gradient reduce-scattered, the replicated gradients summed over the data axis and any
@@ -190,13 +197,20 @@ def measure_fsdp_collectives(
         )(shards, again, full, replicated, activations)
 
     arguments = (shards, again, full, replicated, activations)
+    return _blocks_of(collectives, arguments, "standalone_collectives_s")
+
+
+def _blocks_of(collectives: Callable[..., Any], arguments: tuple[Any, ...], name: str) -> Timing:
+    """Compile and run `collectives` once now; the timing: median of blocks, and half their
+    range as the noise."""
     _ready(collectives(*arguments))
-    blocks = [_per_call(collectives, arguments) for _ in range(COMM_BLOCKS)]
-    return {
-        "comm_time_s": statistics.median(blocks),
-        "comm_noise_s": (max(blocks) - min(blocks)) / 2,
-        "standalone_collectives_s": statistics.median(blocks),
-    }
+
+    def timed() -> dict[str, float]:
+        blocks = [_per_call(collectives, arguments) for _ in range(COMM_BLOCKS)]
+        median, noise = statistics.median(blocks), (max(blocks) - min(blocks)) / 2
+        return {"comm_time_s": median, "comm_noise_s": noise, name: median}
+
+    return timed
 
 
 def _on_mesh(value: Any, mesh: Mesh, spec: P) -> Any:

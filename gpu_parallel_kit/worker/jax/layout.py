@@ -1,4 +1,4 @@
-"""A derived layout made Keras's `LayoutMap` over a JAX device mesh.
+"""A derived layout made Keras's `LayoutMap` over a JAX device mesh, and checked against it.
 
 The layout rules are pure (`sharding/layout.py`); the model is read backend-free
 (`worker/layers.py`).
@@ -11,7 +11,7 @@ from typing import Any
 import keras
 
 from ...errors import GpkError
-from ...sharding.layout import Axes, Layout
+from ...sharding.layout import Axes, Layout, indivisible
 
 
 def layout_map(layout: Layout, mesh: Any) -> Any:
@@ -44,3 +44,18 @@ def _models(model: Any):
     for layer in getattr(model, "layers", []):
         if isinstance(layer, keras.Model):
             yield from _models(layer)
+
+
+def check_divides(layout: Layout, sizes: dict[str, int]) -> None:
+    """One sentence for a pattern's split that the mesh does not divide (`indivisible`)."""
+    found = indivisible(layout, sizes)
+    if found is None:
+        return
+    placement, dimension, axis = found
+    whose = "the model's own layout (get_layout_map)" if placement.role == "own" else "layout_map"
+    raise GpkError(
+        f"{whose} splits {placement.path!r} of shape {placement.shape} on dimension {dimension} "
+        f"({placement.shape[dimension]}) over the {axis!r} axis of {sizes[axis]} devices, which "
+        f"does not divide it; use a mesh whose {axis!r} axis divides it, or the kit's own layout "
+        "(drop layout_map)"
+    )

@@ -38,6 +38,7 @@ from ..quiet_start import native_stderr_filtered  # noqa: E402
 from ..recorder import StepRecorder, StepTimer  # noqa: E402
 from ..run_data import run_arrays, sample_count, steps_per_epoch  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
+from ..stats import Timing  # noqa: E402
 from ..tuning import tune_run  # noqa: E402
 from .devices import DETERMINISM, configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .feed import OrderedBatches, take  # noqa: E402
@@ -75,6 +76,9 @@ class JaxRun:
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self.measured: dict[str, Any] | None = None
+        # The measurement compiled before the first timed step, to time after training.
+        self.timing: Timing | None = None
+        self.failed = False
 
     def versions(self) -> dict[str, str]:
         return {"jax": jax.__version__, "keras": keras.__version__}
@@ -143,17 +147,33 @@ class JaxRun:
                 shuffle=False,
             )
 
-    def measure(self, model: keras.Model) -> None:
-        """The communication figures on the run's first batch, or None when measure_comm=False
-        skipped them or measuring failed: the trained run keeps its row (marked not measured),
-        and the worker's stderr keeps why."""
-        if self.spec.comm_from is not None:  # an earlier round of this configuration measured
-            self.measured = self.spec.comm_from.as_dict()
+    def prepare_measure(self, model: keras.Model) -> None:
+        """Compile the communication measurement on the run's first batch, once, before the
+        first timed step; a failure leaves the row marked not measured, and stderr says why.
+        The layers the row's memory models its activations from are read here too."""
+        self.strategy.memory(model)
+        if self.timing is not None or self.failed or self.spec.comm_from is not None:
             return
         if not self.spec.measure_comm:
             return
         try:
-            self.measured = self.strategy.measure(model, *self.batches[0])
+            self.timing = self.strategy.measurement(model, *self.batches[0]) or _nothing_to_time
+        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
+            traceback.print_exc()
+            self.failed = True
+
+    def measure(self, model: keras.Model) -> None:
+        """The communication figures, timed now, or None when measure_comm=False skipped them
+        or measuring failed: the trained run keeps its row (marked not measured), and the
+        worker's stderr keeps why."""
+        if self.spec.comm_from is not None:  # an earlier round of this configuration measured
+            self.measured = self.spec.comm_from.as_dict()
+            return
+        self.prepare_measure(model)  # a run whose training never began compiles it now
+        if self.timing is None:
+            return
+        try:
+            self.measured = self.timing()
         except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
             traceback.print_exc()
 
@@ -171,6 +191,11 @@ class JaxRun:
 
     def lend_communication(self, measured: MeasuredComm) -> None:
         self.spec = self.strategy.spec = dataclasses.replace(self.spec, comm_from=measured)
+
+
+def _nothing_to_time() -> dict[str, float]:
+    """The timing of a strategy with no communication to measure (one device, single)."""
+    return {}
 
 
 def _built_model(

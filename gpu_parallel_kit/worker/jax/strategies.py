@@ -17,10 +17,9 @@ from typing import Any
 
 import keras
 
-from ...errors import GpkError
 from ...runs.comm_reuse import reuse_fields
 from ...runs.spec import RunSpec
-from ...sharding.layout import Layout, derive_layout, indivisible
+from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import data_traffic, tensor_traffic
 from ...strategies import strategy as strategy_record
 from ...strategies.fsdp import (
@@ -33,8 +32,8 @@ from ...strategies.fsdp import (
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
-from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK
-from .layout import layout_map, own_layout
+from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
+from .layout import check_divides, layout_map, own_layout
 from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
 
 _VIRTUAL = "; host devices: runtime overhead on shared cores, not a network cost"
@@ -45,7 +44,7 @@ class JaxStrategy:
     """What every JAX strategy shares: its scope, the build, the budget, the row's fields.
 
     A subclass sets `distribution` (or leaves it None: no distribution) and overrides what it
-    alone does: `describe`, `measure`, `traffic`, `layout_fields`.
+    alone does: `describe`, `measurement`, `traffic`, `layout_fields`.
     """
 
     method = ""  # how its communication is measured, for the row
@@ -57,7 +56,7 @@ class JaxStrategy:
         self.distribution: Any = None
         self.state_bytes: dict[str, int] = {}
         self.sample: Any = None  # one sample of the inputs: the activations' shapes
-        self.layers: list[Any] | None = None  # the layers as read, where a strategy read them
+        self.layers: list[Any] | None = None  # the layers as read, once
 
     def scope(self) -> contextlib.AbstractContextManager:
         return (
@@ -118,20 +117,23 @@ class JaxStrategy:
         }
 
     def _activation_bytes(self, model: keras.Model) -> float:
+        """Read off the layers once, before the first timed step where the run asks
+        (`JaxRun.prepare_measure`): training does not change them."""
         try:
-            layers = self.layers if self.layers is not None else read_layers(model, self.sample)
+            if self.layers is None:
+                self.layers = read_layers(model, self.sample)
         except Exception:  # noqa: BLE001 - a model that cannot be read keeps its other figures
             return float("nan")
-        elements = sum(layer.out_elements or 0 for layer in layers)
+        elements = sum(layer.out_elements or 0 for layer in self.layers)
         return float(elements * (self.spec.global_batch // self.data_axis) * 4)
 
     def describe(self) -> str:
         return ""
 
-    def measure(self, model: keras.Model, x: Any, y: Any) -> dict[str, Any]:
-        """Communication measured on `x`, `y`, one global batch of the run's data (no update
-        applied); {} where there is none to measure."""
-        return {}
+    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
+        """Communication to measure on `x`, `y`, one global batch of the run's data (no update
+        applied), compiled now and timed when called (`comm.py`); None where there is none."""
+        return None
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
         """Bytes its collectives move per step (`sharding.traffic`), or None."""
@@ -211,12 +213,12 @@ class DataParallel(JaxStrategy):
     def describe(self) -> str:
         return "xla all-reduce (DataParallel)"
 
-    def measure(self, model: keras.Model, x: Any, y: Any) -> dict[str, Any]:
+    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if len(self.devices) < 2:
-            return {}
-        from .comm import measure_data_all_reduce  # noqa: PLC0415
+            return None
+        from .comm import data_all_reduce  # noqa: PLC0415
 
-        return measure_data_all_reduce(model, self.devices, x, y)
+        return data_all_reduce(model, self.devices, x, y)
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
         return data_traffic(parameter_bytes, len(self.devices), len(model.trainable_variables))
@@ -259,7 +261,7 @@ class TensorParallel(JaxStrategy):
         del probe
         keras.backend.clear_session()
         self.layout = self.derive(layers, own)
-        _check_divides(self.layout, {"batch": data, "model": model_axis})
+        check_divides(self.layout, {"batch": data, "model": model_axis})
         self.distribution = keras.distribution.ModelParallel(
             layout_map=layout_map(self.layout, mesh), batch_dim_name="batch"
         )
@@ -279,15 +281,15 @@ class TensorParallel(JaxStrategy):
     def describe(self) -> str:
         return "xla collectives (ModelParallel)"
 
-    def measure(self, model: keras.Model, x: Any, y: Any) -> dict[str, Any]:
+    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if self.layout is None or len(self.devices) < 2:
-            return {}
-        from .comm import measure_tensor_collectives  # noqa: PLC0415
+            return None
+        from .comm import tensor_collectives  # noqa: PLC0415
 
         local = self.spec.global_batch // self.spec.mesh_shape[0]
         sizes = [c.elements_per_sample * local * 4 for c in self.layout.collectives]
         gradient_bytes = self.traffic(model, 0).gradient_bytes
-        return measure_tensor_collectives(self.devices, self.spec.mesh_shape, sizes, gradient_bytes)
+        return tensor_collectives(self.devices, self.spec.mesh_shape, sizes, gradient_bytes)
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
         if self.layout is None:
@@ -351,15 +353,15 @@ class ShardedDataParallel(TensorParallel):
     def describe(self) -> str:
         return "xla all-gathers and reduce-scatters (ModelParallel, weights on the batch axis)"
 
-    def measure(self, model: keras.Model, x: Any, y: Any) -> dict[str, Any]:
+    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if self.layout is None or len(self.devices) < 2:
-            return {}
-        from .comm import measure_fsdp_collectives  # noqa: PLC0415
+            return None
+        from .comm import fsdp_collectives  # noqa: PLC0415
 
         data, model_axis = self.spec.mesh_shape
         local = self.spec.global_batch // data
         trainable = [p for p in self.layout.placements if p.trainable]
-        return measure_fsdp_collectives(
+        return fsdp_collectives(
             self.devices,
             self.spec.mesh_shape,
             [gathered_bytes(p, model_axis) for p in trainable if DATA_AXIS in p.axes],
@@ -382,18 +384,3 @@ class ShardedDataParallel(TensorParallel):
                 min_shard_bytes=self.spec.min_shard_bytes,
             )
         return fields
-
-
-def _check_divides(layout: Layout, sizes: dict[str, int]) -> None:
-    """One sentence for a pattern's split that the mesh does not divide (`indivisible`)."""
-    found = indivisible(layout, sizes)
-    if found is None:
-        return
-    placement, dimension, axis = found
-    whose = "the model's own layout (get_layout_map)" if placement.role == "own" else "layout_map"
-    raise GpkError(
-        f"{whose} splits {placement.path!r} of shape {placement.shape} on dimension {dimension} "
-        f"({placement.shape[dimension]}) over the {axis!r} axis of {sizes[axis]} devices, which "
-        f"does not divide it; use a mesh whose {axis!r} axis divides it, or the kit's own layout "
-        "(drop layout_map)"
-    )

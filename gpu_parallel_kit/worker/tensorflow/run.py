@@ -122,6 +122,9 @@ class TensorFlowRun:
     def train(self, model: keras.Model, recorder: StepRecorder) -> None:
         self.engine.train(model, self.dataset, self.steps_per_epoch, recorder)
 
+    def prepare_measure(self, model: keras.Model) -> None:
+        self.engine.before_timing(model, self.dataset)
+
     def measure(self, model: keras.Model) -> None:
         self.engine.after_training(model, self.dataset)
 

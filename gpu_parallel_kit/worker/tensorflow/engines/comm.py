@@ -1,6 +1,8 @@
 """What the gradient all-reduce of a data-parallel step costs, measured in the run's own worker.
 
-Two figures, after training, on one real batch:
+Two figures, timed after training on one real batch (traced before the first timed step, beside
+the run's set-up: tracing is most of the measurement's time, and after training it would hold up
+the comparison's next run):
 - *exposed* communication: the same step (per-replica gradients) with and without the all-reduce,
   alternated in blocks so drift hits both, median per step; the difference is what the reduction
   adds to a step. On one device the reduction is a no-op, so the 1-device run is the control that
@@ -21,12 +23,19 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, communication_figures
+from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
 
 
 def measure_all_reduce(
     strategy: tf.distribute.Strategy, model: keras.Model, batch: Any
 ) -> dict[str, float]:
+    """Both figures now, traced and timed in one go."""
+    return prepared_all_reduce(strategy, model, batch)()
+
+
+def prepared_all_reduce(strategy: tf.distribute.Strategy, model: keras.Model, batch: Any) -> Timing:
+    """The measurement traced and run once now; calling the result times it on the model's
+    weights as they are then (the traced functions read the variables, not copies)."""
     variables = model.trainable_variables
 
     def replica_gradients(x, y):
@@ -56,12 +65,18 @@ def measure_all_reduce(
     gradients = without_reduce(batch)  # traces; also the tensors the standalone reduce sums
     reduce_only(gradients)
     with_reduce(batch)
-    plain, reduced = [], []
-    for _ in range(COMM_BLOCKS):
-        plain.append(_per_call(without_reduce, batch))
-        reduced.append(_per_call(with_reduce, batch))
-    standalone = statistics.median(_per_call(reduce_only, gradients) for _ in range(COMM_BLOCKS))
-    return communication_figures(plain, reduced, standalone)
+
+    def timed() -> dict[str, float]:
+        plain, reduced = [], []
+        for _ in range(COMM_BLOCKS):
+            plain.append(_per_call(without_reduce, batch))
+            reduced.append(_per_call(with_reduce, batch))
+        standalone = statistics.median(
+            _per_call(reduce_only, gradients) for _ in range(COMM_BLOCKS)
+        )
+        return communication_figures(plain, reduced, standalone)
+
+    return timed
 
 
 def not_measured(

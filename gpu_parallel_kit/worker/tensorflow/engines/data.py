@@ -9,9 +9,9 @@ import keras
 import tensorflow as tf
 
 from ....runs.comm_reuse import reuse_fields
-from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK
+from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
 from .base import Engine
-from .comm import measure_all_reduce, not_measured, traffic_per_device
+from .comm import not_measured, prepared_all_reduce, traffic_per_device
 
 
 def cross_device_ops(choice: str, kind: str) -> tf.distribute.CrossDeviceOps:
@@ -53,6 +53,9 @@ class DataParallelEngine(Engine):
     """
 
     name = "data"
+    _measurement: Timing | None = None  # traced, timed after training
+    _comm: dict[str, Any] | None = None
+    _comm_failed = False
 
     def make_distribution(self) -> tf.distribute.Strategy:
         return tf.distribute.MirroredStrategy(
@@ -60,17 +63,35 @@ class DataParallelEngine(Engine):
             cross_device_ops=cross_device_ops(self.spec.all_reduce, self.spec.devices.kind),
         )
 
+    def before_timing(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        """Trace the communication measurement before the first timed step, once: after
+        training only its timed calls remain (`comm.prepared_all_reduce`)."""
+        if self._measurement is not None or self._comm_failed or not self._measures_here:
+            return
+        try:
+            batch = split_between_replicas(self.distribution, next(iter(dataset)))
+            self._measurement = prepared_all_reduce(self.distribution, model, batch)
+        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
+            traceback.print_exc()
+            self._comm_failed = True
+
     def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
-        self._comm, self._comm_failed = None, False
+        self._comm = None
         if self.spec.comm_from is not None:  # an earlier round of this configuration measured
             self._comm = self.spec.comm_from.as_dict()
-        elif self.spec.measure_comm:
-            try:
-                batch = split_between_replicas(self.distribution, next(iter(dataset)))
-                self._comm = measure_all_reduce(self.distribution, model, batch)
-            except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
-                traceback.print_exc()
-                self._comm_failed = True
+            return
+        self.before_timing(model, dataset)  # a run whose training never began traces it now
+        if self._measurement is None:
+            return
+        try:
+            self._comm = self._measurement()
+        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
+            traceback.print_exc()
+            self._comm_failed = True
+
+    @property
+    def _measures_here(self) -> bool:
+        return self.spec.measure_comm and self.spec.comm_from is None
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         fields = super().result_fields(step_time_s)
