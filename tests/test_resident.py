@@ -66,6 +66,8 @@ def test_first_rounds_of_two_configurations_or_more_prepare_together(fake_machin
     ungated = round_spec(exp.plan("data", 2), 0, 1, "r")
     explicit = dataclasses.replace(alone[1], mode="explicit")
     assert prepared_together([alone[0], ungated, explicit]) == []
+    monkeypatch.setenv("GPK_RESIDENT", "0")  # memory before start-ups: one process at a time
+    assert prepared_together(first) == []
 
 
 @pytest.mark.slow

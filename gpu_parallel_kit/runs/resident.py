@@ -35,7 +35,7 @@ from .spec import RunSpec
 
 def stays_resident(spec: RunSpec, rounds: int) -> bool:
     """Whether `spec`'s rounds may be trained in one process (the rules above)."""
-    if rounds < 2 or os.environ.get("GPK_RESIDENT", "").strip() == "0":
+    if rounds < 2 or _one_at_a_time():
         return False
     return waits_for_turns(spec)
 
@@ -75,8 +75,17 @@ def prepared_together(first_rounds: Sequence[RunSpec]) -> list[RunSpec]:
     (benchmarks/README.md). Runs of one round are prepared so too: a run started ahead would
     set up only while the run before it measures, and its warm-up would then wait for its turn.
     Only runs that may wait for the caller's word (`waits_for_turns`); fewer than two: none
-    (nothing to prepare beside)."""
+    (nothing to prepare beside). `GPK_RESIDENT=0`, which trades start-ups for memory, keeps one
+    configuration's process at a time here too."""
+    if _one_at_a_time():
+        return []
     chosen = [spec for spec in first_rounds if waits_for_turns(spec)]
     if len(chosen) < 2:
         return []
     return [dataclasses.replace(spec, prepares_together=True) for spec in chosen]
+
+
+def _one_at_a_time() -> bool:
+    """`GPK_RESIDENT=0`: a process per round, and no configurations' processes alive together
+    (the run started ahead aside)."""
+    return os.environ.get("GPK_RESIDENT", "").strip() == "0"
