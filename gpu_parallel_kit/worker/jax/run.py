@@ -151,7 +151,7 @@ class JaxRun:
         """Compile the communication measurement on the run's first batch, once, before the
         first timed step; a failure leaves the row marked not measured, and stderr says why.
         The layers the row's memory models its activations from are read here too."""
-        self.strategy.memory(model)
+        self.strategy.read_ahead(model)
         if self.timing is not None or self.failed or self.spec.comm_from is not None:
             return
         if not self.spec.measure_comm:

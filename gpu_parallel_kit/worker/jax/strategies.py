@@ -116,9 +116,13 @@ class JaxStrategy:
             },
         }
 
+    def read_ahead(self, model: keras.Model) -> None:
+        """Read what the row's memory models off the model (its layers) before the first timed
+        step (`JaxRun.prepare_measure`): training does not change it."""
+        self._activation_bytes(model)
+
     def _activation_bytes(self, model: keras.Model) -> float:
-        """Read off the layers once, before the first timed step where the run asks
-        (`JaxRun.prepare_measure`): training does not change them."""
+        """From the layers, read once."""
         try:
             if self.layers is None:
                 self.layers = read_layers(model, self.sample)
