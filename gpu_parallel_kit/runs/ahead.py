@@ -29,13 +29,14 @@ def entry_for(spec: RunSpec) -> str:
 
 class StartedAhead:
     """A comparison's processes beyond the run in hand: the next run's, started while the last
-    run measures apart, and the processes that train their configuration's next round.
+    run measures apart, the first rounds preparing side by side, and the processes that train
+    their configuration's next round.
 
     Only a run with a training gate (`runs/gate.py`) is started ahead: it waits at the gate
     before training, so its step times never overlap another run's work. One run at most is
-    started ahead; a process waiting for its configuration's next round is parked under the
-    configuration (`runs/resident.py`) and given the word when that round's turn comes. `close`
-    stops every process never taken (the comparison ended, was cancelled or failed).
+    started ahead; a first round prepared beside the others, or a process waiting for its
+    configuration's next round, is parked (`parking`) and given the word when its turn comes.
+    `close` stops every process never taken (the comparison ended, was cancelled or failed).
     """
 
     def __init__(self, together: Sequence[RunSpec] = ()) -> None:
@@ -46,7 +47,7 @@ class StartedAhead:
 
     def _prepare_together(self) -> None:
         """Start the first rounds that prepare side by side (`runs/resident.prepared_together`),
-        parked under their configurations, and wait until each holds its share of the gate
+        parked until their turns, and wait until each holds its share of the gate
         (its first message), so that none can be overtaken by a run that passes the gate."""
         together, self._together = self._together, []
         for spec in together:
