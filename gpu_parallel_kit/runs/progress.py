@@ -82,12 +82,15 @@ def startup_from(event: dict[str, Any], started: float) -> tuple[float, str]:
 
     The caller's clock runs from when it began to follow the run; a run started ahead had set
     itself up before that, so its events arrive at once and that clock says 0.0 s. The worker's
-    own figure is then the one shown, with where it was spent.
+    own figure is then the one shown, with where it was spent. A run prepared with the others
+    says so even when the caller followed it from its start (the comparison's first).
     """
     seen = time.perf_counter() - started
     own = event.get("startup_s")
+    if own is not None and event.get("together"):
+        return float(own), "the other runs"
     if own is not None and own > seen + AHEAD_MARGIN_S:
-        return float(own), "the other runs" if event.get("together") else "the last run"
+        return float(own), "the last run"
     return seen, ""
 
 

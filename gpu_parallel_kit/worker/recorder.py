@@ -17,10 +17,10 @@ import keras
 from .stats import default_warmup_steps, median_and_spread, step_durations
 
 PROGRESS_INTERVAL_S = 0.25
-# How long a run prepared beside others waits for Keras's thread to stamp its warm-up steps' ends
-# before it waits for its turn: they are ready in milliseconds; a step that failed never is, and
-# its error then ends the run at the next step.
-WARMUP_STAMPS_WAIT_S = 30.0
+# How long the timer waits for Keras's thread to stamp steps' ends (before a turn, or to bound how
+# far the loop runs ahead): they are ready in milliseconds; a step that failed never is, and its
+# error then ends the run at the next step.
+STAMPS_WAIT_S = 30.0
 
 
 class StepRecorder:
@@ -228,15 +228,23 @@ class StepTimer(keras.callbacks.Callback):
     whole, and a call for an execution already covered by a later one counts nothing (the later
     call spread its steps over the time since the one before).
 
+    With `executions_ahead`, the loop waits at a step's beginning until at most that many
+    executions run ahead of the last one stamped: on host devices XLA's in-process collectives
+    deadlock and abort the process once hundreds of executions are queued (Keras 3.15 and JAX on
+    2 CPU cores: a `DataParallel` fit of 300 steps in one epoch, whatever the callbacks, unless
+    they keep it in line); a few ahead keep the devices as busy.
+
     A run prepared beside others (`runs/resident.prepared_together`) waits for its turn at the
     first timed step's beginning, which every backend calls in line: once Keras's thread has
     stamped the warm-up steps' ends, the loop stops there until the turn comes, and the wait is
     left out of the clock.
     """
 
-    def __init__(self, recorder: StepRecorder) -> None:
+    def __init__(self, recorder: StepRecorder, executions_ahead: int | None = None) -> None:
         super().__init__()
         self.recorder = recorder
+        # At most this many executions dispatched beyond the last one stamped (None: no bound).
+        self.executions_ahead = executions_ahead
         self._epoch_first_step = 0
         self._lock = threading.Lock()
         self._stamped = threading.Condition(self._lock)  # a step's end stamped
@@ -248,14 +256,19 @@ class StepTimer(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None) -> None:
         recorder = self.recorder
-        if recorder.after_warmup is None:
+        step = self._epoch_first_step + batch
+        if self.executions_ahead is not None:
+            self._wait_for_stamps(step - self.executions_ahead * recorder.steps_per_execution)
+        if recorder.after_warmup is None or step < recorder.warmup_steps:
             return
-        warmup = recorder.warmup_steps
-        if self._epoch_first_step + batch < warmup:
-            return
-        with self._stamped:  # bounded: a warm-up step that failed in Keras's thread never stamps
-            self._stamped.wait_for(lambda: recorder.steps_done >= warmup, WARMUP_STAMPS_WAIT_S)
+        self._wait_for_stamps(recorder.warmup_steps)
         recorder.wait_for_turn()
+
+    def _wait_for_stamps(self, steps: int) -> None:
+        """Until Keras's thread has stamped `steps` steps' ends; bounded, since a step that
+        failed in that thread never stamps (its error then ends the run at the next step)."""
+        with self._stamped:
+            self._stamped.wait_for(lambda: self.recorder.steps_done >= steps, STAMPS_WAIT_S)
 
     def on_train_begin(self, logs=None) -> None:
         self.recorder.train_begin()

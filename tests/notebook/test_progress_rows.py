@@ -53,6 +53,10 @@ def test_a_run_started_ahead_shows_its_own_start_up_and_where_it_was_spent(plan_
     followed = RunRow(plan_spec, widgets.VBox())  # the caller's clock saw the whole start-up
     followed({"event": "phase", "phase": "training", "total": 10, "startup_s": 0.0})
     assert "beside" not in followed.text.value
+    # The comparison's first run, followed from its start, prepared beside the other first rounds.
+    first = RunRow(plan_spec, widgets.VBox())
+    first({"event": "phase", "phase": "training", "total": 10, "startup_s": 0.0, "together": True})
+    assert first.text.value == "training (start-up 0.0 s beside the other runs)"
 
 
 def test_the_text_bar_prints_a_failed_runs_reason_under_it(capsys):

@@ -142,10 +142,17 @@ class JaxRun:
                 self.batches,
                 epochs=self.spec.training.epochs * self.spec.rounds_here,
                 steps_per_epoch=self.steps_per_epoch,
-                callbacks=[StepTimer(recorder)],
+                callbacks=[StepTimer(recorder, self.executions_ahead)],
                 verbose=0,
                 shuffle=False,
             )
+
+    @property
+    def executions_ahead(self) -> int | None:
+        """How far fit may run ahead of the timer: bounded on host devices that share
+        collectives (`recorder.StepTimer`), free elsewhere, as a user's own fit runs."""
+        several_hosts = self.spec.devices.kind == "cpu" and len(self.devices) > 1
+        return HOST_EXECUTIONS_AHEAD if several_hosts else None
 
     def prepare_measure(self, model: keras.Model) -> None:
         """Compile the communication measurement on the run's first batch, once, before the
@@ -191,6 +198,11 @@ class JaxRun:
 
     def lend_communication(self, measured: MeasuredComm) -> None:
         self.spec = self.strategy.spec = dataclasses.replace(self.spec, comm_from=measured)
+
+
+# Executions a fit on several host devices may queue beyond the last one finished: 16 ran 300
+# steps, where an unbounded queue aborted in XLA's collectives (recorder.StepTimer).
+HOST_EXECUTIONS_AHEAD = 4
 
 
 def _nothing_to_time() -> dict[str, float]:
