@@ -293,11 +293,12 @@ class Bench:
         training_alone = statistics.median(alone)
         beyond_alone = [(wall - training_alone) / runs for wall in walls["ahead"]]
         new = statistics.median(beyond_alone)
+        own_rows = statistics.median(figures["ahead"])
         whole = statistics.median(figures["repeated"])
         repeated = statistics.median(later)
         print(
             f"per run: new configuration {new:.2f} s beyond the runs' training alone "
-            f"({training_alone:.2f} s in all), {statistics.median(figures['ahead']):.2f} s beyond "
+            f"({training_alone:.2f} s in all), {own_rows:.2f} s beyond "
             f"their own rows'; {REPEATED_ROUNDS} rounds {whole:.2f} s; a later round itself "
             f"{repeated:.2f} s (median of {len(later)})"
         )
@@ -309,7 +310,7 @@ class Bench:
             "walls_s": walls,
             "training_alone_s": training_alone,
             "beyond_alone_s": beyond_alone,
-            "own_rows_median_s": statistics.median(figures["ahead"]),
+            "own_rows_median_s": own_rows,
             "ahead_median_s": new,
             "in_turn_median_s": statistics.median(figures["in_turn"]),
             "rounds_median_s": whole,

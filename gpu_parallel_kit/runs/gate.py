@@ -99,7 +99,7 @@ def _watch_share(descriptor: int, limit_s: float | None) -> None:
 
 def unshare() -> None:
     """Give back this run's share: it has prepared, and waits for its turn to time steps."""
-    with _lock:  # the limit's timer may give it back from its own thread
+    with _lock:  # the share's watcher may give it back from its own thread
         while _shared:
             _let_go(_shared.pop())
 
