@@ -70,10 +70,22 @@ def native_stderr_filtered() -> Iterator[None]:
                 os.write(2, shown.encode("utf-8"))
 
 
+def worker_log_level(current: str | None) -> str:
+    """TensorFlow's native log level in a worker: errors only ("2"), unless everything ("0") was
+    asked for.
+
+    "1" is not taken as a choice: `import jax` sets it as its own default in any process that
+    imports JAX (a test session, a kernel that used JAX), and the fork server inherits it. At "1"
+    every data-parallel run printed tf.distribute's "Input of GeneratorDatasetOp::Dataset will
+    not be optimized" into the notebook, a warning about TensorFlow's own per-device iterators.
+    """
+    return current if current in ("0", "2", "3") else "2"
+
+
 def import_tensorflow_quietly() -> None:
     """Import TensorFlow and Keras once, without their start-up chatter, and without the
     optional imports a TensorFlow run never uses (`UNUSED_BY_A_TENSORFLOW_RUN`)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = worker_log_level(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
     with native_stderr_filtered(), hidden(UNUSED_BY_A_TENSORFLOW_RUN):
         import keras  # noqa: F401
         import tensorflow  # noqa: F401

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gpu_parallel_kit.worker.quiet_start import hidden, kept_lines
+from gpu_parallel_kit.worker.quiet_start import hidden, kept_lines, worker_log_level
 
 ABSL = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
 ONEDNN = "I0000 port.cc:153] oneDNN custom operations are on. You may see slightly different\n"
@@ -52,3 +52,45 @@ def test_tensorflow_imports_without_jax_or_matplotlib_which_stay_importable():
         [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
     )
     assert done.stdout.split("\n")[:2] == ["['tensorflow']", "importable"]
+
+
+def test_the_worker_keeps_everything_or_errors_only_and_raises_jaxs_default():
+    assert worker_log_level(None) == "2"
+    assert worker_log_level("1") == "2"  # what `import jax` sets in the caller
+    assert worker_log_level("0") == "0"  # everything, asked for
+    assert worker_log_level("3") == "3"
+    assert worker_log_level("verbose") == "2"
+
+
+DATA_PARALLEL_RUN = """
+import numpy as np
+import gpu_parallel_kit as gpk
+
+def build():
+    import keras
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(10)])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    return model
+
+x, y = np.zeros((256, 8), "float32"), np.zeros(256, "int32")
+result = gpk.Experiment(build, (x, y), batch_size=64, steps_per_epoch=2, progress=False,
+                        log=None).run("data", 2)
+print(result.status)
+"""
+
+
+@pytest.mark.slow
+def test_a_data_parallel_run_after_jax_set_the_log_level_writes_nothing_to_stderr():
+    # With TF_CPP_MIN_LOG_LEVEL=1 inherited, each run printed a tf.distribute warning about its
+    # per-device iterators ("GeneratorDatasetOp::Dataset will not be optimized").
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", DATA_PARALLEL_RUN],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+    assert done.stdout.strip() == "ok"
+    assert done.stderr == ""
