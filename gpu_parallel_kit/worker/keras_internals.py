@@ -152,3 +152,41 @@ def run_calls(model: Any, inputs: Any, call: Callable[..., Any]) -> Any:
         inputs = {name: inputs[name] for name in struct}
     outputs = run(inputs, operation_fn=lambda layer: layer, call_fn=call)
     return outputs[0] if isinstance(outputs, list | tuple) and len(outputs) == 1 else outputs
+
+
+def spare_fits_symbolic_build(model: Any, element_spec: Any) -> bool:
+    """Build what `fit` builds before its first step (the model, its compiled loss and metrics,
+    the optimizer) from the dataset's element spec, so that `fit` need not build them itself.
+
+    Under a distribution strategy, TensorFlow's `fit` (`_maybe_symbolic_build`) makes a whole
+    distributed iterator and all-reduces a batch across the replicas only to read its shapes:
+    0.3 s of CPU in a run's start on 4 virtual devices, 0.1-0.15 s on 2. Call it inside the
+    strategy's scope, as `fit` builds there. `fit` still builds for itself whenever something is
+    unbuilt again when it asks (a model compiled anew). True when everything was built."""
+    build = getattr(model, "_symbolic_build", None)
+    keras_own = getattr(model, "_maybe_symbolic_build", None)
+    if build is None or keras_own is None:
+        raise _changed("Trainer._symbolic_build and _maybe_symbolic_build")
+    build(data_batch=element_spec)
+
+    def maybe_symbolic_build(iterator: Any = None, data_batch: Any = None) -> None:
+        if not _built_for_fit(model):
+            keras_own(iterator=iterator, data_batch=data_batch)
+
+    object.__setattr__(model, "_maybe_symbolic_build", maybe_symbolic_build)
+    return _built_for_fit(model)
+
+
+def _built_for_fit(model: Any) -> bool:
+    """What `Trainer._symbolic_build` checks before building anything."""
+    try:
+        layers = model._flatten_layers()
+        metrics, loss = model._compile_metrics, model._compile_loss
+    except AttributeError:
+        raise _changed("Trainer._flatten_layers, _compile_metrics and _compile_loss") from None
+    return (
+        all(layer.built for layer in layers)
+        and (metrics is None or metrics.built)
+        and (loss is None or loss.built)
+        and (model.optimizer is None or model.optimizer.built)
+    )

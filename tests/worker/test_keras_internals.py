@@ -101,6 +101,20 @@ PROBE = textwrap.dedent(
         out = ki.run_calls(inner, keras.Input((4,)), call)
         assert seen == ["a", "b"] and tuple(out.shape) == (None, 3), (seen, out.shape)
 
+    def spare_fits_symbolic_build():
+        if keras.backend.backend() != "tensorflow":
+            return  # only TensorFlow's fit builds through `_maybe_symbolic_build`
+        import numpy as np
+        import tensorflow as tf
+
+        fresh = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        fresh.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+        data = tf.data.Dataset.from_tensor_slices((np.ones((8, 4)), np.ones((8, 2)))).batch(4)
+        assert ki.spare_fits_symbolic_build(fresh, data.element_spec) is True
+        assert sorted(fresh.fit(data, verbose=0).history) == ["loss", "mae"]
+        fresh.compile(optimizer="adam", loss="mae", metrics=["mse"])  # unbuilt again: Keras's
+        assert sorted(fresh.fit(data, verbose=0).history) == ["loss", "mse"]
+
     def missing_piece_is_one_sentence():
         try:
             ki.raw_learning_rate(object())
@@ -114,7 +128,8 @@ PROBE = textwrap.dedent(
     for check in (compile_config, compile_loss_class, compile_metrics_class,
                   unscale_loss_for_distribution, compiled_metrics, user_metrics,
                   raw_learning_rate, dispatches_async, set_seed_without_tensorflow,
-                  is_functional, run_calls, missing_piece_is_one_sentence):
+                  is_functional, run_calls, spare_fits_symbolic_build,
+                  missing_piece_is_one_sentence):
         try:
             check()
             outcome[check.__name__] = "ok"
@@ -135,6 +150,7 @@ ACCESSES = (
     "set_seed_without_tensorflow",
     "is_functional",
     "run_calls",
+    "spare_fits_symbolic_build",
     "missing_piece_is_one_sentence",
 )
 

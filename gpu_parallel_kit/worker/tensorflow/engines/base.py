@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from ....runs.spec import RunSpec
 from ...budget import state_bytes
-from ...keras_internals import dispatches_async
+from ...keras_internals import dispatches_async, spare_fits_symbolic_build
 from ...recorder import StepRecorder, StepTimer
 from .budget import check_budget, replica_memory_of
 from .custom_loop import train_custom_loop
@@ -118,6 +118,9 @@ class Engine(abc.ABC):
                 recorder,
             )
         else:
+            if self.distribution is not tf.distribute.get_strategy():
+                with self.distribution.scope():
+                    spare_fits_symbolic_build(model, dataset.element_spec)
             timer = StepTimer(recorder)
             # Recorded for the row: whether Keras lets the loop run ahead of the timer.
             self.callbacks_async = dispatches_async([timer])
