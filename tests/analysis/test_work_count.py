@@ -125,3 +125,46 @@ def test_project_counts_once_and_reuses_the_logged_count(tmp_path, monkeypatch, 
     again = comparison.project("nvlink4", [1, 8], strategies=["data"])
     assert "Counting" not in capsys.readouterr().out  # read back from the run log
     assert [r.step_time_s for r in again.results if r.projected] == [r.step_time_s for r in rows]
+
+
+COUNT_BUILTINS = """
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.runs.work_count import count_spec
+from gpu_parallel_kit.worker.work_count import _count_jax
+
+counted = {}
+for model, data in (("cnn", "images"), ("transformer", "tokens")):
+    exp = gpk.Experiment(model, data, batch_size=64, progress=False, log=":memory:", backend="jax")
+    spec = count_spec(exp.experiment_id, exp.model, exp.data, exp._run_training(), "jax")
+    count = _count_jax(spec, (64, 128))
+    count.pop("count_s")
+    counted[model] = count
+print(json.dumps(counted, sort_keys=True))
+"""
+
+
+def test_a_count_compiled_to_unoptimised_machine_code_is_the_optimised_count():
+    # The counting child compiles with LLVM's optimisation off (twice as fast): the count comes
+    # from the HLO, which must not change with it.
+    import os
+    import subprocess
+    import sys
+
+    from gpu_parallel_kit.worker.work_count import UNOPTIMISED_MACHINE_CODE
+
+    children = {
+        flags: subprocess.Popen(
+            [sys.executable, "-c", COUNT_BUILTINS],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "XLA_FLAGS": flags},
+        )
+        for flags in ("", UNOPTIMISED_MACHINE_CODE)
+    }
+    counts = {flags: child.communicate(timeout=300)[0] for flags, child in children.items()}
+    optimised, unoptimised = counts[""], counts[UNOPTIMISED_MACHINE_CODE]
+    assert '"flops"' in optimised and '"kernels"' in optimised
+    assert unoptimised == optimised

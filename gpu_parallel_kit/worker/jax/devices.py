@@ -38,9 +38,15 @@ def host_device_flags(existing: str, count: int) -> str:
 
 def deterministic_flags(existing: str) -> str:
     """`XLA_FLAGS` with XLA's deterministic GPU ops switched on, the user's other flags kept."""
-    name = DETERMINISTIC_FLAG.partition("=")[0]
-    kept = [flag for flag in existing.split() if not flag.startswith(name)]
-    return " ".join([*kept, DETERMINISTIC_FLAG])
+    return with_flag(existing, DETERMINISTIC_FLAG)
+
+
+def with_flag(existing: str, flag: str) -> str:
+    """`XLA_FLAGS` with `flag` (`--name=value`) set, any other value of it dropped, the user's
+    other flags kept."""
+    name = flag.partition("=")[0]
+    kept = [given for given in existing.split() if given.partition("=")[0] != name]
+    return " ".join([*kept, flag])
 
 
 def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list[Any]:
