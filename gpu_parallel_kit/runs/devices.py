@@ -78,15 +78,17 @@ def host_cpu() -> PhysicalDevice:
 
 
 def default_backend() -> str:
-    """TensorFlow where it is installed, else JAX: what lists the devices when no run says.
+    """TensorFlow where it is installed, else JAX: what lists the devices when no run says."""
+    return "tensorflow" if installed("tensorflow") else "jax"
 
-    Asked of the import system without importing anything, so the caller stays light.
-    """
+
+def installed(backend: str) -> bool:
+    """Whether `backend`'s package ("tensorflow" or "jax") is installed: asked of the import
+    system without importing anything, so the caller stays light."""
     try:
-        found = importlib.util.find_spec("tensorflow") is not None
+        return importlib.util.find_spec(backend) is not None
     except (ImportError, ValueError):  # a broken or blocked install counts as none
-        found = False
-    return "tensorflow" if found else "jax"
+        return False
 
 
 def discover_physical_devices(backend: str | None = None) -> tuple[PhysicalDevice, ...]:
