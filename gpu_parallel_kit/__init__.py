@@ -4,15 +4,46 @@ Importing the kit does not import TensorFlow; `list_devices` imports it without 
 runtime, and every run trains in a fresh worker process.
 """
 
-from .analysis.memory_plan import plan_memory
-from .api import Experiment
-from .comparison import Comparison
-from .errors import GpkError
-from .runs.devices import list_devices
-from .runs.results import RunResult
-from .runs.rounds import merge_logged_rounds
-from .store import RunLog, WorkCounts, history
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .analysis.memory_plan import plan_memory
+    from .api import Experiment
+    from .comparison import Comparison
+    from .errors import GpkError
+    from .runs.devices import list_devices
+    from .runs.results import RunResult
+    from .store import history
+
+# Each public name from the module that defines it, imported when first asked for (PEP 562): a
+# bare `import gpu_parallel_kit`, and `gpk` before it starts its server, stay light.
+_LAZY = {
+    "plan_memory": ".analysis.memory_plan",
+    "Experiment": ".api",
+    "Comparison": ".comparison",
+    "GpkError": ".errors",
+    "list_devices": ".runs.devices",
+    "RunResult": ".runs.results",
+    "history": ".store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "__version__",
@@ -33,6 +64,10 @@ def history_comparison(path: str | None = None) -> Comparison:
     figures and projections. A projection reuses each experiment's step as the log counted it
     (`Comparison.project` from its Experiment counts it once); an experiment never counted is
     projected with measured compute, and its rows say so."""
+    from .comparison import Comparison
+    from .runs.rounds import merge_logged_rounds
+    from .store import RunLog, WorkCounts
+
     log = RunLog(path)
     return Comparison(merge_logged_rounds(log.results()), counter=WorkCounts(log).stored)
 

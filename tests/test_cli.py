@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from gpu_parallel_kit.cli.main import main
+from gpu_parallel_kit.cli.commands import main
 from gpu_parallel_kit.runs.process import RunInterrupted
 from gpu_parallel_kit.runs.results import RunResult
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.cli.main import main
+from gpu_parallel_kit.cli.commands import main
 from gpu_parallel_kit.cluster import reports as cluster_results
 from gpu_parallel_kit.cluster.config import ClusterSpec, load_cluster, split_address, tf_config
 from gpu_parallel_kit.cluster.devices import local_worker_plan, plan_on_this_host

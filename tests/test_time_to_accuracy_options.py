@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.cli.main import main
+from gpu_parallel_kit.cli.commands import main
 from gpu_parallel_kit.notebook.names import resolve_validation
 from gpu_parallel_kit.options.request import Request
 from gpu_parallel_kit.runs.target import Target

@@ -152,3 +152,46 @@ def test_a_warming_child_whose_caller_has_gone_ends_without_a_word(monkeypatch, 
         process.call_and_send("anything:at_all", Gone())
     printed = capsys.readouterr()
     assert printed.out == printed.err == ""
+
+
+def test_a_bare_import_leaves_pandas_and_matplotlib_unimported():
+    code = (
+        "import sys, gpu_parallel_kit as gpk\n"
+        "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules), gpk.__version__)\n"
+        "gpk.Experiment\n"
+        "print('pandas' in sys.modules, sorted(n for n in dir(gpk) if not n.startswith('_')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    bare, asked = out.stdout.strip().splitlines()
+    assert bare.startswith("[] ")
+    public = [name for name in gpk.__all__ if not name.startswith("_")]
+    assert asked.startswith("True ") and all(name in asked for name in public)
+
+
+@pytest.mark.parametrize(
+    ("argv", "backends"),
+    [
+        (["demo"], ["jax"]),  # JAX is installed beside TensorFlow here: the demo takes it
+        (["demo", "--backend", "tensorflow"], ["tensorflow"]),
+        (["compare", "--backend", "tensorflow", "jax", "--devices", "2"], ["tensorflow", "jax"]),
+        (["run", "--model", "mlp", "--backend=jax"], ["jax"]),
+        (["run", "--strategy", "data"], [None]),  # the default backend
+        (["history"], []),
+        (["demo", "--help"], []),
+    ],
+)
+def test_gpk_reads_the_backends_it_will_start_from_its_arguments_alone(argv, backends):
+    from gpu_parallel_kit.cli.launch import backends_for
+
+    assert backends_for(argv) == backends
+
+
+def test_gpk_starts_its_servers_before_it_imports_the_command_line(monkeypatch):
+    import gpu_parallel_kit.cli as cli
+    import gpu_parallel_kit.cli.commands as commands
+
+    started = []
+    monkeypatch.setattr(warm, "warm", lambda backend=None: started.append(backend))
+    monkeypatch.setattr(commands, "main", lambda argv: started.append(("ran", argv)) or 0)
+    assert cli.main(["compare", "--backend", "jax"]) == 0
+    assert started == ["jax", ("ran", ["compare", "--backend", "jax"])]

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from ..api import Experiment
 from ..comparison import Comparison
-from ..runs.devices import installed
 from ..runs.rounds import rounds_to_run
 from ..runs.synthetic import default_samples, quick_mode
 from ..strategies import DEFAULT_COMPARISON
+from .launch import demo_backend
 
 MODEL = "mlp"
 DATA = "tabular"
@@ -41,21 +41,10 @@ PROJECTED_GPU = "h100"
 PROJECTED_DEVICES = (1, 4, 8)
 # Workers are timed out well before the slow-test timeout, so a hang is reported as a row.
 TIMEOUT_S = 120.0
-# The first installed of these runs the demo. JAX first: on a 2-core CPU its server imports and
-# lists the devices in 2.6-2.8 s against TensorFlow's 4.8-4.9 s, and the projection's count runs
-# on that same server; the demo took 10-13 s on JAX against 15-19 s on TensorFlow.
-PREFERRED_BACKENDS = ("jax", "tensorflow")
 BACKEND_NAMES = {
     "jax": "Keras on JAX, keras.distribution",
     "tensorflow": "TensorFlow, tf.distribute",
 }
-
-
-def demo_backend(asked: str | None = None) -> str:
-    """The backend asked for, else the first of `PREFERRED_BACKENDS` that is installed."""
-    if asked:
-        return asked
-    return next((name for name in PREFERRED_BACKENDS if installed(name)), "tensorflow")
 
 
 def demo_experiment(

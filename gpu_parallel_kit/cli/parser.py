@@ -1,6 +1,6 @@
 """The `gpk` command line's grammar: commands, options, their help and their value checks.
 
-Kept apart from `cli/main.py` so the handlers stay short and the help texts live in one place.
+Kept apart from `cli/commands.py` so the handlers stay short and the help texts live in one place.
 """
 
 from __future__ import annotations

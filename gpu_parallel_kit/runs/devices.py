@@ -14,12 +14,14 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..errors import GpkError, whole_number
 from .entry import DISCOVERY_ENTRY, JAX_DISCOVERY_ENTRY
 from .process import call_in_worker
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_MAX_VIRTUAL_DEVICES = 8  # offered when real devices are missing; enough for 1, 2, 4, 8 runs
 DEFAULT_VIRTUAL_GPU_MEMORY_BYTES = 1 << 30  # used when a GPU's memory cannot be read
@@ -158,6 +160,8 @@ def list_devices(max_virtual: int | None = None, backend: str | None = None) -> 
                     physical=cpu.name,
                 )
             )
+    import pandas as pd  # only here: `gpk` starts its server before pandas is imported
+
     return pd.DataFrame(
         rows,
         columns=["index", "name", "kind", "description", "memory_bytes", "virtual", "physical"],

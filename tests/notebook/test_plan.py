@@ -6,7 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.cli.main import main
+from gpu_parallel_kit.cli.commands import main
 
 
 def test_the_planner_is_public():
