@@ -4,10 +4,10 @@ Sized for a 2-core laptop with no GPU (virtual devices, made automatically by `p
 whole command, first worker start included, takes about 10 s on JAX (the backend it prefers,
 `launch.DEMO_BACKENDS`) and 16 s on TensorFlow, most of it the servers' start, the first rounds
 prepared side by side (later rounds are trained by their first round's processes,
-`runs/resident.py`) and the count of the step for the projection, made beside them. Each configuration trains one pass
-over the synthetic tabular set in global batches of 512 (32 steps), shared by its 3 rounds: 10
-steps a round, 2 of them warm-up, so its median step rests on 24 measured steps. GPK_QUICK=1
-times 24 steps over 2 rounds (20 measured). The report adds
+`runs/resident.py`) and the count of the step for the projection, made beside them. Each
+configuration trains one pass over the synthetic tabular set in global batches of 512 (32
+steps), shared by its 3 rounds: 10 steps a round, 2 of them warm-up, so its median step rests
+on 24 measured steps. GPK_QUICK=1 times 24 steps over 2 rounds (20 measured). The report adds
 rows projected onto 8 H100s joined by NVLink 4 (4 and 8 devices), labelled projected: the MLP's
 training step counted by the compiler (0.63 MFLOP per sample) on the H100's roofline, which
 leaves each GPU's step bound by kernel launches, so 8 GPUs reach a speedup below 1.
