@@ -125,4 +125,6 @@ def test_a_jax_runs_peak_memory_does_not_grow_with_its_epochs(tmp_path):
         assert all(r.ok for r in runs), [r.reason for r in runs]
         peaks[epochs] = min(max(r.peak_memory_bytes.values()) for r in runs)
     print({k: f"{v / MIB:.0f} MiB" for k, v in peaks.items()})
-    assert peaks[4] <= 1.10 * peaks[1], peaks
+    # A copy per epoch would add three of them (768 MiB); the allocator's scatter is some 40-60
+    # MiB, so the bound is half of one copy, whatever the process holds besides.
+    assert peaks[4] - peaks[1] < data[0].nbytes / 2, peaks
