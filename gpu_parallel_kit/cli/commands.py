@@ -28,10 +28,9 @@ from ..errors import GpkError, one_sentence
 from ..options.request import Request, request_from
 from ..runs.devices import list_devices
 from ..runs.synthetic import SYNTHETIC_SETS
-from ..runs.warm import warm
 from ..store import RunLog
-from ..strategies import BACKENDS
 from . import demo
+from .launch import warm_each
 from .parser import UsageError, build_parser
 
 EXIT_USAGE = 2
@@ -174,9 +173,7 @@ def _mib(value: Any) -> str:
 def _warm_for(args: argparse.Namespace) -> None:
     """Start the asked backends' servers while the data is read and the runs are planned."""
     asked = getattr(args, "backend", None) or [None]
-    for backend in asked if isinstance(asked, list | tuple) else [asked]:
-        if backend is None or backend in BACKENDS:
-            warm(backend)
+    warm_each(asked if isinstance(asked, list | tuple) else [asked])
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -201,7 +198,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     backend = demo.demo_backend(args.backend)
-    warm(backend)
+    warm_each([backend])
     experiment = demo.demo_experiment(progress=args.progress, log=args.log, backend=backend)
     print(demo.describe(experiment), flush=True)
     experiment.count_ahead()  # the projection's count, beside the servers' start

@@ -43,10 +43,16 @@ def backends_for(argv: Sequence[str]) -> list[str | None]:
 
 def start_servers(argv: Sequence[str]) -> None:
     """Start the servers of `backends_for(argv)` in the background."""
+    warm_each(backends_for(argv))
+
+
+def warm_each(backends: Sequence[str | None]) -> None:
+    """Start each backend's server in the background (None: the default backend's), once per
+    process; a name that is no backend is left for the parser to refuse."""
     from ..runs.warm import warm
     from ..strategies import BACKENDS
 
-    for backend in backends_for(argv):
+    for backend in backends:
         if backend is None or backend in BACKENDS:
             warm(backend)
 
