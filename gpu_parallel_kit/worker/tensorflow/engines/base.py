@@ -118,9 +118,8 @@ class Engine(abc.ABC):
                 recorder,
             )
         else:
-            if self.distribution is not tf.distribute.get_strategy():
-                with self.distribution.scope():
-                    spare_fits_symbolic_build(model, dataset.element_spec)
+            with self.distribution.scope():  # every engine's is a strategy of its own
+                spare_fits_symbolic_build(model, dataset.element_spec)
             timer = StepTimer(recorder)
             # Recorded for the row: whether Keras lets the loop run ahead of the timer.
             self.callbacks_async = dispatches_async([timer])
