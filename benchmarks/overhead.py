@@ -530,7 +530,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--first-runs", type=int, default=2, help="first results timed per backend (fresh kernel)"
     )
-    parser.add_argument("--demo-runs", type=int, default=1, help="gpk demo runs timed")
+    parser.add_argument("--demo-runs", type=int, default=3, help="gpk demo runs timed")
     parser.add_argument(
         "--comparisons",
         type=int,

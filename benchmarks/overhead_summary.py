@@ -53,15 +53,17 @@ def _throughput_summary(sides: dict[str, Any]) -> dict[str, Any]:
     summary["ratio_epoch_throughput"] = statistics.median(
         k["samples_per_s"] / h["samples_per_s"] for k, h in pairs
     )
-    summary["ratio_step_throughput"] = statistics.median(
-        h["step_time_s"] / k["step_time_s"] for k, h in pairs
-    )
+    step_ratios = [h["step_time_s"] / k["step_time_s"] for k, h in pairs]
+    summary["ratio_step_throughput"] = statistics.median(step_ratios)
+    summary["ratio_step_range"] = (min(step_ratios), max(step_ratios))
     tuned = sides.get("hand_tuned") or []
     if tuned:
         summary["hand_tuned_step_time_s"] = _median(tuned, "step_time_s")
-        summary["ratio_step_tuned"] = statistics.median(
+        tuned_ratios = [
             t["step_time_s"] / k["step_time_s"] for k, t in zip(kit, tuned, strict=True)
-        )
+        ]
+        summary["ratio_step_tuned"] = statistics.median(tuned_ratios)
+        summary["ratio_tuned_range"] = (min(tuned_ratios), max(tuned_ratios))
     summary["tuned"] = kit[-1].get("tuned", {})
     return summary
 
@@ -80,11 +82,12 @@ def print_summary(report: dict[str, Any], load: str) -> None:
         if method == "spawn":
             what = "a fresh interpreter, as every spawn run is"
         first_in_kernel = report["caller_discovery_s"] + first["parent_total_s"]
-        first_verdict = "meets" if first_in_kernel <= FIRST_RUN_TARGET_S else "MISSES"
+        # No head start: the run is asked for as soon as the kit is imported, so this is not the
+        # figure the 3 s target is for (FIRST RESULT below, 5 s after loading).
         print(
             f"[{method}] first run ({what}): {first['parent_total_s']:.2f} s around exp.run, "
             f"fixed cost {first['fixed_s']:.2f} s; with discovery {first_in_kernel:.2f} s "
-            f"({first_verdict} the {FIRST_RUN_TARGET_S:g} s target, which counts training too)"
+            "(asked for with no head start: the target is for FIRST RESULT below)"
         )
         print(
             f"[{method}] fixed cost of one isolated exp.run, median of {len(fixed['runs']) - 1} "
@@ -149,30 +152,32 @@ def print_summary(report: dict[str, Any], load: str) -> None:
 
 def _print_verdict(models: dict[str, dict[str, Any]]) -> None:
     print("\n== Step ratio kit/hand per model (median of per-round ratios; >= 1.0: kit faster)")
-    print("model        ratio   kit ms   hand ms  kit trained with")
+    print("model        ratio  rounds' range  kit ms   hand ms  kit trained with")
     for name, m in models.items():
         goal = STEP_RATIO_TARGET if name == "mlp" else STEP_RATIO_FLOOR
-        verdict = "meets" if m["ratio_step_throughput"] >= goal else "MISSES"
+        verdict = _verdict(m["ratio_step_throughput"], m["ratio_step_range"], goal)
         tuned = m.get("tuned") or {}
         how = f"{tuned.get('steps_per_execution', '?')} steps/execution" + (
             ", XLA" if tuned.get("jit_compile") else ""
         )
         print(
-            f"{name:<11} {m['ratio_step_throughput']:>6.3f}  {m['kit_step_time_s'] * 1e3:>7.1f}  "
-            f"{m['hand_step_time_s'] * 1e3:>8.1f}  {how}  ({verdict} >= {goal:g})"
+            f"{name:<11} {m['ratio_step_throughput']:>6.3f}  {_range(m['ratio_step_range'])}  "
+            f"{m['kit_step_time_s'] * 1e3:>7.1f}  {m['hand_step_time_s'] * 1e3:>8.1f}  {how}  "
+            f"({verdict}, goal >= {goal:g})"
         )
     print(
         "\n== The kit's own tax per step: kit/hand at the kit's steps per execution "
         f"(>= {TUNED_RATIO_FLOOR:g}: at most 2 % slower)"
     )
-    print("model        ratio   kit ms   hand ms")
+    print("model        ratio  rounds' range  kit ms   hand ms")
     for name, m in models.items():
         if "ratio_step_tuned" not in m:
             continue
-        verdict = "meets" if m["ratio_step_tuned"] >= TUNED_RATIO_FLOOR else "MISSES"
+        verdict = _verdict(m["ratio_step_tuned"], m["ratio_tuned_range"], TUNED_RATIO_FLOOR)
         print(
-            f"{name:<11} {m['ratio_step_tuned']:>6.3f}  {m['kit_step_time_s'] * 1e3:>7.1f}  "
-            f"{m['hand_tuned_step_time_s'] * 1e3:>8.1f}  ({verdict})"
+            f"{name:<11} {m['ratio_step_tuned']:>6.3f}  {_range(m['ratio_tuned_range'])}  "
+            f"{m['kit_step_time_s'] * 1e3:>7.1f}  {m['hand_tuned_step_time_s'] * 1e3:>8.1f}  "
+            f"({verdict})"
         )
 
 
@@ -210,6 +215,21 @@ def _print_throughput(name: str, summary: dict[str, Any]) -> None:
         f"{summary['kit_parent_fixed_s']:.2f} s around exp.run; hand-written "
         f"{summary['hand_parent_fixed_s']:.2f} s (a fresh interpreter each time)"
     )
+
+
+def _verdict(ratio: float, bounds: tuple[float, float], goal: float) -> str:
+    """Met or missed by the median, and said to be within the rounds' noise when one round's
+    pair fell on the other side of the goal."""
+    verdict = "meets" if ratio >= goal else "MISSES"
+    if bounds[0] < goal <= bounds[1]:
+        verdict += ", within the rounds' noise"
+    return verdict
+
+
+def _range(bounds: tuple[float, float]) -> str:
+    """The per-round ratios' lowest and highest: how far one round's pair can be off the median,
+    which a single invocation's verdict rests on."""
+    return f"{bounds[0]:.3f}–{bounds[1]:.3f}"
 
 
 def _median(rows: Sequence[dict[str, Any]], key: str) -> float:
