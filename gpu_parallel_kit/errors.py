@@ -10,6 +10,12 @@ class GpkError(ValueError):
     """A plan, model, data or device choice the kit cannot run; the message says how to fix it."""
 
 
+class BackendUnavailable(GpkError):
+    """A backend installed but broken (a library missing, mismatched versions): its worker could
+    not even list the devices. Raised at the first run or device listing, not at import, since
+    the kit's caller never imports the backend itself; the message names the cause and the fix."""
+
+
 def one_sentence(error: BaseException) -> str:
     """An error's message on one line, as the command line, the magic and the panel show it."""
     text = " ".join(str(error).split())

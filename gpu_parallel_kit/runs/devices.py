@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import GpkError, whole_number
+from ..errors import BackendUnavailable, GpkError, one_sentence, whole_number
 from .entry import DISCOVERY_ENTRY, JAX_DISCOVERY_ENTRY
 from .process import call_in_worker
 
@@ -120,9 +120,25 @@ def _discovery_lock(backend: str) -> threading.Lock:
 
 @functools.lru_cache(maxsize=2)
 def _discover(backend: str) -> tuple[PhysicalDevice, ...]:
-    if backend == "jax":
-        return call_in_worker(JAX_DISCOVERY_ENTRY, backend="jax")
-    return call_in_worker(DISCOVERY_ENTRY)
+    entry = JAX_DISCOVERY_ENTRY if backend == "jax" else DISCOVERY_ENTRY
+    try:
+        return call_in_worker(entry, backend=backend)
+    except GpkError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a broken backend is one sentence, not a traceback
+        # Not cached (lru_cache keeps no exceptions): a repaired install works at the next call.
+        raise BackendUnavailable(_unavailable(backend, error)) from None
+
+
+def _unavailable(backend: str, error: BaseException) -> str:
+    """Why `backend`'s worker could not list the devices, and what to do about it."""
+    name = "JAX" if backend == "jax" else "TensorFlow"
+    other = "tensorflow" if backend == "jax" else "jax"
+    alternative = f', or run on backend="{other}"' if installed(other) else ""
+    return (
+        f"{name} could not list this machine's devices ({one_sentence(error)}); check that "
+        f'python -c "import {backend}" works in this environment{alternative}'
+    )
 
 
 def list_devices(max_virtual: int | None = None, backend: str | None = None) -> pd.DataFrame:

@@ -37,6 +37,11 @@ class ServerGone(RuntimeError):
     """The JAX server ended before answering a request (killed, or JAX missing)."""
 
 
+class ServerRefused(RuntimeError):
+    """The JAX server could not import JAX and Keras; its message says why (sent by the server
+    in answer to the first request, then raised as it is)."""
+
+
 class JaxServer:
     """The caller's handle on the JAX server process; requests are answered one at a time."""
 
@@ -75,6 +80,8 @@ class JaxServer:
                     f"the JAX server ended (exit code {self._process.exitcode}); is JAX "
                     'installed? pip install "gpu_parallel_kit[jax]"'
                 ) from None
+        if isinstance(answer, ServerRefused):
+            raise answer
         if isinstance(answer, BaseException):
             raise RuntimeError(f"the JAX server could not start a run: {answer}")
         return answer

@@ -9,7 +9,7 @@ go on. A run that arrives early waits for that same server and that same discove
 
 Nothing starts on a bare `import gpu_parallel_kit`, so a script that reads the history stays
 light; `GPK_WARM=0` turns warming off. A server that fails to start is not reported here: the
-first run tries again and its row says why in one sentence.
+first run tries again and says why in one sentence (`errors.BackendUnavailable`).
 """
 
 from __future__ import annotations

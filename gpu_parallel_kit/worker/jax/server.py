@@ -20,6 +20,7 @@ os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported anywhere in this
 
 from ...runs.entry import entry_point  # noqa: E402
 from ...runs.process import die_with_parent  # noqa: E402
+from ...runs.served import ServerRefused  # noqa: E402
 from ..quiet_start import hidden  # noqa: E402
 
 PRELOAD = "gpu_parallel_kit.worker.jax.run"
@@ -37,9 +38,12 @@ def serve(control: Any) -> None:
     process group would otherwise print the server's KeyboardInterrupt in JupyterLab's terminal.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # already, when started from a main thread
-    # Keras's image gallery imports matplotlib.pyplot if it can; no run uses it (0.1 s).
-    with hidden(("matplotlib",)):
-        importlib.import_module(PRELOAD)
+    try:
+        # Keras's image gallery imports matplotlib.pyplot if it can; no run uses it (0.1 s).
+        with hidden(("matplotlib",)):
+            importlib.import_module(PRELOAD)
+    except Exception as error:  # noqa: BLE001 - a broken JAX or Keras: the caller hears why
+        _refuse(control, f"importing JAX and Keras failed: {type(error).__name__}: {error}")
     exit_codes: dict[int, int] = {}
     while True:
         try:
@@ -54,6 +58,15 @@ def serve(control: Any) -> None:
         except Exception as error:  # noqa: BLE001 - the caller turns it into one sentence
             answer = RuntimeError(f"{type(error).__name__}: {error}")
         control.send(answer)
+
+
+def _refuse(control: Any, why: str) -> None:
+    """Answer the first request with `why` and end: the caller turns it into one sentence, and
+    its next request starts a fresh server, which finds a repaired install."""
+    with contextlib.suppress(EOFError, OSError):
+        control.recv()
+        control.send(ServerRefused(why))
+    os._exit(1)
 
 
 def _start(control: Any, entry: str, args: tuple[Any, ...], sender: Any) -> int:
