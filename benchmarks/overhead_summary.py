@@ -53,17 +53,11 @@ def _throughput_summary(sides: dict[str, Any]) -> dict[str, Any]:
     summary["ratio_epoch_throughput"] = statistics.median(
         k["samples_per_s"] / h["samples_per_s"] for k, h in pairs
     )
-    step_ratios = [h["step_time_s"] / k["step_time_s"] for k, h in pairs]
-    summary["ratio_step_throughput"] = statistics.median(step_ratios)
-    summary["ratio_step_range"] = (min(step_ratios), max(step_ratios))
+    summary["ratio_step_throughput"], summary["ratio_step_range"] = _step_ratios(kit, hand)
     tuned = sides.get("hand_tuned") or []
     if tuned:
         summary["hand_tuned_step_time_s"] = _median(tuned, "step_time_s")
-        tuned_ratios = [
-            t["step_time_s"] / k["step_time_s"] for k, t in zip(kit, tuned, strict=True)
-        ]
-        summary["ratio_step_tuned"] = statistics.median(tuned_ratios)
-        summary["ratio_tuned_range"] = (min(tuned_ratios), max(tuned_ratios))
+        summary["ratio_step_tuned"], summary["ratio_tuned_range"] = _step_ratios(kit, tuned)
     summary["tuned"] = kit[-1].get("tuned", {})
     return summary
 
@@ -215,6 +209,15 @@ def _print_throughput(name: str, summary: dict[str, Any]) -> None:
         f"{summary['kit_parent_fixed_s']:.2f} s around exp.run; hand-written "
         f"{summary['hand_parent_fixed_s']:.2f} s (a fresh interpreter each time)"
     )
+
+
+def _step_ratios(
+    kit: Sequence[dict[str, Any]], hand: Sequence[dict[str, Any]]
+) -> tuple[float, tuple[float, float]]:
+    """Hand's median step over the kit's, paired round by round: the median, and the lowest and
+    highest pair."""
+    ratios = [h["step_time_s"] / k["step_time_s"] for k, h in zip(kit, hand, strict=True)]
+    return statistics.median(ratios), (min(ratios), max(ratios))
 
 
 def _verdict(ratio: float, bounds: tuple[float, float], goal: float) -> str:

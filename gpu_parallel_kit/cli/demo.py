@@ -1,8 +1,8 @@
 """The demo: single-device against data parallel training of the built-in MLP on 1, 2 and 4 devices.
 
 Sized for a 2-core laptop with no GPU (virtual devices, made automatically by `plan_devices`): the
-whole command, first worker start included, takes 7-11 s on JAX (the backend it prefers,
-`launch.DEMO_BACKENDS`) and 11-16 s on TensorFlow, most of it the servers' start, the first rounds
+whole command, first worker start included, takes 7-12 s on JAX (the backend it prefers,
+`launch.DEMO_BACKENDS`) and 11-17 s on TensorFlow, most of it the servers' start, the first rounds
 prepared side by side (later rounds are trained by their first round's processes,
 `runs/resident.py`) and the count of the step for the projection, made beside them. Each
 configuration trains one pass over the synthetic tabular set in global batches of 512 (32

@@ -16,7 +16,7 @@ from ..runs.devices import installed
 RUN_COMMANDS = ("run", "compare")
 # The first installed of these runs the demo. JAX first: on a 2-core CPU its server imports and
 # lists the devices in 2.6-2.8 s against TensorFlow's 4.8-4.9 s, and the projection's count runs
-# on that same server; the demo took 6.7-12 s on JAX against 10.7-19 s on TensorFlow.
+# on that same server; the demo took 6.7-12.0 s on JAX against 10.7-16.7 s on TensorFlow.
 DEMO_BACKENDS = ("jax", "tensorflow")
 
 

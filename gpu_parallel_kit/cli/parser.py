@@ -83,7 +83,7 @@ def build_parser(
         "compare single and data parallel on the built-in MLP",
         "Compare single-device and data parallel training of the built-in MLP on 1, 2 and 4 "
         "devices (virtual ones when GPUs are missing), print the table and write a report. "
-        "7-11 s on a 2-core CPU with JAX installed, 11-16 s on TensorFlow; GPK_QUICK=1 makes "
+        "7-12 s on a 2-core CPU with JAX installed, 11-17 s on TensorFlow; GPK_QUICK=1 makes "
         "it shorter.",
     )
     demo.add_argument(

@@ -14,7 +14,7 @@ import importlib
 import os
 import signal
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported anywhere in this process
 
@@ -60,7 +60,7 @@ def serve(control: Any) -> None:
         control.send(answer)
 
 
-def _refuse(control: Any, why: str) -> None:
+def _refuse(control: Any, why: str) -> NoReturn:
     """Answer the first request with `why` and end: the caller turns it into one sentence, and
     its next request starts a fresh server, which finds a repaired install."""
     with contextlib.suppress(EOFError, OSError):
