@@ -8,7 +8,8 @@ log is a file people share.
 
 The log lives in the current working directory (`gpk_runs.sqlite`) unless the environment variable
 `GPK_LOG` names another file. Both are read when a log is opened, not at import, so a notebook can
-`os.chdir` or set `GPK_LOG` after importing the kit.
+`os.chdir` or set `GPK_LOG` after importing the kit. The name `":memory:"` keeps the log in memory,
+as SQLite's own `":memory:"` does: it lives as long as its `RunLog` and writes no file.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import warnings
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from .runs.results import RunResult
 
 LOG_ENV = "GPK_LOG"
 DEFAULT_FILENAME = "gpk_runs.sqlite"
+IN_MEMORY = ":memory:"
 TIMEOUT_S = 30.0  # how long a writer waits for another process's lock before giving up
 
 _CREATE = """
@@ -67,15 +71,44 @@ class RunLog:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        # Resolved now: a later chdir must not move the log of an experiment in progress.
-        self.path = log_path(path)
+        self._memory: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        if path is not None and os.fspath(path) == IN_MEMORY:
+            self.path = Path(IN_MEMORY)
+            # One connection for the log's life: an in-memory database ends with its connection.
+            self._memory = sqlite3.connect(IN_MEMORY, check_same_thread=False)
+        else:
+            # Resolved now: a later chdir must not move the log of an experiment in progress.
+            self.path = log_path(path)
 
     def __repr__(self) -> str:
         return f"<RunLog {self.path}>"
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether the log lives in memory (`":memory:"`) rather than in a file."""
+        return self._memory is not None
+
+    @contextmanager
+    def connect(self, *, read_only: bool = False) -> Iterator[sqlite3.Connection | None]:
+        """A connection to the log, or `None` when reading a log file that does not exist."""
+        if self._memory is not None:
+            with self._lock:
+                yield self._memory
+            return
+        if read_only:
+            if not self.path.exists():
+                yield None  # reading must not create an empty log file as a side effect
+                return
+            target, uri = f"{self.path.as_uri()}?mode=ro", True
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            target, uri = str(self.path), False
+        with closing(sqlite3.connect(target, uri=uri, timeout=TIMEOUT_S)) as connection:
+            yield connection
+
     def append(self, result: RunResult) -> None:
         """Store `result` and commit at once; the log file and table are created if missing."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         row = (
             result.run_id,
             result.experiment_id,
@@ -85,7 +118,7 @@ class RunLog:
             result.status,
             result.to_json(),
         )
-        with closing(sqlite3.connect(self.path, timeout=TIMEOUT_S)) as connection:
+        with self.connect() as connection:
             try:
                 with connection:  # commits on success, rolls back on error
                     connection.execute(_CREATE)
@@ -121,10 +154,9 @@ class RunLog:
         return comparison_table(self.results())
 
     def _rows(self) -> list[tuple[str, str]]:
-        if not self.path.exists():
-            return []  # reading must not create an empty log file as a side effect
-        uri = f"{self.path.as_uri()}?mode=ro"
-        with closing(sqlite3.connect(uri, uri=True, timeout=TIMEOUT_S)) as connection:
+        with self.connect(read_only=True) as connection:
+            if connection is None:
+                return []
             try:
                 if not connection.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
@@ -156,6 +188,7 @@ class WorkCounts:
     so a later projection, from the same experiment or from the log's rows, counts nothing."""
 
     def __init__(self, log: RunLog) -> None:
+        self.log = log
         self.path = log.path
 
     def by_key(self, key: str) -> str | None:
@@ -177,16 +210,15 @@ class WorkCounts:
         return json.loads(found)
 
     def save(self, key: str, experiment_id: str, count_json: str) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         row = (key, experiment_id, count_json)
-        with closing(sqlite3.connect(self.path, timeout=TIMEOUT_S)) as connection, connection:
+        with self.log.connect() as connection, connection:
             connection.execute(_CREATE_COUNTS)
             connection.execute("INSERT OR REPLACE INTO work_counts VALUES (?, ?, ?)", row)
 
     def _one(self, query: str, value: str) -> str | None:
-        if not self.path.exists():
-            return None
-        with closing(sqlite3.connect(self.path, timeout=TIMEOUT_S)) as connection:
+        with self.log.connect(read_only=True) as connection:
+            if connection is None:
+                return None
             try:
                 row = connection.execute(query, (value,)).fetchone()
             except sqlite3.OperationalError:  # no table yet: nothing counted

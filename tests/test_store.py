@@ -10,7 +10,7 @@ import pytest
 from gpu_parallel_kit.analysis.tables import ALL_COLUMNS
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.runs.results import RunResult
-from gpu_parallel_kit.store import RunLog, history
+from gpu_parallel_kit.store import RunLog, WorkCounts, history
 
 
 def result(run_id: str = "r1", **kw) -> RunResult:
@@ -149,3 +149,15 @@ def test_rows_logged_under_the_old_pipeline_names_read_back_under_the_new(tmp_pa
     log.append(result("gone", strategy="zero"))  # a name no record knows stays as it was
     assert [r.strategy for r in log.results()] == ["pipeline", "data+pipeline", "zero"]
     assert list(history(log.path)["strategy"]) == ["pipeline", "data+pipeline", "zero"]
+
+
+def test_memory_log_keeps_rows_and_writes_no_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    log = RunLog(":memory:")
+    log.append(detailed())
+    log.append(result("r2"))
+    WorkCounts(log).save("key", "exp", '{"flops": 1}')
+    assert list(tmp_path.iterdir()) == []
+    assert [r.run_id for r in log.results()] == ["r1", "r2"]
+    assert WorkCounts(log).by_experiment("exp") == '{"flops": 1}'
+    assert RunLog(":memory:").results() == []  # each in-memory log is its own
