@@ -87,7 +87,11 @@ def test_a_built_model_or_builder_gives_the_count():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(), "give either params="),
+        (dict(), "neither params= nor model= was given; give one of them: params= a count"),
+        (
+            dict(params=1e9, model="m"),
+            "params=1000000000.0 and model='m' were both given; give only one",
+        ),
         (dict(params=-1), "params=-1 must be a positive count"),
         (dict(params=1e9, optimizer="adamax"), "optimizer='adamax' is not known"),
         (dict(params=1e9, precision="bf16"), "precision='bf16' is not known"),

@@ -77,8 +77,15 @@ def state_bytes(optimizer: str | float, precision: str) -> StateBytes:
 
 def count_params(params: float | None, model: Any) -> float:
     """Ψ from `params`, or from `model`: a built model (`count_params()`) or a builder of one."""
-    if (params is None) == (model is None):
-        raise GpkError("give either params= (a count, e.g. 7e9) or model= (a builder), not both")
+    if params is None and model is None:
+        raise GpkError(
+            "neither params= nor model= was given; give one of them: params= a count "
+            "(e.g. params=7e9) or model= a Keras model or a builder of one"
+        )
+    if params is not None and model is not None:
+        raise GpkError(
+            f"params={params!r} and model={model!r} were both given; give only one of them"
+        )
     if params is not None:
         if isinstance(params, bool) or not isinstance(params, int | float) or not params > 0:
             raise GpkError(f"params={params!r} must be a positive count, e.g. params=7e9")
