@@ -94,7 +94,7 @@ def _steps_timed(df: pd.DataFrame) -> int | None:
 
 def run_text(row: pd.Series, tagged: bool = False) -> str:
     """ "data×2", and on a line under it what sets the run apart: "jax", "mesh 2x2",
-    "gpipe, M=4", "2 workers", "→ nvlink4"."""
+    "gpipe, M=4", "auto, 38% ± 4% under M=1", "2 workers", "→ nvlink4"."""
     name = f"{row['strategy']}×{int(row['devices'])}"
     details = []
     if tagged:
@@ -105,6 +105,8 @@ def run_text(row: pd.Series, tagged: bool = False) -> str:
     if row_fills(row["strategy"], "schedule") and isinstance(row.get("schedule"), str):
         micro = row.get("micro_batches")
         details.append(row["schedule"] + ("" if missing(micro) else f", M={int(micro)}"))
+        if isinstance(row.get("micro_batches_auto"), str) and row["micro_batches_auto"]:
+            details.append(row["micro_batches_auto"])  # what auto chose against, by how much
     if not missing(row.get("workers")) and int(row.get("workers", 1)) > 1:
         details.append(f"{int(row['workers'])} workers")
     if bool(row.get("projected", False)):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..pipeline.microbatch import auto_note
 from ..runs.noise import settle_communication, shown_noise
 from ..runs.results import RunResult
 from .baseline import Candidate, baseline_index
@@ -85,6 +86,8 @@ PIPELINE_COLUMNS: tuple[str, ...] = (
 )
 # The fullest device's state, the activations its stage held, its parts (analysis/memory.py).
 MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes", "peak_activation_bytes", *COMPONENTS)
+# micro_batches="auto" in a few words: "auto, 38% ± 4% under M=1" (pipeline/microbatch.auto_note).
+AUTO_COLUMNS: tuple[str, ...] = ("micro_batches_auto",)
 # Where the step goes (analysis/breakdown.py): compute beside the exposed communication, and the
 # bandwidth that communication achieved. A communication figure below its own noise
 # (runs/noise.py) leaves comm_time_s and comm_share NaN, comm_below_noise True and the noise it fell
@@ -114,7 +117,8 @@ CONVERGENCE_COLUMNS: tuple[str, ...] = (
 )
 # A projected row's band (analysis/projected_compute.py): its step at high and low efficiency.
 BAND_COLUMNS: tuple[str, ...] = ("step_time_low_s", "step_time_high_s")
-ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + MEMORY_COLUMNS
+ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + AUTO_COLUMNS
+ALL_COLUMNS += MEMORY_COLUMNS
 ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + INTERVAL_COLUMNS + CONVERGENCE_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
@@ -220,7 +224,9 @@ def _row(result: RunResult) -> dict[str, object]:
         and name not in CONVERGENCE_COLUMNS
         and name not in ("projected", "timed_steps", "comm_below_noise", *_TUNED_COLUMNS)
         and name not in INTERVAL_COLUMNS
+        and name not in AUTO_COLUMNS
     }
+    row["micro_batches_auto"] = auto_note(result.extra.get("microbatch_choice") or {})
     row.update(_tuned_cells(result))
     row["timed_steps"] = len(result.step_times_s)
     below = bool(result.extra.get("comm_below_noise"))

@@ -7,20 +7,23 @@ whatever its size. Guessing M trades one against the other blindly, so the worke
 trade instead: each stage's forward and backward (and weight-gradient) task is timed alone at the
 micro-batch sizes the schedule could use (`Curve`), and `choose` replays the schedule on paper
 (`simulation.simulate`) for every valid M with those task times and the bytes that cross each
-cut, and keeps the M whose step is shortest. A user's explicit M always wins; the choice says what
-auto would have picked.
+cut. A busy machine makes those times noisy, so each M is compared with the fewest micro-batches
+(M=1) round by round, within the same measurement (`Margin`): an M is kept only when it is shorter
+beyond the spread of those rounds, the M's within noise are named for more rounds, and when none
+beats M=1 beyond noise, M=1 it is. A user's explicit M always wins; the choice says what auto
+would have picked.
 
 Pure logic on plain numbers, no TensorFlow: the worker measures, this module decides.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GpkError, whole_number
+from .microbatch_curve import Curve, CurvePoint
 from .schedules import SCHEDULES, build_schedule, check_plan
 from .simulation import bubble_fraction, simulate, theoretical_bubble
 from .tasks import FORWARD, WEIGHT, Task
@@ -84,103 +87,6 @@ def sizes(schedule: str, stages: int, batch: int, virtual_stages: int = 1) -> tu
     return tuple(sorted(shares | {batch}, reverse=True))
 
 
-@dataclass(frozen=True)
-class CurvePoint:
-    """One task kind of one stage, timed alone at one micro-batch size."""
-
-    stage: int  # model stage, from 0
-    kind: str  # "F", "B" or "W"
-    size: int  # samples in the micro-batch
-    seconds: float  # median time of the task alone, copies across the cut excluded
-
-    def __post_init__(self) -> None:
-        if self.size < 1 or not (math.isfinite(self.seconds) and self.seconds >= 0):
-            raise GpkError(
-                f"curve point {self} is not usable; give a size of 1 or more and a finite "
-                "time of 0 or more"
-            )
-
-
-@dataclass(frozen=True)
-class Curve:
-    """Task time against micro-batch size for every stage of one model's cut, on one device kind.
-
-    >>> c = Curve((CurvePoint(0, "F", 8, 1.0), CurvePoint(0, "F", 4, 0.75)))
-    >>> c.seconds(0, "F", 4), c.per_sample(4) / c.per_sample(8)
-    (0.75, 1.5)
-    """
-
-    points: tuple[CurvePoint, ...]
-    cut_bytes_per_sample: tuple[float, ...] = ()  # per cut: activation bytes each way
-    seconds_per_byte: float = 0.0  # one copy across a cut, as measured
-    cost_s: float = 0.0  # wall time the measurement took
-
-    def __post_init__(self) -> None:
-        if not self.points:
-            raise GpkError("a micro-batch curve needs at least one timed task; time some first")
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(sorted({p.size for p in self.points}))
-
-    @property
-    def stages(self) -> int:
-        return 1 + max(p.stage for p in self.points)
-
-    def seconds(self, stage: int, kind: str, size: float) -> float:
-        """The task's time at `size`: measured, or on the line through the two nearest sizes
-        (task time is close to affine in the size: a fixed cost plus a cost per sample)."""
-        known = sorted(
-            (p.size, p.seconds) for p in self.points if (p.stage, p.kind) == (stage, kind)
-        )
-        if not known:
-            raise GpkError(
-                f"the curve has no {kind} task for stage {stage}; measure it with the schedule "
-                "that runs it"
-            )
-        for measured, seconds in known:
-            if measured == size:
-                return seconds
-        if len(known) == 1:
-            return known[0][1] * size / known[0][0]
-        nearest = sorted(known, key=lambda point: abs(point[0] - size))[:2]
-        (n0, t0), (n1, t1) = sorted(nearest)
-        return max(0.0, t0 + (t1 - t0) * (size - n0) / (n1 - n0))
-
-    def per_sample(self, size: float, stage: int | None = None) -> float:
-        """Seconds per sample of every task kind at `size`, on one stage or summed over all."""
-        stages = range(self.stages) if stage is None else (stage,)
-        kinds = {p.kind for p in self.points}
-        return math.fsum(self.seconds(s, k, size) for s in stages for k in kinds) / size
-
-    def transfer_s(self, cut: int, size: float) -> float:
-        """One copy of a micro-batch's activations (or their gradients) across `cut`."""
-        if not 0 <= cut < len(self.cut_bytes_per_sample):
-            return 0.0
-        return self.cut_bytes_per_sample[cut] * size * self.seconds_per_byte
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "points": [
-                {"stage": p.stage, "kind": p.kind, "size": p.size, "seconds": p.seconds}
-                for p in self.points
-            ],
-            "cut_bytes_per_sample": list(self.cut_bytes_per_sample),
-            "seconds_per_byte": self.seconds_per_byte,
-            "cost_s": self.cost_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Curve:
-        """The inverse of `to_dict`, e.g. a row's `extra["microbatch_curve"]`."""
-        return cls(
-            tuple(CurvePoint(**p) for p in data["points"]),
-            tuple(data.get("cut_bytes_per_sample", ())),
-            float(data.get("seconds_per_byte", 0.0)),
-            float(data.get("cost_s", 0.0)),
-        )
-
-
 def simulated_step(
     curve: Curve,
     schedule: str,
@@ -226,14 +132,56 @@ class Option:
 
 
 @dataclass(frozen=True)
+class Margin:
+    """How much shorter one M's simulated step is than another's, paired round by round.
+
+    In each timed round both M's tasks ran back to back, so a burst of load from elsewhere
+    lengthens both: the share by which M's step is shorter is taken in every round the two
+    share, and its spread over the rounds is its noise (with two rounds, half their gap).
+    """
+
+    micro_batches: int
+    against: int
+    shorter: float  # median over the rounds of 1 - step(M) / step(against); below 0: longer
+    noise: float  # the share's median distance from its median over the rounds
+    rounds: int  # rounds the two M share; 0 for a curve that kept none
+
+    @property
+    def beyond_noise(self) -> bool:
+        return self.shorter > self.noise
+
+    def text(self) -> str:
+        """ "38% ± 4% shorter", without the noise under two rounds."""
+        spread = f" ± {_percent(self.noise)}" if self.rounds > 1 else ""
+        word = "shorter" if self.shorter >= 0 else "longer"
+        return f"{_percent(abs(self.shorter))}{spread} {word}"
+
+    def over(self) -> str:
+        """ " over 5 paired rounds", or nothing for a curve that kept none."""
+        return f" over {self.rounds} paired rounds" if self.rounds else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "micro_batches": self.micro_batches,
+            "against": self.against,
+            "shorter": self.shorter,
+            "noise": self.noise,
+            "rounds": self.rounds,
+        }
+
+
+@dataclass(frozen=True)
 class Choice:
     """The M a run uses, every M auto weighed, and why, in one sentence."""
 
     micro_batches: int  # the M the run uses
     auto: bool  # chosen by the kit (True) or given by the user
-    best: int  # the M auto picks: the argmin of the simulated step
+    best: int  # the M auto picks: shorter than the fewest micro-batches beyond noise, else those
     options: tuple[Option, ...]  # every candidate, smallest M first
     reason: str
+    against: int = 1  # the fewest micro-batches the schedule takes: what every M must beat
+    margin: Margin | None = None  # `best` against them, or, when none beat them, the closest
+    measure_again: tuple[int, ...] = ()  # M's within noise of the decision: worth more rounds
 
     def option(self, micro_batches: int) -> Option:
         return next(o for o in self.options if o.micro_batches == micro_batches)
@@ -245,6 +193,9 @@ class Choice:
             "best": self.best,
             "options": [o.to_dict() for o in self.options],
             "reason": self.reason,
+            "against": self.against,
+            "margin": None if self.margin is None else self.margin.to_dict(),
+            "measure_again": list(self.measure_again),
         }
 
 
@@ -274,6 +225,44 @@ def weigh(
     return tuple(options)
 
 
+def margin(
+    curve: Curve,
+    schedule: str,
+    stages: int,
+    batch: int,
+    micro_batches: int,
+    against: int,
+    virtual_stages: int = 1,
+) -> Margin:
+    """How much shorter M's simulated step is than `against`'s, in each round both sizes were
+    timed in (on the fastest times, noise 0, when the curve kept no rounds)."""
+    mine, theirs = batch // micro_batches, batch // against
+    shared = min(curve.rounds(mine), curve.rounds(theirs))
+
+    def step(c: Curve, m: int) -> float:
+        return simulated_step(c, schedule, stages, m, batch, virtual_stages)[0]
+
+    pairs = (
+        [
+            (step(curve.in_round(mine, r), micro_batches), step(curve.in_round(theirs, r), against))
+            for r in range(shared)
+        ]
+        if shared
+        else [(step(curve, micro_batches), step(curve, against))]
+    )
+    shares = [1.0 - a / b if b > 0 else 0.0 for a, b in pairs]
+    middle = _median(shares)
+    # The median distance from the median: a burst in one round of many moves it little.
+    return Margin(
+        micro_batches, against, middle, _median([abs(x - middle) for x in shares]), shared
+    )
+
+
+def _median(values: list[float]) -> float:
+    ordered, half = sorted(values), len(values) // 2
+    return ordered[half] if len(values) % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
 def choose(
     curve: Curve,
     schedule: str,
@@ -282,27 +271,89 @@ def choose(
     virtual_stages: int = 1,
     given: int | str | None = AUTO,
 ) -> Choice:
-    """The M with the shortest simulated step (the smaller M on a tie: fewer tasks, less
-    memory held), or the user's `given` M with what auto would have picked."""
+    """The M whose simulated step is shortest by the widest margin over the fewest
+    micro-batches, among those that beat them beyond noise, else the fewest (fewer tasks, less
+    memory held); or the user's `given` M with what auto would have picked.
+
+    The M's whose comparison is within noise, those that look shorter than the fewest and those
+    close to the pick, are named in `measure_again`: more rounds of their sizes can settle them.
+    """
     auto = given is None or is_auto(given)
     extra = () if auto else (whole_number(given, "micro_batches"),)
     options = weigh(curve, schedule, stages, batch, virtual_stages, extra)
     valid = candidates(schedule, stages, batch, virtual_stages)
-    auto_options = [o for o in options if o.micro_batches in valid]
-    best = min(auto_options, key=lambda o: (o.step_s, o.micro_batches))
+    fewest, *others = [o for o in options if o.micro_batches in valid]
+    margins = {
+        o.micro_batches: margin(
+            curve, schedule, stages, batch, o.micro_batches, fewest.micro_batches, virtual_stages
+        )
+        for o in others
+    }
+    winners = [o for o in others if margins[o.micro_batches].beyond_noise]
+    best = max(
+        winners, key=lambda o: (margins[o.micro_batches].shorter, -o.micro_batches), default=fewest
+    )
+    closest = max(margins.values(), key=lambda g: (g.shorter, -g.micro_batches), default=None)
+    unsettled = {m for m, g in margins.items() if g.rounds > 1 and 0 < g.shorter <= g.noise}
+    for o in winners:
+        if o is not best:
+            close = margin(
+                curve, schedule, stages, batch, o.micro_batches, best.micro_batches, virtual_stages
+            )
+            if close.rounds > 1 and abs(close.shorter) <= close.noise:
+                unsettled.add(o.micro_batches)
+    if unsettled:
+        unsettled |= {fewest.micro_batches, best.micro_batches}
+    shown = margins.get(best.micro_batches, closest)
     used = best if auto else next(o for o in options if o.micro_batches == given)
-    reason = _reason(schedule, best, options)
+    reason = _reason(schedule, best, fewest, shown, options)
     if not auto:
         reason = f"M={used.micro_batches} as given; auto would choose {reason}"
-    return Choice(used.micro_batches, auto, best.micro_batches, options, reason)
+    return Choice(
+        used.micro_batches,
+        auto,
+        best.micro_batches,
+        options,
+        reason,
+        fewest.micro_batches,
+        shown,
+        tuple(sorted(unsettled)),
+    )
 
 
-def _reason(schedule: str, best: Option, options: tuple[Option, ...]) -> str:
-    """ "M=4: simulated step 31.2 ms, bubble 0.43, per-sample cost 1.3× the whole batch's; M=8
-    would be 0.27 and 2.1× (35.0 ms)", the next larger M (else the next smaller) beside it."""
-    head = (
-        f"M={best.micro_batches}: simulated step {best.step_s * 1e3:.3g} ms, bubble "
-        f"{best.bubble:.2f}, per-sample cost {best.per_sample_ratio:.2g}× the whole batch's"
+def auto_note(choice: Mapping[str, Any]) -> str:
+    """ "auto, 38% ± 4% under M=1" (a row's `extra["microbatch_choice"]` in a few words), "auto,
+    none beyond noise of M=1" when it kept the fewest; "" for a given M or nothing to choose."""
+    shown = choice.get("margin")
+    if not choice.get("auto") or not shown:
+        return ""
+    against = choice.get("against", 1)
+    if choice["micro_batches"] == against:
+        return f"auto, none beyond noise of M={against}"
+    spread = f" ± {_percent(shown['noise'])}" if shown["rounds"] > 1 else ""
+    return f"auto, {_percent(shown['shorter'])}{spread} under M={against}"
+
+
+def _reason(
+    schedule: str, best: Option, fewest: Option, shown: Margin | None, options: tuple[Option, ...]
+) -> str:
+    """ "M=4: simulated step 31.2 ms, 38% ± 4% shorter than M=1's 50.3 ms over 5 paired rounds;
+    bubble 0.43, per-sample cost 1.3× the whole batch's; M=8 would be 0.27 and 2.1× (35.0 ms)",
+    the next larger M (else the next smaller) beside it."""
+    head = f"M={best.micro_batches}: simulated step {best.step_s * 1e3:.3g} ms"
+    if shown is not None and best is not fewest:
+        head += (
+            f", {shown.text()} than M={fewest.micro_batches}'s {fewest.step_s * 1e3:.3g} ms"
+            f"{shown.over()}"
+        )
+    elif shown is not None and shown.shorter > 0:
+        head += (
+            f", the fewest micro-batches: M={shown.micro_batches}'s {shown.text()} is within "
+            f"noise{shown.over()}"
+        )
+    head += (
+        f"; bubble {best.bubble:.2f}, per-sample cost {best.per_sample_ratio:.2g}× the whole "
+        "batch's"
     )
     if len(options) == 1:
         return f"{head}; schedule '{schedule}' runs one micro-batch"
@@ -315,16 +366,24 @@ def _reason(schedule: str, best: Option, options: tuple[Option, ...]) -> str:
     )
 
 
+def _percent(share: float) -> str:
+    """ "38%", "0.4%": two figures at most, never "0%" for a share that is not nil."""
+    return f"{share:.0%}" if abs(share) >= 0.095 or share == 0 else f"{share:.1%}"
+
+
 __all__ = [
     "AUTO",
     "Choice",
     "Curve",
     "CurvePoint",
+    "Margin",
     "Option",
+    "auto_note",
     "candidates",
     "check_micro_batches",
     "choose",
     "is_auto",
+    "margin",
     "simulated_step",
     "sizes",
     "weigh",

@@ -5,9 +5,11 @@ up, weight gradients last when the schedule splits the backward), so a task's ti
 not shared with the other devices' threads on the same cores. The first pass at a size traces the
 compiled tasks for its shape and is not kept (after two sizes a task is traced for any size);
 then rounds go over every size, 2 to 5 of them within about a second, and each task's fastest
-time is the curve's point. The measurement runs the stages' own tasks, so training reuses their
-traces; it applies no update, and puts back the state the forwards move (BatchNormalization
-statistics, dropout seeds), so training afterwards is the same as without it.
+time is the curve's point, its time in every round kept beside it. Where auto's choice rests on
+M's within noise of each other, their sizes alone are timed for a few more rounds, once, and the
+choice made again. The measurement runs the stages' own tasks, so training reuses their traces;
+it applies no update, and puts back the state the forwards move (BatchNormalization statistics,
+dropout seeds), so training afterwards is the same as without it.
 
 What the curve means is `pipeline/microbatch.py`'s; this module only times.
 """
@@ -52,9 +54,13 @@ def curve_and_choice(
         wanted.add(batch // (spec.micro_batches or 1))
     split = any(task.split for task in tasks)
     curve = measure_curve(stages, tasks, feed, x, y, sorted(wanted, reverse=True), split)
-    return curve, choose(
-        curve, spec.schedule, k, batch, chunks, given=1 if given is None else given
-    )
+    given = 1 if given is None else given
+    choice = choose(curve, spec.schedule, k, batch, chunks, given=given)
+    if choice.measure_again:  # M's within noise of each other: more rounds of theirs alone
+        again = sorted({batch // m for m in choice.measure_again}, reverse=True)
+        curve = measure_curve(stages, tasks, feed, x, y, again, split, curve)
+        choice = choose(curve, spec.schedule, k, batch, chunks, given=given)
+    return curve, choice
 
 
 def serial_curve(spec: RunSpec, alone: list[Any], cut_bytes: list[int]) -> tuple[Curve, Choice]:
@@ -88,10 +94,12 @@ def measure_curve(
     y: Any,
     sizes: Iterable[int],
     split: bool,
+    earlier: Curve | None = None,
 ) -> Curve:
     """Every stage's F and B (and W when `split`) at each size in `sizes` (samples taken from
     the front of the batch `x`, `y`), copies across a cut timed apart. `tasks` are the stages'
-    own (`pipeline.stage_tasks`): traced here for a size that varies, training reuses them."""
+    own (`pipeline.stage_tasks`): traced here for a size that varies, training reuses them.
+    With an `earlier` curve, its sizes are traced already: the rounds are added to its own."""
     clock = time.perf_counter()
     saved = [[v.numpy() for v in s.model.variables] for s in stages]
     last = len(stages) - 1
@@ -102,7 +110,7 @@ def measure_curve(
     traced = time.perf_counter()
     try:
         # The first size traces what training needs anyway; the second, a trace for any size.
-        for index, (xs, ys) in enumerate(list(batches.values())[:2]):
+        for index, (xs, ys) in enumerate(list(batches.values())[: 0 if earlier else 2]):
             _one_pass(stages, tasks, xs, ys, split)
             if not index:
                 traced = time.perf_counter() - traced
@@ -123,9 +131,11 @@ def measure_curve(
         for stage, values in zip(stages, saved, strict=True):
             for variable, value in zip(stage.model.variables, values, strict=True):
                 variable.assign(value)
+    if earlier is not None:
+        return earlier.with_rounds(samples, time.perf_counter() - clock)
     # The fastest pass: other work on the same cores only ever adds time to a task.
     points = tuple(
-        CurvePoint(stage, kind, size, min(values))
+        CurvePoint(stage, kind, size, min(values), tuple(values))
         for (stage, kind, size), values in sorted(samples.items())
     )
     return Curve(
