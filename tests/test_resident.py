@@ -7,11 +7,27 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import time
 
 import pytest
 
+from gpu_parallel_kit.runs.progress import startup_from, startup_text
 from gpu_parallel_kit.runs.resident import prepared_together, round_spec, stays_resident
 from tests.builders import small_experiment, small_mlp
+
+
+class _Training:
+    """A progress that keeps the event each run's training began with."""
+
+    def __init__(self, run_id: str, seen: dict) -> None:
+        self.run_id, self.seen = run_id, seen
+
+    def __call__(self, event: dict) -> None:
+        if event.get("event") == "phase" and event["phase"] == "training":
+            self.seen[self.run_id] = event
+
+    def close(self, result) -> None:
+        pass
 
 
 def _gated(spec):
@@ -76,8 +92,14 @@ def test_later_rounds_train_in_the_first_rounds_process_from_its_first_state(tmp
     from gpu_parallel_kit.store import RunLog
 
     log = str(tmp_path / "runs.sqlite")
+    training = {}  # run id: the event its training began with
     exp = small_experiment(
-        small_mlp, deterministic=True, measure_comm=False, log=log, backend=backend
+        small_mlp,
+        deterministic=True,
+        measure_comm=False,
+        log=log,
+        backend=backend,
+        progress=lambda spec: _Training(spec.run_id, training),
     )
     exp.compare(["single", "data"], [2], rounds=3)
     rows = RunLog(log).results()
@@ -96,6 +118,10 @@ def test_later_rounds_train_in_the_first_rounds_process_from_its_first_state(tmp
             # The weights, the optimizer's state and the batches were put back: the same curve.
             assert row.history["loss"] == first.history["loss"]
             assert row.step_times_s and len(row.step_times_s) == len(first.step_times_s)
+            # While it trains, its progress says where, not a start-up of 0.0 s it never had.
+            took = startup_text(*startup_from(training[row.run_id], time.perf_counter()))
+            assert took == " · in an earlier round's process"
+        assert "earlier round" not in startup_text(*startup_from(training[first.run_id], 0.0))
 
 
 @pytest.mark.slow

@@ -31,6 +31,8 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} steps{pos
 # writes everything else as text beside it. With a width ("{bar:24}") it finds no place, and the
 # text bar is drawn as well, beside the widget's: two bars per run.
 WIDGET_BAR_FORMAT = BAR_FORMAT.replace("{bar:24}", "{bar}")
+# Where a later round's start-up went: none of its own, its process started for the first round.
+EARLIER_ROUND = "an earlier round's process"
 START_FORMAT = "{desc}"  # before the worker says how many steps there are: the phase only
 # A printed line longer than its output area is broken by the browser or the terminal wherever the
 # edge falls, inside a word; a notebook's output area holds about 100 characters at 850 px.
@@ -77,16 +79,20 @@ def run_progress(label: str, enabled: bool = True) -> RunProgress | LineProgress
 
 def startup_from(event: dict[str, Any], started: float) -> tuple[float, str]:
     """A run's start-up when its training begins, and what it was spent beside: "" (nothing),
-    "the last run" (started ahead, `runs/ahead.StartedAhead`), or "the other runs" (prepared with
-    the comparison's other first rounds, `runs/resident.prepared_together`).
+    "the last run" (started ahead, `runs/ahead.StartedAhead`), "the other runs" (prepared with
+    the comparison's other first rounds, `runs/resident.prepared_together`), or `EARLIER_ROUND`
+    (a later round, trained by an earlier round's process, `runs/resident.py`).
 
     The caller's clock runs from when it began to follow the run; a run started ahead had set
     itself up before that, so its events arrive at once and that clock says 0.0 s. The worker's
     own figure is then the one shown, with where it was spent. A run prepared with the others
-    says so even when the caller followed it from its start (the comparison's first).
+    says so even when the caller followed it from its start (the comparison's first). A later
+    round has no start-up of its own to show: its process started for the first round.
     """
     seen = time.perf_counter() - started
     own = event.get("startup_s")
+    if event.get("trained_in_process_of"):
+        return float(own if own is not None else seen), EARLIER_ROUND
     if own is not None and event.get("together"):
         return float(own), "the other runs"
     if own is not None and own > seen + AHEAD_MARGIN_S:
@@ -95,7 +101,10 @@ def startup_from(event: dict[str, Any], started: float) -> tuple[float, str]:
 
 
 def startup_text(startup_s: float | None, beside: str = "") -> str:
-    """ " · start-up 1.1 s", " · start-up 0.3 s beside the last run", or nothing."""
+    """ " · start-up 1.1 s", " · start-up 0.3 s beside the last run", " · in an earlier
+    round's process", or nothing."""
+    if beside == EARLIER_ROUND:
+        return f" · in {EARLIER_ROUND}"
     if startup_s is None:
         return ""
     return f" · start-up {startup_s:.1f} s" + (f" beside {beside}" if beside else "")
@@ -107,9 +116,8 @@ def ending(result: RunResult, startup_s: float | None, beside: str = "") -> str:
     if not result.ok:
         return result.status
     if "trained_in_process_of" in result.extra:
-        startup = " · in an earlier round's process"
-    else:
-        startup = startup_text(startup_s, beside)
+        beside = EARLIER_ROUND
+    startup = startup_text(startup_s, beside)
     return f"ok · median step {(result.step_time_s or 0.0) * 1000:.1f} ms{startup}"
 
 

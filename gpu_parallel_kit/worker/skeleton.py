@@ -223,7 +223,8 @@ def run_in_this_process(
             rounds.begin_next()
             recorder = new_recorder()
             startup = time.perf_counter() - began
-            enter("training", total=total, startup_s=startup)
+            # Said as such on its progress line: this round set up nothing, the first round did.
+            enter("training", total=total, startup_s=startup, **rounds.row_fields())
             recorder.train_begin()  # passes the gate: fit began once, for every round
             return recorder
 

@@ -59,6 +59,17 @@ def test_a_run_started_ahead_shows_its_own_start_up_and_where_it_was_spent(plan_
     assert first.text.value == "training (start-up 0.0 s beside the other runs)"
 
 
+def test_a_later_round_says_it_trains_in_an_earlier_rounds_process(plan_spec):
+    event = {"event": "phase", "phase": "training", "total": 10, "startup_s": 0.0}
+    later = {**event, "trained_in_process_of": "first"}
+    row = RunRow(plan_spec, widgets.VBox())
+    row(later)
+    assert row.text.value == "training (in an earlier round's process)"
+    bar = RunProgress("data×4 (virtual) · round 2/3", enabled=False)
+    bar(later)
+    assert bar.bar.postfix == "in an earlier round's process"
+
+
 def test_the_text_bar_prints_a_failed_runs_reason_under_it(capsys):
     bar = RunProgress("data×4 (virtual)")
     bar({"event": "phase", "phase": "building the model"})
