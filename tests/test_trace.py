@@ -117,6 +117,25 @@ def test_a_pipeline_trace_has_a_track_per_device_and_copies_on_their_own(tmp_pat
     assert any(n.endswith("simulated, task times replayed on devices") for n in names)
 
 
+def test_a_single_device_run_without_a_timeline_writes_its_steps(tmp_path):
+    row = RunResult(
+        run_id="s1",
+        experiment_id="e",
+        strategy="single",
+        devices=1,
+        virtual=False,
+        status="ok",
+        step_times_s=(0.01, 0.012),
+    )
+    path = row.save_trace(str(tmp_path / "single.json"))
+    assert path == str(tmp_path / "single.json")
+    trace = json.loads(Path(path).read_text())
+    events = validate(trace)
+    assert [(e["name"], e["dur"]) for e in events] == [("step 0", 10000.0), ("step 1", 12000.0)]
+    names = [e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"]
+    assert names == ["single ×1: measured", "steps (one device, warm-up left out)"]
+
+
 def test_a_data_parallel_trace_puts_communication_after_the_steps(tmp_path):
     row = RunResult(
         run_id="d1",

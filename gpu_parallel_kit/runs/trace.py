@@ -96,9 +96,10 @@ def _pipeline(extra: Mapping[str, Any], label: str) -> list[dict[str, Any]]:
 
 
 def _steps(result: Any, label: str) -> list[dict[str, Any]]:
+    on = "one device" if result.devices == 1 else f"all {result.devices} devices"
     events = [
         _process(MEASURED, f"{label}: measured"),
-        _track(MEASURED, STEPS_TRACK, f"steps (all {result.devices} devices, warm-up left out)"),
+        _track(MEASURED, STEPS_TRACK, f"steps ({on}, warm-up left out)"),
     ]
     offset = 0.0
     for index, seconds in enumerate(result.step_times_s):
