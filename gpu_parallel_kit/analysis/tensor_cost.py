@@ -10,6 +10,11 @@ path, then each device's gradient shards (S/M of the sharded bytes) are summed o
 
     T  = (f + b) · G/D · (σ/M + 1 - σ) + Σ_c C(a_c · G/D, M) + C(S_D, D)
 
+A layout that puts weights on the data axis too (a model's own, `layout_map="own"`) gathers
+that share γ of S_D for the forward and again for the backward and reduce-scatters its
+gradient, as fsdp does: C(S_D, D) becomes C((1-γ) S_D, D) + 3/2 C(γ S_D, D), and the projection
+keeps the measured run's data axis D.
+
 The activation collectives come from a measured tensor-parallel run of the same experiment (its
 layout's `collectives`, elements per sample): the cost model has no graph of its own to derive
 them from.
@@ -43,8 +48,11 @@ def tensor_parallel(
     collective_bytes_per_sample: tuple[float, ...],
     sharded_share: float = 1.0,
     data: int = 1,
+    gathered_share: float = 0.0,
 ) -> Prediction:
-    """`devices` = D·M, the model axis M = devices / data; see the module's formula."""
+    """`devices` = D·M, the model axis M = devices / data; see the module's formula.
+    `gathered_share` of each device's weight bytes is on the data axis too (a model's own
+    layout): gathered for the forward and the backward and reduce-scattered, not all-reduced."""
     check_devices(devices)
     if data < 1 or devices % data:
         raise GpkError(f"data={data} does not divide devices={devices}; use a divisor")
@@ -55,12 +63,16 @@ def tensor_parallel(
     per_sample = workload.forward_s + workload.backward_s
     compute = per_sample * share * (sharded_share / model + 1.0 - sharded_share)
     activations = [ring_all_reduce_s(a * share, model, link) for a in collective_bytes_per_sample]
-    gradient_bytes = workload.parameter_bytes * (sharded_share / model + 1.0 - sharded_share)
-    gradients = ring_all_reduce_s(gradient_bytes, data, link)
+    held = workload.parameter_bytes * (sharded_share / model + 1.0 - sharded_share)
+    gathered, gradient_bytes = held * gathered_share, held * (1.0 - gathered_share)
+    # An all-gather or a reduce-scatter is half a ring all-reduce: three of them per step.
+    gradients = ring_all_reduce_s(gradient_bytes, data, link) + (
+        1.5 * ring_all_reduce_s(gathered, data, link) if gathered else 0.0
+    )
     comm = math.fsum(activations) + gradients
     moved = (
         math.fsum(2 * (model - 1) * a * share for a in collective_bytes_per_sample) * data
-        + 2 * (data - 1) * gradient_bytes * model
+        + (data - 1) * (2 * gradient_bytes + 3 * gathered) * model
     )
     return make_prediction(
         workload,
@@ -91,21 +103,39 @@ def tensor_predictions(
         ACTIVATION_BYTES * float(c["elements_per_sample"]) for c in measured.extra["collectives"]
     )
     sharded = sharded_parameter_share(measured)
+    gathered = _data_axis_share(measured)
+    # A layout with weights on the data axis (a model's own) keeps the measured data axis.
+    data = int(str(measured.mesh or "1x1").split("x")[0]) if gathered else 1
     note = (
         f"{len(per_sample)} activation all-reduces per step from run {measured.run_id}'s layout; "
         f"{sharded:.0%} of the parameters sharded, taken as the share of compute split over the "
         "model axis"
     )
+    if gathered:
+        note += f"; {gathered:.0%} on the data axis, gathered twice and reduce-scattered"
     predictions = []
     for n in (n for n in counts if n > 1):
-        batch = batch_of(n)
+        batch, d = batch_of(n), data if n % data == 0 and n > data else 1
+        m = n // d
         p = tensor_parallel(
-            workload_at(batch * (sharded / n + 1.0 - sharded)),  # one device's share of the work
+            workload_at(batch / d * (sharded / m + 1.0 - sharded)),  # one device's share
             n,
             link,
             global_batch=batch,
             collective_bytes_per_sample=per_sample,
             sharded_share=sharded,
+            data=d,
+            gathered_share=gathered if d > 1 else 0.0,
         )
-        predictions.append((p, f"tensor-{n}", note, f"1x{n}"))
+        predictions.append((p, f"tensor-{n}", note, f"{d}x{m}"))
     return predictions
+
+
+def _data_axis_share(run: RunResult) -> float:
+    """The share of a tensor-parallel run's weight elements its layout put on the data axis."""
+    total = gathered = 0
+    for placement in run.extra.get("layout", []):
+        size = math.prod(placement["shape"]) if placement["shape"] else 1
+        total += size
+        gathered += size if "batch" in placement["axes"] else 0
+    return gathered / total if total else 0.0

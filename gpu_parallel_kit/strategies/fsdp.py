@@ -20,12 +20,12 @@ With `mesh=(d, m)` the model axis shards each layer as `tensor` does and the dat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
 from ..sharding.layout import Layout, Placement
-from ..sharding.traffic import ACTIVATION_BYTES, ring_all_reduce_bytes
+from ..sharding.traffic import DATA, Traffic, full_bytes, tensor_traffic
 from .batches import check_batch
 from .record import GridCell, Strategy
 from .tensor import OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
@@ -33,7 +33,7 @@ from .tensor import OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
 if TYPE_CHECKING:
     from ..runs.spec import RunSpec
 
-DATA_AXIS = "batch"
+DATA_AXIS = DATA
 MODEL_AXIS = "model"
 # DeepSpeed ZeRO-3 keeps parameters under 1e5 elements whole (stage3_param_persistence_threshold,
 # "smaller values use less memory, but can greatly increase communication, especially
@@ -118,79 +118,26 @@ def shard_over_data(layout: Layout, data: int, min_shard_bytes: int) -> Layout:
     return Layout(layout.model, placements, list(layout.collectives))
 
 
-def full_bytes(p: Placement) -> int:
-    total = p.itemsize
-    for size in p.shape:
-        total *= size
-    return total
-
-
 def held_bytes(p: Placement, data: int, model: int) -> int:
     """Bytes of `p` one device holds on a (data, model) mesh."""
     divisor = (data if DATA_AXIS in p.axes else 1) * (model if MODEL_AXIS in p.axes else 1)
     return full_bytes(p) // divisor
 
 
-def gathered_bytes(p: Placement, model: int) -> int:
-    """Bytes of `p` a device holds once the data axis has gathered it (its model-axis shard)."""
-    return full_bytes(p) // (model if MODEL_AXIS in p.axes else 1)
+# A sharded data-parallel step's collectives are those of any layout with weights on the data
+# axis, counted once in `sharding.traffic` (a tensor layout that puts them there, a model's own,
+# moves the same): each sharded weight gathered for the forward and again for the backward (it
+# is freed in between), its gradient reduce-scattered; replicated weights' gradients
+# all-reduced. XLA may keep a gathered weight alive and skip the second gather, so a compiled
+# step can move less than this count.
+FsdpTraffic = Traffic
 
 
-@dataclass(frozen=True)
-class FsdpTraffic:
-    """What a sharded data-parallel step's collectives move, per step and device, counted from
-    the layout as ZeRO-3 runs it: each sharded weight gathered for the forward and again for the
-    backward (it is freed in between), its gradient reduce-scattered; replicated weights'
-    gradients all-reduced. XLA may keep a gathered weight alive and skip the second gather, so a
-    compiled step can move less than this count."""
-
-    all_gather_bytes: int  # gathered weights' bytes, forward and backward
-    reduce_scatter_bytes: int  # sharded weights' gradient bytes, reduce-scattered
-    gradient_bytes: int  # replicated weights' gradient bytes, all-reduced over the data axis
-    activation_bytes: int  # model-axis all-reduces (mesh with a model axis only)
-    collectives: int  # collectives per step
-    traffic_bytes_per_device: int  # moved in and out of each device, ring counts
-
-    @property
-    def reduced_bytes(self) -> int:
-        """The bytes the step's collectives handle: the row's `comm_bytes`."""
-        return (
-            self.all_gather_bytes
-            + self.reduce_scatter_bytes
-            + self.gradient_bytes
-            + self.activation_bytes
-        )
-
-
-def fsdp_traffic(layout: Layout, data: int, global_batch: int) -> FsdpTraffic:
+def fsdp_traffic(layout: Layout, data: int, global_batch: int) -> Traffic:
     """Ring counts: an all-gather or a reduce-scatter of S bytes over D devices moves (D-1)/D·S
     per device, an all-reduce twice that; so a sharded weight costs 3(D-1)/D·S per step against
     data parallelism's 2(D-1)/D·S."""
-    trainable = [p for p in layout.placements if p.trainable]
-    sharded = [gathered_bytes(p, layout.model) for p in trainable if DATA_AXIS in p.axes]
-    replicated = sum(gathered_bytes(p, layout.model) for p in trainable if DATA_AXIS not in p.axes)
-    replicated = replicated if data > 1 else 0
-    local_batch = global_batch // max(data, 1)
-    activations = [
-        c.elements_per_sample * local_batch * ACTIVATION_BYTES for c in layout.collectives
-    ]
-    one_way = sum((data - 1) * s // data for s in sharded)
-    moved = (
-        3 * one_way
-        + ring_all_reduce_bytes(replicated, data)
-        + sum(ring_all_reduce_bytes(a, layout.model) for a in activations)
-    )
-    count = 3 * len(sharded) + (
-        sum(1 for p in trainable if DATA_AXIS not in p.axes) if replicated else 0
-    )
-    return FsdpTraffic(
-        all_gather_bytes=2 * sum(sharded),
-        reduce_scatter_bytes=sum(sharded),
-        gradient_bytes=replicated,
-        activation_bytes=sum(activations),
-        collectives=count + len(activations),
-        traffic_bytes_per_device=moved,
-    )
+    return tensor_traffic(layout, data, global_batch)
 
 
 FSDP = Strategy(

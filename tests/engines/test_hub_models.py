@@ -115,3 +115,25 @@ def test_llamas_own_layout_shards_as_keras_hub_says_and_trains_like_one_device(t
     assert (ours[query]["role"], ours[query]["axes"]) == ("heads", ["", "model", ""])
     gate = ours["transformer_layer_0/feedforward_gate_dense/kernel"]
     assert (gate["role"], gate["shard_shape"]) == ("column", [32, 32])
+
+
+def test_the_own_layouts_gathers_over_the_data_axis_are_in_comm_bytes(tmp_path):
+    """keras-hub's own layout puts its `batch` axis on weights: on a 2x2 mesh each such weight
+    is gathered twice and reduce-scattered, and the row's comm_bytes counts them."""
+    experiment = gpk.Experiment(
+        model=hub_models.llama,
+        data=hub_models.tokens("llama"),
+        batch_size=32,
+        steps_per_epoch=2,
+        backend="jax",
+        progress=False,
+        log=str(tmp_path / "runs.sqlite"),
+    )
+    own = experiment.run("tensor", 4, mesh=(2, 2), layout_map="own", measure_comm=False)
+    assert own.ok, own.reason
+    gathered = own.extra["all_gather_bytes"]
+    query = "transformer_layer_0/self_attention/query/kernel"
+    placed = {p["variable"]: p for p in own.extra["layout"]}
+    assert "batch" in placed[query]["axes"]
+    assert gathered > 0 and own.extra["reduce_scatter_bytes"] == gathered // 2
+    assert own.comm_bytes >= gathered + own.extra["reduce_scatter_bytes"]

@@ -20,15 +20,9 @@ import keras
 from ...runs.comm_reuse import reuse_fields
 from ...runs.spec import RunSpec
 from ...sharding.layout import Layout, derive_layout
-from ...sharding.traffic import data_traffic, tensor_traffic
+from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic
 from ...strategies import strategy as strategy_record
-from ...strategies.fsdp import (
-    DATA_AXIS,
-    MIN_SHARD_BYTES,
-    fsdp_traffic,
-    gathered_bytes,
-    shard_over_data,
-)
+from ...strategies.fsdp import MIN_SHARD_BYTES, fsdp_traffic, shard_over_data
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
@@ -243,9 +237,10 @@ class TensorParallel(JaxStrategy):
     """
 
     method = (
-        "standalone: the layout's all-reduces alone (activations over the model axis, gradient "
-        "shards over the data axis) on arrays of the sizes they move; XLA places them inside the "
-        "layers, so no step without them exists to subtract"
+        "standalone: the layout's collectives alone (activations over the model axis, gradient "
+        "shards over the data axis, and the gathers and reduce-scatters of weights a model's own "
+        "layout places on the data axis) on arrays of the sizes they move; XLA places them "
+        "inside the layers, so no step without them exists to subtract"
     )
 
     def __init__(self, spec: RunSpec, devices: list[Any]) -> None:
@@ -288,11 +283,18 @@ class TensorParallel(JaxStrategy):
     def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if self.layout is None or len(self.devices) < 2:
             return None
-        from .comm import tensor_collectives  # noqa: PLC0415
+        from .comm import fsdp_collectives, tensor_collectives  # noqa: PLC0415
 
-        local = self.spec.global_batch // self.spec.mesh_shape[0]
+        data, model_axis = self.spec.mesh_shape
+        local = self.spec.global_batch // data
         sizes = [c.elements_per_sample * local * 4 for c in self.layout.collectives]
         gradient_bytes = self.traffic(model, 0).gradient_bytes
+        trainable = [p for p in self.layout.placements if p.trainable]
+        gathered = [gathered_bytes(p, model_axis) for p in trainable if DATA in p.axes]
+        if gathered and data > 1:  # weights on the data axis too: fsdp's, or a model's own
+            return fsdp_collectives(
+                self.devices, self.spec.mesh_shape, gathered, gradient_bytes, sizes
+            )
         return tensor_collectives(self.devices, self.spec.mesh_shape, sizes, gradient_bytes)
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
@@ -326,6 +328,17 @@ class TensorParallel(JaxStrategy):
                 }
                 for c in self.layout.collectives
             ],
+            **self._gathers(model),
+        }
+
+    def _gathers(self, model: keras.Model) -> dict[str, int]:
+        """The data axis's gathers and reduce-scatters, where the layout puts weights on it."""
+        traffic = self.traffic(model, 0)
+        if traffic is None or not traffic.all_gather_bytes:
+            return {}
+        return {
+            "all_gather_bytes": traffic.all_gather_bytes,
+            "reduce_scatter_bytes": traffic.reduce_scatter_bytes,
         }
 
 
@@ -357,22 +370,6 @@ class ShardedDataParallel(TensorParallel):
     def describe(self) -> str:
         return "xla all-gathers and reduce-scatters (ModelParallel, weights on the batch axis)"
 
-    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
-        if self.layout is None or len(self.devices) < 2:
-            return None
-        from .comm import fsdp_collectives  # noqa: PLC0415
-
-        data, model_axis = self.spec.mesh_shape
-        local = self.spec.global_batch // data
-        trainable = [p for p in self.layout.placements if p.trainable]
-        return fsdp_collectives(
-            self.devices,
-            self.spec.mesh_shape,
-            [gathered_bytes(p, model_axis) for p in trainable if DATA_AXIS in p.axes],
-            self.traffic(model, 0).gradient_bytes,
-            [c.elements_per_sample * local * 4 for c in self.layout.collectives],
-        )
-
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
         if self.layout is None:
             return None
@@ -380,11 +377,10 @@ class ShardedDataParallel(TensorParallel):
 
     def layout_fields(self, model: keras.Model) -> dict[str, Any]:
         fields = super().layout_fields(model)
-        traffic = self.traffic(model, 0)
-        if traffic is not None:
-            fields.update(
-                all_gather_bytes=traffic.all_gather_bytes,
-                reduce_scatter_bytes=traffic.reduce_scatter_bytes,
-                min_shard_bytes=self.spec.min_shard_bytes,
-            )
+        if self.layout is not None:
+            fields.update(self._gathers(model) or dict.fromkeys(_GATHERS, 0))
+            fields["min_shard_bytes"] = self.spec.min_shard_bytes
         return fields
+
+
+_GATHERS = ("all_gather_bytes", "reduce_scatter_bytes")
