@@ -15,6 +15,7 @@ from .errors import GpkError
 from .runner import run_grid, run_isolated, with_gate
 from .runs.ahead import StartedAhead
 from .runs.devices import plan_devices
+from .runs.failures import refused_for_every_run
 from .runs.grid_plan import plan_comparison
 from .runs.plan_options import one_backend, strategy_fields
 from .runs.portable import keras_config
@@ -294,7 +295,8 @@ class Experiment:
         The grid runs `rounds` times, interleaved, each row then the median of its rounds with
         a 95 % interval (`runs/rounds.py`); None: 3, 2 with GPK_QUICK=1, or GPK_ROUNDS. All runs
         are planned (so validated) before the first starts. Ctrl-C or `cancel` stops within a
-        couple of seconds and keeps every finished row.
+        couple of seconds and keeps every finished row. A run refused for what every run shares
+        (data keyed by names the model does not take) ends it: the rest get its sentence.
         """
         planned = plan_comparison(self.plan, self.backend, strategies, devices, plan)
         specs = [with_gate(spec) for spec in planned]
@@ -305,7 +307,8 @@ class Experiment:
 
         done = run_grid(specs, count, execute, cancel)
         never = [spec for spec, rows in zip(specs, done, strict=True) if not rows]
-        not_started = iter(self._not_started(never))
+        refused = [row for rows in done for row in rows if refused_for_every_run(row)]
+        not_started = iter(self._not_started(never, refused[0] if refused else None))
         results = [merge_rounds(rows) if rows else next(not_started) for rows in done]
         return Comparison(results, counter=self.counted_step)
 
@@ -375,9 +378,12 @@ class Experiment:
         self.log.append(result)
         return result
 
-    def _not_started(self, specs: Sequence[RunSpec]) -> list[RunResult]:
-        reason = "not started: the comparison was cancelled"
-        rows = [RunResult(**s.result_identity(), status="cancelled", reason=reason) for s in specs]
+    def _not_started(self, specs: Sequence[RunSpec], refused: RunResult | None) -> list[RunResult]:
+        """Rows of the configurations a comparison never ran: cancelled, or refused as one was."""
+        status, reason = "cancelled", "not started: the comparison was cancelled"
+        if refused is not None:
+            status, reason = refused.status, refused.reason
+        rows = [RunResult(**s.result_identity(), status=status, reason=reason) for s in specs]
         for row in rows:
             self.log.append(row)
         return rows

@@ -22,7 +22,7 @@ from .cluster.coordinator import run_on_cluster
 from .runs import gate
 from .runs.ahead import StartedAhead, entry_for
 from .runs.comm_reuse import reuse_fields, reusing
-from .runs.failures import classify_exit
+from .runs.failures import classify_exit, refused_for_every_run
 from .runs.noise import settle_communication
 from .runs.process import (
     RunInterrupted,
@@ -111,7 +111,8 @@ def run_grid(
 ) -> list[list[RunResult]]:
     """Each spec's rows, its rounds run interleaved (A, B, C, A, B, C, …), every run after the
     first started ahead while the one before it measures (`StartedAhead`). A Ctrl-C keeps the
-    cancelled run's row and stops; configurations that never ran get no rows.
+    cancelled run's row and stops, as does a run refused for what every run shares
+    (`runs/failures.refused_for_every_run`); configurations that never ran get no rows.
 
     `execute(spec, ahead, upcoming, round_of)` runs one spec; `round_of` is (round from 0,
     rounds, the configuration's first run id), None with one round. A later round reports the
@@ -143,7 +144,10 @@ def run_grid(
             upcoming = ready(position + 1) if position + 1 < len(queue) else None
             round_of = (turn, rounds, specs[index].run_id) if rounds > 1 else None
             try:
-                done[index].append(execute(spec, ahead, upcoming, round_of))
+                row = execute(spec, ahead, upcoming, round_of)
+                done[index].append(row)
+                if refused_for_every_run(row):  # the data against the model: none would train
+                    break
             except RunInterrupted as interrupted:
                 done[index].append(interrupted.result)
                 print(

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import signal
+from typing import Any
 
 from ..errors import GpkError
 
+# In a failed row's `extra`: the run was refused for what every run of its experiment shares (the
+# data against the model), so a comparison starts no further run.
+EVERY_RUN = "refused_for_every_run"
 OOM_MARKERS = ("resourceexhausted", "out of memory", "oom when allocating", "failed to allocate")
 
 
@@ -23,6 +27,11 @@ def classify_exception(error: BaseException, phase: str) -> tuple[str, str]:
         return "failed", " ".join(str(error).split())  # already the sentence, fix included
     prefix = f"{error}: " if cause is not error else f"failed while {phase}: "
     return "failed", prefix + _first_line(cause)
+
+
+def refused_for_every_run(row: Any) -> bool:
+    """Whether `row` failed for what every run of its experiment shares: no other would train."""
+    return not row.ok and bool(row.extra.get(EVERY_RUN))
 
 
 def classify_exit(exitcode: int | None, phase: str) -> tuple[str, str]:

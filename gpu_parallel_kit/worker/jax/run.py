@@ -33,6 +33,7 @@ from ...strategies import resolve, strategy  # noqa: E402
 from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
+from ..input_names import check_input_names  # noqa: E402
 from ..keras_internals import set_seed_without_tensorflow  # noqa: E402
 from ..quiet_start import native_stderr_filtered  # noqa: E402
 from ..recorder import StepRecorder, StepTimer  # noqa: E402
@@ -221,6 +222,7 @@ def _built_model(
     """
     set_seed_without_tensorflow(spec.training.seed)
     model = load_model(spec.model)
+    check_input_names(model, sample)
     tuned = tune_run(spec, model, steps, total, warmup)
     jit = "auto" if tuned.jit_compile is None else tuned.jit_compile  # auto: XLA, on JAX
     compile_model(model, spec.model, spec.training, tuned.steps_per_execution, jit)

@@ -26,6 +26,7 @@ from ...strategies import REGISTERED, resolve, strategy
 from ..child import run_child
 from ..compiling import compile_model, load_model
 from ..device_setup import configure_worker_devices
+from ..input_names import check_input_names
 from ..memory import peak_memory
 from ..preflight import check_inputs, check_targets, largest_label
 from ..recorder import StepRecorder
@@ -95,6 +96,7 @@ class TensorFlowRun:
         with engine.build_scope():
             keras.utils.set_random_seed(spec.training.seed)
             model = load_model(spec.model)
+        check_input_names(model, self.dataset.element_spec[0])
         tuned = tune_run(spec, model, steps_per_epoch, total, warmup)
         self.dataset = with_prefetch(self.dataset, tuned.prefetch_batches)
         element_spec = self.dataset.element_spec
