@@ -1,0 +1,92 @@
+"""What each documented install brings: `.[dev]` every test's packages, keras-hub among them, with
+one TensorFlow package; `.[jax]` and `.[jax-hub]` no TensorFlow; and CI the README's install."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import re
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests import extras
+
+README = (extras.ROOT / "README.md").read_text()
+GETTING_STARTED = (extras.ROOT / "docs" / "getting-started.md").read_text()
+CI = (extras.ROOT / ".ci" / "run").read_text()
+TENSORFLOWS = {"tensorflow", "tensorflow-cpu"}  # two packages, one `tensorflow` module
+TEXT = "tensorflow-text"  # keras-hub's, which requires the full `tensorflow` package
+
+
+def ci_installs() -> list[tuple[str, str]]:
+    """(interpreter, what it installs) for each `install` line of .ci/run."""
+    return re.findall(r"^install (\S+) (.+?)\s*(?:#.*)?$", CI, flags=re.MULTILINE)
+
+
+def documented_extras() -> set[str]:
+    """Every `.[extras]` the README, the install guide, environment.yml and .ci/run name."""
+    text = README + GETTING_STARTED + CI + (extras.ROOT / "environment.yml").read_text()
+    return set(re.findall(r"\.\[([\w,-]+)\]", text))
+
+
+def test_dev_brings_keras_hub_with_the_full_tensorflow_package_only():
+    dev = extras.names("dev")
+    assert "keras-hub" in dev, '`pip install -e ".[dev]"` must run the keras-hub tests too'
+    assert dev & TENSORFLOWS == {"tensorflow"}, dev & TENSORFLOWS
+
+
+def test_no_documented_install_puts_both_tensorflow_packages_in_one_environment():
+    for listed in documented_extras():
+        names = extras.names(*listed.split(","))
+        assert len(names & TENSORFLOWS) <= 1, f'".[{listed}]" installs {names & TENSORFLOWS}'
+        if "keras-hub" in names:
+            assert "tensorflow" in names, f'".[{listed}]": keras-hub needs the full tensorflow'
+
+
+@pytest.mark.parametrize("extra", ["jax", "jax-hub"])
+def test_the_jax_extras_bring_no_tensorflow(extra):
+    names = extras.names(extra) | {canonicalize_name(d) for d in extras.PROJECT["dependencies"]}
+    assert "jax" in extras.names(extra)
+    assert not {n for n in names if n.startswith("tensorflow")}, names
+    assert "keras-hub" not in names  # its tensorflow-text requires TensorFlow
+
+
+def test_jax_hub_lists_keras_hubs_requirements_but_tensorflow_text():
+    try:
+        wanted = importlib.metadata.requires("keras-hub") or []
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip('keras-hub is not installed: python -m pip install -e ".[dev]"')
+    listed = {canonicalize_name(r.name): r for r in extras.requirements("jax-hub")}
+    listed.update(
+        (canonicalize_name(r.name), r) for r in map(Requirement, extras.PROJECT["dependencies"])
+    )
+    for requirement in map(Requirement, wanted):
+        name = canonicalize_name(requirement.name)
+        if name == TEXT or (requirement.marker and "extra" in str(requirement.marker)):
+            continue
+        assert name in listed, f"jax-hub lacks keras-hub's requirement {requirement}"
+        if name in extras.names("jax-hub"):
+            assert listed[name].specifier == requirement.specifier, (listed[name], requirement)
+
+
+def test_the_readme_and_the_guide_give_one_line_for_keras_hub_on_jax():
+    hub = next(r for r in extras.PROJECT["optional-dependencies"]["hub"] if "keras-hub" in r)
+    line = f'python -m pip install -e ".[jax-hub]" && python -m pip install --no-deps "{hub}"'
+    assert line in README
+    assert line in GETTING_STARTED
+
+
+def test_ci_installs_the_readmes_packages_and_nothing_beside():
+    installs = ci_installs()
+    assert [args for python, args in installs if python == ".venv/bin/python"] == ['-e ".[dev]"']
+    assert 'python -m pip install -e ".[dev]" && pytest' in README
+    for _, args in installs:  # the environment without TensorFlow is the guide's JAX-only one
+        assert f"python -m pip install {args}" in README + GETTING_STARTED, args
+
+
+def test_a_dev_install_has_keras_hub():
+    if not extras.installed_but("dev", "keras-hub"):
+        pytest.skip('not a ".[dev]" install')
+    assert importlib.util.find_spec("keras_hub"), 'python -m pip install -e ".[dev]"'
