@@ -17,10 +17,16 @@ import subprocess
 import tensorflow as tf
 
 from ..runs.devices import DevicePlan, PhysicalDevice, host_cpu
+from .quiet_start import gpus_looked_for_quietly
 
 
 def configure_worker_devices(plan: DevicePlan) -> tuple[str, ...]:
     """Make exactly the plan's devices visible and return the names strategies are built on."""
+    with gpus_looked_for_quietly():
+        return _configure(plan)
+
+
+def _configure(plan: DevicePlan) -> tuple[str, ...]:
     if plan.kind == "cpu":
         # A CPU plan stays on the CPU even on a GPU machine, so CPU and GPU runs never mix.
         tf.config.set_visible_devices([], "GPU")
@@ -64,7 +70,8 @@ def _ensure_enough_threads(devices: int) -> None:
 
 def discover_with_tensorflow() -> tuple[PhysicalDevice, ...]:
     """The discovery itself; `tf.config.list_physical_devices` does not start the runtime."""
-    gpus = tf.config.list_physical_devices("GPU")
+    with gpus_looked_for_quietly():
+        gpus = tf.config.list_physical_devices("GPU")
     memory = _gpu_memory_from_nvidia_smi()
     found = [host_cpu()]
     for i, gpu in enumerate(gpus):

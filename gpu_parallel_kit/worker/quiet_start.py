@@ -33,20 +33,40 @@ CHATTER = re.compile(
 )
 
 
+# TensorFlow's CUDA build on a machine without CUDA drivers says so at import ("Could not find
+# cuda drivers"), then fails cuInit at its first look for GPUs and logs that as an error. Only
+# after the first line is the second chatter: on a machine whose drivers load, a failing cuInit is
+# a real fault and still reaches the user.
+NO_DRIVERS = re.compile(r"Could not find cuda drivers on your machine")
+CUINIT_WITHOUT_DRIVERS = re.compile(r"failed call to cuInit")
+_found_no_drivers: list[bool] = []  # set by the import, read by the first look for GPUs
+
+
 def is_chatter(line: str) -> bool:
     """True for a start-up line that says nothing about the run (see `CHATTER`)."""
     return bool(CHATTER.search(line))
 
 
-def kept_lines(text: str) -> str:
-    """`text` without its start-up chatter lines."""
-    return "".join(line for line in text.splitlines(keepends=True) if not is_chatter(line))
+def kept_lines(text: str, also: re.Pattern | None = None) -> str:
+    """`text` without its start-up chatter lines, nor those matching `also`."""
+    return "".join(
+        line
+        for line in text.splitlines(keepends=True)
+        if not is_chatter(line) and not (also and also.search(line))
+    )
+
+
+def gpus_looked_for_quietly() -> contextlib.AbstractContextManager:
+    """Around TensorFlow's first look for GPUs: its cuInit failure is left out where the import
+    found no CUDA drivers (`NO_DRIVERS`), kept everywhere else."""
+    return native_stderr_filtered(CUINIT_WITHOUT_DRIVERS if _found_no_drivers else None)
 
 
 @contextlib.contextmanager
-def native_stderr_filtered() -> Iterator[None]:
-    """Within the block, native writes to fd 2 are held back; afterwards all but the chatter is
-    written back to the real stderr (everything, if the block raised)."""
+def native_stderr_filtered(also: re.Pattern | None = None) -> Iterator[None]:
+    """Within the block, native writes to fd 2 are held back; afterwards all but the chatter (and
+    lines matching `also`) is written back to the real stderr (everything, if the block
+    raised)."""
     try:
         saved = os.dup(2)
     except OSError:  # no stderr to protect
@@ -65,7 +85,9 @@ def native_stderr_filtered() -> Iterator[None]:
             os.close(saved)
             held.seek(0)
             text = held.read().decode("utf-8", errors="replace")
-            shown = text if failed else kept_lines(text)
+            if NO_DRIVERS.search(text):
+                _found_no_drivers.append(True)
+            shown = text if failed else kept_lines(text, also)
             if shown:
                 os.write(2, shown.encode("utf-8"))
 

@@ -32,6 +32,31 @@ def test_native_writes_in_the_block_are_filtered_not_lost():
     assert done.stderr == "kept line\nafter\n"
 
 
+CUINIT = "E0000 cuda_platform.cc:52] failed call to cuInit: INTERNAL: UNKNOWN ERROR (303)\n"
+NO_DRIVERS = (
+    "I0000 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n"
+)
+
+
+@pytest.mark.parametrize("drivers_missing", [True, False])
+def test_cuinit_failure_is_left_out_only_where_the_import_found_no_drivers(drivers_missing):
+    # TensorFlow's CUDA build on a CPU-only machine: the import says there are no drivers, then
+    # the first look for GPUs logs cuInit's failure as an error; with drivers, it is a fault.
+    imported = NO_DRIVERS if drivers_missing else ""
+    code = (
+        "import os\n"
+        "from gpu_parallel_kit.worker import quiet_start as q\n"
+        "with q.native_stderr_filtered():\n"
+        f"    os.write(2, {imported!r}.encode())\n"
+        "with q.gpus_looked_for_quietly():\n"
+        f"    os.write(2, {CUINIT!r}.encode())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True
+    )
+    assert done.stderr == ("" if drivers_missing else CUINIT)
+
+
 def test_a_hidden_package_fails_to_import_only_within_the_block():
     with hidden(("json",)), pytest.raises(ModuleNotFoundError, match="hidden"):
         import json.tool  # noqa: F401 - json itself is already imported: only new imports fail
