@@ -97,8 +97,11 @@ def _count_jax(
     import jax
     import keras
 
+    from .jax.devices import share_compilations
+
     if keras.backend.backend() != "jax":
         raise RuntimeError(f"Keras runs on {keras.backend.backend()!r} here, not on JAX")
+    share_compilations(jax)  # a lab reopened in a fresh kernel loads its counts' programs
     started = time.perf_counter()
     x, _ = _inputs(spec, batches[0])
     with contextlib.nullcontext() if drawn_weights else _weights_as_zeros():

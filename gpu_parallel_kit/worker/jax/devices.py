@@ -65,7 +65,7 @@ def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list
     _quiet_jax_logging()
     import jax  # noqa: PLC0415 - imported by the server already; this starts nothing
 
-    _share_compilations(jax)
+    share_compilations(jax)
     if plan.kind == "cpu":
         devices = jax.devices("cpu")
         if len(devices) < plan.count:
@@ -78,13 +78,17 @@ def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list
     return [gpus[i] for i in plan.physical_indices]
 
 
-def _share_compilations(jax: Any) -> None:
-    """Keep XLA's compiled programs on disk between runs (JAX's persistent compilation cache).
+def share_compilations(jax: Any) -> None:
+    """Keep XLA's compiled programs on disk between processes (JAX's persistent cache).
 
-    Every run is a fresh process, so without it each one compiles its model's initializers and
-    train step again: about two seconds of a small model's run on two cores. Runs that compile
-    the same programs (the same model on the same devices) then load them instead; the cache
-    changes no result. GPK_JAX_CACHE names the folder, or "off".
+    Every run, and every count of a step (`worker/work_count.py`), is a fresh process, so
+    without it each one compiles its model's initializers and train step again: about two
+    seconds of a small model's run on two cores, and again in a fresh kernel. Processes that
+    compile the same programs (the same model on the same devices, with the same flags: JAX's
+    key covers all three) load them instead; the cache changes no result. JAX keeps only
+    programs that took a second or more to compile by default; here every program is kept, as
+    a small model's many short compiles are most of its start. `GPK_JAX_CACHE` names the
+    folder, or "off".
     """
     folder = os.environ.get("GPK_JAX_CACHE") or os.path.join(
         tempfile.gettempdir(), f"gpk-jax-cache-{os.getuid()}"
