@@ -157,6 +157,7 @@ class RunProgress:
         self.started = time.perf_counter()
         self.startup_s: float | None = None
         self.beside = ""  # what its start-up was spent beside
+        widget = enabled and in_widget()
         self.bar = tqdm(
             total=None,
             desc=label,
@@ -165,7 +166,12 @@ class RunProgress:
             disable=not enabled,
             dynamic_ncols=True,
             bar_format=START_FORMAT,
+            **({"display": False} if widget else {}),
         )
+        # A widget saved in a notebook is drawn by a kernel only: on the guide's pages, or in a
+        # notebook opened before it runs, it is a broken icon. Shown under a display id, it
+        # gives way to its last line, as text, when the run ends.
+        self._shown = _display_updatable(self.bar.container) if widget else None
         self._phase("starting the worker")
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -197,8 +203,23 @@ class RunProgress:
         else:
             self.bar.set_postfix_str(result.status)
         self.bar.close()
+        if self._shown is not None:
+            line = f"{self.label}: {ending(result, self.startup_s, self.beside)}"
+            self._shown.update({"text/plain": line}, raw=True)
+            for widget in (*self.bar.container.children, self.bar.container):
+                for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+                    if part is not None:
+                        part.close()
+                widget.close()  # its models freed in the kernel, where nothing draws them now
         if not result.ok and result.reason and self.enabled:
             tqdm.write(wrapped(f"  {self.label} {result.status}: {result.reason}", "    "))
+
+
+def _display_updatable(widget: Any) -> Any:
+    """`widget` displayed in the notebook; the handle that later replaces it."""
+    from IPython.display import display  # in a kernel, where widgets are drawn
+
+    return display(widget, display_id=True)
 
 
 def run_label(spec: Any, round_of: tuple[int, int, str] | None = None) -> str:
