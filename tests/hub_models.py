@@ -65,11 +65,41 @@ def gemma():
     return _classifier(backbone, INPUTS["gemma"])
 
 
+def mistral():
+    import keras_hub
+
+    backbone = keras_hub.models.MistralBackbone(
+        vocabulary_size=VOCABULARY,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        sliding_window=8,
+        **SIZE,
+    )
+    return _classifier(backbone, INPUTS["mistral"])
+
+
+def mixtral():
+    import keras_hub
+
+    backbone = keras_hub.models.MixtralBackbone(
+        vocabulary_size=VOCABULARY,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        num_experts=2,
+        top_k=1,
+        sliding_window=8,
+        **SIZE,
+    )
+    return _classifier(backbone, INPUTS["mixtral"])
+
+
 INPUTS = {
     "gpt2": ("token_ids", "padding_mask"),
     "bert": ("token_ids", "segment_ids", "padding_mask"),
     "llama": ("token_ids", "padding_mask"),
     "gemma": ("token_ids", "padding_mask"),
+    "mistral": ("token_ids", "padding_mask"),
+    "mixtral": ("token_ids", "padding_mask"),
 }
 
 

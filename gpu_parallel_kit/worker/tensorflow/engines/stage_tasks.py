@@ -18,17 +18,30 @@ A split backward (zb-h1) is an input-gradient task B, whose result the upstream 
 and a weight-gradient task W, deferred into the bubbles. Eager tasks make them two gradient calls
 on one persistent tape (inputs first, variables later); compiled tasks recompute the forward in
 each, so a split costs them one more forward per micro-batch.
+
+A variable the stage's forward never reads (keras-hub's ReversibleEmbedding keeps a reverse
+embedding that only a language-model head uses) has no gradient. As under `fit` on one device,
+it is left out of the update, so weight decay does not touch it either; the gradient of a
+received tensor the forward never reads is zero.
+
+The losses a stage's layers add themselves (`add_loss`, such as a Mixtral router's
+load-balancing loss, and weight regularizers) join its objective, as `fit` adds them to the
+compiled loss: each micro-batch's share on the stage whose layers made it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
-from .stages import Stage
+from ....errors import GpkError
+from .stages import ELSEWHERE, Stage
 
 LossFn = Callable[[Any, dict[str, tf.Tensor]], tf.Tensor]
 
@@ -46,6 +59,34 @@ class _StageTracing(logging.Filter):
 tf.get_logger().addFilter(_StageTracing())
 
 
+def _layers_named(task: Callable) -> Callable:
+    """A stage's task that fails in Python while its layers are traced or differentiated
+    refuses the model in one sentence naming them; the error itself goes to the worker's
+    stderr. TensorFlow's runtime errors (out of memory among them) pass unchanged."""
+
+    @functools.wraps(task)
+    def run(self, *args: Any) -> Any:
+        try:
+            return task(self, *args)
+        except (GpkError, tf.errors.OpError, MemoryError):
+            raise
+        except Exception as error:  # noqa: BLE001 - named below, its text kept on stderr
+            traceback.print_exc(file=sys.stderr)
+            calls = self.stage.cut.calls
+            layers = (
+                f"layer {calls[0]!r}"
+                if len(calls) == 1
+                else f"layers {calls[0]!r} to {calls[-1]!r}"
+            )
+            raise GpkError(
+                f"stage {self.stage.index}'s {layers} cannot be run as a pipeline stage on "
+                f"TensorFlow ({type(error).__name__} in its {task.__name__} task), so the model "
+                f"cannot be cut into stages; use {ELSEWHERE}"
+            ) from None
+
+    return run
+
+
 class EagerTasks:
     """Tape kept from forward to backward; every operation dispatched eagerly."""
 
@@ -57,6 +98,7 @@ class EagerTasks:
         self.micro_batches = micro_batches
         self.split = split  # B and W are separate tasks: the tape must serve two calls
         self._accumulated: list[tf.Tensor] = []
+        self._unread: set[int] = set()  # variables the forward never reads: no gradient
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
@@ -65,23 +107,29 @@ class EagerTasks:
     def begin_step(self) -> None:
         self._accumulated = [tf.zeros_like(v) for v in self.stage.variables]
 
+    @_layers_named
     def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
         """(what to send on, or the loss on the last stage; what the backward needs)."""
         stage = self.stage
         with tf.GradientTape(persistent=self.split) as tape:
             tape.watch([received[n] for n in _differentiated(stage, received, self.loss_fn)])
             out = stage.forward(received, training=True)
+            own = _own_losses(stage)
             if self.loss_fn is not None:
                 # Mean over the micro-batch / M: the micro-batches' gradients sum to the
                 # gradient of the global batch's mean loss.
-                out = self.loss_fn(y, out) / self.micro_batches
-        return out, (tape, received, out)
+                out = _with_own(self.loss_fn(y, out), own) / self.micro_batches
+                own = None
+            elif own is not None:
+                own = own / self.micro_batches
+        return out, (tape, received, out, own)
 
+    @_layers_named
     def backward(
         self, saved: Any, upstream: dict[str, tf.Tensor], y: Any
     ) -> tuple[dict[str, tf.Tensor], Any]:
         """(the received tensors' gradients, what W needs when the backward is split)."""
-        tape, received, out = saved
+        tape, received, out, own = saved
         stage = self.stage
         used = _differentiated(stage, received, self.loss_fn)
         if self.loss_fn is not None:
@@ -89,39 +137,38 @@ class EagerTasks:
         else:
             computed = [n for n in stage.cut.computed if n in upstream]
             targets, weights = [out[n] for n in computed], [upstream[n] for n in computed]
+            if own is not None:
+                targets, weights = [*targets, own], [*weights, tf.ones_like(own)]
         sources = [received[n] for n in used]
         if not self.split:
             sources += list(stage.variables)
-        grads = tape.gradient(
-            targets,
-            sources,
-            output_gradients=weights,
-            unconnected_gradients=tf.UnconnectedGradients.ZERO,
-        )
+        grads = tape.gradient(targets, sources, output_gradients=weights)
         if not self.split:
             self._accumulate(grads[len(used) :])
-        by_name = dict(zip(used, grads[: len(used)], strict=True))
+        by_name = dict(
+            zip(used, _zero_filled(grads[: len(used)], sources[: len(used)]), strict=True)
+        )
         later = (tape, targets, weights) if self.split else None
         return _received_gradients(stage, by_name, upstream), later
 
+    @_layers_named
     def weight(self, later: Any) -> None:
         """W: the variables' gradients from the same tape, then the tape is let go."""
         tape, targets, weights = later
-        grads = tape.gradient(
-            targets,
-            list(self.stage.variables),
-            output_gradients=weights,
-            unconnected_gradients=tf.UnconnectedGradients.ZERO,
+        self._accumulate(
+            tape.gradient(targets, list(self.stage.variables), output_gradients=weights)
         )
-        self._accumulate(grads)
 
-    def _accumulate(self, grads: list[tf.Tensor]) -> None:
-        self._accumulated = [a + g for a, g in zip(self._accumulated, grads, strict=True)]
+    def _accumulate(self, grads: list[tf.Tensor | None]) -> None:
+        self._unread |= {i for i, g in enumerate(grads) if g is None}
+        self._accumulated = [
+            a if g is None else a + g for a, g in zip(self._accumulated, grads, strict=True)
+        ]
 
     def apply(self) -> None:
-        stage = self.stage
-        if stage.variables:  # a stage of layers without weights (Concatenate, Add) has nothing
-            stage.optimizer.apply_gradients(zip(self._accumulated, stage.variables, strict=True))
+        pairs = _updated(self._accumulated, self.stage.variables, self._unread)
+        if pairs:  # a stage of layers without weights (Concatenate, Add) has nothing
+            self.stage.optimizer.apply_gradients(pairs)
 
 
 class CompiledTasks:
@@ -140,6 +187,7 @@ class CompiledTasks:
             # same functions before "auto" chooses M, and training must not trace them again.
             self._shares = tf.Variable(float(micro_batches), trainable=False)
         self._state = list(stage.model.non_trainable_variables)
+        self._unread: set[int] = set()  # found while tracing a backward, before any update
         self._forward = tf.function(self._forward_body, reduce_retracing=True)
         self._backward = {
             part: tf.function(
@@ -161,6 +209,7 @@ class CompiledTasks:
     def begin_step(self) -> None:
         self._reset()
 
+    @_layers_named
     def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
         stage = self.stage
         inputs = [received[n] for n in stage.cut.received]
@@ -170,6 +219,7 @@ class CompiledTasks:
         shapes = tuple((t.shape, t.dtype) for t in out)  # not the tensors: they are freed
         return stage.sent(received, out), (inputs, state, shapes)
 
+    @_layers_named
     def backward(
         self, saved: Any, upstream: dict[str, tf.Tensor], y: Any
     ) -> tuple[dict[str, tf.Tensor], Any]:
@@ -194,32 +244,35 @@ class CompiledTasks:
         later = (inputs, weights, state, targets) if self.split else None
         return _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream), later
 
+    @_layers_named
     def weight(self, later: Any) -> None:
         """W: recompute once more, and add the variables' gradients to the sums."""
         self._backward["variables"](*later)
 
     def apply(self) -> None:
-        if self.stage.variables:  # a stage of layers without weights has nothing to update
+        if _updated(self._sums, self.stage.variables, self._unread):  # else nothing to update
             self._apply()
 
     def _used(self, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
         by_name = dict(zip(self.stage.cut.received, inputs, strict=True))
         return [by_name[n] for n in self.stage.cut.used]
 
-    def _run(self, inputs: list[tf.Tensor], y: Any) -> Any:
-        """The stage's forward in training mode; the micro-batch's loss share on the last."""
+    def _run(self, inputs: list[tf.Tensor], y: Any) -> tuple[Any, tf.Tensor | None]:
+        """The stage's forward in training mode, and its layers' own losses' share; on the last
+        stage, the micro-batch's loss share, its layers' own included."""
         stage = self.stage
         outputs = tf.nest.flatten(stage.model(self._used(inputs), training=True))
+        own = _own_losses(stage)
         if self.loss_fn is None:
-            return outputs
+            return outputs, None if own is None else own / tf.cast(self._shares, own.dtype)
         by_name = dict(zip(stage.cut.received, inputs, strict=True))
-        loss = self.loss_fn(y, stage.sent(by_name, outputs))
-        return loss / tf.cast(self._shares, loss.dtype)
+        loss = _with_own(self.loss_fn(y, stage.sent(by_name, outputs)), own)
+        return loss / tf.cast(self._shares, loss.dtype), None
 
     def _forward_body(self, inputs: list[tf.Tensor], y: Any) -> tuple[Any, list[tf.Tensor]]:
         state = [tf.identity(v.value) for v in self._state]  # before: the recompute starts here
         with tf.control_dependencies(state):
-            out = self._run(inputs, y)
+            out, _ = self._run(inputs, y)
         return out, state
 
     def _backward_body(
@@ -241,31 +294,34 @@ class CompiledTasks:
         watched = [by_name[n] for n in _differentiated(stage, by_name, self.loss_fn)]
         with tf.GradientTape() as tape:
             tape.watch(watched)
-            out = self._run(inputs, y)
+            out, own = self._run(inputs, y)
+        if own is not None:
+            out, weights = [*out, own], [*weights, tf.ones_like(own)]
         sources = [] if part == "variables" else list(watched)
         if part != "inputs":
             sources += list(stage.variables)
-        grads = tape.gradient(
-            out,
-            sources,
-            output_gradients=weights or None,
-            unconnected_gradients=tf.UnconnectedGradients.ZERO,
-        )
-        grads = [tf.convert_to_tensor(g) for g in grads]  # embeddings give IndexedSlices
+        grads = tape.gradient(out, sources, output_gradients=weights or None)
+        # Embeddings give IndexedSlices.
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         first = 0 if part == "variables" else len(watched)
         if part != "inputs":
-            for total, grad in zip(self._sums, grads[first:], strict=True):
-                total.assign_add(grad)
+            for index, (total, grad) in enumerate(zip(self._sums, grads[first:], strict=True)):
+                if grad is None:
+                    self._unread.add(index)
+                else:
+                    total.assign_add(grad)
+        grads = [
+            *_zero_filled(grads[:first], watched[:first]),
+            *(g for g in grads[first:] if g is not None),
+        ]
         with tf.control_dependencies(grads):
             for variable, value in zip(self._state, now, strict=True):
                 variable.assign(value)  # statistics as the forwards left them: updated once
         return grads[:first]
 
     def _apply_body(self) -> None:
-        stage = self.stage
-        stage.optimizer.apply_gradients(
-            zip([total.read_value() for total in self._sums], stage.variables, strict=True)
-        )
+        totals = [total.read_value() for total in self._sums]
+        self.stage.optimizer.apply_gradients(_updated(totals, self.stage.variables, self._unread))
 
     def _reset_body(self) -> None:
         for total in self._sums:
@@ -280,6 +336,33 @@ def _differentiated(stage: Stage, received: dict[str, tf.Tensor], loss_fn: Any) 
     if loss_fn is not None:
         wanted |= set(stage.cut.passed_through)
     return [n for n in stage.cut.received if n in wanted and received[n].dtype.is_floating]
+
+
+def _own_losses(stage: Stage) -> tf.Tensor | None:
+    """The losses the stage's layers added in the call just made, and its weights'
+    regularization, summed; None when it has none."""
+    losses = stage.model.losses
+    return tf.add_n([tf.cast(loss, tf.float32) for loss in losses]) if losses else None
+
+
+def _with_own(loss: tf.Tensor, own: tf.Tensor | None) -> tf.Tensor:
+    return loss if own is None else loss + tf.cast(own, loss.dtype)
+
+
+def _zero_filled(grads: list[Any], sources: list[tf.Tensor]) -> list[tf.Tensor]:
+    """The received tensors' gradients, zero for one the stage's forward never reads.
+
+    Asked of the tape rather than with `unconnected_gradients=ZERO`, which would make zeros for
+    the unread variables too, from a Keras variable's dtype, a string TensorFlow cannot read.
+    """
+    return [tf.zeros_like(s) if g is None else g for g, s in zip(grads, sources, strict=True)]
+
+
+def _updated(grads: list[Any], variables: list, unread: set[int]) -> list[tuple[Any, Any]]:
+    """(gradient, variable) for every variable the forward reads, as the optimizer takes them."""
+    return [
+        (g, v) for i, (g, v) in enumerate(zip(grads, variables, strict=True)) if i not in unread
+    ]
 
 
 def _received_gradients(

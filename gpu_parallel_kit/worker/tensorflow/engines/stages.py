@@ -25,6 +25,9 @@ from ....pipeline.partition import check_splittable, sizes_from_boundaries
 from ...keras_internals import is_functional, run_calls
 from .budget import variable_bytes
 
+# What trains a model the pipeline refuses: replicas, or its layers split on JAX.
+ELSEWHERE = "strategy='data', or backend='jax' with strategy='tensor'"
+
 
 @dataclass
 class TracedModel:
@@ -159,7 +162,7 @@ def _assemble(calls: _Calls, names: dict[int, str], sources: list[str], inputs, 
             raise GpkError(
                 f"layer {name!r} is called at several places in the model (a shared layer); "
                 "its calls cannot be put on different devices, so the model cannot be cut into "
-                "stages; use strategy='data', or give each call a layer of its own"
+                f"stages; give each call a layer of its own, or use {ELSEWHERE}"
             )
         seen.add(name)
         made_names = [name if len(made) == 1 else f"{name}:{k}" for k in range(len(made))]
@@ -296,9 +299,9 @@ def _rebuilt(original: keras.Model, calls: tuple[str, ...], traced: TracedModel)
             except Exception as error:  # noqa: BLE001 - any failure here is the layer's config
                 raise GpkError(
                     f"layer {name!r} ({type(layer).__name__}) cannot be rebuilt from its "
-                    f"get_config() on its stage's device ({type(error).__name__} there); give "
-                    "its class a get_config() that returns its constructor's arguments, or use "
-                    "strategy='data'"
+                    f"get_config() on its stage's device ({type(error).__name__} there), so the "
+                    "model cannot be cut into stages; give its class a get_config() that returns "
+                    f"its constructor's arguments, or use {ELSEWHERE}"
                 ) from None
         raise
 
