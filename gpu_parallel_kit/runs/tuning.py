@@ -16,12 +16,11 @@ tune picks, and why").
   it is due at), and leaves at least `MIN_TIMED_EXECUTIONS` executions timed after warm-up, so a
   median still means something.
 - **XLA** (`jit_compile=True`). On TensorFlow, Keras's own rule: on when there is a GPU and no
-  tf.distribute strategy. The kit always trains under a strategy (OneDeviceStrategy for the
-  baseline), which makes Keras switch XLA off, so `auto` switches it back on where a user's own
-  single-GPU `fit` would have it: one GPU, the baseline strategy, no op determinism (Keras refuses
-  XLA with determinism). Not on the CPU (measured slower or no faster there) and not under
-  MirroredStrategy (Keras leaves it off under tf.distribute; the all-reduce is not in XLA's
-  cluster). On JAX every step is compiled by XLA whatever the strategy: nothing to choose.
+  tf.distribute strategy. The baseline trains with no strategy, as a user's own single-GPU `fit`
+  does, so it gets XLA on one GPU (no op determinism: Keras refuses XLA with determinism); the
+  data-parallel engines' MirroredStrategy keeps it off (the all-reduce is not in XLA's cluster).
+  Off on the CPU (measured slower or no faster there), said explicitly: Keras's auto would turn
+  it on for a CPU run without a strategy on a machine that also has a GPU. On JAX every step is compiled by XLA whatever the strategy: nothing to choose.
 - **Input pipeline.** On TensorFlow, array data is gathered batch by batch in a `tf.data` map with
   autotuned parallelism, and prefetched. `auto` keeps that and adds a prefetch of two executions'
   worth of batches, since an execution takes its batches back to back; its effect has not been
@@ -135,22 +134,21 @@ def choose_settings(
         why["jit_compile"] = (
             "tune: " if auto else "default "
         ) + "(Keras's auto: on JAX, XLA compiles every step whatever the strategy)"
+    elif auto and device_kind != "gpu":
+        # Said, not left to Keras: its auto turns XLA on for a run without a strategy (the
+        # baseline) wherever the machine has a GPU, even for a run planned on the CPU.
+        jit = False
+        why["jit_compile"] = "tune: off on the CPU, where XLA measured slower"
     elif auto:
         # Only ever switched on: elsewhere Keras's own "auto" stands (off under a tf.distribute
-        # strategy).
-        on = device_kind == "gpu" and record.one_device and devices == 1 and not deterministic
+        # strategy and with op determinism).
+        on = record.one_device and devices == 1 and not deterministic
         jit = True if on else None
         why["jit_compile"] = (
-            "tune: one GPU, no tf.distribute replicas: Keras's own choice without a strategy"
+            "tune: one GPU, no tf.distribute strategy: Keras's own choice"
             if on
-            else "tune: left to Keras (off under a strategy): "
-            + (
-                "op determinism"
-                if deterministic and device_kind == "gpu"
-                else "XLA measured slower on the CPU"
-                if device_kind != "gpu"
-                else "replicas under MirroredStrategy"
-            )
+            else "tune: left to Keras (off "
+            + ("with op determinism)" if deterministic else "under a tf.distribute strategy)")
         )
     else:
         jit = None

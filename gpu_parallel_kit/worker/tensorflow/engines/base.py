@@ -118,7 +118,7 @@ class Engine(abc.ABC):
                 recorder,
             )
         else:
-            with self.distribution.scope():  # every engine's is a strategy of its own
+            with self.distribution.scope():  # the engine's strategy; the default for single
                 spare_fits_symbolic_build(model, dataset.element_spec)
             timer = StepTimer(recorder)
             # Recorded for the row: whether Keras lets the loop run ahead of the timer.

@@ -8,10 +8,13 @@ from .base import Engine
 
 
 class SingleDeviceEngine(Engine):
-    """Trains on one device through OneDeviceStrategy.
+    """Trains on one device with no tf.distribute strategy: `fit` as a user calls it.
 
-    A strategy (rather than no strategy) keeps the code path, loss scaling and input pipeline the
-    same as the data-parallel engine, so a comparison measures parallelism, not code differences.
+    The run's one device is the only one its worker sees (`device_setup`), so TensorFlow's
+    default placement is that device. Under `OneDeviceStrategy` instead, `fit` fed each step
+    through a distributed iterator and ran it in a replica context, which cost a small model's
+    step up to a fifth more than the user's own program and flattered every speedup taken
+    against it (`benchmarks/baseline.py`).
 
     >>> exp.run(strategy="single", devices=1)
     """
@@ -19,4 +22,4 @@ class SingleDeviceEngine(Engine):
     name = "single"
 
     def make_distribution(self) -> tf.distribute.Strategy:
-        return tf.distribute.OneDeviceStrategy(self.device_names[0])
+        return tf.distribute.get_strategy()  # the default strategy: none
