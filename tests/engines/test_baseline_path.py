@@ -60,9 +60,10 @@ SCRIPT = textwrap.dedent(
             for function in concrete
         }
 
-    def path(model, distribution, dataset):
-        model.fit(dataset, epochs=1, steps_per_epoch=2, verbose=0)
-        fed = distribution.experimental_distribute_dataset(dataset)
+    def path(model, fed):
+        model.fit(fed, epochs=1, steps_per_epoch=2, verbose=0)
+        if isinstance(fed, tf.data.Dataset):  # fit distributes it under the model's strategy
+            fed = model.distribute_strategy.experimental_distribute_dataset(fed)
         return {
             "has_strategy": model._distribute_strategy is not None,
             "strategy": type(model.distribute_strategy).__name__,
@@ -84,14 +85,14 @@ SCRIPT = textwrap.dedent(
         steps = run.prepare_data()
         model, _ = run.build(steps, steps, 2)
         with run.scope():
-            paths[name] = path(model, run.engine.distribution, run.dataset)
+            paths[name] = path(model, run.engine.fit_input(run.dataset))
 
     # The program a user writes: the same model and batches, no strategy at all.
     keras.utils.set_random_seed(0)
     from gpu_parallel_kit.worker.builtin_models import BUILDERS, default_compile_args
     plain = BUILDERS["mlp"]()
     plain.compile(**default_compile_args(), jit_compile=False)
-    paths["plain"] = path(plain, tf.distribute.get_strategy(), run.dataset)
+    paths["plain"] = path(plain, run.dataset)
     print("PATHS" + json.dumps(paths))
     """
 )
@@ -118,11 +119,12 @@ def test_single_trains_with_no_strategy_as_a_users_own_fit(paths):
 def test_data_on_one_device_differs_from_single_only_where_named(paths):
     single, data = paths["single"], paths["data"]
     named = {
-        # Keras takes the strategy it was built under, and fit feeds each step through
-        # tf.distribute's per-device iterator instead of the data set's own.
+        # Keras takes the strategy it was built under, and fit reads the replica's own share
+        # of each batch from its own pipeline on the host (datasets.replica_shares), not
+        # through tf.distribute's per-device iterator, which copied it between CPU devices.
         "has_strategy": (False, True),
         "strategy": ("_DefaultDistributionStrategy", "MirroredStrategy"),
-        "fed": ("dataset", "DistributedDataset"),
+        "fed": ("dataset", "DistributedDatasetsFromFunction"),
         # Every weight is a mirrored variable, with one component on one device.
         "variable": ("ResourceVariable", "MirroredVariable"),
     }

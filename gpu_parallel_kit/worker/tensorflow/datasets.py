@@ -6,6 +6,8 @@ Loading and compiling the model, which need no TensorFlow, live in `compiling.py
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -60,19 +62,58 @@ def make_dataset(
     """A pipeline of full global batches for the whole run, and the number of steps per epoch."""
     if source.kind == "dataset_builder":
         return _builder_pipeline(source, training, global_batch)
-    x, y = arrays(source)
-    samples = sample_count(x)
+    order, steps = _order(source, training, global_batch)
+    return _gathered(order, *_tensors(source)), steps
+
+
+ReplicaShares = Callable[[int, int], tf.data.Dataset]
+
+
+def replica_shares(
+    source: DataSource, training: TrainingConfig, global_batch: int
+) -> ReplicaShares | None:
+    """`shares(index, count)`: replica `index`'s own pipeline of its share of every global batch
+    (of `count` contiguous shares, as MirroredStrategy splits a batch), reading only its rows, in
+    the same order as `make_dataset`'s. None for a dataset builder, whose batches exist only
+    once its pipeline has run."""
+    if source.kind == "dataset_builder":
+        return None
+    order, _ = _order(source, training, global_batch)
+    x_all, y_all = _tensors(source)  # the run's one copy, shared by every replica's pipeline
+
+    def shares(index: int, count: int) -> tf.data.Dataset:
+        size = global_batch // count
+        return _gathered(order[:, index * size : (index + 1) * size], x_all, y_all)
+
+    return shares
+
+
+def _order(
+    source: DataSource, training: TrainingConfig, global_batch: int
+) -> tuple[np.ndarray, int]:
+    """The sample indices of every step's global batch, and the steps per epoch."""
+    samples = sample_count(arrays(source)[0])
     steps = training.steps_per_epoch or steps_from_samples(samples, global_batch)
     order = batch_indices(
         samples, global_batch, steps * training.epochs, training.seed, training.shuffle
     )
-    x_all, y_all = _constants(x), _constants(y)
+    return order, steps
+
+
+@functools.lru_cache(maxsize=2)
+def _tensors(source: DataSource) -> tuple[Any, Any]:
+    """The run's arrays as tensors, made once per worker."""
+    x, y = arrays(source)
+    return _constants(x), _constants(y)
+
+
+def _gathered(order: np.ndarray, x_all: Any, y_all: Any) -> tf.data.Dataset:
     dataset = tf.data.Dataset.from_tensor_slices(order).map(
         lambda idx: (_gather(x_all, idx), _gather(y_all, idx)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
-    return dataset.repeat().prefetch(tf.data.AUTOTUNE), steps
+    return dataset.repeat().prefetch(tf.data.AUTOTUNE)
 
 
 def with_prefetch(dataset: tf.data.Dataset, batches: int | None) -> tf.data.Dataset:

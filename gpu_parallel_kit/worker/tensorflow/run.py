@@ -32,7 +32,7 @@ from ..preflight import check_inputs, check_targets, largest_label
 from ..recorder import StepRecorder
 from ..skeleton import run_in_this_process as run_skeleton
 from ..tuning import tune_run
-from .datasets import build_from_data, labels, make_dataset, with_prefetch
+from .datasets import build_from_data, labels, make_dataset, replica_shares, with_prefetch
 from .engines.base import Engine
 from .engines.evaluation import watch_convergence
 
@@ -89,6 +89,7 @@ class TensorFlowRun:
         # Seeded before a dataset builder runs: its own unseeded shuffle then repeats too.
         keras.utils.set_random_seed(spec.training.seed)
         self.dataset, steps = make_dataset(spec.data, spec.training, spec.global_batch)
+        self.shares = replica_shares(spec.data, spec.training, spec.global_batch)
         return steps
 
     def build(self, steps_per_epoch: int, total: int, warmup: int) -> tuple[keras.Model, Tuned]:
@@ -99,6 +100,11 @@ class TensorFlowRun:
         check_input_names(model, self.dataset.element_spec[0])
         tuned = tune_run(spec, model, steps_per_epoch, total, warmup)
         self.dataset = with_prefetch(self.dataset, tuned.prefetch_batches)
+        if self.shares is not None:
+            shares = self.shares
+            engine.replica_shares = lambda index, count: with_prefetch(
+                shares(index, count), tuned.prefetch_batches
+            )
         element_spec = self.dataset.element_spec
         # Compiled once the data says how many steps an epoch has.
         with engine.build_scope():

@@ -18,6 +18,7 @@ from ....runs.spec import RunSpec
 from ...budget import state_bytes
 from ...keras_internals import dispatches_async, spare_fits_symbolic_build
 from ...recorder import StepRecorder, StepTimer
+from ..datasets import ReplicaShares
 from .budget import check_budget, replica_memory_of
 from .custom_loop import train_custom_loop
 
@@ -26,6 +27,9 @@ class Engine(abc.ABC):
     """Trains a built model on one run's devices and feeds a StepRecorder."""
 
     name: str = ""
+    # Each replica's own pipeline of its share of every batch, where the data allows it (the
+    # run sets it; `datasets.replica_shares`).
+    replica_shares: ReplicaShares | None = None
 
     def __init__(self, spec: RunSpec, device_names: tuple[str, ...]) -> None:
         self.spec = spec
@@ -68,6 +72,11 @@ class Engine(abc.ABC):
 
             self._predict_fn = predict_fn
         return self._predict_fn(x)
+
+    def fit_input(self, dataset: tf.data.Dataset) -> Any:
+        """What `fit` iterates: the run's pipeline of global batches, which Keras distributes
+        under the engine's strategy."""
+        return dataset
 
     def live_optimizer(self, model: keras.Model) -> keras.optimizers.Optimizer:
         """The optimizer whose learning rate is in force: the model's, unless stages own one."""
@@ -124,7 +133,7 @@ class Engine(abc.ABC):
             # Recorded for the row: whether Keras lets the loop run ahead of the timer.
             self.callbacks_async = dispatches_async([timer])
             model.fit(
-                dataset,
+                self.fit_input(dataset),
                 # Every round this process trains, in one fit (runs/resident.py).
                 epochs=self.spec.training.epochs * self.spec.rounds_here,
                 steps_per_epoch=steps_per_epoch,
