@@ -1,9 +1,11 @@
 """What the kit costs on top of training, measured on this machine.
 
 1. Throughput, kit / hand-written, per model (`--model`): the kit's data-parallel run
-   (`Experiment.run(strategy="data")`) against `hand_written.py`, the program a user writes after
-   keras.io's distributed training guide (a fresh interpreter, MirroredStrategy with
-   ReductionToOneDevice, `model.fit` on NumPy arrays).
+   (`Experiment.run(strategy="data")`) against the program a user writes by hand: on TensorFlow
+   `hand_written.py`, after keras.io's distributed training guide (a fresh interpreter,
+   MirroredStrategy with ReductionToOneDevice, `model.fit` on NumPy arrays); on JAX
+   (`--backend jax`) `hand_written_jax.py`, after keras.io's distribution guide
+   (`keras.distribution.DataParallel`, `set_distribution`, `model.fit` on NumPy arrays).
    Same model, data, global batch, devices and steps; the two alternate round by round, and both are
    timed by the same callback timestamps and reduced by the same functions.
 2. Fixed cost of one isolated run: everything the kit spends beyond training (start the worker,
@@ -11,6 +13,7 @@
 
     python benchmarks/overhead.py --devices 2 --rounds 3
     python benchmarks/overhead.py --model mlp cnn transformer --rounds 5   # a ratio per model
+    python benchmarks/overhead.py --backend jax --only throughput --model mlp cnn transformer
     GPK_START_METHOD=spawn python benchmarks/overhead.py   # plain interpreters
     python benchmarks/overhead.py --spawn-runs 3           # both methods
 """
@@ -124,7 +127,8 @@ class _Workload:
             log=str(folder / "runs.sqlite"),  # keep the caller's own run log clean
             tune=args.tune,
         )
-        self.train_exp = gpk.Experiment(epochs=args.epochs, **common)
+        # The throughput's runs, on the backend the hand-written program uses too.
+        self.train_exp = gpk.Experiment(epochs=args.epochs, backend=args.backend, **common)
         self.short_exp = gpk.Experiment(epochs=1, steps_per_epoch=args.fixed_steps, **common)
         # The fixed cost on JAX: the same runs from the JAX server (runs/served.py).
         self.short_jax_exp = gpk.Experiment(
@@ -148,7 +152,8 @@ class Bench:
         method = start_method()
         models = "; ".join(workload.describe(n, args.width, args.layers) for n in args.model)
         print(
-            f"workloads: {models}; global batch {args.batch}, {args.devices} virtual CPU "
+            f"workloads: {models}; {args.backend}; global batch {args.batch}, {args.devices} "
+            "virtual CPU "
             f"devices, {args.steps} steps x {args.epochs} epochs, {os.cpu_count()} cores; "
             f"kit start method: {method}, tune={args.tune}, measure_comm={args.measure_comm}; "
             f"load average {_load()}"
@@ -169,7 +174,8 @@ class Bench:
         if args.only == "throughput":
             # Start the fork server outside the figures, as the fixed-cost section otherwise does.
             _heading("Starting the kit's workers once, outside the figures")
-            print(f"first run: {self._kit_run(self.short_exp)['parent_total_s']:.2f} s")
+            warming = self.short_jax_exp if args.backend == "jax" else self.short_exp
+            print(f"first run: {self._kit_run(warming)['parent_total_s']:.2f} s")
         if args.only in ("all", "throughput"):
             report["throughput"] = {name: self.throughput(name) for name in args.model}
         if args.spawn_runs and method != "spawn" and args.only in ("all", "fixed"):
@@ -405,7 +411,8 @@ class Bench:
     def _hand_run(self, work: _Workload, steps_per_execution: int = 1) -> dict[str, Any]:
         args = self.args
         out = self.folder / "hand.json"
-        command = [sys.executable, str(HERE / "hand_written.py"), "--model", work.name]
+        program = HAND_WRITTEN[args.backend]
+        command = [sys.executable, str(HERE / program), "--model", work.name]
         command += ["--devices", str(args.devices), "--batch", str(args.batch)]
         command += ["--epochs", str(args.epochs), "--width", str(args.width)]
         command += ["--layers", str(args.layers), "--seed", str(args.seed)]
@@ -449,6 +456,8 @@ class Bench:
         }
 
 
+# The program a user writes by hand for data parallelism, per backend.
+HAND_WRITTEN = {"tensorflow": "hand_written.py", "jax": "hand_written_jax.py"}
 _KIT_GATE = gpk_api.with_gate
 REPEATED_ROUNDS = 3  # the kit's default
 
@@ -509,6 +518,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         dest="measure_comm",
         action="store_false",
         help="the kit's runs skip the communication measurement after training",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("tensorflow", "jax"),
+        default="tensorflow",
+        help="the throughput's backend: the kit's runs and the hand-written program "
+        "(hand_written.py: MirroredStrategy; hand_written_jax.py: keras.distribution."
+        "DataParallel)",
     )
     parser.add_argument("--rounds", type=int, default=3, help="kit/hand pairs, alternating")
     parser.add_argument("--steps", type=int, default=20, help="steps per epoch")
