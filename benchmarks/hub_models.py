@@ -2,11 +2,12 @@
 median step, the cuts a pipeline chose, and how far each run's trained weights are from the
 same model trained on one device of the same backend.
 
-    python benchmarks/hub_models.py                      # gpt2 bert llama gemma
+    python benchmarks/hub_models.py                      # every backbone tests/hub_models.py builds
     python benchmarks/hub_models.py --model llama --steps 4
 
-Needs keras-hub (README, "Installing"). The backbones and their data are the tests' own
-(`tests/hub_models.py`): 2 blocks, width 32, sequences of 16 tokens, global batch 32.
+Needs keras-hub (`pip install -e ".[hub]"`, docs/getting-started.md). The backbones and their
+data are the tests' own (`tests/hub_models.py`): 2 blocks, width 32, sequences of 16 tokens,
+global batch 32.
 """
 
 from __future__ import annotations
