@@ -20,7 +20,9 @@ from gpu_parallel_kit.runs.results import RunResult  # noqa: E402
 
 
 def run(run_id, strategy, devices, throughput, virtual=True, **kw) -> RunResult:
+    """A finished run of 100 steps of 64 samples at `throughput`."""
     fields = {"status": "ok", "global_batch": 64, "scaling": "strong"}
+    fields.update(epochs=1, steps_per_epoch=100)
     fields.update(kw)
     return RunResult(
         run_id=run_id,
@@ -29,6 +31,7 @@ def run(run_id, strategy, devices, throughput, virtual=True, **kw) -> RunResult:
         devices=devices,
         virtual=virtual,
         throughput_samples_s=throughput,
+        step_time_s=64 / throughput if throughput else None,
         wall_time_s=6400 / throughput if throughput else None,
         **fields,
     )
@@ -100,7 +103,11 @@ def test_comparison_figure_puts_three_panels_side_by_side(table):
     # The width a notebook shows an output at, at 100 dpi, so its text is not shrunk there.
     assert tuple(figure.get_size_inches()) == pytest.approx((11, 4.4))
     titles = [ax.get_title() for ax in figure.axes]
-    assert [title.split("\n")[0] for title in titles] == ["Wall time", "Throughput", "Speedup"]
+    assert [title.split("\n")[0] for title in titles] == [
+        "Training time, steady state",
+        "Throughput",
+        "Speedup",
+    ]
     assert all("(virtual devices)" in title for title in titles)
 
 
@@ -171,7 +178,7 @@ def test_projected_speedups_are_dashed_hollow_and_labelled(with_projection):
     assert "dashed: projected (nvlink4), not measured" in ax.get_title()
 
 
-def test_projected_bars_are_tagged_and_pale_and_have_no_wall_time(with_projection):
+def test_projected_bars_are_tagged_and_pale_and_have_no_training_time(with_projection):
     (ax,) = throughput_figure(with_projection).axes
     # The tag may go on a second line, where the label is wider than its bar.
     labels = [" ".join(label.get_text().split()) for label in ax.get_xticklabels()]
@@ -183,7 +190,7 @@ def test_projected_bars_are_tagged_and_pale_and_have_no_wall_time(with_projectio
     assert "pale dotted bars: projected (nvlink4)" in ax.get_title()
     (wall,) = wall_time_figure(with_projection).axes
     assert [label.get_text() for label in wall.get_xticklabels()] == ["single×1", "data×2"]
-    assert wall.get_xlabel() == "4 projected row(s) not shown: no wall time"
+    assert wall.get_xlabel().split("\n")[1] == "4 projected row(s) not shown: no training time"
     assert not hatched(wall)
 
 

@@ -45,8 +45,9 @@ def test_columns_come_in_contract_order_then_extras():
     ]  # fmt: skip
     assert list(df.columns[len(COLUMNS) :]) == [
         "backend", "mesh", "workers", "devices_per_worker", "scaling", "mode", "all_reduce",
-        "device_kind", "epochs", "steps_per_epoch", "timed_steps", "startup_s", "tune",
-        "steps_per_execution", "jit_compile", "experiment_id", "created_at",
+        "device_kind", "epochs", "steps_per_epoch", "timed_steps", "startup_s",
+        "training_time_s", "tune", "steps_per_execution", "jit_compile", "experiment_id",
+        "created_at",
         "bubble_fraction", "bubble_theoretical", "bubble_simulated", "simulated_step_time_s",
         "task_overhead_s", "outside_tasks_s", "micro_batches_auto",
         "state_bytes", "peak_activation_bytes", "params_bytes", "grads_bytes", "optimizer_bytes",

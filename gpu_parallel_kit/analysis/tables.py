@@ -65,6 +65,10 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "steps_per_epoch",
     "timed_steps",
     "startup_s",
+    # The steady-state training time: step_time_s x epochs x steps_per_epoch, warm-up and
+    # compilation left out, as the rounds measured it. wall_time_s is one round's, first step
+    # included; the time panel of `Comparison.plot()` draws this one.
+    "training_time_s",
     # What the run trained with (runs/tuning.py): tune's mode, and the settings in force.
     "tune",
     "steps_per_execution",
@@ -133,8 +137,13 @@ FIGURE_COLUMNS: tuple[str, ...] = (
     "comm_share",
     "comm_bytes",
     "startup_s",
+    "training_time_s",
 )
-_MEASURED_SCALARS = tuple(c for c in FIGURE_COLUMNS if c != "peak_memory_bytes")  # dict: reduced
+# Not fields of the result: peak memory is a dict reduced to its fullest device, training time
+# is worked out from the step time.
+_MEASURED_SCALARS = tuple(
+    c for c in FIGURE_COLUMNS if c not in ("peak_memory_bytes", "training_time_s")
+)
 _FLOAT_COLUMNS = (
     *FIGURE_COLUMNS,
     *PIPELINE_COLUMNS,
@@ -235,6 +244,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row.update(convergence_cells(result))
     row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
     row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
+    row["training_time_s"] = _training_time(result)
     row.update({n: _number(result.extra.get(n)) for n in (*PIPELINE_COLUMNS, *BAND_COLUMNS)})
     row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
     held = [s.get("activation_bytes_held") for s in result.extra.get("stages", [])]
@@ -266,6 +276,14 @@ def _tuned_cells(result: RunResult) -> dict[str, object]:
         "jit_compile": tuned.get("jit_compile", pd.NA),
         "comm_measured": bool(result.extra.get("comm_measured", True)),
     }
+
+
+def _training_time(result: RunResult) -> float:
+    """The median step times the steps trained; NaN for a projection, which trained nothing."""
+    steps = result.epochs * result.steps_per_epoch
+    if result.projected or not result.step_time_s or steps <= 0:
+        return math.nan
+    return result.step_time_s * steps
 
 
 def _number(value: float | int | None) -> float:

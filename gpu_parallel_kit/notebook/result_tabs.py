@@ -1,5 +1,5 @@
-"""The panel's result tabs: table (with the advice), wall-clock, speedup, communication, pipeline
-timeline, memory per device.
+"""The panel's result tabs: table (with the advice), training time, speedup, communication,
+pipeline timeline, memory per device.
 
 Filled from the panel's background thread, so content goes in through the Output widget's
 `append_display_data`/`append_stdout` (and a reset of its `outputs`), never its context manager,
@@ -24,7 +24,7 @@ from ..plots.comparison import speedup_figure, wall_time_figure
 from ..plots.memory import memory_figure
 from .views import summary_html
 
-TABS = ("table", "wall-clock", "speedup", "communication", "pipeline timeline", "memory")
+TABS = ("table", "training time", "speedup", "communication", "pipeline timeline", "memory")
 
 
 def make_tabs() -> tuple[widgets.Tab, dict[str, widgets.Output]]:
@@ -48,7 +48,8 @@ def fill(outputs: Mapping[str, widgets.Output], comparison: Comparison) -> None:
     outputs["table"].append_display_data(HTML(summary_html(table)))
     if comparison.advice:
         outputs["table"].append_display_data(HTML(f"<p><b>{escape(comparison.advice)}</b></p>"))
-    _append_figure(outputs["wall-clock"], wall_time_figure(table), "wall-clock time per run")
+    # The table's steady-state training time, compilation left out, as the table's steps tell it.
+    _append_figure(outputs["training time"], wall_time_figure(table), "training time per run")
     _append_figure(outputs["speedup"], speedup_figure(table), "speedup against devices")
     _append_figure(outputs["communication"], communication_figure(table), "where each step goes")
     pipelines = [r for r in comparison.results if r.ok and r.extra.get("planned_timeline")]

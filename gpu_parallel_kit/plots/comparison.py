@@ -1,4 +1,10 @@
-"""Figures of the comparison table: wall time, throughput and speedup per run.
+"""Figures of the comparison table: training time, throughput and speedup per run.
+
+The time panel draws the table's `training_time_s`, the median step times the steps trained: what
+the rounds measured, in the steady state. A round's `wall_time_s` also holds its first steps,
+which trace and compile; for a small model that one-off can be ten times the training, and a
+chart of it would rank runs by their compilers rather than their steps. The compile is left out
+of the bars, not stacked on them, for the same reason: it would shrink the steps to slivers.
 
 The figures are built with the object API (`matplotlib.figure.Figure`), never pyplot, so they need
 no GUI backend or global figure state: the same code draws inline in a notebook, writes PNGs from
@@ -11,8 +17,8 @@ speedup measured on virtual devices carved out of one CPU means something else t
 
 Rows a cost model projected (`projected` column) are drawn apart from measured ones, never
 silently mixed: dashed lines with hollow markers in the speedup panel, pale dotted bars tagged
-with the projection's label, after a gap, in the throughput panel, and left out of the wall-time
-panel (a projection has a step time, not a wall time). Each title says how its panel draws them.
+with the projection's label, after a gap, in the throughput panel, and left out of the time
+panel (a projection models a step; it trained nothing). Each title says how its panel draws them.
 Speedups of projected rows are against the projected single device (`analysis/projection.py`).
 
 Sizes are for a notebook: about 11 inches at 100 dpi is the width JupyterLab shows an output at,
@@ -50,7 +56,7 @@ from .style import (
 )
 
 COMPARISON_FIGSIZE = (11.0, 4.4)
-CROWDED_FIGSIZE = (11.0, 8.4)  # two rows: wall time and speedup, then throughput across
+CROWDED_FIGSIZE = (11.0, 8.4)  # two rows: training time and speedup, then throughput across
 CROWDED_BARS = 8  # more bars than this do not fit a third of the comparison figure
 SINGLE_FIGSIZE = (6.0, 4.5)
 _BAR_LABEL_POINTS = 8
@@ -62,10 +68,18 @@ _BAND_ALPHA = 0.15  # the shaded band under a projected line: seen, and the line
 BAND_NOTE = "efficiency band"  # what a projection's shading and whiskers span, in the legend
 
 
+TIME_HEADING = "Training time, steady state"
+TIME_NOTE = "median step × steps; warm-up and compile left out"
+
+
 def wall_time_figure(df: pd.DataFrame) -> Figure:
-    """Training wall time of each run, one bar per run."""
+    """Steady-state training time of each run, one bar per run.
+
+    A bar is the table's `training_time_s` (`step_time_s` × `epochs` × `steps_per_epoch`); the
+    first steps' tracing and compilation, in `wall_time_s`, are left out.
+    """
     figure = DisplayFigure(figsize=SINGLE_FIGSIZE, layout="constrained")
-    _draw_wall_time(figure.subplots(), df, SINGLE_FIGSIZE[0])
+    _draw_training_time(figure.subplots(), df, SINGLE_FIGSIZE[0])
     return figure
 
 
@@ -84,8 +98,10 @@ def speedup_figure(df: pd.DataFrame) -> Figure:
 
 
 def comparison_figure(df: pd.DataFrame) -> Figure:
-    """Wall time, throughput and speedup side by side: the one picture of a comparison. With
-    more bars than a third of the figure holds, throughput gets a row of its own."""
+    """Training time, throughput and speedup side by side: the one picture of a comparison.
+
+    With more bars than a third of the figure holds, throughput gets a row of its own.
+    """
     if len(df) > CROWDED_BARS:
         figure = DisplayFigure(figsize=CROWDED_FIGSIZE, layout="constrained")
         axes = figure.subplot_mosaic([["wall", "speedup"], ["throughput", "throughput"]])
@@ -95,18 +111,21 @@ def comparison_figure(df: pd.DataFrame) -> Figure:
         figure = DisplayFigure(figsize=COMPARISON_FIGSIZE, layout="constrained")
         wall_ax, throughput_ax, speedup_ax = figure.subplots(1, 3)
         widths = (COMPARISON_FIGSIZE[0] / 3,) * 2
-    _draw_wall_time(wall_ax, df, widths[0])
+    _draw_training_time(wall_ax, df, widths[0])
     _draw_throughput(throughput_ax, df, widths[1])
     _draw_speedup(speedup_ax, df)
     return figure
 
 
-def _draw_wall_time(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
+def _draw_training_time(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
     projected = projected_rows(df)
-    _draw_bars(ax, df[~projected], "wall_time_s", "wall time (s)", "Wall time", width_in)
+    shown = df[~projected]
+    _draw_bars(ax, shown, "training_time_s", "training time (s)", TIME_HEADING, width_in)
+    notes = [TIME_NOTE] if not shown.empty else []
     if projected.any():
-        # A projection models one step; it has no wall time to compare.
-        ax.set_xlabel(f"{int(projected.sum())} projected row(s) not shown: no wall time")
+        # A projection models one step; it trained nothing to compare.
+        notes.append(f"{int(projected.sum())} projected row(s) not shown: no training time")
+    ax.set_xlabel("\n".join(notes))
 
 
 def _draw_throughput(ax: Axes, df: pd.DataFrame, width_in: float) -> None:

@@ -188,7 +188,7 @@ def test_compare_fills_every_tab_in_the_background(shell):
     assert "ok · median step" in rows[-1].children[2].value
     html = panel.outputs["table"].outputs[0]["data"]["text/html"]
     assert "gpk-table" in html and "speedup" in html
-    for tab in ("wall-clock", "speedup", "memory"):
+    for tab in ("training time", "speedup", "memory"):
         (image,) = panel.outputs[tab].outputs
         # base64 text: raw bytes cannot cross the widget's JSON state to the browser
         assert isinstance(image["data"]["image/png"], str), tab
