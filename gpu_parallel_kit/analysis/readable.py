@@ -5,13 +5,15 @@ that shows a few of its columns (`cmp.table[["strategy", "step_time_s", "comm_by
 not show `0.008889`, `433704.0`, `NaN` or `<NA>`. `RunFrame` is a DataFrame whose values are
 unchanged and whose HTML display writes each figure by what its column's name says it holds:
 times in ms (or s, or µs) with the unit, bytes in KiB/MiB, shares in %, speedups as "1.62×",
-rates as "169k", and nothing where a figure does not apply. Column names stay as they are: they
-are what a reader types next. Every frame computed from it (a selection, `.round()`, a query)
-displays the same way.
+rates as "169k", and nothing where a figure does not apply; a frame whose `attrs["not_done"]`
+holds a footnote writes "—" there instead, with the footnote under the table. Column names stay
+as they are: they are what a reader types next. Every frame computed from it (a selection,
+`.round()`, a query) displays the same way.
 """
 
 from __future__ import annotations
 
+import html
 import itertools
 import re
 from collections.abc import Callable
@@ -71,18 +73,17 @@ def formatter(column: str) -> Callable[[object], str] | None:
     return None
 
 
-def readable_cells(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` as text cells for people, the same columns and index."""
+def readable_cells(df: pd.DataFrame, absent: str = "") -> pd.DataFrame:
+    """`df` as text cells for people, the same columns and index; a figure that does not apply
+    is `absent` (blank, or "—" where a footnote says why)."""
     cells = {}
     for column in df.columns:
         values = df[column]
-        write = formatter(str(column))
+        write = formatter(str(column)) or _number
         if pd.api.types.is_bool_dtype(values):
             cells[column] = ["" if missing(v) else "yes" if v else "no" for v in values]
-        elif write is not None and pd.api.types.is_numeric_dtype(values):
-            cells[column] = [write(v) for v in values]
         elif pd.api.types.is_numeric_dtype(values):
-            cells[column] = [_number(v) for v in values]
+            cells[column] = [absent if missing(v) else write(v) for v in values]
         else:
             cells[column] = ["" if _blank(v) else str(v) for v in values]
     return pd.DataFrame(cells, index=df.index, columns=df.columns, dtype=object)
@@ -110,11 +111,15 @@ class RunFrame(pd.DataFrame):
         rows, columns = pd.get_option("display.max_rows"), pd.get_option("display.max_columns")
         frame = pd.DataFrame(self)
         name = f"gpk-{next(_TABLES)}"
+        footnote = self.attrs.get("not_done", "")
         with pd.option_context("display.max_colwidth", None):
-            text = readable_cells(frame).to_html(
+            cells = readable_cells(frame, "—" if footnote else "")
+            text = cells.to_html(
                 max_rows=rows, max_cols=columns, classes="gpk-readable", table_id=name
             )
         text = _HEADER.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + "</th>", text)
+        if footnote and cells.isin(["—"]).any().any():
+            text += f"<p><small>{html.escape(footnote)}</small></p>"
         return _left_aligned_words(frame, name) + text
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
+from ..analysis.traffic_table import traffic_rows, traffic_table
 from ..runs.results import RunResult
 from ..strategies import has
 from .style import DisplayFigure, mesh_tag, run_labels, strategy_color
@@ -61,30 +61,20 @@ def layout_figure(result: RunResult) -> DisplayFigure:
 
 
 def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
-    """Left: parameters and optimizer state on the fullest device. Right: bytes the collectives
-    move in and out of each device per step (the layout's textbook counts). One bar per run."""
+    """Left: parameters and optimizer state on the fullest device. Right: bytes moved in and out
+    of the fullest device per step, the `per_device_bytes` column of `traffic_table` (the
+    layout's ring counts, the all-reduce's, a pipeline's cuts). One bar per run."""
     # One device moves nothing: a 1-device data run would only repeat the single run's bar.
-    runs = [
-        r
-        for r in results
-        if r.ok and r.extra.get("state_bytes") and (has(r.strategy, "baseline") or r.devices > 1)
-    ]
+    runs = [r for r in traffic_rows(results) if r.extra.get("state_bytes")]
+    moved = traffic_table(runs)
     figure = DisplayFigure(figsize=(11.0, 3.8), layout="constrained")
     state_axis, traffic_axis = figure.subplots(1, 2)
-    frame = pd.DataFrame(
-        {
-            "strategy": [r.strategy for r in runs],
-            "devices": [r.devices for r in runs],
-            "backend": [r.backend for r in runs],
-            "mesh": [r.mesh for r in runs],
-        }
-    )
     labels = [
         f"{label} {r.mesh}" if r.mesh and not mesh_tag(r.mesh) else label
-        for label, r in zip(run_labels(frame) if runs else [], runs, strict=True)
+        for label, r in zip(run_labels(moved) if runs else [], runs, strict=True)
     ]
     state = [max(r.extra["state_bytes"].values()) / MIB for r in runs]
-    traffic = [(r.extra.get("traffic_bytes_per_device") or 0) / MIB for r in runs]
+    traffic = [value / MIB for value in moved["per_device_bytes"]]
     colours = [
         strategy_color(r.strategy) if has(r.strategy, "layout") else DEVICE_COLOURS[0] for r in runs
     ]
@@ -92,21 +82,25 @@ def sharding_cost_figure(results: Sequence[RunResult]) -> DisplayFigure:
     state_axis.set_title("parameters + optimizer state per device", fontsize=10)
     _bars(traffic_axis, labels, traffic, colours, "MiB per device per step")
     traffic_axis.set_title(
-        "what the collectives move per device and step\n(counted from the layout: a ring on JAX; "
-        "TensorFlow rows by their all_reduce)",
+        "what the fullest device sends and receives per step\n(counted: the layout's ring on "
+        "JAX, TensorFlow's all_reduce, a pipeline's cuts)",
         fontsize=9,
     )
     return figure
 
 
 def _bars(axis: Axes, labels: list[str], values: list[float], colours: list[str], unit: str):
+    """One bar per value; a value that does not apply (NaN) gets no bar and "—" at the base."""
     positions = range(len(values))
-    axis.bar(positions, values, color=colours)
+    axis.bar(positions, [0.0 if math.isnan(v) else v for v in values], color=colours)
     for position, value in zip(positions, values, strict=True):
-        axis.text(position, value, f"{value:.2g}", ha="center", va="bottom", fontsize=7)
+        shown = 0.0 if math.isnan(value) else value
+        text = "—" if math.isnan(value) else f"{value:.2g}"
+        axis.text(position, shown, text, ha="center", va="bottom", fontsize=7)
     axis.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)
     axis.set_ylabel(unit)
-    axis.set_ylim(0, max(values, default=1.0) * 1.2 or 1.0)
+    known = [v for v in values if not math.isnan(v)]
+    axis.set_ylim(0, max(known, default=1.0) * 1.2 or 1.0)
 
 
 def _model_axis(result: RunResult) -> int:
