@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .comparison import Comparison
+from .comparison import Comparison, remember_counter
 from .errors import GpkError
 from .runner import run_grid, run_isolated, with_gate
 from .runs.ahead import StartedAhead
@@ -155,6 +155,7 @@ class Experiment:
         self.progress = progress
         self.experiment_id = uuid.uuid4().hex[:12]
         self._counting: CountAhead | None = None
+        remember_counter([self.experiment_id], self.counted_step)  # for its rows' comparisons
 
     def __repr__(self) -> str:
         return (

@@ -2,13 +2,19 @@
 
 Everything here reads measured rows (and rows a cost model projected, labelled as such); nothing
 here trains. `Experiment.compare` returns one; `Comparison(results)` rebuilds one from any rows,
-such as those of `gpk.history()`'s run log.
+such as those of `gpk.history()`'s run log, or merges the rows of several.
+
+A projection counts each experiment's training step through the counter its Experiment or its
+run log gave a comparison of its rows (`remember_counter`). A comparison rebuilt from rows finds
+those counters by the rows' experiment ids, so a merged comparison projects as its parts do.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+import inspect
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -19,20 +25,53 @@ from .analysis.convergence import convergence_summary
 from .analysis.tables import comparison_table, format_table
 from .runs.results import RunResult
 
+Counter = Callable[[str], dict[str, Any] | str]
+# An experiment id -> a weak reference to the counter that counts its step: the Experiment's,
+# or the run log's of a comparison rebuilt from it. Weak, so a forgotten Experiment and its data
+# are freed; a comparison holds the counters of its own rows.
+_COUNTERS: dict[str, Callable[[], Counter | None]] = {}
+
+
+def remember_counter(experiment_ids: Iterable[str], counter: Counter) -> None:
+    """Let comparisons rebuilt from these experiments' rows count their steps with `counter`.
+
+    A counter already remembered for an experiment, and still alive, is kept: the Experiment
+    that ran the rows counts first.
+
+    Args:
+        experiment_ids: the experiments `counter` counts.
+        counter: an experiment id -> its counted step (the counting child's dict), or one
+            sentence saying why there is none.
+    """
+    try:
+        ref = weakref.WeakMethod(counter) if inspect.ismethod(counter) else weakref.ref(counter)
+    except TypeError:  # a callable without weak references: its comparison holds it
+        return
+    for experiment_id in experiment_ids:
+        known = _COUNTERS.get(experiment_id)
+        if known is None or known() is None:
+            _COUNTERS[experiment_id] = ref
+
+
+def _known_counter(experiment_id: str) -> Counter | None:
+    known = _COUNTERS.get(experiment_id)
+    return None if known is None else known()
+
 
 class Comparison:
     """The runs of one comparison: a table, plots and a report folder, all from measured rows."""
 
-    def __init__(
-        self,
-        results: Sequence[RunResult],
-        counter: Callable[[str], dict[str, Any] | str] | None = None,
-    ) -> None:
+    def __init__(self, results: Sequence[RunResult], counter: Counter | None = None) -> None:
         self.results = list(results)
         # An experiment id -> its counted training step, for projections: the Experiment's
         # `counted_step`, or the run log's stored counts (`gpk.history_comparison()`); None for
-        # rows handed in alone, whose projections use measured compute.
+        # rows handed in alone, which count with the counters remembered for their experiments.
         self.counter = counter
+        ids = list(dict.fromkeys(r.experiment_id for r in self.results if not r.projected))
+        if counter is not None:
+            remember_counter(ids, counter)
+        # Held here, so the counters outlive the comparisons these rows came from.
+        self._counters = {eid: _counters_of(eid, counter) for eid in ids}
 
     @property
     def table(self) -> pd.DataFrame:
@@ -129,8 +168,11 @@ class Comparison:
         (fp32, tf32, bf16, fp16; default bf16), with an efficiency band; `calibrate=` a dict
         {"throughput_samples_s": 2375, "device": "a100", "global_batch": 256} or a one-GPU run
         replaces the band; `global_batch=` projects at another batch. `compute="measured"` (or
-        `compute_scale=` / `measured_device=`) keeps the measured step time instead. See
-        `projection.project_results` for the other options (overlap, schedule, ...).
+        `compute_scale=` / `measured_device=`) keeps the measured step time instead. A step that
+        cannot be counted (its Experiment gone, its log without a count) is projected on the
+        measured step, and its rows, the figures' titles and the advice say "compute measured
+        on this CPU, not counted". See `projection.project_results` for the other options
+        (overlap, schedule, ...).
         """
         from .analysis.projection import project_results
 
@@ -148,15 +190,25 @@ class Comparison:
             eid = result.experiment_id
             if result.projected or not result.ok or eid in found:
                 continue
-            if self.counter is None:
-                found[eid] = (
-                    "no experiment to count the step from (rows handed in alone; "
-                    "gpk.history_comparison() reads the run log's counts)"
-                )
-                continue
-            counted = self.counter(eid)
+            counted = self._count(eid)
             found[eid] = from_counts(counted) if isinstance(counted, dict) else counted
         return found
+
+    def _count(self, experiment_id: str) -> dict[str, Any] | str:
+        """The experiment's counted step from the first of its counters that has one, else the
+        first one's sentence."""
+        sentences = []
+        for counter in self._counters.get(experiment_id, ()):
+            counted = counter(experiment_id)
+            if isinstance(counted, dict):
+                return counted
+            sentences.append(counted)
+        if sentences:
+            return sentences[0]
+        return (
+            f"experiment {experiment_id} has no Experiment in this process to count its step "
+            "(its rows were handed in alone; gpk.history_comparison() reads the run log's counts)"
+        )
 
     def save_report(self, directory: str = "gpk_report") -> list:
         """Write the table (CSV, Markdown) and the plots (PNG) to `directory`."""
@@ -205,6 +257,13 @@ def check_projection(
     if compute is not None and compute not in modes:
         known = ", ".join(repr(m) for m in modes)
         raise GpkError(f"compute={compute!r} is not known; use one of {known}")
+
+
+def _counters_of(experiment_id: str, given: Counter | None) -> tuple[Counter, ...]:
+    """The counters an experiment's step is asked of, in turn: the one given, then the one
+    remembered for the experiment."""
+    known = _known_counter(experiment_id)
+    return tuple(dict.fromkeys(c for c in (given, known) if c is not None))
 
 
 def _measured_asked(options: dict[str, Any]) -> bool:

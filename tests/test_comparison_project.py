@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import pathlib
 
 import pytest
@@ -76,3 +78,80 @@ def test_a_fast_test_that_projects_a_compared_experiment_starts_no_counting_chil
     comparison = gpk.Experiment("mlp", steps_per_epoch=2, progress=False).compare(["single"], [1])
     with pytest.raises(AssertionError, match="a fast test started the counting child for mlp"):
         comparison.project("nvlink4", [1, 8])
+
+
+def _steps(comparison: gpk.Comparison) -> dict[str, tuple[float, str]]:
+    return {
+        r.run_id: (r.step_time_s, r.extra["compute_source"])
+        for r in comparison.project("nvlink4", [1, 2, 8]).results
+        if r.projected
+    }
+
+
+def test_a_comparison_rebuilt_from_a_compared_experiments_rows_projects_as_it_does(
+    fake_machine, monkeypatch, tmp_path
+):
+    from tests.builders import instant_result
+
+    fake_machine.answer(lambda spec: instant_result(spec, extra={"parameter_bytes": 4 * 2**20}))
+    counted = json.loads(COUNT.read_text())
+    monkeypatch.setattr("gpu_parallel_kit.api.count_in_child", lambda spec, batches: counted)
+    exp = gpk.Experiment("mlp", steps_per_epoch=2, progress=False, log=str(tmp_path / "r.sqlite"))
+    compared = exp.compare(["single", "data"], [1, 2])
+    one_more = exp.run("data", 2)
+    merged = gpk.Comparison([*compared.results, one_more])
+    other = gpk.Comparison([_measured("single", 1, 0.1)])  # another experiment, never counted
+    across = gpk.Comparison([*merged.results, *other.results])
+    expected = _steps(compared)
+    assert {source for _, source in expected.values()} == {"counted: xla cost analysis (jax)"}
+    assert _steps(merged) == expected
+    assert {k: v for k, v in _steps(across).items() if k in expected} == expected
+
+
+def test_a_comparison_merged_from_others_keeps_their_counters():
+    counted = json.loads(COUNT.read_text())
+    first = gpk.Comparison([_measured("single", 1, 0.0051)], counter=lambda eid: counted)
+    second = gpk.Comparison([_row("e2", "single", 1, 0.004)], counter=lambda eid: counted)
+    merged = gpk.Comparison([*first.results, *second.results])
+    assert _steps(merged) == {**_steps(first), **_steps(second)}
+    sources = {source for _, source in _steps(merged).values()}
+    assert sources == {"counted: xla cost analysis (jax)"}
+
+
+def _row(experiment_id: str, strategy: str, devices: int, step: float) -> RunResult:
+    row = _measured(strategy, devices, step)
+    return dataclasses.replace(
+        row, run_id=f"{experiment_id}-{row.run_id}", experiment_id=experiment_id
+    )
+
+
+NOT_COUNTED = "compute measured on this CPU, not counted"
+
+
+def test_a_projection_whose_step_cannot_be_counted_says_so_in_its_rows_titles_and_advice():
+    from gpu_parallel_kit.analysis.compact import compact_frame
+
+    rows = [_row("uncounted", "single", 1, 0.0058), _row("uncounted", "data", 2, 0.0031)]
+    projected = gpk.Comparison(rows).project("nvlink4", [1, 2, 8])
+    new = [r for r in projected.results if r.projected]
+    assert new and all(NOT_COUNTED in r.reason for r in new)
+    assert all(r.extra["compute_source"] == "measured" for r in new)
+    table = projected.table
+    run_cells = compact_frame(table)["run"]
+    assert [NOT_COUNTED in cell for cell in run_cells] == list(table["projected"])
+    assert NOT_COUNTED in repr(projected)  # the terminal table keeps the words whole
+    assert NOT_COUNTED in projected.advice
+    figure = projected.plot()
+    titles = [axis.get_title() for axis in figure.axes if axis.get_title()]
+    assert titles and any(NOT_COUNTED in t for t in titles)
+    assert all(NOT_COUNTED in t for t in titles if "projected" in t)
+    communication = projected.plot_communication()
+    assert any(NOT_COUNTED in axis.get_title() for axis in communication.axes)
+
+
+def test_a_counted_projection_says_nothing_of_the_cpu(tmp_path):
+    counted = json.loads(COUNT.read_text())
+    rows = [_row("e3", "single", 1, 0.0058), _row("e3", "data", 2, 0.0031)]
+    projected = gpk.Comparison(rows, counter=lambda eid: counted).project("nvlink4", [1, 8])
+    assert NOT_COUNTED not in repr(projected) and NOT_COUNTED not in projected.advice
+    assert not any(NOT_COUNTED in r.reason for r in projected.results)

@@ -14,6 +14,7 @@ import pandas as pd
 from ..runs.interval import includes_one
 from ..strategies import has
 from .breakdown import step_breakdown
+from .compute_source import uncounted
 from .convergence import rows_with_target
 from .flags import flagged
 from .spread import relative_spread, within_noise
@@ -23,7 +24,17 @@ GOOD_EFFICIENCY = 0.8
 
 
 def advice(df: pd.DataFrame) -> str:
-    """The recommendation, or an empty string when nothing finished."""
+    """The recommendation, or an empty string when nothing finished; where a projection's
+    compute was not counted, it says so."""
+    text = _pick(df)
+    projected = df[df["projected"].astype(bool)]
+    not_counted = uncounted(projected["reason"]) if "reason" in df.columns else ""
+    if text and not_counted and not_counted not in text:
+        text += f" Projected rows: {not_counted}."
+    return text
+
+
+def _pick(df: pd.DataFrame) -> str:
     measured = df[~df["projected"].astype(bool) & (df["status"] == "ok")]
     if measured.empty:
         return ""
@@ -192,6 +203,9 @@ def _projection_hint(df: pd.DataFrame) -> str:
         why = f": each GPU's step is bound by {bound}"
         if pd.notna(top["comm_share"]) and top["comm_share"] > 0:
             why += f", and the all-reduce is {top['comm_share']:.0%} of the step"
+    not_counted = uncounted([top["reason"]])
+    if not_counted:
+        why = f" ({not_counted})"
     return (
         f"; projected onto {label}, {top['strategy']} on {int(top['devices'])} devices would "
         f"reach a speedup of {top['speedup']:.1f}{why}"

@@ -38,6 +38,7 @@ from .cells import (
     share_text,
     three_digits,
 )
+from .compute_source import uncounted
 from .convergence import has_convergence
 from .flags import fills, row_fills
 from .readable import RunFrame
@@ -94,7 +95,8 @@ def _steps_timed(df: pd.DataFrame) -> int | None:
 
 def run_text(row: pd.Series, tagged: bool = False) -> str:
     """ "data×2", and on a line under it what sets the run apart: "jax", "mesh 2x2",
-    "gpipe, M=4", "auto, 38% ± 4% under M=1", "2 workers", "→ nvlink4"."""
+    "gpipe, M=4", "auto, 38% ± 4% under M=1", "2 workers", "→ nvlink4"; and under them
+    "compute measured on this CPU, not counted" for a projection whose step was not counted."""
     name = f"{row['strategy']}×{int(row['devices'])}"
     details = []
     if tagged:
@@ -109,10 +111,13 @@ def run_text(row: pd.Series, tagged: bool = False) -> str:
             details.append(row["micro_batches_auto"])  # what auto chose against, by how much
     if not missing(row.get("workers")) and int(row.get("workers", 1)) > 1:
         details.append(f"{int(row['workers'])} workers")
+    not_counted = ""
     if bool(row.get("projected", False)):
         # Projected experiment ids end in ":<preset>" (analysis/projection.py).
         details.append("→ " + str(row.get("experiment_id", "")).rsplit(":", 1)[-1])
-    return name + (LINE + " · ".join(d.replace(" ", NBSP) for d in details) if details else "")
+        not_counted = uncounted([row.get("reason")])  # free to wrap: it is long
+    text = name + (LINE + " · ".join(d.replace(" ", NBSP) for d in details) if details else "")
+    return text + (LINE + not_counted if not_counted else "")
 
 
 def step_text(row: pd.Series) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import GpkError
 from ..runs.results import RunResult
 from . import hardware
+from .compute_source import not_counted
 from .costmodel import Workload
 from .hardware import Device, Interconnect
 from .roofline import (
@@ -257,9 +258,12 @@ def experiment_compute(
         scale_note,
         *later_notes,
     )
-    reason = (
-        f"compute as measured on {baseline.device_kind}" if scale == 1 else f"compute ×{scale:.3g}"
-    ) + (" (not counted)" if fallback else "")
+    if fallback:
+        reason = not_counted(baseline.device_kind)
+    elif scale == 1:
+        reason = f"compute as measured on {baseline.device_kind}"
+    else:
+        reason = f"compute ×{scale:.3g}"
     compute = replace(measured_compute(workload, reason), on_target=not fallback)
     return workload, scale, notes, compute
 

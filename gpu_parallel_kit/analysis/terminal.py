@@ -22,6 +22,7 @@ from .cells import (
     ratio_text,
     share_text,
 )
+from .compute_source import uncounted
 from .convergence import has_convergence
 
 REASON_WIDTH = 30
@@ -68,8 +69,9 @@ def for_people(shown: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def shorten(text: str) -> str:
-    """The reason cut to its column at a word boundary, never inside a word."""
-    if len(text) <= REASON_WIDTH:
+    """The reason cut to its column at a word boundary, never inside a word; a projection's
+    whose compute was not counted stays whole, so the table says so."""
+    if len(text) <= REASON_WIDTH or uncounted([text]):
         return text
     cut = text[: REASON_WIDTH - 1]
     if " " in cut and not text[REASON_WIDTH - 1].isspace():

@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..analysis.compute_source import uncounted
 from ..strategies import lookup
 
 OTHER_COLOR = "tab:purple"  # a strategy no record knows, e.g. one an older kit logged
@@ -51,7 +52,8 @@ _TITLE_CHARACTERS = 44  # a title line that fits a third of an 11-inch figure at
 
 def title(text: str, df: pd.DataFrame, projected_as: str = DASHED) -> str:
     """`text` with the scaling mode and, when any run used virtual devices, "(virtual devices)";
-    with projected rows, a line saying how they are drawn (`projected_as`)."""
+    with projected rows, a line saying how they are drawn (`projected_as`), and one saying so
+    where their compute was measured, not counted."""
     notes = []
     if "scaling" in df.columns:
         modes = [mode for mode in dict.fromkeys(df["scaling"]) if isinstance(mode, str) and mode]
@@ -65,6 +67,9 @@ def title(text: str, df: pd.DataFrame, projected_as: str = DASHED) -> str:
         line = f"{projected_as}: projected ({', '.join(labels)}), not measured"
         # Wider than a third of a notebook-wide figure: the words split over two lines.
         lines.append(line if len(line) <= _TITLE_CHARACTERS else line.replace("), ", "),\n"))
+        if "reason" in df.columns:
+            not_counted = uncounted(df.loc[projected_rows(df), "reason"])
+            lines += [not_counted] if not_counted else []
     return "\n".join(lines)
 
 
