@@ -73,12 +73,20 @@ def make_timer() -> Any:
     return Timer()
 
 
-def report(timer: Any, args: argparse.Namespace, replicas: int, marks: dict[str, float]) -> dict:
-    """The JSON both programs write: `marks` holds process_begin, imported, ready, fitted."""
-    return {
-        "replicas": replicas,
+def fit_and_report(model: Any, x: Any, y: Any, args: argparse.Namespace, **marks: Any) -> None:
+    """Fit as the guides do, timed by `make_timer`'s callback, and write the JSON both programs
+    write to `args.out`. `marks`: replicas, process_begin, imported and ready."""
+    import json
+
+    timer = make_timer()
+    model.fit(
+        x, y, batch_size=args.batch, epochs=args.epochs, callbacks=[timer], verbose=args.verbose
+    )
+    fitted = time.perf_counter()
+    report = {
+        "replicas": marks["replicas"],
         "steps_per_execution": args.steps_per_execution,  # batch_ends: one per execution
-        "samples": marks["samples"],
+        "samples": len(x),
         "global_batch": args.batch,
         "epochs": args.epochs,
         "process_begin": marks["process_begin"],
@@ -87,7 +95,9 @@ def report(timer: Any, args: argparse.Namespace, replicas: int, marks: dict[str,
         "train_begin": timer.train_begin,
         "batch_ends": timer.batch_ends,
         "epoch_times_s": timer.epoch_times,
-        "fit_return_s": marks["fitted"] - timer.batch_ends[-1],  # last step's end to return
+        "fit_return_s": fitted - timer.batch_ends[-1],  # last step's end to return
         "loss": timer.losses,
         "end": time.perf_counter(),
     }
+    with open(args.out, "w") as stream:
+        json.dump(report, stream)

@@ -19,7 +19,6 @@ import time
 PROCESS_BEGIN = time.perf_counter()  # CLOCK_MONOTONIC: comparable with the parent's clock
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
@@ -28,7 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as the kit's worker does, 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from hand_common import add_arguments, make_timer, report  # noqa: E402
+from hand_common import add_arguments, fit_and_report  # noqa: E402
 from workload import build  # noqa: E402
 
 IMPORTED = time.perf_counter()
@@ -58,17 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     x, y = np.load(args.x), np.load(args.y)
     ready = time.perf_counter()
 
-    timer = make_timer()
-    model.fit(
-        x, y, batch_size=args.batch, epochs=args.epochs, callbacks=[timer], verbose=args.verbose
+    fit_and_report(
+        model,
+        x,
+        y,
+        args,
+        replicas=strategy.num_replicas_in_sync,
+        process_begin=PROCESS_BEGIN,
+        imported=IMPORTED,
+        ready=ready,
     )
-    marks = dict(
-        process_begin=PROCESS_BEGIN, imported=IMPORTED, ready=ready, fitted=time.perf_counter()
-    )
-    with open(args.out, "w") as stream:
-        json.dump(
-            report(timer, args, strategy.num_replicas_in_sync, {**marks, "samples": len(x)}), stream
-        )
     return 0
 
 

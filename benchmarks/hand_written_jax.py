@@ -18,7 +18,6 @@ import time
 PROCESS_BEGIN = time.perf_counter()  # CLOCK_MONOTONIC: comparable with the parent's clock
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
@@ -33,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["KERAS_BACKEND"] = "jax"
     import keras
     import numpy as np
-    from hand_common import make_timer, report
+    from hand_common import fit_and_report
     from workload import build
 
     imported = time.perf_counter()
@@ -46,16 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     x, y = np.load(args.x), np.load(args.y)
     ready = time.perf_counter()
 
-    timer = make_timer()
-    model.fit(
-        x, y, batch_size=args.batch, epochs=args.epochs, callbacks=[timer], verbose=args.verbose
-    )
-    marks = dict(
-        process_begin=PROCESS_BEGIN, imported=imported, ready=ready, fitted=time.perf_counter()
-    )
     replicas = distribution.device_mesh.devices.size if distribution else 1
-    with open(args.out, "w") as stream:
-        json.dump(report(timer, args, replicas, {**marks, "samples": len(x)}), stream)
+    fit_and_report(
+        model,
+        x,
+        y,
+        args,
+        replicas=replicas,
+        process_begin=PROCESS_BEGIN,
+        imported=imported,
+        ready=ready,
+    )
     return 0
 
 
