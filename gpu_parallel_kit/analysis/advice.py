@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..runs.interval import includes_one
+from ..runs.interval import includes_one, too_wide
 from ..strategies import has
 from .breakdown import step_breakdown
 from .compute_source import uncounted
@@ -80,7 +80,9 @@ def _figures(row: pd.Series) -> str:
     if pd.notna(row["speedup"]):
         figures += f", speedup {row['speedup']:.2f}"
         interval = _interval(row)
-        if interval is not None:
+        if interval is not None and too_wide(*interval):
+            figures += " (too few steps to tell; measure more steps or rounds)"
+        elif interval is not None:
             figures += f" (95% interval {interval[0]:.2f}–{interval[1]:.2f})"
     return figures
 
@@ -136,7 +138,9 @@ def _candidates(measured: pd.DataFrame) -> pd.DataFrame:
 def _same_within_noise(best: pd.Series, baseline: pd.Series, df: pd.DataFrame) -> str:
     label = _name(best, df)
     interval = _interval(best)
-    if interval is not None:
+    if interval is not None and too_wide(*interval):
+        noise = "too few steps to tell; measure more steps or rounds"
+    elif interval is not None:
         noise = f"its speedup's 95% interval, {interval[0]:.2f}–{interval[1]:.2f}, holds 1"
     else:
         spread = relative_spread(best) + relative_spread(baseline)

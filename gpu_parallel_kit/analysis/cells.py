@@ -6,7 +6,8 @@ Shared by the markdown and terminal tables (analysis/tables.py) and the compact 
 write a figure for people rather than for a report's columns: a step in ms to three significant
 digits (a step measured on shared cores is not known better), bytes in the unit that keeps them
 short, shares in %, a ratio with its interval, and a difference at float32's rounding named as
-such; a figure that does not apply is "", never NaN or <NA>.
+such; a figure that does not apply is "", never NaN or <NA>. An interval too wide to read
+(`runs/interval.too_wide`) is written "too few steps to tell", never as its two ends.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import math
 
 import pandas as pd
 
+from ..runs.interval import too_wide
 from ..runs.noise import noise_text
 
 _BYTE_COLUMNS = {
@@ -23,8 +25,17 @@ _BYTE_COLUMNS = {
     "state_bytes": "state_mib",
 }
 _MIB = 2**20
+LINE = "\n"  # a line break inside a cell: <br> in HTML
+NBSP = "\u00a0"  # keeps a figure and its unit or sign on one line
 NOT_REACHED = "not reached"
 NOT_MEASURED = "not measured"
+TOO_FEW_STEPS = "too few steps to tell"
+# Under a view that wrote TOO_FEW_STEPS: what it means and the fix.
+TOO_FEW_STEPS_NOTE = (
+    f"{TOO_FEW_STEPS}: the 95% interval's high end is more than twice its low end, so the figure "
+    "could be half or double what it is; measure more steps (steps_per_epoch, epochs) or more "
+    "rounds (rounds=)."
+)
 
 
 def display_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -147,13 +158,21 @@ def count_text(value: object) -> str:
 
 
 def ratio_text(ratio: object, low: object = None, high: object = None) -> str:
-    """A speedup: "1.62×", or "1.62× (1.48–1.75)" with its interval when both ends are known."""
+    """A speedup: "1.62×", or "1.62× (1.48–1.75)" with its interval when both ends are known,
+    "1.66× (too few steps to tell)" when the interval is too wide to read."""
     if missing(ratio):
         return ""
     text = f"{float(ratio):.3g}×"
-    if _known(low) and _known(high):
-        text += f" ({float(low):.3g}–{float(high):.3g})"
-    return text
+    interval = interval_text(low, high)
+    return f"{text} ({interval})" if interval else text
+
+
+def interval_text(low: object, high: object, write=lambda v: f"{float(v):.3g}") -> str:
+    """ "1.48–1.75", each end written by `write`; `TOO_FEW_STEPS` where the interval is too
+    wide to read (`runs/interval.too_wide`); "" without both ends."""
+    if not (_known(low) and _known(high)):
+        return ""
+    return TOO_FEW_STEPS if too_wide(low, high) else f"{write(low)}–{write(high)}"
 
 
 def difference_text(difference: float) -> str:

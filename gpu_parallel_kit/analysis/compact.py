@@ -7,9 +7,11 @@ figures that answer "which is fastest, and did it work", and fits JupyterLab's o
 - one "run" cell names the run ("data×2") and under it what sets it apart: its backend when
   backends are mixed, its mesh, schedule and micro-batches, workers, or what it was projected
   onto; the status gets a column only when a run did not finish;
-- the step is "4.72 ± 0.31" in ms (median ± interquartile range), with the number of timed
-  steps said once under the table when every run has the same;
-- speedup carries its 95 % interval where the table has one ("1.62× (1.48–1.75)");
+- the step is in ms: measured in rounds, the median of the rounds' medians with its 95 %
+  interval under it; measured once, its median ± interquartile range ("4.72 ± 0.31"); the
+  number of timed steps is said once under the table when every run has the same;
+- speedup carries its 95 % interval where the table has one ("1.62× (1.48–1.75)"), or "too
+  few steps to tell" where it is too wide to read (analysis/interval_cells.py);
 - pipeline rows get one bubble cell ("21% (33%)", measured and theory), and memory is one cell:
   the peak per device, with the state and activations held under it where a strategy fills them.
 
@@ -28,12 +30,13 @@ import pandas as pd
 
 from ..runs.noise import noise_text
 from .cells import (
+    LINE,
+    NBSP,
     NOT_MEASURED,
     NOT_REACHED,
     bytes_text,
     count_text,
     missing,
-    ms_text,
     ratio_text,
     share_text,
     three_digits,
@@ -41,13 +44,9 @@ from .cells import (
 from .compute_source import uncounted
 from .convergence import has_convergence
 from .flags import fills, row_fills
+from .interval_cells import SPEEDUP_CI, speedup_text, step_notes, step_text
 from .readable import RunFrame
 from .tables import format_table
-
-# The interval columns a comparison measured in rounds adds (one pair per figure).
-SPEEDUP_CI = ("speedup_ci_low", "speedup_ci_high")
-LINE = "\n"  # a line break inside a cell: <br> in HTML
-NBSP = "\u00a0"  # keeps a figure and its unit or sign on one line
 
 
 @dataclass(frozen=True)
@@ -118,29 +117,6 @@ def run_text(row: pd.Series, tagged: bool = False) -> str:
         not_counted = uncounted([row.get("reason")])  # free to wrap: it is long
     text = name + (LINE + " · ".join(d.replace(" ", NBSP) for d in details) if details else "")
     return text + (LINE + not_counted if not_counted else "")
-
-
-def step_text(row: pd.Series) -> str:
-    """ "4.72 ± 0.31": the median step and its interquartile range, in ms, on one line (a
-    spread needs no more than two digits)."""
-    step = ms_text(row.get("step_time_s"))
-    spread = row.get("step_time_spread_s")
-    if not step or missing(spread):
-        return step
-    return f"{step}{NBSP}±{NBSP}{float(spread) * 1000:.2g}"
-
-
-def speedup_text(row: pd.Series) -> str:
-    """ "1.62×", its 95 % interval under it, "(1.48–1.75)", and "within noise of 1" when the
-    interval holds 1: a number never broken over two lines."""
-    low, high = (row.get(c) for c in SPEEDUP_CI)
-    text = ratio_text(row.get("speedup"))
-    if not text or missing(low) or missing(high):
-        return text
-    text += f"{LINE}({float(low):.3g}–{float(high):.3g})"
-    if float(low) <= 1.0 <= float(high):
-        text += LINE + f"within{NBSP}noise{NBSP}of{NBSP}1"
-    return text
 
 
 def efficiency_text(row: pd.Series) -> str:
@@ -278,11 +254,7 @@ def notes_lines(table: pd.DataFrame) -> list[str]:
     """What the figures rest on, said once under the table."""
     notes = []
     steps = _steps_timed(table) if "timed_steps" in table.columns else None
-    if steps:
-        notes.append(
-            f"step (ms): the median of {steps} timed steps per run (warm-up left out) ± their "
-            "interquartile range."
-        )
+    notes.extend(step_notes(table, steps))
     if "virtual" in table.columns and bool(table["virtual"].astype(bool).any()):
         notes.append(
             "Virtual devices share this machine's cores: the figures show shapes and costs, "

@@ -2,18 +2,22 @@
 answer "which is fastest", figures for people, reasons cut to their column between words.
 
 A terminal has no second line in a cell and about 140 characters a line, so the step is in ms,
-speedup carries its interval where the table has one, shares are in %, and a reason is cut at a
-word boundary with "…" (the whole reason is in the table).
+speedup carries its interval where the table has one ("too few steps to tell" where it is too
+wide to read, with the fix under the table), shares are in %, and a reason is cut at a word
+boundary with "…" (the whole reason is in the table).
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import pandas as pd
 from tabulate import tabulate
 
 from .cells import (
+    TOO_FEW_STEPS,
+    TOO_FEW_STEPS_NOTE,
     display_frame,
     mark_below_noise,
     mark_not_measured,
@@ -113,12 +117,15 @@ def format_table(df: pd.DataFrame) -> str:
     align = ["right" if is_numeric(df, column) else "left" for column, _ in chosen]
     # The header as the first row: as `headers=`, tabulate pads each by two spaces, ~30 characters
     # over a terminal's width. disable_numparse: cells are formatted; tabulate must not re-round.
-    return tabulate(
+    table = tabulate(
         [[header for _, header in chosen], *shown.itertuples(index=False)],
         tablefmt="plain",
         disable_numparse=True,
         colalign=align,
     )
+    if "speedup" in shown.columns and shown["speedup"].str.contains(TOO_FEW_STEPS).any():
+        table += "\n" + textwrap.fill(TOO_FEW_STEPS_NOTE, 100)
+    return table
 
 
 def is_numeric(df: pd.DataFrame, column: str) -> bool:

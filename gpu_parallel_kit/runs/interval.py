@@ -14,16 +14,22 @@ does in the measurement itself. With one round only the steps' scatter is left, 
 says nothing of drift; the table states how many rounds each figure had.
 
 Draws are seeded, so the same rows always give the same interval.
+
+An interval whose high end is more than twice its low end (`too_wide`) says the figure could be
+half or double what it is: every view then writes "too few steps to tell" and names the fix,
+more steps or rounds, rather than two numbers a reader would take for a measurement.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 DRAWS = 2000
 LEVEL = 0.95
+WIDEST = 2.0  # high / low beyond which an interval is too wide to be read as one
 _SEED = 20240601
 
 
@@ -98,3 +104,19 @@ def speedup_interval(
 def includes_one(low: float | None, high: float | None) -> bool:
     """Whether a ratio's interval cannot tell it from 1 (no gain, no loss)."""
     return low is not None and high is not None and low <= 1.0 <= high
+
+
+def too_wide(low: object, high: object) -> bool:
+    """Whether an interval is too wide to tell anything: its high end more than `WIDEST` times
+    its low end, or its low end not above 0. False when either end is unknown.
+
+    >>> too_wide(0.251, 6.85), too_wide(1.48, 1.75)
+    (True, False)
+    """
+    try:
+        low, high = float(low), float(high)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # None, pd.NA: no interval
+        return False
+    if math.isnan(low) or math.isnan(high):
+        return False
+    return low <= 0 or high > WIDEST * low
