@@ -20,7 +20,8 @@ tune picks, and why").
   does, so it gets XLA on one GPU (no op determinism: Keras refuses XLA with determinism); the
   data-parallel engines' MirroredStrategy keeps it off (the all-reduce is not in XLA's cluster).
   Off on the CPU (measured slower or no faster there), said explicitly: Keras's auto would turn
-  it on for a CPU run without a strategy on a machine that also has a GPU. On JAX every step is compiled by XLA whatever the strategy: nothing to choose.
+  it on for a CPU run without a strategy on a machine that also has a GPU. On JAX every step is
+  compiled by XLA whatever the strategy: nothing to choose.
 - **Input pipeline.** On TensorFlow, array data is gathered batch by batch in a `tf.data` map with
   autotuned parallelism, and prefetched. `auto` keeps that and adds a prefetch of two executions'
   worth of batches, since an execution takes its batches back to back; its effect has not been
@@ -148,7 +149,7 @@ def choose_settings(
             "tune: one GPU, no tf.distribute strategy: Keras's own choice"
             if on
             else "tune: left to Keras (off "
-            + ("with op determinism)" if deterministic else "under a tf.distribute strategy)")
+            + ("with op determinism)" if deterministic else "under MirroredStrategy's replicas)")
         )
     else:
         jit = None
