@@ -116,6 +116,11 @@ def _summarise(figures: dict[str, list[dict[str, Any]]]) -> None:
         f" s); first run: cache {first_cache:.1f} s, off {first_off:.1f} s; programs cached: "
         f"{statistics.median(p['cached_programs'] for p in cache):.0f}"
     )
+    if not any(p["cached_programs"] for p in cache):
+        print(
+            "no JAX program was compiled: the notebook ran on TensorFlow (the default backend "
+            "where it is installed) and projected nothing, so the cache has nothing to keep"
+        )
     print("per cell, second run (median s): cell  cache  off")
     cells = len(cache[0]["second"][1])
     for index in range(cells):
