@@ -62,6 +62,7 @@ def test_the_grid_stops_at_a_row_refused_for_every_run(fake_machine):
     assert [(r.status, r.reason) for r in cmp.results] == [("failed", SENTENCE)] * 4
 
 
+@pytest.mark.slow  # imports Keras, and with it a backend
 def test_model_without_named_inputs_or_plain_arrays_pass():
     import keras
 
