@@ -78,12 +78,16 @@ def replica_shares(
     once its pipeline has run."""
     if source.kind == "dataset_builder":
         return None
-    order, _ = _order(source, training, global_batch)
-    x_all, y_all = _tensors(source)  # the run's one copy, shared by every replica's pipeline
+
+    # Drawn on the first share asked for: only `data` on CPU devices reads shares.
+    @functools.cache
+    def order() -> np.ndarray:
+        return _order(source, training, global_batch)[0]
 
     def shares(index: int, count: int) -> tf.data.Dataset:
         size = global_batch // count
-        return _gathered(order[:, index * size : (index + 1) * size], x_all, y_all)
+        # The run's one copy of the arrays as tensors, shared by every replica's pipeline.
+        return _gathered(order()[:, index * size : (index + 1) * size], *_tensors(source))
 
     return shares
 
