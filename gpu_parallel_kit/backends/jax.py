@@ -1,0 +1,20 @@
+"""JAX: Keras's own `keras.distribution` trains, children forked from the kit's JAX server."""
+
+from __future__ import annotations
+
+from .record import Backend
+
+JAX = Backend(
+    name="jax",
+    display="JAX",
+    package="jax",
+    run_entry="gpu_parallel_kit.worker.jax.run:jax_worker_main",
+    discovery_entry="gpu_parallel_kit.worker.jax.devices:discover_with_jax",
+    server="gpu_parallel_kit.runs.served:jax_server",
+    shards_layers=True,
+    xla_always=True,
+    tag="jax",
+    marker="^",
+    shade=0.45,
+    hatch="\\\\",
+)

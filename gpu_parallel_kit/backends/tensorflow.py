@@ -1,0 +1,23 @@
+"""TensorFlow: tf.distribute trains, children forked from the standard library's fork server."""
+
+from __future__ import annotations
+
+from .record import Backend
+
+TENSORFLOW = Backend(
+    name="tensorflow",
+    display="TensorFlow",
+    package="tensorflow",
+    default=True,
+    run_entry="gpu_parallel_kit.worker.tensorflow.run:worker_main",
+    discovery_entry="gpu_parallel_kit.worker.device_setup:discover_with_tensorflow",
+    cluster_entry="gpu_parallel_kit.cluster.local:launch_local_cluster",
+    server=None,
+    splits_gpus=True,
+    custom_loop=True,
+    chooses_all_reduce=True,
+    validates=True,
+    reads_tf_data=True,
+    tag="tf",
+    marker="o",
+)
