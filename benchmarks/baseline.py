@@ -36,6 +36,7 @@ if str(HERE) not in sys.path:
 import cloudpickle  # noqa: E402
 import numpy as np  # noqa: E402
 import workload  # noqa: E402
+from text_cells import load_average  # noqa: E402
 
 import gpu_parallel_kit as gpk  # noqa: E402
 from gpu_parallel_kit.runs.interval import speedup_interval  # noqa: E402
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="also write every round's steps to this JSON file")
     args = parser.parse_args(argv)
-    print(f"load average {_load()}, {os.cpu_count()} cores; {_describe(args)}")
+    print(f"load average {load_average()}, {os.cpu_count()} cores; {_describe(args)}")
     report = {}
     with tempfile.TemporaryDirectory(prefix="gpk_baseline_") as name:
         folder = pathlib.Path(name)
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         np.save(folder / "y.npy", y)
         for backend in args.backend:
             report[backend] = _backend(args, backend, folder, (x, y))
-    print(f"load average {_load()}")
+    print(f"load average {load_average()}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(report, indent=2))
     return 0
@@ -147,10 +148,6 @@ def _describe(args: argparse.Namespace) -> str:
 
 def _fmt(value: float | None) -> str:
     return "nan" if value is None else f"{value:.3f}"
-
-
-def _load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":

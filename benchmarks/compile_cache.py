@@ -25,6 +25,7 @@ from typing import Any
 
 import nbclient
 import nbformat
+from text_cells import load_average
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -36,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="without GPK_QUICK=1")
     args = parser.parse_args(argv)
     path = ROOT / "notebooks" / f"{args.notebook}.ipynb"
-    print(f"load average {_load()}, {os.cpu_count()} cores; {path.name}, quick={not args.full}")
+    print(
+        f"load average {load_average()}, {os.cpu_count()} cores; {path.name}, quick={not args.full}"
+    )
     figures: dict[str, list[dict[str, Any]]] = {"cache": [], "off": []}
     for index in range(args.rounds):
         for kind in ("cache", "off"):
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     _summarise(figures)
-    print(f"load average {_load()}")
+    print(f"load average {load_average()}")
     return 0
 
 
@@ -127,10 +130,6 @@ def _summarise(figures: dict[str, list[dict[str, Any]]]) -> None:
         with_cache = statistics.median(p["second"][1][index] for p in cache)
         without = statistics.median(p["second"][1][index] for p in off)
         print(f"  {index:>4}  {with_cache:5.1f}  {without:5.1f}")
-
-
-def _load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":

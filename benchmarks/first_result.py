@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from text_cells import load_average
+
 KERNEL = r"""
 import json, sys, time
 began = time.perf_counter()
@@ -75,7 +77,7 @@ def main() -> int:
     parser.add_argument("--no-demo", dest="demo", action="store_false")
     parser.add_argument("--json", help="also write the raw figures here")
     args = parser.parse_args()
-    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; {os.cpu_count()} cores")
+    print(f"load average {load_average()}; {os.cpu_count()} cores")
     report: dict = {}
     with tempfile.TemporaryDirectory(prefix="gpk_first_") as folder:
         for backend in args.backend:

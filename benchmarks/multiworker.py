@@ -20,6 +20,7 @@ import statistics
 from typing import Any
 
 import numpy as np
+from text_cells import number_cell
 
 import gpu_parallel_kit as gpk
 
@@ -100,14 +101,10 @@ def _table(runs: dict[str, list[gpk.RunResult]], replicas: list[int]) -> str:
             _median(results, lambda r: r.extra.get("standalone_all_reduce_s")) if n > 1 else None
         )
         lines.append(
-            f"| {name} | {step * 1e3:.2f} | {_fmt(ratio, '{:.2f}')} | "
-            f"{_fmt(exposed, '{:.2f}', 1e3)} | {_fmt(alone, '{:.2f}', 1e3)} |"
+            f"| {name} | {step * 1e3:.2f} | {number_cell(ratio, '{:.2f}')} | "
+            f"{number_cell(exposed, '{:.2f}', 1e3)} | {number_cell(alone, '{:.2f}', 1e3)} |"
         )
     return "\n".join(lines)
-
-
-def _fmt(value: float | None, pattern: str, scale: float = 1.0) -> str:
-    return "" if value is None else pattern.format(value * scale)
 
 
 if __name__ == "__main__":
