@@ -99,7 +99,7 @@ def test_discovery_and_runs_keep_tensorflow_out_of_the_caller():
 def test_tensorflow_discovery_leaves_the_runtime_unstarted():
     code = (
         "import tensorflow as tf\n"
-        "from gpu_parallel_kit.worker.device_setup import discover_with_tensorflow\n"
+        "from gpu_parallel_kit.worker.tensorflow.device_setup import discover_with_tensorflow\n"
         "print(discover_with_tensorflow()[0].kind)\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
         "virtual = [tf.config.LogicalDeviceConfiguration()] * 2\n"

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 # What the fork server imports once for every child: the worker, and with it TensorFlow
-# (worker/fork_server.py).
-PRELOAD = "gpu_parallel_kit.worker.fork_server"
+# (worker/tensorflow/fork_server.py).
+PRELOAD = "gpu_parallel_kit.worker.tensorflow.fork_server"
 # The children's entry points, named rather than imported (tests check each one exists).
 RUN_ENTRY = "gpu_parallel_kit.worker.tensorflow.run:worker_main"
 LOCAL_CLUSTER_ENTRY = "gpu_parallel_kit.cluster.local:launch_local_cluster"
-DISCOVERY_ENTRY = "gpu_parallel_kit.worker.device_setup:discover_with_tensorflow"
-MEMBER_ENTRY = "gpu_parallel_kit.worker.member:run_member"
-SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.member:served_member_main"
+DISCOVERY_ENTRY = "gpu_parallel_kit.worker.tensorflow.device_setup:discover_with_tensorflow"
+MEMBER_ENTRY = "gpu_parallel_kit.worker.tensorflow.member:run_member"
+SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.tensorflow.member:served_member_main"
 # JAX runs: Keras on JAX, no TensorFlow; started from the JAX server (runs/served.py).
 JAX_RUN_ENTRY = "gpu_parallel_kit.worker.jax.run:jax_worker_main"
 JAX_DISCOVERY_ENTRY = "gpu_parallel_kit.worker.jax.devices:discover_with_jax"

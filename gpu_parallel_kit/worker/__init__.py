@@ -5,8 +5,10 @@ One run skeleton (`skeleton`) serves both backends: `tensorflow/` (the fork serv
 engine per strategy under `tensorflow/engines/`) and `jax/` (the JAX server's runs, one class
 per strategy in `jax/strategies.py`) plug in behind its small protocol. What is backend-free is
 shared (the recorder, the batch order, the built-in models, compiling, the memory budget). The
-TensorFlow entry points (`tensorflow.run`, `member`, `device_setup`) import TensorFlow first
-through `tensorflow_first`, so its start-up chatter is filtered out once, and the JAX entry points
-(`jax.server`, `jax.run`, `jax.devices`) never import it, so a JAX run needs no TensorFlow.
+TensorFlow entry points (`tensorflow.run`, `tensorflow.member`, `tensorflow.device_setup`) import
+TensorFlow first through `tensorflow.tensorflow_first`, so its start-up chatter is filtered out
+once, and the JAX entry points (`jax.server`, `jax.run`, `jax.devices`) never import it, so a JAX
+run needs no TensorFlow. Every module that imports TensorFlow lives in `tensorflow/`, every one
+that imports JAX in `jax/`; the modules here import neither.
 Nothing is imported here.
 """

@@ -6,7 +6,7 @@ run) and must therefore not start the TensorFlow runtime at import time.
 
 from __future__ import annotations
 
-from .. import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
+from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
 
 # isort: split
 
@@ -25,16 +25,16 @@ from ...runs.tuning import Tuned
 from ...strategies import REGISTERED, resolve, strategy
 from ..child import run_child
 from ..compiling import compile_model, load_model
-from ..device_setup import configure_worker_devices
 from ..input_names import check_input_names
-from ..memory import peak_memory
-from ..preflight import check_inputs, check_targets, largest_label
 from ..recorder import StepRecorder
 from ..skeleton import run_in_this_process as run_skeleton
 from ..tuning import tune_run
 from .datasets import build_from_data, labels, make_dataset, replica_shares, with_prefetch
+from .device_setup import configure_worker_devices
 from .engines.base import Engine
 from .engines.evaluation import watch_convergence
+from .memory import peak_memory
+from .preflight import check_inputs, check_targets, largest_label
 
 
 def _import_engines() -> None:

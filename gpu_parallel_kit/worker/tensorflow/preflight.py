@@ -14,8 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..errors import GpkError
-from .keras_internals import compile_config
+from ...errors import GpkError
+from ..keras_internals import compile_config
 
 _SPARSE = ("sparse_categorical_crossentropy", "sparsecategoricalcrossentropy")
 _ONE_HOT = ("categorical_crossentropy", "categoricalcrossentropy")

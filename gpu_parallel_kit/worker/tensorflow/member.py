@@ -17,12 +17,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from ..cluster.config import tf_config
-from ..cluster.devices import local_worker_plan
-from ..runs.process import die_with_parent
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
-from .tensorflow.run import run_in_this_process
+from ...cluster.config import tf_config
+from ...cluster.devices import local_worker_plan
+from ...runs.process import die_with_parent
+from ...runs.results import RunResult
+from ...runs.spec import RunSpec
+from .run import run_in_this_process
 
 COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
 

@@ -16,7 +16,7 @@ import os
 import sys
 from multiprocessing import forkserver
 
-from .tensorflow import run  # noqa: F401 - TensorFlow, Keras and the engines, imported once
+from . import run  # noqa: F401 - TensorFlow, Keras and the engines, imported once
 
 
 def in_fork_server() -> bool:
