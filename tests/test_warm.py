@@ -13,6 +13,7 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit import runner
+from gpu_parallel_kit.backends import TENSORFLOW
 from gpu_parallel_kit.runs import devices, process, warm
 
 
@@ -84,7 +85,7 @@ def test_a_jax_discovery_does_not_wait_for_tensorflows(monkeypatch):
     tensorflow_may_answer = threading.Event()
 
     def discovery(entry):
-        if entry == devices.DISCOVERY_ENTRY:  # TensorFlow's, held until the JAX one is back
+        if entry == TENSORFLOW.discovery_entry:  # TensorFlow's, held until the JAX one is back
             assert tensorflow_may_answer.wait(10)
         return (devices.host_cpu(),)
 

@@ -29,6 +29,7 @@ __all__ = [
     "TENSORFLOW",
     "Backend",
     "backend",
+    "backend_record",
     "lookup",
     "names",
     "of_row",
@@ -58,3 +59,6 @@ def backend(name: Any) -> Backend:
 
 def names() -> tuple[str, ...]:
     return tuple(record.name for record in REGISTERED)
+
+
+backend_record = backend  # the name to import where `backend` is a run's name already

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
+from ..backends import backend_record
 from ..strategies import strategy_record
-from .entry import JAX_RUN_ENTRY, LOCAL_CLUSTER_ENTRY, RUN_ENTRY
 from .process import ROUND_WORD, WorkerNotStarted, end_of, start_child, stop_child
 from .spec import RunSpec
 
@@ -22,9 +22,10 @@ SHARE_TIMEOUT_S = 30.0
 
 def entry_for(spec: RunSpec) -> str:
     """The worker entry point of a run on this machine."""
-    if spec.backend == "jax":
-        return JAX_RUN_ENTRY
-    return LOCAL_CLUSTER_ENTRY if strategy_record(spec.strategy).processes else RUN_ENTRY
+    record = backend_record(spec.backend)
+    if record.cluster_entry is not None and strategy_record(spec.strategy).processes:
+        return record.cluster_entry
+    return record.run_entry
 
 
 class StartedAhead:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..backends import REGISTERED, backend_record, lookup
 from ..errors import BackendUnavailable, GpkError, one_sentence, whole_number
-from .entry import DISCOVERY_ENTRY, JAX_DISCOVERY_ENTRY
 from .process import call_in_worker
 
 if TYPE_CHECKING:
@@ -81,14 +81,16 @@ def host_cpu() -> PhysicalDevice:
 
 def default_backend() -> str:
     """TensorFlow where it is installed, else JAX: what lists the devices when no run says."""
-    return "tensorflow" if installed("tensorflow") else "jax"
+    first = next((record for record in REGISTERED if installed(record.name)), REGISTERED[-1])
+    return first.name
 
 
 def installed(backend: str) -> bool:
     """Whether `backend`'s package ("tensorflow" or "jax") is installed: asked of the import
     system without importing anything, so the caller stays light."""
+    record = lookup(backend)
     try:
-        return importlib.util.find_spec(backend) is not None
+        return importlib.util.find_spec(record.package if record else backend) is not None
     except (ImportError, ValueError):  # a broken or blocked install counts as none
         return False
 
@@ -120,7 +122,7 @@ def _discovery_lock(backend: str) -> threading.Lock:
 
 @functools.lru_cache(maxsize=2)
 def _discover(backend: str) -> tuple[PhysicalDevice, ...]:
-    entry = JAX_DISCOVERY_ENTRY if backend == "jax" else DISCOVERY_ENTRY
+    entry = backend_record(backend).discovery_entry
     try:
         return call_in_worker(entry, backend=backend)
     except GpkError:
@@ -132,12 +134,12 @@ def _discover(backend: str) -> tuple[PhysicalDevice, ...]:
 
 def _unavailable(backend: str, error: BaseException) -> str:
     """Why `backend`'s worker could not list the devices, and what to do about it."""
-    name = "JAX" if backend == "jax" else "TensorFlow"
-    other = "tensorflow" if backend == "jax" else "jax"
-    alternative = f', or run on backend="{other}"' if installed(other) else ""
+    record = backend_record(backend)
+    others = [r.name for r in REGISTERED if r is not record and installed(r.name)]
+    alternative = f', or run on backend="{others[0]}"' if others else ""
     return (
-        f"{name} could not list this machine's devices ({one_sentence(error)}); check that "
-        f'python -c "import {backend}" works in this environment{alternative}'
+        f"{record.display} could not list this machine's devices ({one_sentence(error)}); "
+        f'check that python -c "import {backend}" works in this environment{alternative}'
     )
 
 
@@ -213,11 +215,13 @@ def plan_devices(
     limit = max_virtual or virtual_device_limit()
     gpus = [d for d in physical if d.kind == "gpu"]
     count = len(indices) if indices is not None else devices
-    if backend == "jax" and gpus and count > len(gpus):
+    record = backend_record(backend)
+    if not record.splits_gpus and gpus and count > len(gpus):
+        splitter = next(r.name for r in REGISTERED if r.splits_gpus)
         raise GpkError(
-            f"devices={count} is more than the {len(gpus)} GPU(s) here, and JAX cannot split a "
-            f"GPU into virtual ones; use devices<={len(gpus)}, or backend='tensorflow' for "
-            "virtual GPUs"
+            f"devices={count} is more than the {len(gpus)} GPU(s) here, and {record.display} "
+            f"cannot split a GPU into virtual ones; use devices<={len(gpus)}, or "
+            f"backend='{splitter}' for virtual GPUs"
         )
     offered = len(gpus) if gpus and count <= len(gpus) else max(limit, len(gpus))
     if indices is not None:

@@ -14,18 +14,21 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..backends import JAX, TENSORFLOW
+
 # What the fork server imports once for every child: the worker, and with it TensorFlow
 # (worker/tensorflow/fork_server.py).
 PRELOAD = "gpu_parallel_kit.worker.tensorflow.fork_server"
-# The children's entry points, named rather than imported (tests check each one exists).
-RUN_ENTRY = "gpu_parallel_kit.worker.tensorflow.run:worker_main"
-LOCAL_CLUSTER_ENTRY = "gpu_parallel_kit.cluster.local:launch_local_cluster"
-DISCOVERY_ENTRY = "gpu_parallel_kit.worker.tensorflow.device_setup:discover_with_tensorflow"
+# The children's entry points, named rather than imported (tests check each one exists); a
+# backend's runs and discovery are named by its record.
+RUN_ENTRY = TENSORFLOW.run_entry
+LOCAL_CLUSTER_ENTRY = TENSORFLOW.cluster_entry
+DISCOVERY_ENTRY = TENSORFLOW.discovery_entry
 MEMBER_ENTRY = "gpu_parallel_kit.worker.tensorflow.member:run_member"
 SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.tensorflow.member:served_member_main"
 # JAX runs: Keras on JAX, no TensorFlow; started from the JAX server (runs/served.py).
-JAX_RUN_ENTRY = "gpu_parallel_kit.worker.jax.run:jax_worker_main"
-JAX_DISCOVERY_ENTRY = "gpu_parallel_kit.worker.jax.devices:discover_with_jax"
+JAX_RUN_ENTRY = JAX.run_entry
+JAX_DISCOVERY_ENTRY = JAX.discovery_entry
 JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax.server:serve"
 # A step's work counted for a projection (worker/work_count.py): a short child, on demand.
 WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.work_count:count_with_jax"

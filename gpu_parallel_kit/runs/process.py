@@ -22,14 +22,16 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
+from ..backends import backend_record
 from ..errors import GpkError
+from ..strategies import resolve
 from .entry import (
     PRELOAD,
     enter,
     entry_point,
     main_module_hidden,
 )
-from .served import ServerGone, jax_server
+from .served import ServerGone
 
 if TYPE_CHECKING:
     from .results import RunResult
@@ -97,8 +99,9 @@ def _said(error: BaseException) -> str:
 def _start_child(
     entry: str, args: tuple[Any, ...], name: str | None, backend: str
 ) -> tuple[Any, Any]:
-    if backend == "jax" and start_method() == "forkserver":
-        return jax_server().start(entry, args)
+    server = backend_record(backend).server
+    if server is not None and start_method() == "forkserver":
+        return resolve(server)().start(entry, args)
     context = _context()
     # Both ways: the child reports its events, and a child that trains several rounds of a
     # comparison (runs/resident.py) is told through it when the next one's turn comes.

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from tqdm.auto import tqdm
 
+from ..backends import backend_record
 from ..strategies import strategy as strategy_record
 from .results import RunResult
 
@@ -225,7 +226,7 @@ def _display_updatable(widget: Any) -> Any:
 def run_label(spec: Any, round_of: tuple[int, int, str] | None = None) -> str:
     """A run's name on its progress line: "data×2 on jax (virtual) · round 2/3"."""
     label = strategy_record(spec.strategy).label(spec)
-    label += " on jax" if spec.backend == "jax" else ""
+    label += "" if backend_record(spec.backend).default else f" on {spec.backend}"
     label += " (virtual)" if spec.devices.virtual else ""
     if round_of is not None:
         label += f" · round {round_of[0] + 1}/{round_of[1]}"

@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends import backend_record
 from ..errors import GpkError, whole_number
 from ..strategies import strategy as strategy_record
 
@@ -107,7 +108,7 @@ def choose_settings(
     on_fit = backend in record.fit_on  # trained by Keras's own fit on this backend
     fit = mode == "fit" and on_fit
     auto = tune == "auto" and fit
-    tensorflow = backend == "tensorflow"
+    on_backend = backend_record(backend)
 
     if steps_per_execution is not None:
         spe = steps_per_execution
@@ -130,7 +131,7 @@ def choose_settings(
     if jit_compile is not None:
         jit = jit_compile
         why["jit_compile"] = "user"
-    elif not tensorflow:
+    elif on_backend.xla_always:
         jit = None
         why["jit_compile"] = (
             "tune: " if auto else "default "
@@ -155,8 +156,8 @@ def choose_settings(
         jit = None
         why["jit_compile"] = "default (Keras's auto: off under a tf.distribute strategy)"
 
-    prefetch = 2 * spe if auto and tensorflow else None
-    if tensorflow:
+    prefetch = 2 * spe if auto and on_backend.reads_tf_data else None
+    if on_backend.reads_tf_data:
         why["prefetch"] = (
             f"tune: tf.data autotuned, at least {prefetch} batches (two executions) ahead"
             if auto

@@ -18,6 +18,8 @@ import contextlib
 import os
 import threading
 
+from ..backends import backend_record
+from ..strategies import resolve
 from .devices import default_backend, discover_physical_devices
 from .process import ensure_fork_server, start_method
 
@@ -53,12 +55,11 @@ def start_server(backend: str) -> None:
     """The backend's server, started if it is not running (and again if it has died)."""
     if start_method() != "forkserver":
         return  # plain new interpreters: nothing to start ahead
-    if backend == "jax":
-        from .served import jax_server
-
-        jax_server()
-    else:
+    server = backend_record(backend).server
+    if server is None:
         ensure_fork_server()
+    else:
+        resolve(server)()
 
 
 def _warm(backend: str) -> None:
