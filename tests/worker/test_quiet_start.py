@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from gpu_parallel_kit.worker.quiet_start import hidden, kept_lines, worker_log_level
+from gpu_parallel_kit.worker.quiet_start import hidden, kept_lines
+from gpu_parallel_kit.worker.tensorflow.quiet_start import worker_log_level
 
 ABSL = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
 ONEDNN = "I0000 port.cc:153] oneDNN custom operations are on. You may see slightly different\n"
@@ -46,9 +47,10 @@ def test_cuinit_failure_is_left_out_only_where_the_import_found_no_drivers(drive
     code = (
         "import os\n"
         "from gpu_parallel_kit.worker import quiet_start as q\n"
+        "from gpu_parallel_kit.worker.tensorflow import quiet_start as tq\n"
         "with q.native_stderr_filtered():\n"
         f"    os.write(2, {imported!r}.encode())\n"
-        "with q.gpus_looked_for_quietly():\n"
+        "with tq.gpus_looked_for_quietly():\n"
         f"    os.write(2, {CUINIT!r}.encode())\n"
     )
     done = subprocess.run(
@@ -67,7 +69,7 @@ def test_a_hidden_package_fails_to_import_only_within_the_block():
 def test_tensorflow_imports_without_jax_or_matplotlib_which_stay_importable():
     code = (
         "import sys\n"
-        "from gpu_parallel_kit.worker.quiet_start import import_tensorflow_quietly\n"
+        "from gpu_parallel_kit.worker.tensorflow.quiet_start import import_tensorflow_quietly\n"
         "import_tensorflow_quietly()\n"
         "print(sorted(m for m in ('jax', 'matplotlib', 'tensorflow') if m in sys.modules))\n"
         "import jax, matplotlib.pyplot\n"

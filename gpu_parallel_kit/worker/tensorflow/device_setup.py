@@ -17,7 +17,7 @@ import subprocess
 import tensorflow as tf
 
 from ...runs.devices import DevicePlan, PhysicalDevice, host_cpu
-from ..quiet_start import gpus_looked_for_quietly
+from .quiet_start import gpus_looked_for_quietly
 
 
 def configure_worker_devices(plan: DevicePlan) -> tuple[str, ...]:

@@ -4,6 +4,6 @@ Its own module (not the package's `__init__`) so that the JAX entry points of `w
 imported where TensorFlow is not installed.
 """
 
-from ..quiet_start import import_tensorflow_quietly
+from .quiet_start import import_tensorflow_quietly
 
 import_tensorflow_quietly()
