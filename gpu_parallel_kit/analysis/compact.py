@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..backends import of_row, tagged
 from ..runs.noise import noise_text
 from .cells import (
     LINE,
@@ -62,10 +63,8 @@ def _has(column: str) -> Callable[[pd.DataFrame], bool]:
     return lambda df: column in df.columns
 
 
-def _has_jax(df: pd.DataFrame) -> bool:
-    return "backend" in df.columns and bool(
-        (df["backend"].fillna("tensorflow") != "tensorflow").any()
-    )
+def _has_other_backend(df: pd.DataFrame) -> bool:
+    return "backend" in df.columns and tagged(df["backend"])
 
 
 def _has_projected(df: pd.DataFrame) -> bool:
@@ -99,7 +98,7 @@ def run_text(row: pd.Series, tagged: bool = False) -> str:
     name = f"{row['strategy']}×{int(row['devices'])}"
     details = []
     if tagged:
-        details.append("tf" if row.get("backend", "tensorflow") == "tensorflow" else row["backend"])
+        details.append(of_row(row.get("backend")).tag)
     mesh = row.get("mesh")
     if isinstance(mesh, str) and mesh and not mesh.startswith("1x"):
         details.append(f"mesh {mesh}")  # "1x4", all on the model axis, goes without saying
@@ -231,8 +230,8 @@ def compact_frame(table: pd.DataFrame) -> pd.DataFrame:
         columns += CONVERGENCE_COMPACT
     rows = table.reset_index(drop=True)
     frame = pd.DataFrame(index=range(len(rows)))
-    tagged = _has_jax(rows)
-    frame["run"] = [run_text(row, tagged) for _, row in rows.iterrows()]
+    say_backend = _has_other_backend(rows)
+    frame["run"] = [run_text(row, say_backend) for _, row in rows.iterrows()]
     for column in columns[1:]:
         if column.wanted(rows):
             frame[column.header(rows)] = [column.cell(row) for _, row in rows.iterrows()]

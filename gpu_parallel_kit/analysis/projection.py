@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ..backends import of_row
 from ..errors import GpkError, whole_number
 from ..runs.results import RunResult
 from ..strategies import (
@@ -279,7 +280,7 @@ class _Experiment:
     def row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
         plan, base = self.plan, self.baseline
         experiment_id = f"{base.experiment_id}:{plan.label}"
-        backend = "" if base.backend == "tensorflow" else f"@{base.backend}"
+        backend = "" if of_row(base.backend).default else f"@{base.backend}"
         extra: dict[str, Any] = {
             "preset": plan.link.name,
             "interconnect": {

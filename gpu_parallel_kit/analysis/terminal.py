@@ -15,6 +15,7 @@ import textwrap
 import pandas as pd
 from tabulate import tabulate
 
+from ..backends import tagged
 from .cells import (
     TOO_FEW_STEPS,
     TOO_FEW_STEPS_NOTE,
@@ -102,7 +103,7 @@ def format_table(df: pd.DataFrame) -> str:
     columns[-1:-1] = tuned
     if "workers" in df.columns and (df["workers"] > 1).any():
         columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
-    if "backend" in df.columns and (df["backend"] != "tensorflow").any():
+    if "backend" in df.columns and tagged(df["backend"]):
         columns.insert(columns.index(("strategy", "strategy")), ("backend", "backend"))
     if "mesh" in df.columns and (df["mesh"] != "").any():
         columns.insert(columns.index(("schedule", "schedule")), ("mesh", "mesh"))

@@ -9,6 +9,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import GpkError
@@ -33,6 +34,7 @@ __all__ = [
     "lookup",
     "names",
     "of_row",
+    "tagged",
 ]
 
 
@@ -55,6 +57,12 @@ def backend(name: Any) -> Backend:
     if record is None:
         raise GpkError(f"backend={name!r} is not known; use one of {', '.join(names())}")
     return record
+
+
+def tagged(backends: Iterable[Any]) -> bool:
+    """Whether a table's `backend` values hold one other than the default: then tables and
+    figures say each row's backend."""
+    return any(not of_row(name).default for name in backends)
 
 
 def names() -> tuple[str, ...]:

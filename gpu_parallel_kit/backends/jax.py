@@ -16,5 +16,4 @@ JAX = Backend(
     tag="jax",
     marker="^",
     shade=0.45,
-    hatch="\\\\",
 )

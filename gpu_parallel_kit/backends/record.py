@@ -34,8 +34,9 @@ class Backend:
     xla_always: bool = False  # XLA compiles every step whatever the strategy (jit is Keras's)
     tag: str = ""  # its short name beside a run in tables and figures
     marker: str = "o"  # its points in line figures
-    shade: float = 0.0  # how far its strategy colours are lightened towards white (0 to 1)
-    hatch: str = ""  # its bars' hatch where a figure holds several backends
+    # how far its lines' strategy colours are lightened towards white (0 to 1) in a figure
+    # that holds several backends
+    shade: float = 0.0
 
     def __repr__(self) -> str:
         return f"<Backend {self.name}>"
