@@ -66,6 +66,12 @@ def small_experiment(model, **settings):
     return gpk.Experiment(model=model, **{**defaults, **settings})
 
 
+def small_mlp_experiment(**settings):
+    """`small_experiment` on the small MLP with whole epochs (the API's own steps per epoch): for
+    tests that plan, validate or answer runs on a fake machine."""
+    return small_experiment(**{"model": small_mlp, "steps_per_epoch": None, **settings})
+
+
 def small_data(samples: int = 256, seed: int = 0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((samples, FEATURES)).astype("float32")

@@ -132,6 +132,14 @@ def fake_machine(monkeypatch) -> FakeMachine:
     return FakeMachine(monkeypatch)
 
 
+@pytest.fixture
+def no_workers(fake_machine: FakeMachine) -> FakeMachine:
+    """The fake machine, on which starting a worker fails the test: for tests of what is refused
+    or planned before any run (`pytestmark = pytest.mark.usefixtures("no_workers")`)."""
+    fake_machine.refuse()
+    return fake_machine
+
+
 @pytest.fixture(scope="session")
 def executed_notebooks(request, tmp_path_factory) -> Any:
     """The notebooks executed once per session (tests/executed_notebooks.py): a function from a

@@ -7,16 +7,11 @@ import pytest
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.options.argtypes import mesh
-from tests.builders import small_data, small_mlp
+from tests.builders import small_mlp, small_mlp_experiment
 
 JAX = {"backend": "jax"}
 # A CPU-only machine whose runs finish at once, their specs kept.
 pytestmark = pytest.mark.usefixtures("fake_machine")
-
-
-def _exp(**settings):
-    defaults = dict(model=small_mlp, data=small_data(), batch_size=32, progress=False)
-    return gpk.Experiment(**{**defaults, **settings})
 
 
 @pytest.mark.parametrize(
@@ -37,7 +32,7 @@ def _exp(**settings):
     ],
 )  # fmt: skip
 def test_each_backend_refuses_what_it_does_not_offer(settings, plan, message):
-    exp = _exp(**settings)
+    exp = small_mlp_experiment(**settings)
     if message is None:
         assert exp.plan(**plan).mesh_shape == (4, 1)
         return
@@ -57,18 +52,18 @@ def test_jax_refuses_a_dataset_builder_without_tensorflow_and_validation(monkeyp
     with pytest.raises(GpkError, match="reads with TensorFlow, not installed here"):
         exp.plan("single", 1, backend="jax")
     with pytest.raises(GpkError, match="validation during training"):
-        _exp(validation=0.25).plan("single", 1, backend="jax")
+        small_mlp_experiment(validation=0.25).plan("single", 1, backend="jax")
 
 
 def test_a_run_takes_the_backend_as_a_list_of_one_as_the_command_line_gives_it():
-    spec = _exp().plan("tensor", 4, backend=["jax"], mesh=[2, 2])
+    spec = small_mlp_experiment().plan("tensor", 4, backend=["jax"], mesh=[2, 2])
     assert (spec.backend, spec.mesh_shape) == ("jax", (2, 2))
     identity = spec.result_identity()
     assert (identity["backend"], identity["mesh"]) == ("jax", "2x2")
 
 
 def test_compare_on_both_backends_leaves_out_what_each_lacks_and_says_so(fake_machine, capsys):
-    cmp = _exp().compare(
+    cmp = small_mlp_experiment().compare(
         ["single", "data", "model", "tensor"], [1, 2], backend=["tensorflow", "jax"]
     )
     planned = [(s.backend, s.strategy, s.devices.count) for s in fake_machine.specs]
@@ -88,7 +83,7 @@ def test_compare_on_both_backends_leaves_out_what_each_lacks_and_says_so(fake_ma
 
 def test_a_strategy_no_asked_backend_offers_is_refused_not_left_out():
     with pytest.raises(GpkError, match="not available on backend='tensorflow'"):
-        _exp().compare(["single", "tensor"], [1, 2])
+        small_mlp_experiment().compare(["single", "tensor"], [1, 2])
 
 
 def test_the_mesh_option_reads_two_numbers():

@@ -40,10 +40,8 @@ def _result(spec, status="ok", step_time_s=0.01):
     )
 
 
-@pytest.fixture(autouse=True)
-def no_workers(fake_machine):
-    """A CPU-only machine with 8 virtual devices; starting a worker fails the test."""
-    fake_machine.refuse()
+# A CPU-only machine on which starting a worker fails the test; `fake_runs` answers instead.
+pytestmark = pytest.mark.usefixtures("no_workers")
 
 
 @pytest.fixture

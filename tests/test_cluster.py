@@ -20,34 +20,27 @@ from gpu_parallel_kit.runs import devices
 from gpu_parallel_kit.runs.devices import PhysicalDevice
 from gpu_parallel_kit.runs.grid_plan import plan_grid
 from gpu_parallel_kit.runs.results import RunResult
-from tests.builders import small_data, small_mlp
+from tests.builders import small_mlp_experiment
 
 CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
 
 
-@pytest.fixture(autouse=True)
-def no_workers(fake_machine):
-    fake_machine.refuse()
-
-
-def _exp(**settings):
-    defaults = dict(model=small_mlp, data=small_data(), batch_size=32, progress=False)
-    return gpk.Experiment(**{**defaults, **settings})
+pytestmark = pytest.mark.usefixtures("no_workers")
 
 
 def test_local_multiworker_plan_counts_every_workers_devices():
-    spec = _exp().plan("multiworker", 1, workers=4)
+    spec = small_mlp_experiment().plan("multiworker", 1, workers=4)
     assert (spec.workers, spec.replicas, spec.global_batch, spec.mode) == (4, 4, 32, "explicit")
     identity = spec.result_identity()
     assert identity["devices"] == 4 and identity["workers"] == 4
-    assert _exp(scaling="weak").plan("multiworker", 1, workers=2).global_batch == 64
-    assert _exp().plan("multiworker", 1).workers == 2  # the default
+    assert small_mlp_experiment(scaling="weak").plan("multiworker", 1, workers=2).global_batch == 64
+    assert small_mlp_experiment().plan("multiworker", 1).workers == 2  # the default
 
 
 def test_two_gpus_per_worker_are_planned_on_a_gpu_machine(fake_machine):
     gpu = [PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "A100", 40 << 30) for i in (0, 1)]
     fake_machine.physical = (CPU, *gpu)
-    spec = _exp().plan("multiworker", 2, workers=2)
+    spec = small_mlp_experiment().plan("multiworker", 2, workers=2)
     assert (spec.replicas, spec.devices.kind, spec.devices.virtual) == (4, "gpu", False)
     assert spec.all_reduce == "auto"
 
@@ -64,20 +57,20 @@ def test_two_gpus_per_worker_are_planned_on_a_gpu_machine(fake_machine):
 def test_bad_multiworker_plans_are_one_sentence(plan, message):
     plan = {"devices": 1, **plan}
     with pytest.raises(gpk.GpkError, match=message) as error:
-        _exp().run("multiworker", **plan)
+        small_mlp_experiment().run("multiworker", **plan)
     assert "\n" not in str(error.value)
 
 
 def test_workers_belong_to_multiworker_only():
-    spec = _exp().plan("data", 2)
+    spec = small_mlp_experiment().plan("data", 2)
     with pytest.raises(gpk.GpkError, match="workers=3 applies to strategy='multiworker' only"):
-        dataclasses.replace(spec, workers=3)
+        dataclasses.replace(spec, options={"workers": 3})
     with pytest.raises(gpk.GpkError, match="all_reduce='ring' is for strategy='multiworker'"):
-        _exp().run("data", 2, all_reduce="ring")
+        small_mlp_experiment().run("data", 2, all_reduce="ring")
 
 
 def test_compare_skips_cpu_multiworker_runs_that_could_only_fail():
-    exp = _exp()
+    exp = small_mlp_experiment()
     grid = ["single", "data", "multiworker"]
     specs = plan_grid(exp.plan, grid, [1, 2], {"workers": 2, "backend": exp.backend})
     assert [(s.strategy, s.devices.count, s.workers) for s in specs] == [
@@ -103,10 +96,10 @@ def test_cluster_file_forms(tmp_path, monkeypatch):
     assert repr(cluster) == "<ClusterSpec 2 workers, chief a:1, coordinator a:3>"
     tf_style = {"cluster": {"worker": ["a:1"]}, "coordinator": "a:3"}
     assert load_cluster(tf_style).workers == ("a:1",)
-    spec = _exp().plan("multiworker", 1, cluster=str(plain))
+    spec = small_mlp_experiment().plan("multiworker", 1, cluster=str(plain))
     assert spec.workers == 2 and spec.cluster == cluster
     with pytest.raises(gpk.GpkError, match="workers=3 but the cluster"):
-        _exp().plan("multiworker", 1, cluster=str(plain), workers=3)
+        small_mlp_experiment().plan("multiworker", 1, cluster=str(plain), workers=3)
 
 
 @pytest.mark.parametrize(
@@ -175,7 +168,7 @@ def test_listening_sockets_are_judged_by_address_and_interfaces():
 
 
 def test_a_job_carries_its_data_files_to_another_host(tmp_path):
-    experiment = _exp()  # owns the array files while it lives
+    experiment = small_mlp_experiment()  # owns the array files while it lives
     spec = experiment.plan("multiworker", 1, workers=2)
     job = pack_job(spec)
     assert set(job["files"]) == set(spec.data.paths)
@@ -236,12 +229,12 @@ def test_a_cluster_host_plans_its_own_devices(tmp_path, monkeypatch):
     path = _cluster_file(tmp_path, worker=["a:1", "b:2"], coordinator="a:3")
     # Two devices per worker is refused on this CPU machine for local workers only: the hosts of
     # a named cluster may have GPUs, and plan them themselves.
-    spec = _exp().plan("multiworker", 2, cluster=str(path))
+    spec = small_mlp_experiment().plan("multiworker", 2, cluster=str(path))
     assert spec.replicas == 4
     on_host = plan_on_this_host(spec.devices, (CPU, *_gpu_plan_physical(2)))
     assert (on_host.kind, on_host.count, on_host.virtual) == ("gpu", 2, False)
     with pytest.raises(gpk.GpkError, match="per worker needs GPUs"):
-        dataclasses.replace(spec, cluster=None)
+        dataclasses.replace(spec, options={**spec.options, "cluster": None})
 
 
 def _gpu_plan_physical(gpus):
@@ -250,7 +243,9 @@ def _gpu_plan_physical(gpus):
 
 def test_worker_reports_relay_the_chief_and_stop_the_rest_after_a_failure(monkeypatch):
     relayed = []
-    identity = _exp(batch_size=33).plan("multiworker", 1, workers=3).result_identity()
+    identity = (
+        small_mlp_experiment(batch_size=33).plan("multiworker", 1, workers=3).result_identity()
+    )
     reports = WorkerReports(3, identity, relayed.append)
     reports.handle(1, {"event": "phase", "phase": "training"})
     reports.handle(0, {"event": "progress", "step": 2})

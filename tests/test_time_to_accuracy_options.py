@@ -12,15 +12,10 @@ from gpu_parallel_kit.notebook.names import resolve_validation
 from gpu_parallel_kit.options.request import Request
 from gpu_parallel_kit.runs.target import Target
 from gpu_parallel_kit.runs.validation import holdout_indices
-from tests.builders import FEATURES, small_data, small_mlp
+from tests.builders import FEATURES, small_data, small_mlp, small_mlp_experiment
 
 # A CPU-only machine; workers are replaced by instant results, and their specs kept.
 pytestmark = pytest.mark.usefixtures("fake_machine")
-
-
-def _exp(**kwargs):
-    settings = dict(model=small_mlp, data=small_data(), batch_size=32, progress=False)
-    return gpk.Experiment(**{**settings, **kwargs})
 
 
 def _stored(source):
@@ -30,7 +25,7 @@ def _stored(source):
 
 def test_validation_arrays_are_stored_beside_the_training_arrays():
     xv, yv = small_data(40, seed=1)
-    exp = _exp(validation=(xv, yv))
+    exp = small_mlp_experiment(validation=(xv, yv))
     validation = exp.training.validation
     assert validation.kind == "arrays" and validation.samples == 40
     assert validation.paths[0] != exp.data.paths[0]
@@ -40,7 +35,7 @@ def test_validation_arrays_are_stored_beside_the_training_arrays():
 
 def test_a_fraction_is_held_out_and_left_out_of_the_training_data():
     x, y = small_data()
-    exp = _exp(data=(x, y), validation=0.25)
+    exp = small_mlp_experiment(data=(x, y), validation=0.25)
     train_x, _ = _stored(exp.data)
     val_x, _ = _stored(exp.training.validation)
     assert (len(train_x), len(val_x)) == (192, 64)
@@ -55,7 +50,7 @@ def test_the_held_out_samples_depend_on_the_seed_only():
 
 
 def test_a_fraction_of_a_built_in_set_is_held_out_too():
-    exp = _exp(model="mlp", data="tabular", samples=400, validation=0.1)
+    exp = small_mlp_experiment(model="mlp", data="tabular", samples=400, validation=0.1)
     assert exp.data.kind == "arrays" and exp.data.samples == 360
     assert exp.training.validation.samples == 40
 
@@ -64,7 +59,7 @@ def test_a_dataset_builder_is_validation_data():
     def validation_set():
         raise AssertionError("built in the worker, not here")
 
-    exp = _exp(validation=validation_set)
+    exp = small_mlp_experiment(validation=validation_set)
     assert exp.training.validation.kind == "dataset_builder"
 
 
@@ -83,21 +78,23 @@ def test_a_dataset_builder_is_validation_data():
 )
 def test_bad_validation_is_one_sentence(validation, error, message):
     with pytest.raises(error, match=message) as raised:
-        _exp(validation=validation)
+        small_mlp_experiment(validation=validation)
     assert "\n" not in str(raised.value)
 
 
 def test_a_fraction_of_a_dataset_builder_is_refused():
     with pytest.raises(gpk.GpkError, match="pass validation= a function returning"):
-        _exp(data=lambda: None, validation=0.1)
+        small_mlp_experiment(data=lambda: None, validation=0.1)
 
 
 def test_a_validation_target_needs_validation_data():
     with pytest.raises(gpk.GpkError, match="needs validation data; pass validation="):
-        _exp(target={"val_accuracy": 0.9})
+        small_mlp_experiment(target={"val_accuracy": 0.9})
     with pytest.raises(gpk.GpkError, match="needs validation data"):
-        _exp().plan("single", 1, target="val_loss<=0.3")
-    assert _exp(target={"loss": 0.5}).training.target == Target("loss", 0.5, "below")
+        small_mlp_experiment().plan("single", 1, target="val_loss<=0.3")
+    assert small_mlp_experiment(target={"loss": 0.5}).training.target == Target(
+        "loss", 0.5, "below"
+    )
 
 
 @pytest.mark.parametrize(
@@ -110,11 +107,11 @@ def test_a_validation_target_needs_validation_data():
 )
 def test_bad_convergence_options_are_one_sentence(settings, message):
     with pytest.raises(gpk.GpkError, match=message):
-        _exp(**settings)
+        small_mlp_experiment(**settings)
 
 
 def test_compare_options_override_the_experiments_for_every_run(fake_machine):
-    exp = _exp(validation=0.25, batch_size=16, epochs=2)
+    exp = small_mlp_experiment(validation=0.25, batch_size=16, epochs=2)
     cmp = exp.compare(
         strategies=["single", "data"],
         devices=[1, 2, 4],
@@ -135,7 +132,7 @@ def test_compare_options_override_the_experiments_for_every_run(fake_machine):
 
 
 def test_strong_scaling_keeps_the_rate_even_with_a_rule(fake_machine):
-    cmp = _exp().compare(["single", "data"], [1, 2], lr_scaling="linear")
+    cmp = small_mlp_experiment().compare(["single", "data"], [1, 2], lr_scaling="linear")
     assert set(cmp.table["lr_factor"]) == {1.0}
     assert "Strong scaling keeps the global batch" in cmp.convergence
 

@@ -6,18 +6,10 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from tests.builders import small_data, small_mlp
+from tests.builders import small_data, small_mlp, small_mlp_experiment
 
-
-@pytest.fixture(autouse=True)
-def no_workers(fake_machine):
-    """Fail loudly if validation lets anything through to a worker."""
-    fake_machine.refuse()
-
-
-def _exp(**kwargs):
-    settings = dict(model=small_mlp, data=small_data(), batch_size=32, progress=False)
-    return gpk.Experiment(**{**settings, **kwargs})
+# Fail loudly if validation lets anything through to a worker.
+pytestmark = pytest.mark.usefixtures("no_workers")
 
 
 def _one_sentence(error):
@@ -28,7 +20,7 @@ def _one_sentence(error):
 
 def test_unknown_strategy():
     with pytest.raises(gpk.GpkError, match="strategy='pipelines' is not known") as error:
-        _exp().run(strategy="pipelines", devices=2)
+        small_mlp_experiment().run(strategy="pipelines", devices=2)
     assert "single, data, pipeline" in _one_sentence(error)
 
 
@@ -41,13 +33,13 @@ def test_unknown_strategy():
 )
 def test_bad_devices(devices_, message):
     with pytest.raises(gpk.GpkError, match=message) as error:
-        _exp().run(strategy="data", devices=devices_)
+        small_mlp_experiment().run(strategy="data", devices=devices_)
     _one_sentence(error)
 
 
 def test_indivisible_batch_names_the_nearest_valid_sizes():
     with pytest.raises(gpk.GpkError) as error:
-        _exp(batch_size=250).run(strategy="data", devices=4)
+        small_mlp_experiment(batch_size=250).run(strategy="data", devices=4)
     assert _one_sentence(error) == (
         "batch_size=250 is not divisible by 4 devices; use a multiple of 4, e.g. 248 or 252"
     )
@@ -55,41 +47,41 @@ def test_indivisible_batch_names_the_nearest_valid_sizes():
 
 def test_indivisible_batch_in_a_comparison_fails_before_the_first_run():
     with pytest.raises(gpk.GpkError, match="not divisible by 4 devices"):
-        _exp(batch_size=30).compare(["single", "data"], [1, 2, 4])
+        small_mlp_experiment(batch_size=30).compare(["single", "data"], [1, 2, 4])
     assert len(gpk.history()) == 0
 
 
 def test_empty_data():
     with pytest.raises(gpk.GpkError, match="is empty") as error:
-        _exp(data=(np.zeros((0, 3)), np.zeros(0)))
+        small_mlp_experiment(data=(np.zeros((0, 3)), np.zeros(0)))
     _one_sentence(error)
 
 
 def test_x_and_y_of_different_lengths():
     with pytest.raises(gpk.GpkError, match="has 10 inputs but 9 targets") as error:
-        _exp(data=(np.zeros((10, 3)), np.zeros(9)))
+        small_mlp_experiment(data=(np.zeros((10, 3)), np.zeros(9)))
     _one_sentence(error)
 
 
 @pytest.mark.parametrize("epochs", [0, -1])
 def test_epochs_must_be_positive(epochs):
     with pytest.raises(gpk.GpkError, match=f"epochs={epochs} is too few; use epochs=1 or more"):
-        _exp(epochs=epochs)
+        small_mlp_experiment(epochs=epochs)
 
 
 def test_fewer_samples_than_one_batch():
     with pytest.raises(gpk.GpkError, match="fewer than one global batch of 512"):
-        _exp(batch_size=512).run(strategy="single")
+        small_mlp_experiment(batch_size=512).run(strategy="single")
 
 
 def test_single_strategy_on_several_devices():
     with pytest.raises(gpk.GpkError, match="strategy='single' runs on one device, not 2"):
-        _exp().run(strategy="single", devices=2)
+        small_mlp_experiment().run(strategy="single", devices=2)
 
 
 def test_nccl_needs_gpus():
     with pytest.raises(gpk.GpkError, match="all_reduce='nccl' needs GPUs"):
-        _exp().run(strategy="data", devices=2, all_reduce="nccl")
+        small_mlp_experiment().run(strategy="data", devices=2, all_reduce="nccl")
 
 
 def test_unknown_built_in_model():
@@ -118,13 +110,13 @@ def test_unknown_synthetic_set():
 
 def test_naive_schedule_with_micro_batches():
     with pytest.raises(gpk.GpkError, match="schedule='naive' runs one micro-batch") as error:
-        _exp().run(strategy="model", devices=2, schedule="naive", micro_batches=8)
+        small_mlp_experiment().run(strategy="model", devices=2, schedule="naive", micro_batches=8)
     _one_sentence(error)
 
 
 def test_batch_that_does_not_split_into_micro_batches():
     with pytest.raises(gpk.GpkError) as error:
-        _exp(batch_size=30).run(strategy="model", devices=2, micro_batches=4)
+        small_mlp_experiment(batch_size=30).run(strategy="model", devices=2, micro_batches=4)
     assert _one_sentence(error) == (
         "batch_size=30 does not split into 4 micro-batches; use a multiple of 4, e.g. 28 or 32"
     )
@@ -132,11 +124,11 @@ def test_batch_that_does_not_split_into_micro_batches():
 
 def test_unknown_schedule():
     with pytest.raises(gpk.GpkError, match="schedule='zigzag' is not known"):
-        _exp().run(strategy="model", devices=2, schedule="zigzag")
+        small_mlp_experiment().run(strategy="model", devices=2, schedule="zigzag")
 
 
 def test_model_parallel_defaults_to_gpipe_when_micro_batches_are_asked():
-    spec = _exp().plan("model", 2, micro_batches=4)
+    spec = small_mlp_experiment().plan("model", 2, micro_batches=4)
     assert (spec.schedule, spec.micro_batches) == ("gpipe", 4)
-    assert _exp().plan("model", 2).schedule == "naive"
-    assert _exp().plan("data", 2, micro_batches=4).schedule == ""
+    assert small_mlp_experiment().plan("model", 2).schedule == "naive"
+    assert small_mlp_experiment().plan("data", 2, micro_batches=4).schedule == ""
