@@ -3,12 +3,16 @@ the table's columns and the stacked figure."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 
 import matplotlib
 import pytest
 
 matplotlib.use("Agg")
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 
 from gpu_parallel_kit.analysis.memory import (  # noqa: E402
     COMPONENTS,
@@ -129,3 +133,20 @@ def test_a_run_refused_by_its_budget_is_drawn_faded_at_what_it_needed():
     assert sum(heights) * 2**20 == pytest.approx(400 + 400 + 800)
     assert axis.patches[1].get_facecolor()[3] == pytest.approx(0.25)
     assert "refused" in axis.get_xticklabels()[1].get_text()
+
+
+def test_the_memory_figure_keeps_its_legend_and_labels_inside_and_apart():
+    refused = dataclasses.replace(
+        SINGLE, run_id="r", status="oom", extra={"refused": SINGLE.extra}, reason="over budget"
+    )
+    figure = Comparison([refused, PIPELINE]).plot_memory(budget=900)
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    axis = figure.axes[0]
+    box = axis.get_window_extent(renderer)
+    assert box.width > 0.5 * figure.bbox.width  # not squeezed into a column
+    legend = axis.get_legend().get_window_extent(renderer)
+    assert box.x0 <= legend.x0 and legend.x1 <= box.x1 and legend.y1 <= box.y1
+    ticks = [t.get_window_extent(renderer) for t in axis.get_xticklabels()]
+    assert all(a.x1 < b.x0 for a, b in itertools.pairwise(ticks))  # no label over another
+    assert max(len(line) for line in axis.get_xlabel().split("\n")) < 100

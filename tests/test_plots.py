@@ -268,3 +268,19 @@ def test_the_communication_figure_draws_the_band_of_projected_rows_only(with_ban
     assert [s[0][0] for s in whiskers.lines[2][0].get_segments()] == [2, 3, 4]  # projected
     (shade,) = [c for c in share.collections if isinstance(c, PolyCollection)]
     assert shade.get_label() == "data, efficiency band"
+
+
+def test_throughput_bars_a_hundred_times_apart_get_a_log_axis(with_projection):
+    (near,) = throughput_figure(with_projection).axes
+    assert near.get_yscale() == "linear"
+    far = comparison_table(
+        [
+            run("s", "single", 1, 50_000.0),
+            projected("single-1", "single", 1, 1_000_000.0),
+            projected("data-8", "data", 8, 5_000_000.0),
+        ]
+    )
+    (ax,) = throughput_figure(far).axes
+    assert ax.get_yscale() == "log" and "log scale" in ax.get_ylabel()
+    heights = sorted(bar.get_height() for bar in ax.patches if bar.get_height() > 0)
+    assert heights == pytest.approx([50_000.0, 1_000_000.0, 5_000_000.0])  # the table's values

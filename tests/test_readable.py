@@ -59,6 +59,14 @@ def test_headers_may_break_after_their_underscores_only():
 def test_text_columns_read_from_the_left_in_their_own_table_only():
     html = _table()[["strategy", "devices", "reason"]]._repr_html_()
     name = html.split('id="')[1].split('"')[0]
-    assert f"#{name} td:nth-child(2)" in html and f"#{name} td:nth-child(4)" in html
-    assert "nth-child(3)" not in html  # devices: a number, right-aligned
+    assert f"#{name} td:nth-child(1)" in html and f"#{name} td:nth-child(3)" in html
+    assert "nth-child(2)" not in html  # devices: a number, right-aligned
     assert name != _table()[["strategy"]]._repr_html_().split('id="')[1].split('"')[0]
+
+
+def test_a_selection_shows_no_leftover_row_positions():
+    table = _table()
+    html = table[table["devices"] > 1][["strategy", "devices"]]._repr_html_()
+    assert "<th>1</th>" not in html and "<th>2</th>" not in html
+    named = table.set_index("strategy")[["devices"]]._repr_html_()
+    assert "<th>single</th>" in named and "td:nth-child(1)" not in named  # labels stay, first

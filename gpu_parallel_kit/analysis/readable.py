@@ -112,22 +112,33 @@ class RunFrame(pd.DataFrame):
         frame = pd.DataFrame(self)
         name = f"gpk-{next(_TABLES)}"
         footnote = self.attrs.get("not_done", "")
+        labelled = _labelled(frame.index)
         with pd.option_context("display.max_colwidth", None):
             cells = readable_cells(frame, "—" if footnote else "")
             text = cells.to_html(
-                max_rows=rows, max_cols=columns, classes="gpk-readable", table_id=name
+                max_rows=rows,
+                max_cols=columns,
+                classes="gpk-readable",
+                table_id=name,
+                index=labelled,
             )
         text = _HEADER.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + "</th>", text)
         if footnote and cells.isin(["—"]).any().any():
             text += f"<p><small>{html.escape(footnote)}</small></p>"
-        return _left_aligned_words(frame, name) + text
+        return _left_aligned_words(frame, name, 2 if labelled else 1) + text
 
 
-def _left_aligned_words(frame: pd.DataFrame, name: str) -> str:
+def _labelled(index: pd.Index) -> bool:
+    """Whether the rows' labels say something: a name or text, not the positions a selection
+    left over from the whole table (11, 15, ...)."""
+    return index.name is not None or not pd.api.types.is_integer_dtype(index)
+
+
+def _left_aligned_words(frame: pd.DataFrame, name: str, first: int) -> str:
     """Text columns (a strategy, a reason) read from the left; numbers stay right-aligned, so
-    their digits line up. Counted from 2: the index is the first cell of each row."""
+    their digits line up. `first`: the cell of the first column (2 when the index is shown)."""
     words = [
-        place + 2
+        place + first
         for place, column in enumerate(frame.columns)
         if not pd.api.types.is_numeric_dtype(frame[column])
         or pd.api.types.is_bool_dtype(frame[column])

@@ -65,6 +65,7 @@ _TEXT = TextToPath()  # measures text in points without drawing it
 _PROJECTED_DASHES = ["--", "-.", (0, (6, 2, 1, 2, 1, 2))]  # one per projection in a figure
 _PROJECTED_BAR = {"alpha": 0.4, "hatch": "..", "linestyle": "--", "linewidth": 1.0}
 _BAND_ALPHA = 0.15  # the shaded band under a projected line: seen, and the line over it read
+APART = 100  # bars whose values span this factor get a log axis
 BAND_NOTE = "efficiency band"  # what a projection's shading and whiskers span, in the legend
 
 
@@ -134,6 +135,7 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
     _draw_bars(
         ax, df, "throughput_samples_s", "throughput (samples/s)", "Throughput", width_in, high
     )
+    _log_scale_if_apart(ax, df)
     drawn = (low.notna() & high.notna()).to_numpy()
     if not drawn.any():
         return
@@ -151,6 +153,17 @@ def _draw_throughput(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
         label=BAND_NOTE,
     )
     ax.set_xlabel(f"whiskers: projected {BAND_NOTE}")
+
+
+def _log_scale_if_apart(ax: Axes, df: pd.DataFrame) -> None:
+    """A log axis when the bars' values span 100× or more (a projected GPU's throughput beside
+    a CPU's), so the smaller bars stay visible rather than slivers under the largest."""
+    values = pd.to_numeric(df["throughput_samples_s"], errors="coerce")
+    shown = values[(df["status"] == "ok") & (values > 0)]
+    if shown.empty or shown.max() < APART * shown.min():
+        return
+    ax.set_yscale("log")
+    ax.set_ylabel(f"{ax.get_ylabel()}, log scale")
 
 
 def bar_positions(df: pd.DataFrame) -> list[float]:

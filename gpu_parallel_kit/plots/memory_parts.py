@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from collections.abc import Sequence
 
 import pandas as pd
@@ -20,6 +21,10 @@ from matplotlib.patches import Patch
 from ..analysis.memory import COMPONENTS, fullest_components
 from ..runs.results import RunResult
 from .style import DisplayFigure, run_labels
+
+MIN_WIDTH_IN = 6.5  # room for the legend's three columns and the note under the bars
+LEGEND_ROOM = 1.45  # the y axis reaches this times the tallest bar
+NOTE_CHARS_PER_IN = 14  # characters of the 8-point note per inch of figure
 
 PARTS = {
     "params_bytes": ("parameters", "tab:blue"),
@@ -38,7 +43,8 @@ def components_figure(
     parts = [fullest_components(_as_measured(r)) for r in runs]
     shown = [(r, p) for r, p in zip(runs, parts, strict=True) if not math.isnan(p["params_bytes"])]
     refused = [not r.ok for r, _ in shown]
-    figure = DisplayFigure(figsize=(max(5.0, 1.1 * len(shown) + 2.5), 4.2), layout="constrained")
+    width = max(MIN_WIDTH_IN, 1.2 * len(shown) + 3.0)
+    figure = DisplayFigure(figsize=(width, 4.4), layout="constrained")
     axis = figure.subplots()
     axis.set_title("Memory per device, by part (the fullest device of each run)")
     if not shown:
@@ -78,19 +84,21 @@ def components_figure(
         f"{label}\nrefused" if r else label
         for label, r in zip(run_labels(frame), refused, strict=True)
     ]
-    axis.set_xticks(positions, labels, rotation=20, ha="right", fontsize=9)
+    # Upright labels, one per bar's slot; a label wider than its slot goes on two lines.
+    axis.set_xticks(positions, [label.replace(" ", "\n", 1) for label in labels], fontsize=9)
+    axis.set_xlim(-0.75, len(shown) - 0.25)
     axis.set_ylabel(unit)
     top = max(max(bottom), *(b / scale for b, _ in lines))
-    axis.set_ylim(0, top * 1.3 or 1.0)
+    axis.set_ylim(0, top * LEGEND_ROOM or 1.0)  # the legend's rows sit above the tallest bar
     lines_drawn, _ = axis.get_legend_handles_labels()
     handles = [*lines_drawn[: len(lines)], *(Patch(color=c, label=n) for n, c in PARTS.values())]
-    axis.legend(handles=handles, fontsize=8, loc="upper left", ncols=6, frameon=False)
+    axis.legend(handles=handles, fontsize=8, loc="upper left", ncols=3, frameon=False)
     unknown = any(math.isnan(p["activations_bytes"]) for _, p in shown)
-    axis.set_xlabel(
+    note = (
         "parameters and optimizer state as placed; gradients modelled; activations modelled on "
-        "JAX, held by a pipeline's schedule" + ("; none where not known" if unknown else ""),
-        fontsize=8,
+        "JAX, held by a pipeline's schedule" + ("; none where not known" if unknown else "")
     )
+    axis.set_xlabel(textwrap.fill(note, int(width * NOTE_CHARS_PER_IN)), fontsize=8)
     return figure
 
 
