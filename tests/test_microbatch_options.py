@@ -25,23 +25,25 @@ def _cli(command: str) -> argparse.ArgumentParser:
 
 
 @pytest.fixture
-def experiment(fake_machine):
+def deep_mlp_experiment(fake_machine):
+    """The deep MLP, planned on the fake machine."""
     return small_experiment(builders.deep_mlp)
 
 
-def test_the_api_plans_auto_under_every_schedule(experiment):
+def test_the_api_plans_auto_under_every_schedule(deep_mlp_experiment):
     for schedule in (None, "naive", "gpipe", "1f1b", "interleaved", "zb-h1"):
-        spec = experiment.plan(
+        spec = deep_mlp_experiment.plan(
             strategy="pipeline", devices=2, schedule=schedule, micro_batches="auto"
         )
         assert spec.micro_batches == "auto"
         assert spec.result_identity()["micro_batches"] is None  # the worker's choice fills it
-    assert experiment.plan(strategy="model", devices=2, micro_batches="auto").schedule == "gpipe"
+    planned = deep_mlp_experiment.plan(strategy="model", devices=2, micro_batches="auto")
+    assert planned.schedule == "gpipe"
 
 
-def test_a_bad_micro_batch_count_is_one_sentence(experiment, fake_machine):
+def test_a_bad_micro_batch_count_is_one_sentence(deep_mlp_experiment, fake_machine):
     with pytest.raises(GpkError, match="micro_batches='many' is not a count; .*'auto'"):
-        experiment.plan(strategy="pipeline", devices=2, micro_batches="many")
+        deep_mlp_experiment.plan(strategy="pipeline", devices=2, micro_batches="many")
     odd = small_experiment(builders.deep_mlp, batch_size=30)
     with pytest.raises(GpkError, match="batch_size=30 splits into no multiple of the 4 devices"):
         odd.plan(strategy="pipeline", devices=4, schedule="interleaved", micro_batches="auto")
@@ -58,8 +60,8 @@ def test_gpk_and_the_magic_read_auto(command):
             parser.parse_args(["--micro-batches", "x"])
 
 
-def test_a_comparison_plans_auto_for_its_pipelines_only(experiment, fake_machine):
-    experiment.compare(
+def test_a_comparison_plans_auto_for_its_pipelines_only(deep_mlp_experiment, fake_machine):
+    deep_mlp_experiment.compare(
         strategies=["single", "data", "pipeline"], devices=[1, 2], micro_batches="auto"
     )
     planned = {(s.strategy, s.devices.count): s.micro_batches for s in fake_machine.specs}

@@ -10,18 +10,6 @@ from tests.builders import largest_difference, saved_weights, small_data, small_
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def experiment():
-    return gpk.Experiment(
-        model=small_mlp,
-        data=small_data(),
-        batch_size=32,
-        epochs=2,
-        steps_per_epoch=4,
-        progress=False,
-    )
-
-
 def _train(experiment, tmp_path, strategy, devices, mode):
     path = tmp_path / f"{strategy}_{devices}_{mode}.npz"
     result = experiment.run(strategy=strategy, devices=devices, mode=mode, save_weights=str(path))

@@ -11,16 +11,14 @@ import pytest
 
 from gpu_parallel_kit.pipeline.microbatch import Curve, candidates, choose, sizes
 from tests import builders
-from tests.builders import largest_difference, saved_weights, small_experiment
+from tests.builders import largest_difference, saved_weights
 from tests.test_trace import validate
 
 pytestmark = pytest.mark.slow
 K, BATCH = 2, 32
 
 
-@pytest.fixture(scope="module")
-def experiment():
-    return small_experiment(builders.deep_mlp, batch_size=BATCH, steps_per_epoch=3)
+EXPERIMENT = dict(model=builders.deep_mlp, batch_size=BATCH, steps_per_epoch=3)  # conftest.py
 
 
 @pytest.fixture(scope="module")

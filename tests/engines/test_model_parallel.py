@@ -31,9 +31,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def experiment():
-    return small_experiment(builders.deep_mlp, steps_per_epoch=5)
+EXPERIMENT = dict(model=builders.deep_mlp, steps_per_epoch=5)  # tests/engines/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,6 @@ from tests.builders import (
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def experiment():
-    return small_experiment(small_mlp, epochs=2, steps_per_epoch=4)
-
-
 def _alive(pid):
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -7,9 +7,8 @@ import math
 
 import pytest
 
-import gpu_parallel_kit as gpk
 from gpu_parallel_kit.analysis.tables import comparison_table, format_table
-from tests.builders import largest_difference, saved_weights, small_data, small_mlp
+from tests.builders import largest_difference, saved_weights, small_mlp
 
 pytestmark = pytest.mark.slow
 
@@ -19,13 +18,8 @@ pytestmark = pytest.mark.slow
 XLA_TOLERANCE = 1e-5
 
 
-@pytest.fixture(scope="module")
-def experiment():
-    # 8 steps x 3 epochs: tune picks 4 steps per execution (8 would leave 2 timed executions).
-    return gpk.Experiment(
-        model=small_mlp, data=small_data(), batch_size=32, epochs=3, steps_per_epoch=8,
-        progress=False,
-    )  # fmt: skip
+# 8 steps x 3 epochs: tune picks 4 steps per execution (8 would leave 2 timed executions).
+EXPERIMENT = dict(model=small_mlp, epochs=3, steps_per_epoch=8)  # tests/engines/conftest.py
 
 
 def _train(experiment, tmp_path, strategy, devices, **plan):
