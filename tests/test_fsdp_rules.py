@@ -14,7 +14,7 @@ from gpu_parallel_kit.analysis.projectors import sharded_data_parallel
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.sharding.layout import Collective, Layout, Placement
 from gpu_parallel_kit.sharding.traffic import data_traffic
-from gpu_parallel_kit.strategies import GridCell, check_backend, strategy
+from gpu_parallel_kit.strategies import GridCell, check_backend, strategy_record
 from gpu_parallel_kit.strategies.fsdp import (
     MIN_SHARD_BYTES,
     fsdp_traffic,
@@ -54,7 +54,7 @@ def test_every_device_is_on_the_data_axis_unless_a_mesh_says_otherwise():
     spec = exp.plan("fsdp", 4)
     assert spec.mesh_shape == (4, 1) and spec.min_shard_bytes == MIN_SHARD_BYTES
     assert exp.plan("fsdp", 4, mesh=(2, 2), min_shard_bytes=0).mesh_shape == (2, 2)
-    assert strategy("fsdp").label(spec) == "fsdp×4"
+    assert strategy_record("fsdp").label(spec) == "fsdp×4"
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_a_batch_the_data_axis_does_not_split_is_refused():
 
 
 def test_grid_rule_needs_several_devices_and_a_mesh_of_its_size():
-    fsdp = strategy("fsdp")
+    fsdp = strategy_record("fsdp")
     assert not fsdp.in_grid(GridCell(1, {}, lambda: "cpu"))
     assert fsdp.in_grid(GridCell(4, {}, lambda: "cpu"))
     assert not fsdp.in_grid(GridCell(2, {"mesh": (2, 2)}, lambda: "cpu"))
