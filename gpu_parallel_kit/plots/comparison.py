@@ -40,11 +40,13 @@ from matplotlib.ticker import StrMethodFormatter
 
 from ..analysis.band import band
 from ..analysis.flags import flagged
+from ..backends import Backend, of_row
 from .style import (
-    BACKEND_TAGS,
     DOTTED_BARS,
     DisplayFigure,
+    backend_color,
     backend_tags,
+    backends_of,
     draw_missing_bars,
     mesh_tag,
     projected_rows,
@@ -274,19 +276,21 @@ def _draw_speedup(ax: Axes, df: pd.DataFrame) -> None:
     several = {key: measured[key].nunique() > 1 for key in ("experiment_id", "scaling")}
     several["micro_batches"] = df.loc[plotted, "micro_batches"].nunique() > 1
     several["backend"] = any(backend_tags(df))
+    mixed = len(backends_of(df)) > 1  # each backend's lines then drawn in its own shade
     bands = band(df)
     for _, group in df[shown].groupby(_series_keys(df), sort=False, dropna=False):
         ordered = group.sort_values("devices")
         strategy = ordered["strategy"].iloc[0]
         weak = ordered["scaling"].iloc[0] == "weak"
-        color = strategy_color(strategy)
+        on = _backend_of(ordered)
+        color = backend_color(strategy_color(strategy), on) if mixed else strategy_color(strategy)
         projected = bool(projected_rows(ordered).iloc[0])
         if projected:
             _draw_band(ax, bands.loc[ordered.index], ordered["devices"], color)
         ax.plot(
             ordered["devices"],
             ordered["speedup"],
-            marker="s" if weak else "^" if _on_jax(ordered) else "o",
+            marker="s" if weak else on.marker,
             linestyle=dashes[projection_label(ordered["experiment_id"].iloc[0])]
             if projected
             else ":"
@@ -322,8 +326,8 @@ def _draw_band(ax: Axes, found: pd.DataFrame, devices: pd.Series, color: str) ->
     )
 
 
-def _on_jax(group: pd.DataFrame) -> bool:
-    return "backend" in group.columns and group["backend"].iloc[0] == "jax"
+def _backend_of(group: pd.DataFrame) -> Backend:
+    return of_row(group["backend"].iloc[0] if "backend" in group.columns else None)
 
 
 def _series_keys(df: pd.DataFrame) -> list[pd.Series]:
@@ -348,7 +352,7 @@ def _series_label(group: pd.DataFrame, several: dict[str, bool], projected: bool
     first = group.iloc[0]
     label = str(first["strategy"])
     if several["backend"]:
-        label += f" {BACKEND_TAGS.get(first['backend'], first['backend'])}"
+        label += f" {of_row(first['backend']).tag}"
     if mesh_tag(first.get("mesh", "")):
         label += f" {first['mesh']}"
     if isinstance(first["schedule"], str) and first["schedule"]:

@@ -14,9 +14,11 @@ from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from ..analysis.compute_source import uncounted
+from ..backends import Backend, of_row, tagged
 from ..strategies import lookup
 
 OTHER_COLOR = "tab:purple"  # a strategy no record knows, e.g. one an older kit logged
@@ -93,15 +95,23 @@ def projection_label(experiment_id: object) -> str:
     return text.rsplit(":", 1)[1] if ":" in text else "projected"
 
 
-BACKEND_TAGS = {"tensorflow": "tf", "jax": "jax"}
-
-
 def backend_tags(df: pd.DataFrame) -> list[str]:
     """ " jax" or " tf" per row when the figure holds a JAX row, else "" (TensorFlow alone is
     the kit's default and needs no tag)."""
-    if "backend" not in df.columns or (df["backend"].fillna("tensorflow") == "tensorflow").all():
+    if "backend" not in df.columns or not tagged(df["backend"]):
         return [""] * len(df)
-    return [f" {BACKEND_TAGS.get(b, b)}" for b in df["backend"].fillna("tensorflow")]
+    return [f" {of_row(b).tag}" for b in df["backend"]]
+
+
+def backends_of(df: pd.DataFrame) -> set[Backend]:
+    """The backends a figure's rows ran on (the default for a table without the column)."""
+    return {of_row(b) for b in df["backend"]} if "backend" in df.columns else {of_row(None)}
+
+
+def backend_color(color: str, backend: Backend) -> tuple[float, float, float]:
+    """A strategy's colour as `backend`'s lines draw it where a figure holds several backends:
+    lightened towards white by the record's shade."""
+    return tuple(c + (1.0 - c) * backend.shade for c in to_rgb(color))  # type: ignore[return-value]
 
 
 def mesh_tag(mesh: object) -> bool:
