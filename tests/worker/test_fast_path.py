@@ -73,8 +73,8 @@ def test_a_late_call_for_an_execution_already_counted_adds_no_step(clock):
 def test_the_timer_lets_a_thread_safe_backend_run_ahead(monkeypatch):
     import keras
 
-    from gpu_parallel_kit.worker import keras_internals
     from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+    from gpu_parallel_kit.worker.tensorflow import keras_internals
 
     class Plain(keras.callbacks.Callback):
         """A per-batch callback as users write them: not marked async-safe."""
@@ -128,8 +128,8 @@ def test_a_prepared_run_waits_for_its_turn_once_its_warm_up_is_stamped(clock):
 
 
 def test_evaluations_inside_an_epoch_keep_the_timer_in_line(monkeypatch):
-    from gpu_parallel_kit.worker import keras_internals
     from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+    from gpu_parallel_kit.worker.tensorflow import keras_internals
 
     recorder = StepRecorder(8, lambda **_: None)
     recorder.evaluate = lambda: {"val_loss": 0.0}

@@ -16,9 +16,9 @@ import tensorflow as tf
 
 from ....runs.spec import RunSpec
 from ...budget import state_bytes
-from ...keras_internals import dispatches_async, spare_fits_symbolic_build
 from ...recorder import StepRecorder, StepTimer
 from ..datasets import ReplicaShares
+from ..keras_internals import dispatches_async, spare_fits_symbolic_build
 from .budget import check_budget, replica_memory_of
 from .custom_loop import train_custom_loop
 

@@ -17,14 +17,14 @@ import keras
 import tensorflow as tf
 
 from ....runs.spec import RunSpec
-from ...keras_internals import (
-    compile_config,
+from ...keras_internals import compile_config
+from ...recorder import StepRecorder
+from ..datasets import make_validation_dataset
+from ..keras_internals import (
     compile_loss_class,
     compile_metrics_class,
     unscale_loss_for_distribution,
 )
-from ...recorder import StepRecorder
-from ..datasets import make_validation_dataset
 
 Predict = Callable[[Any], tuple[Any, Any]]  # x -> (predictions, regularization loss)
 

@@ -23,8 +23,9 @@ from ....pipeline.schedules import (
     splits_backward,
 )
 from ....pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
-from ...keras_internals import compile_config, compile_loss_class
+from ...keras_internals import compile_config
 from ...recorder import StepRecorder
+from ..keras_internals import compile_loss_class
 from .base import Engine
 from .curve import curve_and_choice, serial_curve
 from .pipeline import PipelineRunner, StepReport, TaskRecord, split, stage_tasks

@@ -22,7 +22,7 @@ import tensorflow as tf
 from ....errors import GpkError
 from ....pipeline.graph import Call, LayerGraph, StageCut, cut_positions, positions_from_names
 from ....pipeline.partition import check_splittable, sizes_from_boundaries
-from ...keras_internals import is_functional, run_calls
+from ..keras_internals import is_functional, run_calls
 from .budget import variable_bytes
 
 # What trains a model the pipeline refuses: replicas, or its layers split on JAX.
