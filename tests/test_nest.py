@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,24 @@ def test_rows_are_taken_from_every_array():
     picked = take_rows({"token_ids": IDS, "padding_mask": MASK}, np.array([4, 1]))
     np.testing.assert_array_equal(picked["token_ids"], IDS[[4, 1]])
     assert picked["padding_mask"].shape == (2, 4)
+
+
+def test_a_new_store_removes_the_data_of_ended_processes_only(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    orphan = tmp_path / f"gpk_data_{ended.stdout.strip()}_abc"
+    mine = tmp_path / f"gpk_data_{os.getpid()}_def"
+    legacy = tmp_path / "gpk_data_k3j2h1"  # no owner in its name: left alone
+    for folder in (orphan, mine, legacy):
+        folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    store = ArrayStore()
+    assert not orphan.exists() and mine.exists() and legacy.exists()
+    assert pathlib.Path(store.save("x", np.zeros(2))).parent.name.startswith(
+        f"gpk_data_{os.getpid()}_"
+    )

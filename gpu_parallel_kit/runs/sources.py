@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -89,17 +90,48 @@ def default_data_for(model: ModelSource) -> str | None:
     return BUILTIN_MODELS.get(model.name) if model.kind == "builtin" else None
 
 
+DATA_PREFIX = "gpk_data_"  # then the owning process's id: gpk_data_<pid>_<random>
+
+
 class ArrayStore:
-    """Writes arrays to a private temporary folder once, removed when the owner is collected."""
+    """Writes arrays to a private temporary folder once, removed when the owner is collected.
+
+    A notebook's kernel is often stopped without running Python's exit handlers, which would
+    leave its folder behind; the folder is named after its process, and each new store removes
+    the folders of processes that have ended."""
 
     def __init__(self) -> None:
-        self._directory = tempfile.TemporaryDirectory(prefix="gpk_data_")
+        remove_orphaned_data(tempfile.gettempdir())
+        self._directory = tempfile.TemporaryDirectory(prefix=f"{DATA_PREFIX}{os.getpid()}_")
         self._finalizer = weakref.finalize(self, self._directory.cleanup)
 
     def save(self, name: str, array: np.ndarray) -> str:
         path = pathlib.Path(self._directory.name) / f"{name}.npy"
         np.save(path, np.ascontiguousarray(array))
         return str(path)
+
+
+def remove_orphaned_data(folder: str) -> list[str]:
+    """Remove the data folders in `folder` whose process has ended; returns their paths."""
+    if os.name != "posix":  # os.kill(pid, 0) only asks on POSIX; elsewhere it would terminate
+        return []
+    removed = []
+    for path in pathlib.Path(folder).glob(f"{DATA_PREFIX}*_*"):
+        owner = path.name.removeprefix(DATA_PREFIX).split("_", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def data_source(
