@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import GpkError, whole_number
 from .microbatch_curve import Curve, CurvePoint
-from .schedules import SCHEDULES, build_schedule, check_plan
+from .schedules import build_schedule, check_plan, schedule_record
 from .simulation import bubble_fraction, simulate, theoretical_bubble
 from .tasks import FORWARD, WEIGHT, Task
 
@@ -59,20 +59,22 @@ def candidates(schedule: str, stages: int, batch: int, virtual_stages: int = 1) 
     `MAX_PER_DEVICE`) and at most the batch.
     """
     whole_number(batch, "batch_size")
-    if schedule not in SCHEDULES or schedule == "naive":
-        check_plan(schedule, stages, 1, virtual_stages)  # an unknown name is one sentence
+    record = schedule_record(schedule)  # an unknown name is one sentence
+    if not record.micro_batches:
+        check_plan(schedule, stages, 1, virtual_stages)
         return (1,)
     whole_number(stages, "stages")
     limit = min(batch, MAX_PER_DEVICE * stages)
     found = tuple(
         m
         for m in range(1, limit + 1)
-        if batch % m == 0 and (schedule != "interleaved" or m % stages == 0)
+        # model chunks go round the devices in groups of K micro-batches
+        if batch % m == 0 and (not record.virtual_stages or m % stages == 0)
     )
     if not found:
         raise GpkError(
             f"batch_size={batch} splits into no multiple of the {stages} devices that "
-            f"schedule='interleaved' needs; use a batch_size that is a multiple of {stages}, "
+            f"schedule={schedule!r} needs; use a batch_size that is a multiple of {stages}, "
             f"e.g. {stages * max(1, round(batch / stages))}"
         )
     for m in found:
@@ -118,7 +120,7 @@ class Option:
     """One M replayed on the curve."""
 
     micro_batches: int
-    step_s: float  # simulated step, updates left out
+    step_s: float  # the step on the curve: calls and copies, no updates or per-task cost
     bubble: float  # the schedule's theoretical idle share at this M
     per_sample_ratio: float  # per-sample cost at batch/M over the whole batch's
 

@@ -5,11 +5,17 @@ engine runs one thread per device that executes exactly that device's list, the 
 the same lists on paper, and the timeline plot draws them, so all three agree by construction.
 Nothing here imports TensorFlow: schedules are built, checked and printed in milliseconds.
 
-This module builds them; `checks` holds what tasks wait for and the checks, `grid` the text grid.
-Their names are re-exported here, where callers have always found them.
+This module holds the table of schedules (`SCHEDULE_TABLE`: each one's task order, whether it
+splits the batch, whether devices hold several model chunks, its bubble) and the one default rule,
+and builds them; `checks` holds what tasks wait for and the checks, `grid` the text grid. Their
+names are re-exported here, where callers have always found them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import GpkError, whole_number
 from .checks import dependencies, execution_order, max_live_micro_batches, validate_schedule
@@ -29,24 +35,51 @@ from .tasks import (
 __all__ = [
     "BACKWARD",
     "FORWARD",
+    "GPIPE",
+    "INTERLEAVED",
+    "NAIVE",
+    "ONE_F_ONE_B",
     "SCHEDULES",
+    "SCHEDULE_TABLE",
     "WEIGHT",
+    "ZB_H1",
     "Schedule",
+    "ScheduleRecord",
     "Task",
     "build_schedule",
     "check_plan",
+    "default_schedule",
     "dependencies",
     "device_of",
     "execution_order",
     "format_grid",
     "max_live_micro_batches",
     "micro_batch_count",
+    "schedule_record",
     "splits_backward",
     "stage_count",
     "validate_schedule",
 ]
 
-SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1")
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    """One schedule: its task order, what it splits the batch into, and its bubble."""
+
+    name: str
+    # (device, devices K, micro-batches M, chunks v) -> that device's tasks in order
+    order: Callable[[int, int, int, int], list[Task]]
+    # (K, M, v) -> the idle share of the devices' time its paper predicts
+    bubble: Callable[[int, int, int], float]
+    micro_batches: bool = True  # splits the batch into micro-batches (False: runs one)
+    virtual_stages: bool = False  # each device holds several model chunks, K * v stages in all
+
+    def __repr__(self) -> str:
+        return f"<ScheduleRecord {self.name}>"
+
+    def default_virtual_stages(self) -> int:
+        """The model chunks per device when a run does not say."""
+        return 2 if self.virtual_stages else 1
 
 
 def build_schedule(name: str, stages: int, micro_batches: int, virtual_stages: int = 1) -> Schedule:
@@ -56,12 +89,24 @@ def build_schedule(name: str, stages: int, micro_batches: int, virtual_stages: i
     chunks v each device holds, so the model has K * v stages, stage s on device s % K.
     """
     check_plan(name, stages, micro_batches, virtual_stages)
-    if name == "interleaved":
-        return tuple(
-            tuple(_interleaved(d, stages, micro_batches, virtual_stages)) for d in range(stages)
-        )
-    build = {"1f1b": _one_f_one_b, "zb-h1": _zb_h1}.get(name, _gpipe)  # naive: gpipe with M=1
-    return tuple(tuple(build(stage, stages, micro_batches)) for stage in range(stages))
+    order = schedule_record(name).order
+    return tuple(tuple(order(d, stages, micro_batches, virtual_stages)) for d in range(stages))
+
+
+def schedule_record(name: Any) -> ScheduleRecord:
+    """The record of a schedule a user named; an unknown name is one sentence naming the known."""
+    record = _BY_NAME.get(name) if isinstance(name, str) else None
+    if record is None:
+        known = ", ".join(repr(n) for n in SCHEDULES)
+        raise GpkError(f"schedule={name!r} is not known; use one of {known}")
+    return record
+
+
+def default_schedule(micro_batches: int | str | None) -> str:
+    """The schedule of a pipeline that names none: naive for one micro-batch (None or 1), the
+    first that splits the batch (gpipe) when more, or "auto", are asked."""
+    one = micro_batches is None or micro_batches == 1
+    return next(r.name for r in SCHEDULE_TABLE if r.micro_batches != one)
 
 
 def check_plan(name: str, stages: int, micro_batches: int, virtual_stages: int = 1) -> None:
@@ -73,27 +118,26 @@ def check_plan(name: str, stages: int, micro_batches: int, virtual_stages: int =
     whole_number(stages, "stages")
     whole_number(micro_batches, "micro_batches")
     whole_number(virtual_stages, "virtual_stages")
-    if name not in SCHEDULES:
-        known = ", ".join(repr(n) for n in SCHEDULES)
-        raise GpkError(f"schedule={name!r} is not known; use one of {known}")
-    if name == "naive" and micro_batches != 1:
+    record = schedule_record(name)
+    if not record.micro_batches and micro_batches != 1:
         raise GpkError(
-            "schedule='naive' runs one micro-batch; use micro_batches=1, "
-            f"or schedule='gpipe' for {micro_batches}"
+            f"schedule={name!r} runs one micro-batch; use micro_batches=1, "
+            f"or schedule={default_schedule(micro_batches)!r} for {micro_batches}"
         )
-    if name == "interleaved":
-        _check_interleaved(stages, micro_batches, virtual_stages)
+    if record.virtual_stages:
+        _check_chunks(name, stages, micro_batches, virtual_stages)
     elif virtual_stages != 1:
+        chunked = ", ".join(repr(r.name) for r in SCHEDULE_TABLE if r.virtual_stages)
         raise GpkError(
-            f"virtual_stages={virtual_stages} applies only to schedule='interleaved'; "
+            f"virtual_stages={virtual_stages} applies only to schedule={chunked}; "
             f"use virtual_stages=1 with schedule={name!r}"
         )
 
 
-def _check_interleaved(stages: int, micro_batches: int, virtual_stages: int) -> None:
+def _check_chunks(name: str, stages: int, micro_batches: int, virtual_stages: int) -> None:
     if virtual_stages < 2:
         raise GpkError(
-            f"schedule='interleaved' needs virtual_stages=2 or more model chunks per device, "
+            f"schedule={name!r} needs virtual_stages=2 or more model chunks per device, "
             f"not {virtual_stages}; use e.g. virtual_stages=2, or schedule='1f1b'"
         )
     if micro_batches % stages:
@@ -101,7 +145,7 @@ def _check_interleaved(stages: int, micro_batches: int, virtual_stages: int) -> 
         lower = micro_batches - micro_batches % stages
         examples = f"{lower} or {lower + stages}" if lower else f"{stages} or {2 * stages}"
         raise GpkError(
-            f"schedule='interleaved' needs micro_batches={micro_batches} to be a multiple of "
+            f"schedule={name!r} needs micro_batches={micro_batches} to be a multiple of "
             f"the {stages} devices; use e.g. micro_batches={examples}"
         )
 
@@ -168,3 +212,34 @@ def _zb_h1(stage: int, stages: int, micro_batches: int) -> list[Task]:
             weights += 1
     order += [Task(stage, WEIGHT, m) for m in range(weights, micro_batches)]
     return order
+
+
+def _passes_bubble(stages: int, micro_batches: int, chunks: int) -> float:
+    # (K-1)/(v*M) to the busy time (Narayanan et al. 2021), v = 1 for one stage per device.
+    return (stages - 1) / (chunks * micro_batches + stages - 1)
+
+
+def _zb_h1_bubble(stages: int, micro_batches: int, chunks: int) -> float:
+    # In passes of one unit, device 0 runs 3M of them. Its first B cannot start before F(0)
+    # crossed K stages and B(0) came back over K-1, so its step lasts at least 2K-1 + 2M; with
+    # M >= K the W's fill that wait and the paper's (K-1) extra passes are the whole bubble.
+    step = max(3 * micro_batches + stages - 1, 2 * micro_batches + 2 * stages - 1)
+    return 1 - 3 * micro_batches / step
+
+
+def _one_chunk(
+    order: Callable[[int, int, int], list[Task]],
+) -> Callable[[int, int, int, int], list[Task]]:
+    return lambda device, devices, micro_batches, chunks: order(device, devices, micro_batches)
+
+
+# In the order help texts and choices list them; `default_schedule` takes the first that fits.
+# naive: gpipe's order with one micro-batch, stage after stage
+NAIVE = ScheduleRecord("naive", _one_chunk(_gpipe), _passes_bubble, micro_batches=False)
+GPIPE = ScheduleRecord("gpipe", _one_chunk(_gpipe), _passes_bubble)
+ONE_F_ONE_B = ScheduleRecord("1f1b", _one_chunk(_one_f_one_b), _passes_bubble)
+INTERLEAVED = ScheduleRecord("interleaved", _interleaved, _passes_bubble, virtual_stages=True)
+ZB_H1 = ScheduleRecord("zb-h1", _one_chunk(_zb_h1), _zb_h1_bubble)
+SCHEDULE_TABLE: tuple[ScheduleRecord, ...] = (NAIVE, GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1)
+SCHEDULES: tuple[str, ...] = tuple(record.name for record in SCHEDULE_TABLE)
+_BY_NAME: dict[str, ScheduleRecord] = {record.name: record for record in SCHEDULE_TABLE}

@@ -16,12 +16,14 @@ from typing import overload
 
 from ..errors import GpkError
 from .schedules import (
+    ONE_F_ONE_B,
     Task,
     check_plan,
     dependencies,
     device_of,
     execution_order,
     micro_batch_count,
+    schedule_record,
     stage_count,
     validate_schedule,
 )
@@ -148,19 +150,8 @@ def theoretical_bubble(
     `theoretical_bubble(stages, micro_batches)`, the older form, is 1f1b's (and gpipe's).
     """
     if not isinstance(schedule, str):
-        schedule, stages, micro_batches = "1f1b", schedule, stages
+        schedule, stages, micro_batches = ONE_F_ONE_B.name, schedule, stages
     if micro_batches is None:
         raise TypeError("theoretical_bubble needs micro_batches after the schedule and stages")
     check_plan(schedule, stages, micro_batches, virtual_stages)
-    if schedule == "zb-h1":
-        return _zb_h1_bubble(stages, micro_batches)
-    passes = (virtual_stages if schedule == "interleaved" else 1) * micro_batches
-    return (stages - 1) / (passes + stages - 1)
-
-
-def _zb_h1_bubble(stages: int, micro_batches: int) -> float:
-    # In passes of one unit, device 0 runs 3M of them. Its first B cannot start before F(0)
-    # crossed K stages and B(0) came back over K-1, so its step lasts at least 2K-1 + 2M; with
-    # M >= K the W's fill that wait and the paper's (K-1) extra passes are the whole bubble.
-    step = max(3 * micro_batches + stages - 1, 2 * micro_batches + 2 * stages - 1)
-    return 1 - 3 * micro_batches / step
+    return schedule_record(schedule).bubble(stages, micro_batches, virtual_stages)
