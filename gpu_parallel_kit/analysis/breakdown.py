@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .cells import parse_number
+
 
 def step_breakdown(row: Any) -> tuple[float, float, float]:
     """(compute, exposed communication, idle) seconds per step; NaN without a step time.
@@ -16,29 +18,22 @@ def step_breakdown(row: Any) -> tuple[float, float, float]:
     Communication is the exposed time (negative measurements are noise: counted as 0). Idle is the
     measured bubble share of a pipeline step. Compute is what remains.
     """
-    step = _number(row.get("step_time_s"))
+    step = parse_number(row.get("step_time_s"))
     if math.isnan(step):
         return math.nan, math.nan, math.nan
-    comm = max(_number(row.get("comm_time_s")), 0.0) if _has(row, "comm_time_s") else 0.0
-    bubble = _number(row.get("bubble_fraction")) if _has(row, "bubble_fraction") else 0.0
+    comm = max(parse_number(row.get("comm_time_s")), 0.0) if _has(row, "comm_time_s") else 0.0
+    bubble = parse_number(row.get("bubble_fraction")) if _has(row, "bubble_fraction") else 0.0
     idle = min(max(bubble, 0.0) * step, step - comm)
     return max(step - comm - idle, 0.0), comm, max(idle, 0.0)
 
 
 def effective_bandwidth(row: Any) -> float:
     """Bytes per second of exposed communication; NaN when nothing measurable was exposed."""
-    nbytes, seconds = _number(row.get("comm_bytes")), _number(row.get("comm_time_s"))
+    nbytes, seconds = parse_number(row.get("comm_bytes")), parse_number(row.get("comm_time_s"))
     if math.isnan(nbytes) or math.isnan(seconds) or seconds <= 0:
         return math.nan
     return nbytes / seconds
 
 
 def _has(row: Any, key: str) -> bool:
-    return not math.isnan(_number(row.get(key)))
-
-
-def _number(value: Any) -> float:
-    try:
-        return math.nan if value is None else float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    return not math.isnan(parse_number(row.get(key)))

@@ -119,6 +119,27 @@ def three_digits(value: float) -> str:
     return text if "e" not in text else f"{value:.2e}"
 
 
+def parse_number(value: object) -> float:
+    """A row's value as a float: NaN where it is missing or not a number."""
+    try:
+        return math.nan if value is None else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def format_number(value: object) -> str:
+    """A plain figure for people: "yes"/"no" for a flag, whole numbers as they are, else three
+    significant digits; "" where it is missing."""
+    if missing(value):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    number = float(value)  # type: ignore[arg-type]
+    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else three_digits(number)
+
+
 def ms_text(seconds: object) -> str:
     """A time in seconds as milliseconds, three significant digits: 0.004723 -> "4.72"."""
     return "" if missing(seconds) else three_digits(float(seconds) * 1000)

@@ -37,6 +37,7 @@ from .cells import (
     NOT_REACHED,
     bytes_text,
     count_text,
+    format_number,
     missing,
     ratio_text,
     share_text,
@@ -189,10 +190,6 @@ def _finished(cell: Callable[[pd.Series], str]) -> Callable[[pd.Series], str]:
     return lambda row: cell(row) if row.get("status") == "ok" else ""
 
 
-def _number(value: object) -> str:
-    return "" if missing(value) else f"{float(value):.3g}"
-
-
 def _speedup_header(df: pd.DataFrame) -> str:
     return "speedup (95% CI)" if _has_interval(df) else "speedup"
 
@@ -205,7 +202,7 @@ COMPACT_COLUMNS: tuple[Column, ...] = (
     Column(_const("run"), lambda row: row["strategy"]),  # replaced per table (backend tags)
     Column(_const("status"), _cell("status", str), _not_all_ok),
     Column(_const("step (ms)"), step_text),
-    Column(_const("steps timed"), _finished(_cell("timed_steps", _number)), _uneven_steps),
+    Column(_const("steps timed"), _finished(_cell("timed_steps", format_number)), _uneven_steps),
     Column(_const("samples/s"), _cell("throughput_samples_s", count_text)),
     Column(_speedup_header, speedup_text),
     Column(_const("efficiency"), efficiency_text),
@@ -214,7 +211,7 @@ COMPACT_COLUMNS: tuple[Column, ...] = (
     Column(memory_header, memory_text),
 )
 CONVERGENCE_COMPACT: tuple[Column, ...] = (
-    Column(_const("learning rate"), _cell("learning_rate", _number)),
+    Column(_const("learning rate"), _cell("learning_rate", format_number)),
     Column(_const("to target"), target_text),
     Column(_const("speedup to target"), _cell("time_to_target_speedup", ratio_text)),
 )

@@ -20,7 +20,15 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from .cells import bytes_text, count_text, missing, ratio_text, share_text, three_digits
+from .cells import (
+    bytes_text,
+    count_text,
+    format_number,
+    missing,
+    ratio_text,
+    share_text,
+    three_digits,
+)
 
 # Columns holding a share of something (0.43 -> "43%").
 _SHARES = ("share", "fraction", "efficiency", "bubble_theoretical", "bubble_simulated")
@@ -42,17 +50,6 @@ def time_text(seconds: object) -> str:
 def rate_text(value: object, unit: str) -> str:
     """A rate with its unit: "169k/s"."""
     return "" if missing(value) else f"{count_text(value)}{unit}"
-
-
-def _number(value: object) -> str:
-    if missing(value):
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    number = float(value)  # type: ignore[arg-type]
-    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else three_digits(number)
 
 
 def formatter(column: str) -> Callable[[object], str] | None:
@@ -79,7 +76,7 @@ def readable_cells(df: pd.DataFrame, absent: str = "") -> pd.DataFrame:
     cells = {}
     for column in df.columns:
         values = df[column]
-        write = formatter(str(column)) or _number
+        write = formatter(str(column)) or format_number
         if pd.api.types.is_bool_dtype(values):
             cells[column] = ["" if missing(v) else "yes" if v else "no" for v in values]
         elif pd.api.types.is_numeric_dtype(values):

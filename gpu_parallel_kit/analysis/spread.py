@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .cells import parse_number
+
 
 def relative_spread(row: Any) -> float:
     """Half the interquartile range of the step times over their median (the "±" of the
     median); 0 when either is unknown."""
-    step, spread = _number(row.get("step_time_s")), _number(row.get("step_time_spread_s"))
+    step, spread = parse_number(row.get("step_time_s")), parse_number(row.get("step_time_spread_s"))
     if math.isnan(step) or math.isnan(spread) or step <= 0:
         return 0.0
     return abs(spread) / 2 / step
@@ -28,14 +30,10 @@ def within_noise(a: Any, b: Any) -> bool:
     ...              {"throughput_samples_s": 105, "step_time_s": 0.95, "step_time_spread_s": 0.0})
     True
     """
-    ta, tb = _number(a.get("throughput_samples_s")), _number(b.get("throughput_samples_s"))
+    ta, tb = (
+        parse_number(a.get("throughput_samples_s")),
+        parse_number(b.get("throughput_samples_s")),
+    )
     if math.isnan(ta) or math.isnan(tb) or max(ta, tb) <= 0:
         return False
     return abs(ta - tb) / max(ta, tb) <= relative_spread(a) + relative_spread(b)
-
-
-def _number(value: Any) -> float:
-    try:
-        return math.nan if value is None else float(value)
-    except (TypeError, ValueError):
-        return math.nan

@@ -17,7 +17,13 @@ from ..runs.noise import settle_communication, shown_noise
 from ..runs.results import RunResult
 from .baseline import Candidate, baseline_index
 from .breakdown import effective_bandwidth, step_breakdown
-from .cells import display_frame, mark_below_noise, mark_not_measured, mark_not_reached
+from .cells import (
+    display_frame,
+    mark_below_noise,
+    mark_not_measured,
+    mark_not_reached,
+    parse_number,
+)
 from .convergence import convergence_cells, has_convergence
 from .intervals import INTERVAL_COLUMNS, interval_cells, with_speedup_intervals
 from .memory import COMPONENTS, fullest_components
@@ -240,15 +246,19 @@ def _row(result: RunResult) -> dict[str, object]:
     row["timed_steps"] = len(result.step_times_s)
     below = bool(result.extra.get("comm_below_noise"))
     row["comm_below_noise"] = below
-    row["comm_noise_s"] = _number(shown_noise(result.extra))
+    row["comm_noise_s"] = parse_number(shown_noise(result.extra))
     row.update(convergence_cells(result))
-    row.update({name: _number(getattr(result, name)) for name in _MEASURED_SCALARS})
-    row["peak_memory_bytes"] = _number(result.max_peak_memory_bytes)
+    row.update({name: parse_number(getattr(result, name)) for name in _MEASURED_SCALARS})
+    row["peak_memory_bytes"] = parse_number(result.max_peak_memory_bytes)
     row["training_time_s"] = _training_time(result)
-    row.update({n: _number(result.extra.get(n)) for n in (*PIPELINE_COLUMNS, *BAND_COLUMNS)})
-    row["state_bytes"] = _number(max(result.extra.get("state_bytes", {}).values(), default=None))
+    row.update({n: parse_number(result.extra.get(n)) for n in (*PIPELINE_COLUMNS, *BAND_COLUMNS)})
+    row["state_bytes"] = parse_number(
+        max(result.extra.get("state_bytes", {}).values(), default=None)
+    )
     held = [s.get("activation_bytes_held") for s in result.extra.get("stages", [])]
-    row["peak_activation_bytes"] = _number(max((h for h in held if h is not None), default=None))
+    row["peak_activation_bytes"] = parse_number(
+        max((h for h in held if h is not None), default=None)
+    )
     row.update(fullest_components(result))
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
     row.update(interval_cells(result))
@@ -284,10 +294,6 @@ def _training_time(result: RunResult) -> float:
     if result.projected or not result.step_time_s or steps <= 0:
         return math.nan
     return result.step_time_s * steps
-
-
-def _number(value: float | int | None) -> float:
-    return math.nan if value is None else float(value)
 
 
 def _round_tag(result: RunResult) -> tuple[int, int] | None:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..runs.results import RunResult
 from ..strategies import has
+from .cells import parse_number
 from .readable import RunFrame
 
 TRAFFIC_COLUMNS: tuple[str, ...] = (
@@ -57,9 +58,9 @@ def traffic_table(results: Sequence[RunResult]) -> RunFrame:
             "backend": r.backend,
             "devices": r.devices,
             "mesh": r.mesh,
-            "gathered_bytes": _number(r.extra.get("all_gather_bytes")),
-            "scattered_bytes": _number(r.extra.get("reduce_scatter_bytes")),
-            "comm_bytes": _number(r.comm_bytes),
+            "gathered_bytes": parse_number(r.extra.get("all_gather_bytes")),
+            "scattered_bytes": parse_number(r.extra.get("reduce_scatter_bytes")),
+            "comm_bytes": parse_number(r.comm_bytes),
             "per_device_bytes": per_device_bytes(r),
         }
         for r in traffic_rows(results)
@@ -98,7 +99,3 @@ def across_cuts(cut_bytes: Sequence[int], stages: Sequence[dict]) -> int:
         for device in (left, right):
             moved[device] = moved.get(device, 0) + int(nbytes)
     return max(moved.values(), default=0)
-
-
-def _number(value: object) -> float:
-    return math.nan if value is None else float(value)  # type: ignore[arg-type]
