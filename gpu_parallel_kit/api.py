@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .backends import backend_record
 from .comparison import Comparison, remember_counter
 from .errors import GpkError
 from .runner import run_grid, run_isolated, with_gate
@@ -17,7 +18,7 @@ from .runs.ahead import StartedAhead
 from .runs.devices import plan_devices
 from .runs.failures import refused_for_every_run
 from .runs.grid_plan import plan_comparison
-from .runs.plan_options import one_backend, strategy_fields
+from .runs.plan_options import given_options, one_backend, strategy_fields, strategy_keywords
 from .runs.portable import keras_config
 from .runs.process import RunInterrupted
 from .runs.progress import run_label, run_progress
@@ -162,10 +163,11 @@ class Experiment:
             f"<Experiment {self.experiment_id} model={self.model.name} data={self.data!r} "
             f"batch_size={self.training.batch_size} ({self.training.scaling} scaling) "
             f"epochs={self.training.epochs}"
-            + (f" backend={self.backend}" if self.backend != "tensorflow" else "")
+            + ("" if backend_record(self.backend).default else f" backend={self.backend}")
             + ">"
         )
 
+    @strategy_keywords
     def plan(
         self,
         strategy: str = "single",
@@ -179,38 +181,27 @@ class Experiment:
         measure_comm: bool | None = None,
         timeout: float | None = ...,
         save_weights: str | None = None,
-        schedule: str | None = None,
-        micro_batches: int | str | None = None,
-        balance: Any = "params",
-        recompute: bool = True,
-        virtual_stages: int | None = None,
         memory_budget: int | None = None,
-        workers: int | None = None,
-        cluster: Any = None,
         scaling: str | None = None,
         lr_scaling: str | None = None,
         warmup_epochs: float | None = None,
         target: Any = None,
         deterministic: bool | None = None,
         backend: str | None = None,
-        mesh: tuple[int, int] | None = None,
-        layout_map: Any = None,
-        min_shard_bytes: int | None = None,
+        **strategy_options: Any,
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
-        `schedule`, `micro_batches`, `balance`, `recompute` (compiled stage tasks whose
-        backward recomputes the forward; False: eager tasks that keep each tape) and
-        `virtual_stages` (interleaved: model chunks per device, default 2) apply to
-        strategy="pipeline" (alias "model") only (`micro_batches="auto"` too), `workers` and
-        `cluster` to strategy="multiworker" only (a comparison passes them to every run; the
-        other strategies ignore them). `mode` defaults to "fit", and to "explicit" (the only
-        loop that works under MultiWorkerMirroredStrategy) for multiworker. `scaling`,
-        `lr_scaling`, `warmup_epochs`, `target` and `deterministic` override the experiment's own
-        for this run (None keeps them). `backend` overrides the experiment's ("tensorflow" or
-        "jax"); `mesh=(data, model)` and `layout_map` (variable-path patterns to axes, over the
-        kit's own layout; "own" for the model's get_layout_map, under "tensor") apply to "tensor"
-        and "fsdp", `min_shard_bytes` to "fsdp" only.
+        Each strategy's own options are the keywords its record lists (`Strategy.options`,
+        shown in this signature and in the strategies' pages): `schedule`, `micro_batches`
+        (`"auto"` too), `balance`, `recompute` and `virtual_stages` for strategy="pipeline"
+        (alias "model"), `workers` and `cluster` for "multiworker", `mesh=(data, model)` and
+        `layout_map` for "tensor" and "fsdp", `min_shard_bytes` for "fsdp". A comparison passes
+        them to every run; the other strategies ignore them. `mode` defaults to "fit", and to
+        "explicit" (the only loop that works under MultiWorkerMirroredStrategy) for
+        multiworker. `scaling`, `lr_scaling`, `warmup_epochs`, `target` and `deterministic`
+        override the experiment's own for this run (None keeps them). `backend` overrides the
+        experiment's ("tensorflow" or "jax").
 
         `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
         and the input pipeline's prefetch by the rules of runs/tuning.py, and records them in
@@ -219,21 +210,12 @@ class Experiment:
         communication measurement after training (data parallel): the row then says
         "not measured", never zero. Both default to the experiment's own (None).
         """
+        given = given_options(strategy_options, Experiment.plan)
         backend = one_backend(backend) or self.backend
         check_strategy(strategy)
         record = check_backend(backend, strategy)
-        options = {
-            "schedule": schedule,
-            "micro_batches": micro_batches,
-            "balance": balance,
-            "recompute": recompute,
-            "virtual_stages": virtual_stages,
-            "workers": workers,
-            "cluster": _loaded_cluster(cluster) if record.processes else None,
-            "mesh": mesh,
-            "layout_map": layout_map,
-            "min_shard_bytes": min_shard_bytes,
-        }
+        if record.processes:
+            given["cluster"] = _loaded_cluster(given.get("cluster"))
         return RunSpec(
             run_id=new_run_id(),
             experiment_id=self.experiment_id,
@@ -257,7 +239,7 @@ class Experiment:
             timeout_s=self.timeout if timeout is ... else timeout,
             save_weights=save_weights,
             memory_budget=memory_budget,
-            **strategy_fields(record, backend, options),
+            **strategy_fields(record, backend, given),
         )
 
     def _run_training(self, **overrides: Any) -> TrainingConfig:

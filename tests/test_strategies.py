@@ -20,14 +20,14 @@ from gpu_parallel_kit.strategies import (
     projectable_names,
     resolve,
     runnable_names,
-    strategy,
+    strategy_record,
 )
 
 PACKAGE = pathlib.Path(__file__).parent.parent
 
 
 def test_model_is_the_pipelines_alias_and_tables_show_pipeline():
-    assert strategy("model") is strategy("pipeline")
+    assert strategy_record("model") is strategy_record("pipeline")
     assert canonical("model") == "pipeline"
     assert canonical("data+model") == "data+pipeline"
     assert canonical("no-such") == "no-such"  # an older log's name stays readable
@@ -37,7 +37,7 @@ def test_model_is_the_pipelines_alias_and_tables_show_pipeline():
 def test_an_unknown_or_projection_only_strategy_is_one_sentence_naming_the_known():
     for name in ("pipelines", "data+pipeline"):
         with pytest.raises(GpkError, match=re.escape(f"strategy={name!r} is not known")) as error:
-            strategy(name)
+            strategy_record(name)
         assert "single, data, pipeline, multiworker, tensor, fsdp" in str(error.value)
 
 
@@ -61,26 +61,28 @@ def test_every_backend_a_record_lacks_has_its_sentence():
 def test_exactly_one_baseline_and_it_runs_everywhere():
     baselines = [r for r in REGISTERED if r.baseline]
     assert [r.name for r in baselines] == ["single"]
-    assert set(baselines[0].workers) == {"tensorflow", "jax"}
+    assert set(baselines[0].worker_classes) == {"tensorflow", "jax"}
 
 
 def test_grid_rules():
     def cell(count, kind="cpu", **plan):
         return GridCell(count, plan, lambda: kind)
 
-    assert strategy("single").in_grid(cell(1)) and not strategy("single").in_grid(cell(2))
-    assert strategy("data").in_grid(cell(1)) and strategy("data").in_grid(cell(4))
-    assert not strategy("tensor").in_grid(cell(1))
-    assert strategy("tensor").in_grid(cell(4, mesh=(2, 2)))
-    assert not strategy("tensor").in_grid(cell(2, mesh=(2, 2)))
-    assert not strategy("multiworker").in_grid(cell(2, "cpu"))
-    assert strategy("multiworker").in_grid(cell(2, "gpu"))
+    assert strategy_record("single").in_grid(cell(1)) and not strategy_record("single").in_grid(
+        cell(2)
+    )
+    assert strategy_record("data").in_grid(cell(1)) and strategy_record("data").in_grid(cell(4))
+    assert not strategy_record("tensor").in_grid(cell(1))
+    assert strategy_record("tensor").in_grid(cell(4, mesh=(2, 2)))
+    assert not strategy_record("tensor").in_grid(cell(2, mesh=(2, 2)))
+    assert not strategy_record("multiworker").in_grid(cell(2, "cpu"))
+    assert strategy_record("multiworker").in_grid(cell(2, "gpu"))
 
 
 def test_every_worker_class_and_projector_named_exists():
     """Worker modules are read from the source (importing them would import TensorFlow)."""
     for record in REGISTERED:
-        for backend, path in record.workers.items():
+        for backend, path in record.worker_classes.items():
             module, _, name = path.partition(":")
             spec = importlib.util.find_spec(module)
             assert spec is not None and spec.origin, f"{record.name} on {backend}: {module}"

@@ -12,7 +12,7 @@ from typing import Any
 from ..options.argtypes import fraction
 from ..options.plan import PLAN
 from ..options.projection import PROJECTION
-from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, Option
+from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, Flag
 from ..runs.synthetic import SYNTHETIC_SETS
 from ..strategies import BACKENDS
 
@@ -197,7 +197,7 @@ def _training_options() -> argparse.ArgumentParser:
     return options
 
 
-def _add_options(parser: argparse.ArgumentParser, options: tuple[Option, ...]) -> None:
+def _add_options(parser: argparse.ArgumentParser, options: tuple[Flag, ...]) -> None:
     for option in options:
         flags, kwargs = option.parser_arguments()
         parser.add_argument(*flags, **kwargs)

@@ -18,7 +18,7 @@ from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.request import Request
 from ..options.request import request_from as request_with
-from ..options.table import COMPARE, HISTORY, RUN, TRAINING, Option
+from ..options.table import COMPARE, HISTORY, RUN, TRAINING, Flag
 from ..runs.synthetic import SYNTHETIC_SETS
 from .names import resolve_data, resolve_model, resolve_validation
 
@@ -51,7 +51,7 @@ _OWN_OPTIONS = (
 _HELP_OPTION = argument("-h", "--help", action="store_true", help="show this help")
 
 
-def _decorators(options: Sequence[Option]) -> list[Callable]:
+def _decorators(options: Sequence[Flag]) -> list[Callable]:
     decorators = []
     for option in options:
         flags, kwargs = option.parser_arguments()

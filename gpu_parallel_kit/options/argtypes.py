@@ -9,23 +9,24 @@ from __future__ import annotations
 
 import argparse
 
+# The readers of strategies' options live with their `Option` record; both front ends read them
+# from here with the rest.
+from ..strategies.option import bad_value as _bad
+from ..strategies.option import balance, mesh, micro_batches, positive, whole
 
-def _bad(name: str, shown: object, why: str) -> argparse.ArgumentTypeError:
-    return argparse.ArgumentTypeError(f"{name}={shown} {why}" if name else f"{shown} {why}")
-
-
-def whole(text: str, name: str = "") -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise _bad(name, repr(text), "is not a whole number") from None
-
-
-def positive(text: str, name: str = "") -> int:
-    value = whole(text, name)
-    if value < 1:
-        raise _bad(name, value, "is not a positive whole number")
-    return value
+__all__ = [
+    "amount",
+    "balance",
+    "device_choice",
+    "epochs",
+    "fraction",
+    "mesh",
+    "micro_batches",
+    "positive",
+    "target",
+    "timeout",
+    "whole",
+]
 
 
 def amount(text: str, name: str = "") -> float:
@@ -39,16 +40,6 @@ def amount(text: str, name: str = "") -> float:
     return value
 
 
-def micro_batches(text: str, name: str = "") -> int | str:
-    """A positive count, or auto: the worker measures the micro-batch curve and picks M."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        return positive(text, name)
-    except argparse.ArgumentTypeError:
-        raise _bad(name, repr(text), "is not a positive whole number or auto") from None
-
-
 def device_choice(text: str, name: str = "") -> int | list[int]:
     """'2' is a count; '0,1' (or '1,' for one index) are device indices, as in `gpk run`."""
     try:
@@ -57,19 +48,6 @@ def device_choice(text: str, name: str = "") -> int | list[int]:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise _bad(name, repr(text), "is not a count like 2 or indices like 0,1") from None
-
-
-def balance(text: str, name: str = "") -> str | list[int] | list[str]:
-    """params, time, layer indices (3,6) or layer names (conv4_block1_out,conv5_block1_out)
-    where stages 1.. begin."""
-    if text in ("params", "time"):
-        return text
-    parts = [part.strip() for part in text.split(",")]
-    if all(part.lstrip("-").isdigit() for part in parts):
-        return [int(part) for part in parts]
-    if all(part.isidentifier() or part.replace("/", "_").isidentifier() for part in parts):
-        return parts
-    raise _bad(name, repr(text), "is not params, time, layer indices like 3,6 or layer names")
 
 
 def timeout(text: str, name: str = "") -> float | None:
@@ -114,15 +92,3 @@ def target(text: str, name: str = "") -> str:
     except GpkError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
-
-
-def mesh(text: str, name: str = "") -> tuple[int, int]:
-    """'2x2' or '2,2': a (data, model) mesh for tensor parallelism."""
-    parts = text.replace("x", ",").split(",")
-    try:
-        data, model = (int(part) for part in parts)
-    except ValueError:
-        raise _bad(name, repr(text), "is not two whole numbers like 2x2 (data x model)") from None
-    if data < 1 or model < 1:
-        raise _bad(name, repr(text), "needs at least 1 device on each axis, like 2x2")
-    return data, model

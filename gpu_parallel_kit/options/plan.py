@@ -8,10 +8,10 @@ from typing import Any
 
 from ..analysis.memory_plan import plan_memory
 from .argtypes import amount, positive
-from .table import Option
+from .flag import Flag
 
-PLAN: tuple[Option, ...] = (
-    Option(
+PLAN: tuple[Flag, ...] = (
+    Flag(
         "--params",
         "parameters, e.g. 7e9",
         goes_to="plan",
@@ -19,20 +19,20 @@ PLAN: tuple[Option, ...] = (
         metavar="N",
         default=None,
     ),  # fmt: skip
-    Option(
+    Flag(
         "--optimizer",
         "adam, sgd, momentum, ...; default: %(default)s",
         goes_to="plan",
         api_call=plan_memory,
     ),
-    Option(
+    Flag(
         "--precision",
         "mixed (bf16/fp16 with fp32 master weights) or fp32; default: %(default)s",
         goes_to="plan",
         choices=("mixed", "fp32"),
         api_call=plan_memory,
     ),
-    Option(
+    Flag(
         "--batch",
         "global batch; default: %(default)s",
         goes_to="plan",
@@ -40,7 +40,7 @@ PLAN: tuple[Option, ...] = (
         metavar="G",
         api_call=plan_memory,
     ),  # fmt: skip
-    Option(
+    Flag(
         "--activations",
         "activation elements per sample",
         goes_to="plan",
@@ -48,7 +48,7 @@ PLAN: tuple[Option, ...] = (
         metavar="E",
         default=None,
     ),  # fmt: skip
-    Option(
+    Flag(
         "--devices",
         "device counts; default: 8 64",
         goes_to="plan",
@@ -57,7 +57,7 @@ PLAN: tuple[Option, ...] = (
         metavar="N",
         default=[8, 64],
     ),  # fmt: skip
-    Option(
+    Flag(
         "--stages",
         "pipeline stages; default: the device count",
         goes_to="plan",
@@ -65,7 +65,7 @@ PLAN: tuple[Option, ...] = (
         metavar="K",
         default=None,
     ),  # fmt: skip
-    Option(
+    Flag(
         "--model-axis",
         "tensor's model axis; default: the device count",
         goes_to="plan",
@@ -73,7 +73,7 @@ PLAN: tuple[Option, ...] = (
         metavar="M",
         default=None,
     ),  # fmt: skip
-    Option(
+    Flag(
         "--gpu",
         "a GPU preset, e.g. h100: the table says what fits on it",
         goes_to="plan",

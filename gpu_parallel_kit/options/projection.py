@@ -14,7 +14,7 @@ from typing import Any
 
 from ..comparison import Comparison, projection_presets
 from .argtypes import positive
-from .table import Option
+from .flag import Flag
 
 _PRESETS = projection_presets()
 
@@ -25,8 +25,8 @@ def _named(kind: str) -> str:
 
 # `compare` and the panel: the comparison carried onto GPUs this machine does not have
 # (`Comparison.project`). None leaves each to the projection's own default.
-PROJECTION: tuple[Option, ...] = (
-    Option(
+PROJECTION: tuple[Flag, ...] = (
+    Flag(
         "--project",
         f"after the comparison, add rows projected onto GPUs joined by this link ({_named('link')})"
         ", labelled projected; default: none",
@@ -34,7 +34,7 @@ PROJECTION: tuple[Option, ...] = (
         metavar="LINK",
         default=None,
     ),
-    Option(
+    Flag(
         "--project-devices",
         "device counts to project onto; default: "
         + " ".join(
@@ -46,7 +46,7 @@ PROJECTION: tuple[Option, ...] = (
         metavar="N",
         default=None,
     ),
-    Option(
+    Flag(
         "--gpu",
         f"the GPU projected onto ({_named('gpu')}); default: the link's usual one (nvlink3: a100, "
         "else h100)",
@@ -54,7 +54,7 @@ PROJECTION: tuple[Option, ...] = (
         metavar="GPU",
         default=None,
     ),
-    Option(
+    Flag(
         "--precision",
         f"the projected GPU's arithmetic ({_named('precision')}; bf16 and fp16 are mixed "
         "precision); default: bf16",
@@ -62,7 +62,7 @@ PROJECTION: tuple[Option, ...] = (
         metavar="PRECISION",
         default=None,
     ),
-    Option(
+    Flag(
         "--project-batch",
         "the global batch to project at (a GPU trains at larger batches than a CPU measures); "
         "default: the measured one",
@@ -71,7 +71,7 @@ PROJECTION: tuple[Option, ...] = (
         metavar="N",
         default=None,
     ),
-    Option(
+    Flag(
         "--compute",
         "counted: the training step counted by the compiler, on the GPU's roofline; measured: "
         "this machine's step time; default: counted",

@@ -18,13 +18,23 @@ from typing import Any
 from ..api import Experiment
 from ..comparison import Comparison, check_projection
 from .projection import PROJECTION_ARGUMENTS, projection_values
-from .table import MIB, TRAINING, api_arguments, api_default, training_values
+from .table import MIB, STRATEGY_FLAGS, TRAINING, api_arguments, api_default, training_values
 
 __all__ = ["MIB", "Request", "request_from"]
 Progress = bool | Callable[[Any], Any]  # Experiment(progress=...): a bar, none, or a factory
 
 
+def _with_strategy_options(cls: type) -> type:
+    """The strategies' options as fields of their own (`options.table.STRATEGY_FLAGS`, read
+    from the records), after the hand-written ones, each defaulting to the API's default."""
+    for flag in STRATEGY_FLAGS:
+        cls.__annotations__[flag.name] = "Any"
+        setattr(cls, flag.name, flag.api_default)
+    return cls
+
+
 @dataclass(frozen=True)
+@_with_strategy_options
 class Request:
     """One experiment and the plan shared by its runs; defaults are the API's own.
 
@@ -43,14 +53,7 @@ class Request:
     timeout: float | None = api_default("timeout")  # seconds per run
     mode: str | None = api_default("mode")  # fit | explicit; None: per strategy
     all_reduce: str = api_default("all_reduce")
-    schedule: str | None = api_default("schedule")  # model parallel; None: naive, or gpipe
-    micro_batches: int | str | None = api_default("micro_batches")  # pipeline; None: 1; "auto"
-    balance: Any = api_default("balance")  # model parallel: params | time | stage starts
-    recompute: bool = api_default("recompute")  # model parallel: compiled tasks, recompute
-    virtual_stages: int | None = api_default("virtual_stages")  # interleaved: chunks/device
     memory_budget: int | None = api_default("memory_budget")  # bytes per device
-    workers: int | None = api_default("workers")  # multiworker; None: 2 (or the cluster's)
-    cluster: str | None = api_default("cluster")  # multiworker: cluster file; None: local
     log: str | None = api_default("log")  # run log file; None: $GPK_LOG or ./gpk_runs.sqlite
     # Time to accuracy (see Experiment): validation data, the learning-rate rule, the target.
     validation: Any = None  # (x_val, y_val), a fraction such as 0.1, or a dataset builder
@@ -60,8 +63,6 @@ class Request:
     target: Any = api_default("target")  # e.g. "val_accuracy=0.9" or {"val_accuracy": 0.9}
     deterministic: bool = api_default("deterministic")
     backend: Any = api_default("backend")  # tensorflow | jax, or both (compare); None: tensorflow
-    mesh: tuple[int, int] | None = api_default("mesh")  # tensor, fsdp: (data, model)
-    min_shard_bytes: int | None = api_default("min_shard_bytes")  # fsdp; None: 400 000
     # The fast path (runs/tuning.py): tune's rules, an explicit steps per execution, and
     # whether communication is measured after training.
     tune: str = api_default("tune")  # auto | off
@@ -74,6 +75,8 @@ class Request:
     precision: str | None = None  # fp32 | tf32 | bf16 | fp16
     project_batch: int | None = None  # the global batch to project at
     compute: str | None = None  # counted | measured
+    # Then each strategy's options (schedule, micro_batches, workers, mesh, ...), added from the
+    # strategies' records by `_with_strategy_options`.
 
     def __repr__(self) -> str:
         # Short: the default repr would print the data arrays themselves.

@@ -14,15 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..api import Experiment
-from ..pipeline.schedules import SCHEDULES
 from ..runs.lr_rules import LR_RULES
 from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
 from ..runs.tuning import TUNE
-from ..strategies import BACKENDS, DEFAULT_COMPARISON, runnable, runnable_names
-from .argtypes import balance, device_choice, epochs, positive, target, timeout, whole
-from .argtypes import mesh as mesh_shape
-from .argtypes import micro_batches as micro_batch_count
-from .option import Option
+from ..strategies import BACKENDS, DEFAULT_COMPARISON, options, runnable, runnable_names
+from .argtypes import device_choice, epochs, positive, target, timeout, whole
+from .flag import Flag
 
 MIB = 2**20
 
@@ -31,7 +28,13 @@ def _run(name: str) -> Callable[..., Any]:
     return getattr(Experiment, name)
 
 
-BATCH_SIZE = Option(
+# Each strategy's options as its record lists them (a value with no text form, such as
+# layout_map's patterns, is the API's alone).
+STRATEGY_FLAGS: tuple[Flag, ...] = tuple(
+    Flag.of_strategies(option) for option in options() if option.type is not None
+)
+
+BATCH_SIZE = Flag(
     "--batch-size",
     "global batch under strong scaling, per-device batch under weak scaling; it must split "
     "evenly over the devices; default: %(default)s",
@@ -40,98 +43,43 @@ BATCH_SIZE = Option(
 )
 
 # What to train and how: shared by `run`, `compare` and (in the magic) `panel`.
-TRAINING: tuple[Option, ...] = (
+TRAINING: tuple[Flag, ...] = (
     BATCH_SIZE,
-    Option("--epochs", "passes over the data; default: %(default)s", type=positive, metavar="N"),
-    Option(
+    Flag("--epochs", "passes over the data; default: %(default)s", type=positive, metavar="N"),
+    Flag(
         "--steps-per-epoch",
         "optimizer steps per epoch; default: as many full global batches as the data holds",
         type=positive,
         metavar="N",
     ),
-    Option(
+    Flag(
         "--seed",
         "seed of the weights, data and batch order; default: %(default)s",
         type=whole,
         metavar="N",
     ),
-    Option(
+    Flag(
         "--scaling",
         "strong: the global batch stays the same on more devices; weak: each device's batch "
         "stays the same; default: %(default)s",
         choices=SCALING,
     ),
-    Option(
+    Flag(
         "--mode",
         "fit: Keras model.fit; explicit: a custom training loop whose gradient all-reduce is "
         "visible and timed; default: fit, and explicit for multiworker (its only loop)",
         goes_to="plan",
         choices=MODES,
     ),
-    Option(
+    Flag(
         "--all-reduce",
         "how data parallel runs sum gradients across devices (nccl needs GPUs); "
         "default: %(default)s",
         goes_to="plan",
         choices=ALL_REDUCE,
     ),
-    Option(
-        "--workers",
-        "multiworker: worker processes started on this machine, each with --devices devices; "
-        "default: 2, or the cluster's count with --cluster",
-        goes_to="plan",
-        type=positive,
-        metavar="W",
-    ),
-    Option(
-        "--cluster",
-        'multiworker: a JSON file {"worker": ["host1:23456", ...], "coordinator": '
-        '"host0:23400"} naming the hosts, where `gpk worker` runs; default: local workers',
-        goes_to="plan",
-        metavar="FILE",
-    ),
-    Option(
-        "--schedule",
-        "model parallel: naive (one batch, stage after stage), gpipe (all forwards, then all "
-        "backwards), 1f1b (fewer activations held), interleaved (several model chunks per "
-        "device, a smaller bubble) or zb-h1 (the backward split, weight gradients filling the "
-        "bubble); default: naive, or gpipe with --micro-batches",
-        goes_to="plan",
-        choices=SCHEDULES,
-    ),
-    Option(
-        "--micro-batches",
-        "model parallel: micro-batches per global batch, or auto (the run picks M); default: 1",
-        goes_to="plan",
-        type=micro_batch_count,
-        metavar="M|auto",
-    ),
-    Option(
-        "--balance",
-        "model parallel: cut the model's graph into stages of equal parameter count (params) or "
-        "equal measured time (time), sending few bytes across the cuts, or begin stages 1.. at "
-        "the given layer indices (3,6) or layer names (conv4_block1_out); default: %(default)s",
-        goes_to="plan",
-        type=balance,
-        metavar="params|time|I,J|NAMES",
-    ),
-    Option(
-        "--virtual-stages",
-        "model parallel, interleaved: model chunks each device holds (the bubble shrinks v "
-        "times, the transfers grow v times); default: 2 with --schedule interleaved",
-        goes_to="plan",
-        type=positive,
-        metavar="V",
-    ),
-    Option(
-        "--no-recompute",
-        "model parallel: run stage tasks eagerly, each forward's tape kept for its backward, "
-        "instead of compiled tasks whose backward recomputes the forward",
-        goes_to="plan",
-        action="store_false",
-        dest="recompute",
-    ),
-    Option(
+    *STRATEGY_FLAGS,
+    Flag(
         "--memory-budget",
         "refuse a run whose parameters, gradients, optimizer state and activations need more "
         "than this many MiB on any device (why a model must be split); default: no budget",
@@ -140,50 +88,50 @@ TRAINING: tuple[Option, ...] = (
         metavar="MIB",
         scale=MIB,
     ),
-    Option(
+    Flag(
         "--timeout",
         "stop a run that has not finished after this long (none: no limit); default: %(default)g",
         type=timeout,
         metavar="SECONDS",
     ),
-    Option(
+    Flag(
         "--log",
         "the run log file; default: $GPK_LOG, else gpk_runs.sqlite in the current folder",
         metavar="PATH",
     ),
-    Option(
+    Flag(
         "--validation-every-steps",
         "evaluate every N optimizer steps (and after the last); default: each epoch end",
         type=positive,
         metavar="N",
     ),
-    Option(
+    Flag(
         "--lr-scaling",
         "scale the learning rate when the global batch grows by k (weak scaling): linear "
         "(k times, Goyal et al. 2017), sqrt (by the square root of k) or none; "
         "default: %(default)s",
         choices=LR_RULES,
     ),
-    Option(
+    Flag(
         "--warmup-epochs",
         "ramp the learning rate from the base to the scaled rate over the first E epochs; "
         "default: %(default)g",
         type=epochs,
         metavar="E",
     ),
-    Option(
+    Flag(
         "--target",
         "report when each run first reached it, e.g. val_accuracy=0.9 (direction from the "
         "name) or val_loss<=0.3; default: none",
         type=target,
         metavar="METRIC=VALUE",
     ),
-    Option(
+    Flag(
         "--deterministic",
         "TensorFlow's op determinism: the same seed gives the same curve",
         action="store_true",
     ),
-    Option(
+    Flag(
         "--backend",
         "tensorflow (tf.distribute) or jax (Keras's own keras.distribution, which has tensor "
         "parallelism); compare takes both, for one table; default: tensorflow",
@@ -192,35 +140,20 @@ TRAINING: tuple[Option, ...] = (
         choices=BACKENDS,
         metavar="BACKEND",
     ),
-    Option(
-        "--mesh",
-        "tensor and fsdp: devices on the (data x model) axes, e.g. 2x2 for 4 devices; "
-        "default: tensor puts every device on the model axis, fsdp on the data axis",
-        goes_to="plan",
-        type=mesh_shape,
-        metavar="DxM",
-    ),
-    Option(
-        "--min-shard-bytes",
-        "fsdp: shard the weights of at least this many bytes, 0 for all; default: 400000",
-        goes_to="plan",
-        type=whole,
-        metavar="BYTES",
-    ),
-    Option(
+    Flag(
         "--tune",
         "auto: the worker picks steps per execution, XLA and the input pipeline's prefetch by "
         "rules, and the row records them; off: Keras's defaults; default: %(default)s",
         choices=TUNE,
     ),
-    Option(
+    Flag(
         "--steps-per-execution",
         "optimizer steps per compiled call of fit (wins over --tune); default: tune's choice",
         goes_to="plan",
         type=positive,
         metavar="N",
     ),
-    Option(
+    Flag(
         "--no-measure-comm",
         "skip the communication measurement after training (data parallel): a cheaper run "
         "whose row says communication was not measured",
@@ -229,7 +162,7 @@ TRAINING: tuple[Option, ...] = (
     ),
 )
 
-PROGRESS = Option(
+PROGRESS = Flag(
     "--no-progress",
     "do not draw a progress bar per run",
     goes_to="front end",
@@ -241,20 +174,20 @@ PROGRESS = Option(
 # Each strategy as its record says it, and the backend it needs when only one offers it.
 _STRATEGY_HELP = "; ".join(
     f"{r.name}{' (alias ' + ', '.join(r.aliases) + ')' if r.aliases else ''}: {r.summary}"
-    + (f" (--backend {next(iter(r.workers))})" if len(r.workers) == 1 else "")
+    + (f" (--backend {next(iter(r.worker_classes))})" if len(r.worker_classes) == 1 else "")
     for r in runnable()
 )
 
 # `run`: one strategy on one device choice.
-RUN: tuple[Option, ...] = (
-    Option(
+RUN: tuple[Flag, ...] = (
+    Flag(
         "--strategy",
         f"how to spread training over the devices: {_STRATEGY_HELP}; default: %(default)s",
         goes_to="front end",
         choices=STRATEGIES,
         api_call=_run("run"),
     ),
-    Option(
+    Flag(
         "--devices",
         "a device count like 2, or device indices like 0,1 (see devices); default: %(default)s",
         goes_to="front end",
@@ -266,8 +199,8 @@ RUN: tuple[Option, ...] = (
 )
 
 # `compare`: every strategy on every device count.
-COMPARE: tuple[Option, ...] = (
-    Option(
+COMPARE: tuple[Flag, ...] = (
+    Flag(
         "--strategies",
         f"strategies to compare, from {', '.join(runnable_names())}; default: "
         + " ".join(DEFAULT_COMPARISON),
@@ -277,7 +210,7 @@ COMPARE: tuple[Option, ...] = (
         metavar="STRATEGY",
         api_call=_run("compare"),
     ),
-    Option(
+    Flag(
         "--devices",
         "device counts to compare; default: 1 2 4",
         goes_to="front end",
@@ -286,7 +219,7 @@ COMPARE: tuple[Option, ...] = (
         metavar="N",
         api_call=_run("compare"),
     ),
-    Option(
+    Flag(
         "--rounds",
         "times the grid runs, interleaved, for each row's median and 95 %% interval; "
         "default: 3 (2 with GPK_QUICK=1, or $GPK_ROUNDS)",
@@ -295,7 +228,7 @@ COMPARE: tuple[Option, ...] = (
         metavar="N",
         default=None,
     ),
-    Option(
+    Flag(
         "--out",
         "folder for the report (table.csv, table.md and the figures as PNG); none unless given",
         goes_to="front end",
@@ -307,8 +240,8 @@ COMPARE: tuple[Option, ...] = (
 
 
 # `history`: the run log.
-HISTORY: tuple[Option, ...] = (
-    Option(
+HISTORY: tuple[Flag, ...] = (
+    Flag(
         "--limit",
         "show only the last N runs; default: all",
         goes_to="front end",

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from tqdm.auto import tqdm
 
 from ..backends import backend_record
-from ..strategies import strategy as strategy_record
+from ..strategies import strategy_record
 from .results import RunResult
 
 # tqdm writes the postfix as ", <text>".

@@ -29,7 +29,7 @@ import dataclasses
 import os
 from collections.abc import Sequence
 
-from ..strategies import strategy as strategy_record
+from ..strategies import strategy_record
 from .spec import RunSpec
 
 

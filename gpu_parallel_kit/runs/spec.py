@@ -7,13 +7,21 @@ before a worker starts.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends import backend_record
 from ..errors import GpkError, whole_number
 from ..pipeline.microbatch import is_auto
-from ..strategies import accepted_names, check_backend, check_batch
-from ..strategies import strategy as strategy_record
+from ..strategies import (
+    accepted_names,
+    check_backend,
+    check_batch,
+    option_named,
+    option_owners,
+    strategy_record,
+)
 from .comm_reuse import MeasuredComm
 from .devices import DevicePlan
 from .lr_rules import check_rule, check_warmup, lr_factor
@@ -120,22 +128,12 @@ class RunSpec:
     measure_comm: bool = True  # False: skip the after-training all-reduce measurement
     timeout_s: float | None = None  # None: no limit
     save_weights: str | None = None  # .npz path for the trained weights, in model.weights order
-    schedule: str = ""  # model parallel: naive | gpipe | 1f1b
-    # model parallel: micro-batches per global batch, or "auto" (the worker measures, then picks)
-    micro_batches: int | str | None = None
-    balance: Any = "params"  # model parallel: params | time | stage start indices or names
-    recompute: bool = True  # model parallel: compiled stage tasks, backward recomputes forward
-    virtual_stages: int = 1  # model parallel, interleaved: model chunks each device holds
     memory_budget: int | None = None  # bytes per device: params, grads, optimizer, activations
-    workers: int = 1  # multiworker: processes, each with `devices` devices
-    cluster: Any = None  # multiworker: a cluster.ClusterSpec of named hosts; None runs locally
     backend: str = "tensorflow"  # tensorflow (tf.distribute) | jax (keras.distribution)
-    mesh: tuple[int, int] | None = None  # tensor: (data, model) devices; None: (1, devices)
-    # tensor: the user's layout, (regex over variable paths, axes) pairs that win over the
-    # kit's own; axes name "batch" and "model", or None for a replicated dimension
-    layout_map: tuple[tuple[str, tuple[str | None, ...]], ...] | str = ()  # or "own"
-    # fsdp: weights of at least this many bytes are sharded over the data axis; None: default
-    min_shard_bytes: int | None = None
+    # the strategy's own options (`Strategy.options`), as its record's `plan` shaped them and
+    # its `check` settled them, e.g. {"schedule": "gpipe", "micro_batches": 4, ...}; read as
+    # attributes too: `spec.schedule`
+    options: Mapping[str, Any] = field(default_factory=dict)
     # the caller's training gate (runs/gate.py): set when the next run may start beside this
     # run's after-training work; None: the run neither waits nor holds
     gate: str | None = None
@@ -148,6 +146,17 @@ class RunSpec:
     # started with the comparison's other first rounds, each preparing under a share of the
     # gate until every one has (runs/resident.py); False: prepared when its turn comes
     prepares_together: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names a dataclass field or property does not hold: a strategy's option, its
+        # value as this run holds it, or what a run whose strategy lacks it reads.
+        options = self.__dict__.get("options")
+        if options is not None and name in options:
+            return options[name]
+        declared = option_named(name) if not name.startswith("_") else None
+        if declared is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return declared.absent
 
     @property
     def rounds_here(self) -> int:
@@ -163,24 +172,18 @@ class RunSpec:
         # The record's own name: "model" is read as "pipeline" from here on.
         object.__setattr__(self, "strategy", strategy_record(self.strategy).name)
         record = check_backend(self.backend, self.strategy)
+        # The spec's own copy: the record's check settles values in it (fsdp's default mesh).
+        object.__setattr__(self, "options", dict(self.options))
+        self._check_options(record)
         if self.mode not in MODES:
             raise GpkError(f"mode={self.mode!r} is not known; use 'fit' or 'explicit'")
         if self.all_reduce not in ALL_REDUCE:
             raise GpkError(
                 f"all_reduce={self.all_reduce!r} is not known; use one of {', '.join(ALL_REDUCE)}"
             )
-        if self.backend == "jax":
-            self._check_jax()
-        elif self.mesh is not None or self.layout_map:
-            raise GpkError("mesh= and layout_map= are for strategy='tensor' on backend='jax'")
-        if not record.processes:
-            if self.workers != 1 or self.cluster is not None:
-                raise GpkError(
-                    f"workers={self.workers} applies to strategy='multiworker' only; "
-                    f"drop it or use strategy='multiworker' instead of {self.strategy!r}"
-                )
-            if self.all_reduce == "ring":
-                raise GpkError("all_reduce='ring' is for strategy='multiworker'; use 'auto' here")
+        self._check_backend()
+        if not record.processes and self.all_reduce == "ring":
+            raise GpkError("all_reduce='ring' is for strategy='multiworker'; use 'auto' here")
         if self.all_reduce == "nccl" and self.devices.kind != "gpu":
             raise GpkError("all_reduce='nccl' needs GPUs; use 'auto' or 'reduce_to_one' on the CPU")
         if self.memory_budget is not None:
@@ -195,32 +198,53 @@ class RunSpec:
             check_batch(self.global_batch, self.replicas)
         check_enough_data(self.data.samples, self.global_batch)
 
-    def _check_jax(self) -> None:
-        if self.mode != "fit":
+    def _check_options(self, record: Any) -> None:
+        """Only the strategy's own options: another's is one sentence naming its owners."""
+        for name, value in self.options.items():
+            if name in record.option_names():
+                continue
+            owners = [r.name for r in option_owners(name)]
+            if not owners:
+                raise GpkError(
+                    f"{name}={value!r} is not an option of any strategy; drop it, or use one "
+                    f"of {', '.join(record.option_names()) or 'none'} for {self.strategy!r}"
+                )
             raise GpkError(
-                f"mode={self.mode!r} is the TensorFlow custom loop; on backend='jax' use "
+                f"{name}={value!r} applies to strategy={owners[0]!r}"
+                + "".join(f" or {o!r}" for o in owners[1:])
+                + f" only; drop it or use strategy={owners[0]!r} instead of {self.strategy!r}"
+            )
+
+    def _check_backend(self) -> None:
+        """What the run's backend lacks, each one sentence naming what to use instead."""
+        backend = backend_record(self.backend)
+        name, display = self.backend, backend.display
+        if not backend.custom_loop and self.mode != "fit":
+            raise GpkError(
+                f"mode={self.mode!r} is the TensorFlow custom loop; on backend={name!r} use "
                 "mode='fit', Keras's own loop under keras.distribution"
             )
-        if self.all_reduce != "auto":
+        if not backend.chooses_all_reduce and self.all_reduce != "auto":
             raise GpkError(
                 f"all_reduce={self.all_reduce!r} picks a tf.distribute all-reduce; on "
-                "backend='jax' XLA chooses the collectives, so drop it"
+                f"backend={name!r} XLA chooses the collectives, so drop it"
             )
-        if self.data.kind == "dataset_builder" and importlib.util.find_spec("tensorflow") is None:
+        if (
+            not backend.reads_tf_data
+            and self.data.kind == "dataset_builder"
+            and importlib.util.find_spec("tensorflow") is None
+        ):
             raise GpkError(
-                f"the dataset builder {self.data.name} gives a tf.data.Dataset, which a JAX run "
-                "reads with TensorFlow, not installed here; pass (x, y) arrays or a built-in set, "
-                "or install TensorFlow (pip install -e '.[cpu]')"
+                f"the dataset builder {self.data.name} gives a tf.data.Dataset, which a "
+                f"{display} run reads with TensorFlow, not installed here; pass (x, y) arrays or "
+                "a built-in set, or install TensorFlow (pip install -e '.[cpu]')"
             )
-        if self.training.validation is not None or self.training.target is not None:
+        if not backend.validates and (
+            self.training.validation is not None or self.training.target is not None
+        ):
             raise GpkError(
                 "validation during training and targets run on backend='tensorflow'; drop "
-                "validation= and target= for a JAX run, or use backend='tensorflow'"
-            )
-        if not strategy_record(self.strategy).layout and (self.mesh is not None or self.layout_map):
-            raise GpkError(
-                f"mesh= and layout_map= shard layers under strategy='tensor', not "
-                f"{self.strategy!r}; use strategy='tensor' or drop them"
+                f"validation= and target= for a {display} run, or use backend='tensorflow'"
             )
 
     @property

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..backends import backend_record
 from ..errors import GpkError, whole_number
-from ..strategies import strategy as strategy_record
+from ..strategies import strategy_record
 
 TUNE = ("auto", "off")
 # Steps per execution aimed at (benchmarks/README.md: the per-execution cost is paid 1/8 as often,

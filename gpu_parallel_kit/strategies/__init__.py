@@ -1,13 +1,14 @@
 """The strategy registry: one record per strategy, asked by every room that needs to know one.
 
->>> from gpu_parallel_kit.strategies import strategy
->>> strategy("model").name          # the seed's word is an alias
+>>> from gpu_parallel_kit.strategies import strategy_record
+>>> strategy_record("model").name          # the seed's word is an alias
 'pipeline'
->>> strategy("tensor").offered_on("tensorflow")
+>>> strategy_record("tensor").offered_on("tensorflow")
 False
 
 Adding a strategy: write its record in a module of this package and list it in `REGISTERED`,
-write its worker class (named in `workers`), its projector (named in `projector`) and its tests;
+write its worker class (named in `worker_classes`), its projector (named in `projector`) and its
+tests; its options are listed on its record (`Strategy.options`).
 docs/ARCHITECTURE.md, "How to add a strategy", walks through it.
 """
 
@@ -21,6 +22,7 @@ from .batches import check_batch
 from .data import DATA
 from .fsdp import FSDP
 from .multiworker import MULTIWORKER
+from .option import Option
 from .pipeline import DATA_PIPELINE, PIPELINE
 from .record import GridCell, Strategy
 from .single import SINGLE
@@ -48,6 +50,7 @@ __all__ = [
     "DATA_PIPELINE",
     "REGISTERED",
     "GridCell",
+    "Option",
     "Strategy",
     "accepted_names",
     "canonical",
@@ -55,11 +58,13 @@ __all__ = [
     "check_batch",
     "has",
     "lookup",
+    "option_named",
+    "option_owners",
+    "options",
     "projectable_names",
     "resolve",
     "runnable",
     "runnable_names",
-    "strategy",
     "strategy_record",
 ]
 
@@ -77,7 +82,7 @@ def has(name: Any, flag: str) -> bool:
     return bool(getattr(record, flag)) if record is not None else False
 
 
-def strategy(name: Any) -> Strategy:
+def strategy_record(name: Any) -> Strategy:
     """The record of a strategy a user named; an unknown name is one sentence naming the known."""
     record = lookup(name)
     if record is None or not record.runnable:
@@ -113,7 +118,7 @@ def check_backend(backend: str, name: str) -> Strategy:
     """A known backend and a strategy it offers; checked before any device is planned."""
     if backend not in BACKENDS:
         raise GpkError(f"backend={backend!r} is not known; use one of {', '.join(BACKENDS)}")
-    record = strategy(name)
+    record = strategy_record(name)
     if not record.offered_on(backend):
         raise GpkError(
             f"strategy={name!r} is not available on backend={backend!r}: {record.missing[backend]}"
@@ -127,4 +132,34 @@ def resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-strategy_record = strategy  # the name to import where `strategy` is a run's name already
+def options() -> tuple[Option, ...]:
+    """Every option a runnable strategy takes, once each, in the registry's order: the keywords
+    of `run()`, `compare()` and `plan()` beyond those every run takes. Where strategies share
+    one (tensor's and fsdp's `mesh`), the first to list it gives its type and default."""
+    found: dict[str, Option] = {}
+    for record in runnable():
+        for each in record.options:
+            found.setdefault(each.name, each)
+    return tuple(found.values())
+
+
+def option_named(name: str) -> Option | None:
+    """The option `name` of some strategy, or None when no strategy takes it."""
+    return next((each for each in options() if each.name == name), None)
+
+
+def option_owners(name: str) -> tuple[Strategy, ...]:
+    """The runnable strategies that take the option `name`."""
+    return tuple(r for r in runnable() if name in r.option_names())
+
+
+def _check_shared_options() -> None:
+    # One keyword, one meaning: strategies sharing an option agree on how it reads and defaults.
+    for each in options():
+        for record in option_owners(each.name):
+            own = next(o for o in record.options if o.name == each.name)
+            if (own.type, own.default, own.choices) != (each.type, each.default, each.choices):
+                raise AssertionError(f"{record.name}'s option {each.name} differs from another's")
+
+
+_check_shared_options()

@@ -11,7 +11,7 @@ from .record import Strategy
 DATA = Strategy(
     name="data",
     summary="a replica per device, the batch split, gradients all-reduced every step",
-    workers={
+    worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.data:DataParallelEngine",
         "jax": "gpu_parallel_kit.worker.jax.strategies:DataParallel",
     },

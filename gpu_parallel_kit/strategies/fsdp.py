@@ -27,8 +27,9 @@ from ..errors import GpkError
 from ..sharding.layout import Layout, Placement
 from ..sharding.traffic import DATA, Traffic, full_bytes, tensor_traffic
 from .batches import check_batch
+from .option import Option, whole
 from .record import GridCell, Strategy
-from .tensor import OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
+from .tensor import LAYOUT_MAP, MESH, OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
 
 if TYPE_CHECKING:
     from ..runs.spec import RunSpec
@@ -39,6 +40,27 @@ MODEL_AXIS = "model"
 # "smaller values use less memory, but can greatly increase communication, especially
 # latency-bound messages"): 1e5 float32 elements.
 MIN_SHARD_BYTES = 100_000 * 4
+
+
+FSDP_OPTIONS = (
+    replace(
+        MESH,
+        help="devices on the (data x model) axes, e.g. 2x2 for 4 devices, the model axis split "
+        "as tensor splits it; default: every device on the data axis",
+    ),
+    replace(
+        LAYOUT_MAP,
+        help="regular expressions over variable paths mapped to axes, kept as given over the "
+        "kit's own placements",
+    ),
+    Option(
+        "min_shard_bytes",
+        whole,
+        None,
+        f"shard the weights of at least this many bytes, 0 for all; default: {MIN_SHARD_BYTES}",
+        metavar="BYTES",
+    ),
+)
 
 
 def check_min_shard_bytes(value: Any) -> int:
@@ -75,9 +97,9 @@ def _own_refused(layout_map: Any) -> Any:
 def check_fsdp(spec: RunSpec) -> None:
     """Every device on the data axis unless a mesh says otherwise; the batch splits over it."""
     mesh = spec.mesh if spec.mesh is not None else (spec.devices.count, 1)
-    object.__setattr__(spec, "mesh", check_mesh(mesh, spec.devices.count))
-    object.__setattr__(spec, "layout_map", _own_refused(check_layout_map(spec.layout_map)))
-    object.__setattr__(spec, "min_shard_bytes", check_min_shard_bytes(spec.min_shard_bytes))
+    spec.options["mesh"] = check_mesh(mesh, spec.devices.count)
+    spec.options["layout_map"] = _own_refused(check_layout_map(spec.layout_map))
+    spec.options["min_shard_bytes"] = check_min_shard_bytes(spec.min_shard_bytes)
     check_batch(spec.global_batch, spec.mesh[0])
 
 
@@ -144,7 +166,7 @@ FSDP = Strategy(
     name="fsdp",
     summary="sharded data parallel (ZeRO-3): each device holds 1/N of the large weights, "
     "gathered for use",
-    workers={"jax": "gpu_parallel_kit.worker.jax.strategies:ShardedDataParallel"},
+    worker_classes={"jax": "gpu_parallel_kit.worker.jax.strategies:ShardedDataParallel"},
     missing={
         "tensorflow": (
             "tf.distribute has no sharded data parallelism for Keras 3 models; use "
@@ -158,6 +180,7 @@ FSDP = Strategy(
     splits_state=True,
     color="tab:olive",
     columns=("mesh", "state_bytes"),
+    options=FSDP_OPTIONS,
     plan=fsdp_options,
     check=check_fsdp,
     in_grid=_in_grid,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError, whole_number
+from .option import Option, positive
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
@@ -17,6 +18,27 @@ if TYPE_CHECKING:
 
 # MultiWorkerMirroredStrategy's collective implementations: ring (gRPC) or NCCL on GPUs.
 MULTIWORKER_ALL_REDUCE = ("auto", "ring", "nccl")
+
+
+MULTIWORKER_OPTIONS = (
+    Option(
+        "workers",
+        positive,
+        None,
+        "worker processes started on this machine, each with the run's devices; default: 2, "
+        "or the cluster's count with cluster",
+        metavar="W",
+        absent=1,
+    ),
+    Option(
+        "cluster",
+        str,
+        None,
+        'a JSON file {"worker": ["host1:23456", ...], "coordinator": "host0:23400"} naming the '
+        "hosts, where `gpk worker` runs; default: local workers",
+        metavar="FILE",
+    ),
+)
 
 
 def multiworker_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,7 +88,7 @@ def _label(spec: RunSpec) -> str:
 MULTIWORKER = Strategy(
     name="multiworker",
     summary="data parallelism over several processes or hosts",
-    workers={
+    worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.multiworker:MultiWorkerEngine",
     },
     missing={
@@ -81,6 +103,7 @@ MULTIWORKER = Strategy(
     default_mode="explicit",
     color="tab:green",
     columns=("workers",),
+    options=MULTIWORKER_OPTIONS,
     plan=multiworker_options,
     check=check_multiworker,
     in_grid=_in_grid,

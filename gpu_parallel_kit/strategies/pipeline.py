@@ -12,11 +12,60 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
 from ..pipeline.microbatch import candidates, check_micro_batches, is_auto
-from ..pipeline.schedules import SCHEDULES, check_plan
+from ..pipeline.schedules import SCHEDULES, check_plan, default_schedule, default_virtual_stages
+from .option import Option, balance, positive
+from .option import micro_batches as micro_batch_count
 from .record import Strategy
 
 if TYPE_CHECKING:
     from ..runs.spec import RunSpec
+
+
+PIPELINE_OPTIONS = (
+    Option(
+        "schedule",
+        str,
+        None,
+        "naive (one batch, stage after stage), gpipe (all forwards, then all backwards), 1f1b "
+        "(fewer activations held), interleaved (several model chunks per device, a smaller "
+        "bubble) or zb-h1 (the backward split, weight gradients filling the bubble); default: "
+        "naive, or gpipe when micro-batches are asked",
+        choices=SCHEDULES,
+        absent="",
+    ),
+    Option(
+        "micro_batches",
+        micro_batch_count,
+        None,
+        "micro-batches per global batch, or auto (the run picks M); default: 1",
+        metavar="M|auto",
+    ),
+    Option(
+        "balance",
+        balance,
+        "params",
+        "cut the model's graph into stages of equal parameter count (params) or equal measured "
+        "time (time), sending few bytes across the cuts, or begin stages 1.. at the given layer "
+        "indices (3,6) or layer names (conv4_block1_out)",
+        metavar="params|time|I,J|NAMES",
+    ),
+    Option(
+        "virtual_stages",
+        positive,
+        None,
+        "interleaved: model chunks each device holds (the bubble shrinks v times, the "
+        "transfers grow v times); default: 2 with the interleaved schedule",
+        metavar="V",
+        absent=1,
+    ),
+    Option(
+        "recompute",
+        bool,
+        True,
+        "compiled stage tasks whose backward recomputes the forward; off: stage tasks run "
+        "eagerly, each forward's tape kept for its backward",
+    ),
+)
 
 
 def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,7 +73,7 @@ def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
     schedule = options.get("schedule")
     micro_batches = options.get("micro_batches")
     if schedule is None:
-        schedule = "gpipe" if micro_batches not in (None, 1) else "naive"
+        schedule = default_schedule(micro_batches)
     balance = options.get("balance", "params")
     return {
         "schedule": schedule,
@@ -32,7 +81,7 @@ def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "balance": list(balance) if isinstance(balance, tuple) else balance,
         "recompute": options.get("recompute", True),
         # Interleaved puts two model chunks on each device unless told otherwise.
-        "virtual_stages": options.get("virtual_stages") or (2 if schedule == "interleaved" else 1),
+        "virtual_stages": options.get("virtual_stages") or default_virtual_stages(schedule),
     }
 
 
@@ -70,7 +119,7 @@ PIPELINE = Strategy(
     name="pipeline",
     summary="the model's graph cut into stages on devices, micro-batches run by a schedule",
     aliases=("model",),
-    workers={
+    worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.model:ModelParallelEngine",
     },
     missing={
@@ -90,6 +139,7 @@ PIPELINE = Strategy(
         "state_bytes",
         "peak_activation_bytes",
     ),
+    options=PIPELINE_OPTIONS,
     plan=pipeline_options,
     check=check_pipeline,
     label=_label,

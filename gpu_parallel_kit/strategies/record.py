@@ -1,6 +1,6 @@
 """What the kit knows about one strategy, as one frozen record.
 
-Every room asks the record (`strategies.strategy(name)`) instead of comparing names, as
+Every room asks the record (`strategies.strategy_record(name)`) instead of comparing names, as
 matplotlib's `Axes` asks its projection and Keras's `DataParallel` owns its own checks. The
 worker class and the projector are named by import path ("module:attribute"), so this room,
 which sits under `runs/`, never imports the worker or the cost model above it.
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .option import Option
 
 if TYPE_CHECKING:
     from ..runs.spec import RunSpec
@@ -29,10 +31,6 @@ def _always(cell: GridCell) -> bool:
     return True
 
 
-def _no_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    return {}
-
-
 def _no_checks(spec: RunSpec) -> None:
     return None
 
@@ -49,7 +47,7 @@ class Strategy:
     summary: str  # one line for help texts and the guide
     aliases: tuple[str, ...] = ()  # other names accepted everywhere (the seed's "model")
     # backend -> "module:Class" the worker trains with; a backend missing here lacks it
-    workers: Mapping[str, str] = field(default_factory=dict)
+    worker_classes: Mapping[str, str] = field(default_factory=dict)
     # backend -> why that backend lacks it and what to use instead (the end of one sentence)
     missing: Mapping[str, str] = field(default_factory=dict)
     # backends on which it trains with Keras's own `fit` (tune's steps per execution apply)
@@ -66,19 +64,33 @@ class Strategy:
     default_mode: str = "fit"  # the loop a run takes unless mode= says otherwise
     color: str = "tab:purple"  # matplotlib colour, the same in every figure
     columns: tuple[str, ...] = ()  # table columns that only this strategy's rows fill
-    # its own settings from `Experiment.plan`'s options; other strategies' options are ignored
-    plan: Callable[[Mapping[str, Any]], dict[str, Any]] = _no_options
+    # the keywords of run(), compare() and plan() it takes, with their defaults and help; the
+    # API, RunSpec, `gpk`, `%gpk` and the docs' option tables read them from here
+    options: tuple[Option, ...] = ()
+    # its options' values as a run holds them, from the values given (a comparison gives every
+    # strategy's; each takes its own); by default, each of its options as given
+    plan: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     check: Callable[[RunSpec], None] = _no_checks  # its own checks on a whole RunSpec
     in_grid: Callable[[GridCell], bool] = _always  # whether compare() runs it on these devices
     label: Callable[[RunSpec], str] = _plain_label  # progress rows: "pipeline×2 gpipe M=4"
     projector: str | None = None  # "module:function" that projects it onto other hardware
 
     def __repr__(self) -> str:
-        backends = ", ".join(self.workers) or "projection only"
+        backends = ", ".join(self.worker_classes) or "projection only"
         return f"<Strategy {self.name} ({backends})>"
 
     def offered_on(self, backend: str) -> bool:
-        return backend in self.workers
+        return backend in self.worker_classes
 
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
+
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(option.name for option in self.options)
+
+    def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Its options' values as a run holds them, from every option given (by name; a
+        missing one takes its default): its own `plan` rule, else each value as given."""
+        if self.plan is not None:
+            return self.plan(given)
+        return {o.name: given.get(o.name, o.default) for o in self.options}

@@ -29,7 +29,7 @@ def _one_device(cell: GridCell) -> bool:
 SINGLE = Strategy(
     name="single",
     summary="the model on one device: the baseline of every speedup",
-    workers={
+    worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.single:SingleDeviceEngine",
         "jax": "gpu_parallel_kit.worker.jax.strategies:SingleDevice",
     },

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
 from .batches import check_batch
+from .option import Option
+from .option import mesh as mesh_shape
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
@@ -81,6 +83,24 @@ def check_layout_map(layout_map: Any) -> tuple[tuple[str, tuple[str | None, ...]
     return tuple(pairs)
 
 
+MESH = Option(
+    "mesh",
+    mesh_shape,
+    None,
+    "devices on the (data x model) axes, e.g. 2x2 for 4 devices; default: every device on "
+    "the model axis",
+    metavar="DxM",
+)
+LAYOUT_MAP = Option(
+    "layout_map",
+    None,
+    None,
+    "regular expressions over variable paths mapped to axes ('model', 'batch' or None per "
+    "dimension), over the kit's own layout; 'own': the model's get_layout_map",
+    absent=(),
+)
+
+
 def mesh_size(plan: Mapping[str, Any], count: int) -> int:
     mesh = plan.get("mesh")
     return count if mesh is None else int(mesh[0]) * int(mesh[1])
@@ -97,8 +117,8 @@ def tensor_options(options: Mapping[str, Any]) -> dict[str, Any]:
 def check_tensor(spec: RunSpec) -> None:
     """The mesh fits the devices and the batch splits over its data axis; the layout parses."""
     if spec.mesh is not None:
-        object.__setattr__(spec, "mesh", check_mesh(spec.mesh, spec.devices.count))
-    object.__setattr__(spec, "layout_map", check_layout_map(spec.layout_map))
+        spec.options["mesh"] = check_mesh(spec.mesh, spec.devices.count)
+    spec.options["layout_map"] = check_layout_map(spec.layout_map)
     data, _ = spec.mesh_shape
     check_batch(spec.global_batch, data)
 
@@ -117,7 +137,7 @@ def _label(spec: RunSpec) -> str:
 TENSOR = Strategy(
     name="tensor",
     summary="each layer's weights sharded over a (data, model) mesh of devices",
-    workers={"jax": "gpu_parallel_kit.worker.jax.strategies:TensorParallel"},
+    worker_classes={"jax": "gpu_parallel_kit.worker.jax.strategies:TensorParallel"},
     missing={
         "tensorflow": (
             "Keras's tensor parallelism (ModelParallel with a LayoutMap) runs on JAX only, its "
@@ -130,6 +150,7 @@ TENSOR = Strategy(
     splits_state=True,
     color="tab:cyan",
     columns=("mesh", "state_bytes"),
+    options=(MESH, LAYOUT_MAP),
     plan=tensor_options,
     check=check_tensor,
     in_grid=_in_grid,

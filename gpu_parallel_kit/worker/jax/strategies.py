@@ -2,7 +2,7 @@
 checks the memory budget, and what only it measures, as Keras's own `DataParallel` and
 `ModelParallel` each own their mesh, layout and data distribution.
 
-Each strategy's record names its class here (`strategies.<name>.workers["jax"]`).
+Each strategy's record names its class here (`strategies.<name>.worker_classes["jax"]`).
 
 >>> strategy = DataParallel(spec, devices)
 >>> model = strategy.build(builder, sample)       # under keras.distribution.DataParallel
@@ -21,7 +21,7 @@ from ...runs.comm_reuse import reuse_fields
 from ...runs.spec import RunSpec
 from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic
-from ...strategies import strategy as strategy_record
+from ...strategies import strategy_record
 from ...strategies.fsdp import MIN_SHARD_BYTES, fsdp_traffic, shard_over_data
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget

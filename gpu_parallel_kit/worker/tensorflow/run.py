@@ -22,7 +22,7 @@ from ...runs.comm_reuse import MeasuredComm
 from ...runs.results import RunResult
 from ...runs.spec import RunSpec
 from ...runs.tuning import Tuned
-from ...strategies import REGISTERED, resolve, strategy
+from ...strategies import REGISTERED, resolve, strategy_record
 from ..child import run_child
 from ..compiling import compile_model, load_model
 from ..input_names import check_input_names
@@ -42,7 +42,7 @@ def _import_engines() -> None:
     rather than once in every run's child."""
     for record in REGISTERED:
         if record.offered_on("tensorflow"):
-            resolve(record.workers["tensorflow"])
+            resolve(record.worker_classes["tensorflow"])
 
 
 _import_engines()
@@ -65,7 +65,7 @@ def run_in_this_process(
 
 def make_engine(spec: RunSpec, device_names: tuple[str, ...]) -> Engine:
     """The engine the strategy's record names for TensorFlow."""
-    return resolve(strategy(spec.strategy).workers["tensorflow"])(spec, device_names)
+    return resolve(strategy_record(spec.strategy).worker_classes["tensorflow"])(spec, device_names)
 
 
 class TensorFlowRun:

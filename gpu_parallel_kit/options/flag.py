@@ -1,7 +1,8 @@
-"""One option of `gpk` and `%gpk`: its flag, type, default and help, and the API argument it sets.
+"""One flag of `gpk` and `%gpk`: its type, default and help, and the API argument it sets.
 
-The rows themselves are in `table.py` (training), `plan.py` (the memory planner) and
-`projection.py`; both front ends build their parsers from them.
+The rows themselves are in `table.py` (training, with every strategy's options read from its
+record through `Flag.of_strategies`), `plan.py` (the memory planner) and `projection.py`; both
+front ends build their parsers from them.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api import Experiment
+from ..strategies import Option, option_owners
 
 _FROM_API = object()  # the default is the API's own: read from the signature of `api_call`
 
 
 @dataclass(frozen=True)
-class Option:
-    """One command-line option and the API argument it sets.
+class Flag:
+    """One command-line flag and the API argument it sets.
 
-    >>> option = Option("--batch-size", "global batch; default: %(default)s")
+    >>> option = Flag("--batch-size", "global batch; default: %(default)s")
     >>> option.name, option.api_default
     ('batch_size', 256)
     """
@@ -29,7 +31,7 @@ class Option:
     flag: str  # e.g. "--batch-size"
     help: str  # may use %(default)s, which argparse fills in
     goes_to: str = "experiment"  # experiment: Experiment(...); plan: run/compare(...); front end
-    type: Callable[[str], Any] | None = None  # a converter from options.argtypes
+    type: Callable[[str], Any] | None = None  # a reader from options.argtypes
     choices: Sequence[str] | None = None
     metavar: str | None = None
     nargs: str | None = None
@@ -38,6 +40,31 @@ class Option:
     default: Any = _FROM_API
     scale: int = 1  # the API takes flag value × scale (MiB on the command line, bytes in the API)
     api_call: Callable[..., Any] | None = None  # whose signature holds the default
+
+    @classmethod
+    def of_strategies(cls, option: Option) -> Flag:
+        """The flag of a strategy's option, its help prefixed by the strategies that take it
+        ("tensor and fsdp: ..."), its default the API's (the record's)."""
+        owners = option_owners(option.name)
+        helps = {}
+        for record in owners:
+            own = next(o for o in record.options if o.name == option.name).help
+            helps.setdefault(own, []).append(record.name)
+        text = "; ".join(f"{' and '.join(names)}: {help}" for help, names in helps.items())
+        text = text.replace("%", "%%")  # argparse formats help with %
+        if option.default is not None and not option.switch:
+            text += "; default: %(default)s"
+        switch = option.switch
+        return cls(
+            option.flag,
+            text,
+            goes_to="plan",
+            type=None if switch or option.type is str else option.type,
+            choices=option.choices or None,
+            metavar=option.metavar,
+            action=("store_false" if option.default else "store_true") if switch else None,
+            dest=option.name if switch else None,
+        )
 
     @property
     def name(self) -> str:
