@@ -157,33 +157,14 @@ def plan_memory(
         k, m = stages or n, model_axis or n
         p, g, o = psi * per.params, psi * per.grads, psi * per.optimizer
         data, fsdp = strategy_record("data").name, strategy_record("fsdp").name
+        pipeline, tensor = strategy_record("pipeline").name, strategy_record("tensor").name
         rows += [
             _row(data, n, 0, p, g, o, acts / n, "replicas", False),
             _row("zero-1", n, 1, p, g, o / n, acts / n, "optimizer sharded", True),
             _row("zero-2", n, 2, p, g / n, o / n, acts / n, "plus gradients", True),
             _row(fsdp, n, 3, p / n, g / n, o / n, acts / n, "plus parameters", False),
-            _row(
-                strategy_record("pipeline").name,
-                n,
-                None,
-                p / k,
-                g / k,
-                o / k,
-                acts / k,
-                f"K={k}",
-                False,
-            ),
-            _row(
-                strategy_record("tensor").name,
-                n,
-                None,
-                p / m,
-                g / m,
-                o / m,
-                acts / m,
-                f"M={m}",
-                False,
-            ),
+            _row(pipeline, n, None, p / k, g / k, o / k, acts / k, f"K={k}", False),
+            _row(tensor, n, None, p / m, g / m, o / m, acts / m, f"M={m}", False),
         ]
     table = pd.DataFrame(rows)
     table["total_bytes"] = table[
