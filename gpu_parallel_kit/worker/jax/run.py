@@ -29,7 +29,7 @@ from ...runs.comm_reuse import MeasuredComm  # noqa: E402
 from ...runs.results import RunResult  # noqa: E402
 from ...runs.spec import RunSpec  # noqa: E402
 from ...runs.tuning import Tuned  # noqa: E402
-from ...strategies import resolve, strategy  # noqa: E402
+from ...strategies import resolve, strategy_record  # noqa: E402
 from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
@@ -68,7 +68,7 @@ def run_jax_in_this_process(
 
 def make_strategy(spec: RunSpec, devices: list[Any]) -> JaxStrategy:
     """The JAX strategy class the strategy's record names."""
-    return resolve(strategy(spec.strategy).workers["jax"])(spec, devices)
+    return resolve(strategy_record(spec.strategy).worker_classes["jax"])(spec, devices)
 
 
 class JaxRun:
