@@ -31,8 +31,8 @@ JAX_RUN_ENTRY = JAX.run_entry
 JAX_DISCOVERY_ENTRY = JAX.discovery_entry
 JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax.server:serve"
 # A step's work counted for a projection (worker/work_count.py): a short child, on demand.
-WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.work_count:count_with_jax"
-WORK_COUNT_TF_ENTRY = "gpu_parallel_kit.worker.work_count:count_with_tensorflow"
+WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.jax.work_count:count_with_jax"
+WORK_COUNT_TF_ENTRY = "gpu_parallel_kit.worker.tensorflow.work_count:count_with_tensorflow"
 ENTRIES = (
     RUN_ENTRY,
     LOCAL_CLUSTER_ENTRY,

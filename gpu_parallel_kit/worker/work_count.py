@@ -2,69 +2,48 @@
 and per layer call, for the cost model's projection onto a GPU (`analysis/work.py`).
 
 Runs in a short child of its own, started only when a projection asks for a count that the run
-log does not hold yet, so counting never adds to a run's fixed cost.
+log does not hold yet, so counting never adds to a run's fixed cost. Each backend counts in its
+own module, entered by name (`runs/entry.py`):
 
-- On JAX (preferred; the JAX server forks the child): Keras's own train step
+- `jax/work_count.py` (preferred; the JAX server forks the child): Keras's own train step
   (`model.train_step`, forward, backward and the optimizer update, exactly what `fit` jits) is
   lowered and compiled by XLA, and `compiled.cost_analysis()` gives "flops" and
   "bytes accessed". Each layer call of a functional model is compiled alone for its forward
   count. The step is counted at two batch sizes, so the count splits into a part per sample
   and a part per step (the optimizer update, the weights read once per step).
-- On TensorFlow (where JAX is not installed): TensorFlow's profiler counts the float operations
-  of the traced train step's graph. It gives no bytes and no per-layer split.
+- `tensorflow/work_count.py` (where JAX is not installed): TensorFlow's profiler counts the float
+  operations of the traced train step's graph. It gives no bytes and no per-layer split.
 
-Nothing here trains or runs the step: compiling is the whole cost (seconds for a ResNet-50).
+What both share is here: the count's batches, its model, and its answer to the caller. Nothing
+trains or runs the step: compiling is the whole cost (seconds for a ResNet-50).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ..runs.spec import RunSpec
 
-JAX_SOURCE = "xla cost analysis (jax)"
-TENSORFLOW_SOURCE = "tensorflow profiler float ops"
-# A count reads the HLO after XLA's optimisation passes (its cost analysis, its fusions); how well
-# LLVM then optimises the machine code changes neither, and unoptimised, the count's compiles and
-# the model's initialisers take half the time (the built-in models' counts are the same).
-UNOPTIMISED_MACHINE_CODE = "--xla_backend_optimization_level=0"
-MAX_LAYERS = 400  # per-layer counts beyond this many layer calls are left out (compile time)
 
-
-def count_with_jax(spec: RunSpec, batches: tuple[int, int], sender: Any) -> None:
-    """Child entry point (JAX server): send (True, count dict) or (False, one sentence)."""
-    from .jax.devices import with_flag
-
-    os.environ.setdefault("KERAS_BACKEND", "jax")
-    # Before JAX's runtime starts, which reads the flags (the server never starts it).
-    os.environ["XLA_FLAGS"] = with_flag(os.environ.get("XLA_FLAGS", ""), UNOPTIMISED_MACHINE_CODE)
-    _answer(sender, lambda: _count_jax(spec, batches))
-
-
-def count_with_tensorflow(spec: RunSpec, batches: tuple[int, int], sender: Any) -> None:
-    """Child entry point (TensorFlow fork server): the profiler's float-op count."""
-    _answer(sender, lambda: _count_tensorflow(spec, batches))
-
-
-def _answer(sender: Any, count: Any) -> None:
+def answer(sender: Any, count: Callable[[], dict[str, Any]]) -> None:
+    """Send the caller (True, `count()`) or (False, one sentence), then end the child."""
     try:
-        answer = (True, count())
+        answered = (True, count())
     except BaseException as error:  # noqa: BLE001 - the caller turns it into one sentence
         traceback.print_exc()
-        answer = (False, f"{type(error).__name__}: {error}")
+        answered = (False, f"{type(error).__name__}: {error}")
     try:
-        sender.send(answer)
+        sender.send(answered)
         sender.close()
     finally:
         os._exit(0)
 
 
-def _inputs(spec: RunSpec, batch: int) -> tuple[Any, Any]:
+def batch_of(spec: RunSpec, batch: int) -> tuple[Any, Any]:
+    """`batch` rows of the run's data, repeated from the start where it has fewer."""
     import numpy as np
 
     from ..runs.nest import take_rows
@@ -75,7 +54,8 @@ def _inputs(spec: RunSpec, batch: int) -> tuple[Any, Any]:
     return take_rows(x, take), take_rows(y, take)
 
 
-def _model(spec: RunSpec, x: Any) -> Any:
+def counted_model(spec: RunSpec, x: Any) -> Any:
+    """The user's model, compiled as a run compiles it, built on one row of `x`."""
     from .compiling import compile_model, load_model
 
     model = load_model(spec.model)
@@ -87,173 +67,3 @@ def _model(spec: RunSpec, x: Any) -> Any:
 
         model(take_rows(x, np.arange(1)), training=False)
     return model
-
-
-def _count_jax(
-    spec: RunSpec, batches: tuple[int, int], drawn_weights: bool = False
-) -> dict[str, Any]:
-    """The count (see the module). `drawn_weights`: initialise the weights as Keras would; by
-    default they are zeros, as a count reads shapes, never values (`_weights_as_zeros`)."""
-    import jax
-    import keras
-
-    from .jax.devices import share_compilations
-
-    if keras.backend.backend() != "jax":
-        raise RuntimeError(f"Keras runs on {keras.backend.backend()!r} here, not on JAX")
-    share_compilations(jax)  # a lab reopened in a fresh kernel loads its counts' programs
-    started = time.perf_counter()
-    x, _ = _inputs(spec, batches[0])
-    with contextlib.nullcontext() if drawn_weights else _weights_as_zeros():
-        model = _model(spec, x)
-        model.optimizer.build(model.trainable_variables)
-    steps = []
-    for batch in batches:
-        bx, by = _inputs(spec, batch)
-        state = (
-            [v.value for v in model.trainable_variables],
-            [v.value for v in model.non_trainable_variables],
-            [v.value for v in model.optimizer.variables],
-            [v.value for v in model.metrics_variables],
-        )
-        compiled = jax.jit(model.train_step).lower(state, (bx, by)).compile()
-        cost = _cost(compiled)
-        steps.append({"batch": batch, **cost, "kernels": _kernels(compiled)})
-    layers = _layer_counts(model, batches[0])
-    return {
-        "source": JAX_SOURCE,
-        "steps": steps,
-        "layers": layers,
-        "parameters": _size(model.trainable_variables),
-        "model": model.name,
-        "count_s": time.perf_counter() - started,
-    }
-
-
-# What Keras's initialisers draw from on JAX (`keras/src/backend/jax/random.py`).
-INITIAL_DRAWS = ("uniform", "normal", "truncated_normal")
-
-
-@contextlib.contextmanager
-def _weights_as_zeros() -> Iterator[None]:
-    """While the model and its optimizer are built, `jax.random`'s draws give zeros. Each draw
-    of a new shape compiles a random-number kernel: for the demo's MLP that was 0.5 s of the
-    count, to make values the count never reads. Only the build: a draw inside the model's
-    step (noise, dropout) is traced as it is, and counted."""
-    import jax.numpy as jnp
-    import jax.random
-
-    drawn = {name: getattr(jax.random, name) for name in INITIAL_DRAWS}
-
-    def zeros(*_: Any, shape: Any = (), dtype: Any = jnp.float32, **__: Any) -> Any:
-        return jnp.zeros(shape, dtype)
-
-    for name in INITIAL_DRAWS:
-        setattr(jax.random, name, zeros)
-    try:
-        yield
-    finally:
-        for name, draw in drawn.items():
-            setattr(jax.random, name, draw)
-
-
-def _cost(compiled: Any) -> dict[str, float]:
-    analysis = compiled.cost_analysis()
-    if isinstance(analysis, list | tuple):  # older JAX: one dict per computation
-        analysis = analysis[0] if analysis else {}
-    return {
-        "flops": float(analysis.get("flops", 0.0)),
-        "bytes": float(analysis.get("bytes accessed", 0.0)),
-    }
-
-
-def _kernels(compiled: Any) -> int:
-    """Instructions of the compiled entry computation that launch work: a fusion, a dot, a
-    convolution, a custom call. On a GPU each of these is (about) one kernel launch."""
-    try:
-        text = compiled.as_text()
-    except Exception:  # noqa: BLE001 - the launch floor then falls back to a default
-        return 0
-    entry = text.split("\nENTRY ", 1)[-1].split("\n}\n", 1)[0]
-    skipped = ("parameter(", "get-tuple-element(", "tuple(", "constant(", "bitcast(")
-    count = 0
-    for line in entry.splitlines()[1:]:
-        body = line.split("=", 1)[-1]
-        if "=" in line and not any(s in body for s in skipped):
-            count += 1
-    return count
-
-
-def _layer_counts(model: Any, batch: int) -> list[dict[str, Any]]:
-    """Each layer call of a functional model, compiled alone: forward FLOPs and bytes per
-    batch of `batch`. Layers whose inputs are not known from the graph are left out."""
-    import jax
-    import keras
-
-    counts: list[dict[str, Any]] = []
-    for layer in getattr(model, "layers", [])[:MAX_LAYERS]:
-        if isinstance(layer, keras.layers.InputLayer):
-            continue
-        try:
-            specs = keras.tree.map_structure(
-                lambda t: jax.ShapeDtypeStruct((batch, *t.shape[1:]), t.dtype), layer.input
-            )
-            trainable = [v.value for v in layer.trainable_variables]
-            frozen = [v.value for v in layer.non_trainable_variables]
-
-            def forward(trainable, frozen, inputs, layer=layer):
-                args = inputs if isinstance(inputs, list | tuple) and len(inputs) > 1 else [inputs]
-                return layer.stateless_call(trainable, frozen, *args)[0]
-
-            cost = _cost(jax.jit(forward).lower(trainable, frozen, specs).compile())
-        except Exception:  # noqa: BLE001 - shared layers, subclassed inputs: left out
-            continue
-        counts.append(
-            {
-                "name": layer.name,
-                "kind": type(layer).__name__,
-                "forward_flops": cost["flops"] / batch,
-                "forward_bytes": cost["bytes"] / batch,
-                "parameters": _size(layer.trainable_variables),
-            }
-        )
-    return counts
-
-
-def _count_tensorflow(spec: RunSpec, batches: tuple[int, int]) -> dict[str, Any]:
-    import tensorflow as tf
-
-    started = time.perf_counter()
-    steps = []
-    x, _ = _inputs(spec, batches[0])
-    model = _model(spec, x)
-    for batch in batches:
-        bx, by = _inputs(spec, batch)
-
-        @tf.function
-        def step(bx, by):
-            with tf.GradientTape() as tape:
-                loss = model.compute_loss(bx, by, model(bx, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            model.optimizer.apply(grads, model.trainable_variables)
-            return loss
-
-        graph = step.get_concrete_function(tf.constant(bx), tf.constant(by)).graph
-        options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
-        options["output"] = "none"
-        profile = tf.compat.v1.profiler.profile(graph, options=options)
-        steps.append({"batch": batch, "flops": float(profile.total_float_ops), "bytes": 0.0})
-    return {
-        "source": TENSORFLOW_SOURCE,
-        "steps": steps,
-        "layers": [],
-        "parameters": int(sum(int(v.shape.num_elements()) for v in model.trainable_variables)),
-        "model": model.name,
-        "count_s": time.perf_counter() - started,
-    }
-
-
-def _size(variables: Any) -> int:
-    import math
-
-    return int(sum(math.prod(v.shape) for v in variables))

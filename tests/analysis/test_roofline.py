@@ -1,6 +1,6 @@
 """The roofline on counted work: published throughputs within a factor of 2, the launch floor,
 calibration reproducing a given throughput. The counts are real ones (XLA's cost analysis of
-Keras's train step on JAX, `worker/work_count.py`), stored as JSON beside this file."""
+Keras's train step on JAX, `worker/jax/work_count.py`), stored as JSON beside this file."""
 
 from __future__ import annotations
 

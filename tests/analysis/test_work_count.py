@@ -132,7 +132,7 @@ import json, os, sys
 os.environ["KERAS_BACKEND"] = "jax"
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.runs.work_count import count_spec
-from gpu_parallel_kit.worker.work_count import _count_jax
+from gpu_parallel_kit.worker.jax.work_count import _count_jax
 
 counted = {}
 for model, data in (("cnn", "images"), ("transformer", "tokens")):
@@ -152,7 +152,7 @@ def test_the_counting_childs_shortcuts_leave_the_count_as_it_was():
     import subprocess
     import sys
 
-    from gpu_parallel_kit.worker.work_count import UNOPTIMISED_MACHINE_CODE
+    from gpu_parallel_kit.worker.jax.work_count import UNOPTIMISED_MACHINE_CODE
 
     children = {
         flags: subprocess.Popen(

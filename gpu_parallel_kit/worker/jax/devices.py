@@ -81,7 +81,7 @@ def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list
 def share_compilations(jax: Any) -> None:
     """Keep XLA's compiled programs on disk between processes (JAX's persistent cache).
 
-    Every run, and every count of a step (`worker/work_count.py`), is a fresh process, so
+    Every run, and every count of a step (`jax/work_count.py`), is a fresh process, so
     without it each one compiles its model's initializers and train step again: about two
     seconds of a small model's run on two cores, and again in a fresh kernel. Processes that
     compile the same programs (the same model on the same devices, with the same flags: JAX's
