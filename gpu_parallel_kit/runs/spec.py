@@ -205,9 +205,10 @@ class RunSpec:
                 continue
             owners = [r.name for r in option_owners(name)]
             if not owners:
+                own = ", ".join(record.option_names())
                 raise GpkError(
-                    f"{name}={value!r} is not an option of any strategy; drop it, or use one "
-                    f"of {', '.join(record.option_names()) or 'none'} for {self.strategy!r}"
+                    f"{name}={value!r} is not an option of any strategy; drop it"
+                    + (f", or use one of {own} for {self.strategy!r}" if own else "")
                 )
             raise GpkError(
                 f"{name}={value!r} applies to strategy={owners[0]!r}"
