@@ -17,7 +17,8 @@ import pandas as pd
 from ..errors import GpkError
 from ..options.request import Request
 from ..pipeline.microbatch import AUTO, is_auto
-from ..pipeline.schedules import SCHEDULES
+from ..pipeline.schedules import SCHEDULES, schedule_record
+from ..pipeline.schedules import default_schedule as schedule_by_default
 from ..runs.devices import virtual_device_limit
 from ..strategies import DEFAULT_COMPARISON, has, runnable_names
 
@@ -66,8 +67,7 @@ def default_schedule(request: Request) -> str:
     """The API's default, shown in the dropdown: naive, or gpipe when micro-batches are asked."""
     if request.schedule:
         return request.schedule
-    m = request.micro_batches
-    return "gpipe" if is_auto(m) or (m or 1) > 1 else "naive"
+    return schedule_by_default(request.micro_batches or None)
 
 
 class Controls:
@@ -134,7 +134,8 @@ class Controls:
             [self.schedule, self.micro_batches, self.auto_micro_batches]
         )
         self.hint = widgets.HTML()
-        strategies = widgets.HBox([widgets.Label("strategies"), *self.strategies.values()])
+        heading = widgets.Label("strategies", layout=widgets.Layout(min_width="max-content"))
+        strategies = widgets.HBox([heading, *self.strategies.values()])
         sizes = widgets.VBox([self.backend, self.batch_size, self.epochs, self.steps_per_epoch])
         self.widget = widgets.HBox(
             [self.devices, widgets.VBox([strategies, self.model_options, sizes])]
@@ -167,8 +168,9 @@ class Controls:
 
     def _auto_ticked(self, change: dict) -> None:
         self.micro_batches.disabled = change["new"]
-        if change["new"] and self.schedule.value == "naive":
-            self.schedule.value = "gpipe"  # naive runs one micro-batch: nothing to choose
+        if change["new"] and not schedule_record(self.schedule.value).micro_batches:
+            # a schedule of one micro-batch leaves auto nothing to choose
+            self.schedule.value = schedule_by_default(AUTO)
 
     def _refresh(self, _change: object = None) -> None:
         """Show the pipeline's options when a pipeline is ticked, and say what each button will

@@ -58,7 +58,7 @@ def fill(outputs: Mapping[str, widgets.Output], comparison: Comparison) -> None:
         _append_figure(outputs["pipeline timeline"], result.plot_timeline(), "pipeline timeline")
     if not pipelines:
         outputs["pipeline timeline"].append_stdout(
-            "No finished model-parallel run here: tick model and run again to see its pipeline.\n"
+            "No finished pipeline run here: tick pipeline and run again to see its timeline.\n"
         )
     _append_figure(outputs["memory"], memory_figure(comparison.results), "memory per device")
 

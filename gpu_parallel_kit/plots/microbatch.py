@@ -96,6 +96,6 @@ def _draw_steps(axis: Any, choice: dict[str, Any], result: RunResult) -> None:
     axis.set_xticks(ms, [str(m) for m in ms])
     axis.set_ylim(0, max(max(steps), max(flat)) * 1.15)
     axis.set_xlabel("micro-batches M")
-    axis.set_ylabel("simulated step (ms, updates left out)")
-    axis.set_title(f"Simulated step of {result.schedule} on {result.devices} devices", fontsize=10)
+    axis.set_ylabel("step on the curve (ms; no updates, no per-task cost)")
+    axis.set_title(f"Step on the curve, {result.schedule} on {result.devices} devices", fontsize=10)
     axis.legend(fontsize=7)

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from ..analysis.compute_source import uncounted
 from ..backends import Backend, of_row, tagged
 from ..strategies import lookup
+from .figure_data import png_metadata
 
 OTHER_COLOR = "tab:purple"  # a strategy no record knows, e.g. one an older kit logged
 
@@ -42,7 +43,9 @@ class DisplayFigure(Figure):
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        self.savefig(
+            buffer, format="png", dpi=100, bbox_inches="tight", metadata=png_metadata(self)
+        )
         return buffer.getvalue()
 
 
