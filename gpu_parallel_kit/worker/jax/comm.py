@@ -34,13 +34,14 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
 from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
 
 
 def data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> Timing:
     """Exposed and standalone gradient all-reduce of a data-parallel step on `devices`, timed on
     the model's weights as they are when the timing is called."""
-    mesh = Mesh(np.asarray(devices), ("batch",))
+    mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
     non_trainable = [v.value for v in model.non_trainable_variables]
     # `stateless_call` hands its keywords to `call` as they are (`__call__` would drop a
     # `training` the user's `call` does not take): pass it only where `call` has it.
@@ -56,7 +57,7 @@ def data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> Timin
         return jax.grad(loss_of)(weights)
 
     replicated = P()
-    batch = P("batch")
+    batch = P(DATA_AXIS)
 
     # One executable for both sides of the difference: the gradients, then the sum over devices
     # or not, as a replicated flag says. XLA compiles the model's backward pass once instead of
@@ -66,7 +67,9 @@ def data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> Timin
     def gradients(weights, x, y, reduce):
         def local(w, x, y, reduce):
             grads = local_gradients(w, x, y)
-            summed = jax.lax.cond(reduce[0], lambda g: jax.lax.psum(g, "batch"), lambda g: g, grads)
+            summed = jax.lax.cond(
+                reduce[0], lambda g: jax.lax.psum(g, DATA_AXIS), lambda g: g, grads
+            )
             return [g[None] for g in summed]
 
         return jax.shard_map(
@@ -80,7 +83,7 @@ def data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> Timin
     @jax.jit
     def reduce_only(stacked):
         return jax.shard_map(
-            lambda g: jax.lax.psum([s[0] for s in g], "batch"),
+            lambda g: jax.lax.psum([s[0] for s in g], DATA_AXIS),
             mesh=mesh,
             in_specs=(batch,),
             out_specs=replicated,
@@ -120,30 +123,30 @@ def tensor_collectives(
     """The layout's all-reduces alone: each activation sum over the model axis, then the gradient
     shards over the data axis; median of blocks, and half their range as the noise."""
     data, model = mesh_shape
-    mesh = Mesh(np.asarray(devices).reshape(data, model), ("batch", "model"))
+    mesh = Mesh(np.asarray(devices).reshape(data, model), (DATA_AXIS, MODEL_AXIS))
     sizes = [max(1, n // 4) for n in activation_bytes]  # float32 elements per device
     stacked = [
         jax.device_put(
-            jnp.ones((data, model, n), jnp.float32), NamedSharding(mesh, P("batch", "model"))
+            jnp.ones((data, model, n), jnp.float32), NamedSharding(mesh, P(DATA_AXIS, MODEL_AXIS))
         )
         for n in sizes
     ]
     gradients = jax.device_put(
         jnp.ones((data, max(1, gradient_bytes // 4)), jnp.float32),
-        NamedSharding(mesh, P("batch")),
+        NamedSharding(mesh, P(DATA_AXIS)),
     )
 
     @jax.jit
     def collectives(stacked, gradients):
         def local(stacked, gradients):
-            summed = [jax.lax.psum(s, "model") for s in stacked]
-            return summed, jax.lax.psum(gradients, "batch") if data > 1 else gradients
+            summed = [jax.lax.psum(s, MODEL_AXIS) for s in stacked]
+            return summed, jax.lax.psum(gradients, DATA_AXIS) if data > 1 else gradients
 
         return jax.shard_map(
             local,
             mesh=mesh,
-            in_specs=(P("batch", "model"), P("batch")),
-            out_specs=(P("batch"), P()),
+            in_specs=(P(DATA_AXIS, MODEL_AXIS), P(DATA_AXIS)),
+            out_specs=(P(DATA_AXIS), P()),
             check_vma=False,
         )(stacked, gradients)
 
@@ -162,8 +165,8 @@ def fsdp_collectives(
     gradient reduce-scattered, the replicated gradients summed over the data axis and any
     activations over the model axis; median of blocks, and half their range as the noise."""
     data, model = mesh_shape
-    mesh = Mesh(np.asarray(devices).reshape(data, model), ("batch", "model"))
-    spread = NamedSharding(mesh, P("batch", "model"))
+    mesh = Mesh(np.asarray(devices).reshape(data, model), (DATA_AXIS, MODEL_AXIS))
+    spread = NamedSharding(mesh, P(DATA_AXIS, MODEL_AXIS))
 
     def per_device(elements: int) -> Any:
         return jax.device_put(jnp.ones((data, model, max(1, elements)), jnp.float32), spread)
@@ -178,16 +181,16 @@ def fsdp_collectives(
     @jax.jit
     def collectives(shards, again, full, replicated, activations):
         def local(shards, again, full, replicated, activations):
-            forward = [jax.lax.all_gather(s, "batch", axis=2, tiled=True) for s in shards]
-            backward = [jax.lax.all_gather(s, "batch", axis=2, tiled=True) for s in again]
+            forward = [jax.lax.all_gather(s, DATA_AXIS, axis=2, tiled=True) for s in shards]
+            backward = [jax.lax.all_gather(s, DATA_AXIS, axis=2, tiled=True) for s in again]
             scattered = [
-                jax.lax.psum_scatter(g, "batch", scatter_dimension=2, tiled=True) for g in full
+                jax.lax.psum_scatter(g, DATA_AXIS, scatter_dimension=2, tiled=True) for g in full
             ]
-            summed = jax.lax.psum(replicated, "batch") if data > 1 else replicated
-            acts = [jax.lax.psum(a, "model") for a in activations] if model > 1 else activations
+            summed = jax.lax.psum(replicated, DATA_AXIS) if data > 1 else replicated
+            acts = [jax.lax.psum(a, MODEL_AXIS) for a in activations] if model > 1 else activations
             return forward, backward, scattered, summed, acts
 
-        inner = P("batch", "model")
+        inner = P(DATA_AXIS, MODEL_AXIS)
         return jax.shard_map(
             local,
             mesh=mesh,

@@ -22,7 +22,13 @@ from ...runs.spec import RunSpec
 from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic
 from ...strategies import strategy_record
-from ...strategies.fsdp import MIN_SHARD_BYTES, fsdp_traffic, shard_over_data
+from ...strategies.fsdp import (
+    DATA_AXIS,
+    MIN_SHARD_BYTES,
+    MODEL_AXIS,
+    fsdp_traffic,
+    shard_over_data,
+)
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
@@ -250,7 +256,7 @@ class TensorParallel(JaxStrategy):
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
         data, model_axis = self.spec.mesh_shape
         mesh = keras.distribution.DeviceMesh(
-            (data, model_axis), ("batch", "model"), devices=self.devices
+            (data, model_axis), (DATA_AXIS, MODEL_AXIS), devices=self.devices
         )
         probe = builder()
         layers = read_layers(probe, sample)
@@ -260,9 +266,9 @@ class TensorParallel(JaxStrategy):
         del probe
         keras.backend.clear_session()
         self.layout = self.derive(layers, own)
-        check_divides(self.layout, {"batch": data, "model": model_axis})
+        check_divides(self.layout, {DATA_AXIS: data, MODEL_AXIS: model_axis})
         self.distribution = keras.distribution.ModelParallel(
-            layout_map=layout_map(self.layout, mesh), batch_dim_name="batch"
+            layout_map=layout_map(self.layout, mesh), batch_dim_name=DATA_AXIS
         )
         return super().build(builder, sample)
 
