@@ -34,6 +34,7 @@ from typing import Any
 
 from ..backends import of_row
 from ..errors import GpkError, whole_number
+from ..pipeline.schedules import default_schedule, schedule_record
 from ..runs.results import RunResult
 from ..strategies import (
     DATA_PIPELINE,
@@ -245,14 +246,14 @@ class _Experiment:
         plan = self.plan
         if plan.schedule is not None or plan.micro_batches is not None:
             m = plan.micro_batches or 1
-            return [(plan.schedule or ("naive" if m == 1 else "gpipe"), m)]
-        # The cost model holds one stage per device: interleaved runs are not projected.
+            return [(plan.schedule or default_schedule(m), m)]
+        # The cost model holds one stage per device: runs of model chunks are not projected.
         found = [
             (r.schedule, r.micro_batches or 1)
             for r in self.models
-            if r.schedule and r.schedule != "interleaved"
+            if r.schedule and not schedule_record(r.schedule).virtual_stages
         ]
-        return list(dict.fromkeys(found)) or [("naive", 1)]
+        return list(dict.fromkeys(found)) or [(default_schedule(1), 1)]
 
     def partition(self, k: int) -> tuple[Partition, str]:
         """The split of a measured k-stage run, else k equal stages."""

@@ -49,6 +49,7 @@ __all__ = [
     "build_schedule",
     "check_plan",
     "default_schedule",
+    "default_virtual_stages",
     "dependencies",
     "device_of",
     "execution_order",
@@ -77,10 +78,6 @@ class ScheduleRecord:
     def __repr__(self) -> str:
         return f"<ScheduleRecord {self.name}>"
 
-    def default_virtual_stages(self) -> int:
-        """The model chunks per device when a run does not say."""
-        return 2 if self.virtual_stages else 1
-
 
 def build_schedule(name: str, stages: int, micro_batches: int, virtual_stages: int = 1) -> Schedule:
     """The task order of each device for the named schedule (one of `SCHEDULES`).
@@ -100,6 +97,13 @@ def schedule_record(name: Any) -> ScheduleRecord:
         known = ", ".join(repr(n) for n in SCHEDULES)
         raise GpkError(f"schedule={name!r} is not known; use one of {known}")
     return record
+
+
+def default_virtual_stages(name: Any) -> int:
+    """The model chunks per device when a run does not say: two where the schedule's devices
+    hold several, else one (an unknown name too; its check says what is wrong)."""
+    record = _BY_NAME.get(name) if isinstance(name, str) else None
+    return 2 if record is not None and record.virtual_stages else 1
 
 
 def default_schedule(micro_batches: int | str | None) -> str:
