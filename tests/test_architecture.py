@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -51,6 +51,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "options": {"errors", "strategies", "runs", "pipeline", "api", "comparison", "analysis"},
     "cli": {
         "errors",
+        "backends",
         "strategies",
         "runs",
         "cluster",
@@ -352,3 +353,139 @@ if axes[0] == "model": pass
 """
     found = [what for _, what in _name_knowledge(ast.parse(source), names)]
     assert len(found) == 3 and "collection" in found[2]
+
+
+# Where a backend or a pipeline schedule may be known by name: its record, and each backend's own
+# worker folder (which knows the one backend it is).
+BACKEND_HOMES = ("backends", "worker.tensorflow", "worker.jax")
+SCHEDULE_HOMES = ("pipeline.schedules",)
+# Where user input is parsed, a name may be compared (at most 3 backend and 2 schedule sites in
+# the package, each record's own lookup included): module -> why. None yet outside the records.
+BACKEND_PARSE_SITES: dict[str, str] = {}
+SCHEDULE_PARSE_SITES: dict[str, str] = {}
+# TEMPORARY: converted next to read each strategy's own record; this set only shrinks.
+STRATEGY_NAMES_READ_OFF_LOOKUPS = {"analysis.memory_plan"}
+# The registries' lookups, whose `.attribute` on a literal name would smuggle the name past.
+LOOKUPS = {
+    "backend",
+    "backend_record",
+    "lookup",
+    "of_row",
+    "strategy",
+    "strategy_record",
+    "schedule_record",
+}
+
+
+def _backend_names() -> set[str]:
+    from gpu_parallel_kit.backends import names
+
+    return set(names()) | {"torch"}  # and a next backend's likely name
+
+
+def _schedule_names() -> set[str]:
+    from gpu_parallel_kit.pipeline.schedules import SCHEDULES
+
+    return set(SCHEDULES) | {"zb-v", "dualpipe"}
+
+
+def _decided_by_name(tree: ast.AST, names: set[str]) -> Iterator[tuple[int, str]]:
+    """Comparisons with a literal name (`== "jax"`, `in ("jax", ...)`), subscripts by one
+    (`x["jax"]`, `x.get("jax")`), dicts keyed by them, and a lookup's attribute read off a literal
+    name (`backend("jax").name`), which would carry the name past the rest of the scan."""
+
+    def named(node: ast.AST | None) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(named(e) for e in node.elts)
+        return False
+
+    record_fields = {
+        id(value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _called(node) in {"Strategy", "Backend"}
+        for value in (k.value for k in node.keywords)
+    }
+    for node in ast.walk(tree):
+        text = ast.unparse(node)[:80] if isinstance(node, ast.expr) else ""
+        if (
+            isinstance(node, ast.Compare)
+            and any(named(side) for side in (node.left, *node.comparators))
+            or isinstance(node, ast.Subscript)
+            and named(node.slice)
+        ):
+            yield node.lineno, text
+        elif isinstance(node, ast.Call) and _called(node) == "get" and node.args:
+            if named(node.args[0]):
+                yield node.lineno, text
+        # A record's own per-backend fields (a strategy's `workers`) describe it; they decide
+        # nothing by name.
+        elif isinstance(node, ast.Dict) and id(node) not in record_fields:
+            if any(named(key) for key in node.keys):
+                yield node.lineno, f"a dict keyed by names: {text}"
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Call)
+            and _called(node.value) in LOOKUPS
+            and node.value.args
+            and named(node.value.args[0])
+        ):
+            yield node.lineno, f"a name read off its record: {text}"
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _in(module: str, places: Iterable[str]) -> bool:
+    inner = module.partition(".")[2]
+    return any(inner == p or inner.startswith(f"{p}.") for p in places)
+
+
+def _knowing(names: set[str], homes: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    found = []
+    for module, path in sorted(MODULES.items()):
+        if _in(module, homes) or _in(module, allowed):
+            continue
+        for line, what in _decided_by_name(ast.parse(path.read_text()), names):
+            found.append(f"{module}:{line}: {what}")
+    return found
+
+
+def test_no_room_but_the_backend_records_knows_a_backend_by_name():
+    assert len(BACKEND_PARSE_SITES) <= 2  # the record's own lookup is the third
+    found = _knowing(_backend_names(), BACKEND_HOMES, BACKEND_PARSE_SITES)
+    assert found == [], "ask the backend's record instead:\n" + "\n".join(found)
+
+
+def test_no_module_but_the_schedule_table_knows_a_schedule_by_name():
+    assert len(SCHEDULE_PARSE_SITES) <= 2
+    found = _knowing(_schedule_names(), SCHEDULE_HOMES, SCHEDULE_PARSE_SITES)
+    assert found == [], "ask the schedule's record instead:\n" + "\n".join(found)
+
+
+def test_no_module_reads_a_strategy_off_its_record_by_a_literal_name():
+    found = _knowing(_strategy_names(), STRATEGY_ROOMS, STRATEGY_NAMES_READ_OFF_LOOKUPS)
+    smuggled = [f for f in found if "read off its record" in f]
+    assert smuggled == [], "ask the record for what it says instead:\n" + "\n".join(smuggled)
+
+
+def test_the_backend_and_schedule_scan_finds_what_it_is_for():
+    source = """
+if spec.backend == "jax": pass
+if backend in ("tensorflow", "torch"): pass
+if schedule != "interleaved": pass
+tag = TAGS["jax"]
+tag = TAGS.get("tensorflow")
+TAGS = {"tensorflow": "tf", "jax": "jax"}
+label = backend("jax").name
+name = strategy_record("pipeline").name
+fine = Strategy(name="x", workers={"jax": "m:C"})
+if axes[0] == "model": pass
+"""
+    names = _backend_names() | _schedule_names() | {"pipeline"}
+    found = [what for _, what in _decided_by_name(ast.parse(source), names)]
+    assert len(found) == 8, found
+    assert "read off its record" in found[-1] and "dict keyed" in found[-3]

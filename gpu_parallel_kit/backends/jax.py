@@ -7,6 +7,7 @@ from .record import Backend
 JAX = Backend(
     name="jax",
     display="JAX",
+    summary="Keras on JAX, keras.distribution",
     package="jax",
     run_entry="gpu_parallel_kit.worker.jax.run:jax_worker_main",
     discovery_entry="gpu_parallel_kit.worker.jax.devices:discover_with_jax",

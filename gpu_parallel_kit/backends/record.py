@@ -17,6 +17,7 @@ class Backend:
     name: str  # the name a user types, a run's `backend` and the run log hold
     display: str  # its name in sentences: "TensorFlow"
     package: str  # the package whose presence says it is installed
+    summary: str = ""  # what trains on it, for help texts and the demo: "TensorFlow, tf.distribute"
     default: bool = False  # runs take it unless told; tables and figures leave it unsaid
     # "module:function" entry points its worker process starts at
     run_entry: str = ""  # one run

@@ -7,6 +7,7 @@ from .record import Backend
 TENSORFLOW = Backend(
     name="tensorflow",
     display="TensorFlow",
+    summary="TensorFlow, tf.distribute",
     package="tensorflow",
     default=True,
     run_entry="gpu_parallel_kit.worker.tensorflow.run:worker_main",

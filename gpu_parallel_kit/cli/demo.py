@@ -19,6 +19,7 @@ leaves each GPU's step bound by kernel launches, so 8 GPUs reach a speedup below
 from __future__ import annotations
 
 from ..api import Experiment
+from ..backends import backend_record
 from ..comparison import Comparison
 from ..runs.rounds import rounds_to_run
 from ..runs.synthetic import default_samples, quick_mode
@@ -42,10 +43,6 @@ PROJECTED_GPU = "h100"
 PROJECTED_DEVICES = (1, 4, 8)
 # Workers are timed out well before the slow-test timeout, so a hang is reported as a row.
 TIMEOUT_S = 120.0
-BACKEND_NAMES = {
-    "jax": "Keras on JAX, keras.distribution",
-    "tensorflow": "TensorFlow, tf.distribute",
-}
 
 
 def demo_experiment(
@@ -75,10 +72,11 @@ def describe(experiment: Experiment) -> str:
     """One line saying what the demo compares, for the front ends to show before it starts."""
     training = experiment.training
     devices = ", ".join(str(d) for d in DEVICES)
+    backend = backend_record(experiment.backend)
     return (
         f"Demo: built-in {MODEL} on the synthetic {DATA} set ({experiment.data.samples} samples), "
         f"global batch {training.batch_size}, {training.steps_per_epoch} steps per run; "
-        f"{' vs '.join(STRATEGIES)} on {devices} devices ({BACKEND_NAMES[experiment.backend]})"
+        f"{' vs '.join(STRATEGIES)} on {devices} devices ({backend.summary})"
         + (" (GPK_QUICK)" if quick_mode() else "")
         + f"; then projected onto {PROJECTED_GPU} GPUs joined by {PROJECTION} (4 and 8 devices, "
         "compute counted, labelled projected)"
