@@ -74,7 +74,7 @@ def test_per_sample_cost_flat_picks_many_micro_batches_fixed_cost_picks_one():
     fixed = affine_curve(4, 64, fixed=10.0, per_sample=0.01)
     choice = choose(fixed, "gpipe", 4, 64)
     assert choice.micro_batches == 1
-    assert choice.reason.startswith("M=1: simulated step ")
+    assert choice.reason.startswith("M=1: step on the curve ")
     assert "bubble 0.75" in choice.reason and "M=2 would be 0.60" in choice.reason
 
 

@@ -47,7 +47,7 @@ def test_differences_below_the_noise_keep_m_1_and_ask_for_more_rounds():
     assert choice.margin is not None and not choice.margin.beyond_noise
     assert choice.margin.rounds == 2 and choice.margin.shorter > 0
     assert 1 in choice.measure_again and choice.margin.micro_batches in choice.measure_again
-    assert choice.reason.startswith("M=1: simulated step ")
+    assert choice.reason.startswith("M=1: step on the curve ")
     assert f"M={choice.margin.micro_batches}'s " in choice.reason
     assert "is within noise over 2 paired rounds" in choice.reason
     assert auto_note(choice.to_dict()) == "auto, none beyond noise of M=1"
@@ -71,7 +71,7 @@ def test_more_rounds_that_agree_settle_it_and_the_row_says_by_how_much():
     assert settled.micro_batches > 1 and shown is not None and shown.beyond_noise
     assert (shown.micro_batches, shown.against, shown.rounds) == (settled.micro_batches, 1, 5)
     step = settled.option(settled.micro_batches).step_s
-    assert settled.reason.startswith(f"M={settled.micro_batches}: simulated step ")
+    assert settled.reason.startswith(f"M={settled.micro_batches}: step on the curve ")
     assert f"shorter than M=1's {settled.option(1).step_s * 1e3:.3g} ms" in settled.reason
     assert "over 5 paired rounds" in settled.reason and step < settled.option(1).step_s
     note = auto_note(settled.to_dict())

@@ -339,10 +339,10 @@ def auto_note(choice: Mapping[str, Any]) -> str:
 def _reason(
     schedule: str, best: Option, fewest: Option, shown: Margin | None, options: tuple[Option, ...]
 ) -> str:
-    """ "M=4: simulated step 31.2 ms, 38% ± 4% shorter than M=1's 50.3 ms over 5 paired rounds;
+    """ "M=4: step on the curve 31.2 ms, 38% ± 4% shorter than M=1's 50.3 ms over 5 paired rounds;
     bubble 0.43, per-sample cost 1.3× the whole batch's; M=8 would be 0.27 and 2.1× (35.0 ms)",
     the next larger M (else the next smaller) beside it."""
-    head = f"M={best.micro_batches}: simulated step {best.step_s * 1e3:.3g} ms"
+    head = f"M={best.micro_batches}: step on the curve {best.step_s * 1e3:.3g} ms"
     if shown is not None and best is not fewest:
         head += (
             f", {shown.text()} than M={fewest.micro_batches}'s {fewest.step_s * 1e3:.3g} ms"

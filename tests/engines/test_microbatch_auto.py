@@ -56,7 +56,7 @@ def test_auto_picks_the_argmin_of_its_own_curve_under_every_schedule(
     if r.micro_batches != valid[0]:
         margin = choice["margin"]
         assert margin["shorter"] > margin["noise"] and margin["rounds"] >= 2
-    assert choice["reason"].startswith(f"M={r.micro_batches}: simulated step ")
+    assert choice["reason"].startswith(f"M={r.micro_batches}: step on the curve ")
     assert largest_difference(saved_weights(path), reference) <= 1e-5
 
 
