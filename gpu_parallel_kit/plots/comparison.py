@@ -68,6 +68,7 @@ _PROJECTED_DASHES = ["--", "-.", (0, (6, 2, 1, 2, 1, 2))]  # one per projection 
 _PROJECTED_BAR = {"alpha": 0.4, "hatch": "..", "linestyle": "--", "linewidth": 1.0}
 _BAND_ALPHA = 0.15  # the shaded band under a projected line: seen, and the line over it read
 APART = 100  # bars whose values span this factor get a log axis
+LOG_HEADROOM = 8  # on a log axis, the top is this times the tallest bar: room for its label
 BAND_NOTE = "efficiency band"  # what a projection's shading and whiskers span, in the legend
 
 
@@ -165,6 +166,8 @@ def _log_scale_if_apart(ax: Axes, df: pd.DataFrame) -> None:
     if shown.empty or shown.max() < APART * shown.min():
         return
     ax.set_yscale("log")
+    # Room above the tallest bar for its upright value, as the linear axis's margin gives.
+    ax.set_ylim(shown.min() / 2, shown.max() * LOG_HEADROOM)
     ax.set_ylabel(f"{ax.get_ylabel()}, log scale")
 
 
