@@ -36,7 +36,7 @@ def _axes_data(axis: Axes) -> dict[str, Any]:
             x = round(patch.get_x() + patch.get_width() / 2, 6)
             bars.append(
                 {
-                    "label": " ".join(ticks.get(x, "").split()),
+                    "label": _one_line(ticks.get(x, "")),
                     "series": container.get_label()
                     if not container.get_label().startswith("_")
                     else "",
@@ -51,6 +51,11 @@ def _axes_data(axis: Axes) -> dict[str, Any]:
         "yscale": axis.get_yscale(),
         "bars": bars,
     }
+
+
+def _one_line(label: str) -> str:
+    """A tick label as one line: "data\n×2" (stacked to fit its slot) -> "data×2"."""
+    return " ".join(label.split()).replace(" ×", "×")
 
 
 def png_metadata(figure: Figure) -> dict[str, str]:
