@@ -6,6 +6,10 @@ delegates to it. The skeleton never asks which strategy or backend it runs: it s
 devices, prepares the data, builds the model under the strategy, trains, measures and describes,
 in that order, naming each phase so a failure or a timeout says where the run was.
 
+A phase has one name everywhere: `RunPhases` (the skeleton), a `BackendRun`, the TensorFlow
+engines and the JAX strategies each `prepare_measurement` before the first timed step what they
+`measure` after training.
+
 No TensorFlow or JAX is imported here; the backend's run module imports its own.
 """
 
@@ -71,7 +75,7 @@ class BackendRun(Protocol):
     def train(self, model: keras.Model, recorder: StepRecorder) -> None:
         """Check the memory budget, then train every step of every epoch, feeding `recorder`."""
 
-    def prepare_measure(self, model: keras.Model) -> None:
+    def prepare_measurement(self, model: keras.Model) -> None:
         """Before the first timed step: trace or compile what `measure` times after training,
         so the comparison's next run waits only for the timing (a failure is kept for then)."""
 
@@ -111,138 +115,206 @@ def run_in_this_process(
     """
     if spec.more_rounds_here and next_round is None:
         raise ValueError("a run of several rounds in one process needs the caller's next_round")
-    start = time.perf_counter()
-    phase = "setting up devices"
-    base = base_fields(spec, backend.versions())
-    rounds: Rounds | None = None
+    return RunPhases(spec, emit, report_and_exit, backend, next_round).run()
 
-    def enter(name: str, **details: Any) -> None:
-        nonlocal phase
-        phase = name
-        emit(event="phase", phase=name, **details)
 
-    try:
+class RunPhases:
+    """One run in this process, phase by phase: set up, build, train, then (at the end of
+    training) save, measure and report; the backend does each phase's work.
+
+    `phase` names where the run is, so that a failure or a timeout says it. Before the first
+    timed step the recorder calls `prepare_measurement` (and `take_turn` for a run prepared
+    beside the others); at each round's end but the last, `next_round_recorder`.
+    """
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        emit: Callable[..., None],
+        report_and_exit: Callable[[RunResult], None] | None,
+        backend: BackendRun,
+        next_round: Callable[[], bool] | None,
+    ) -> None:
+        self.spec = spec
+        self.emit = emit
+        self.report_and_exit = report_and_exit
+        self.backend = backend
+        self.next_round = next_round
+        self.started = time.perf_counter()
+        self.phase = "setting up devices"
+        self.base = base_fields(spec, backend.versions())
+        self.rounds: Rounds | None = None
+
+    def run(self) -> RunResult:
+        """Every phase in turn; the finished row, or the failure's."""
+        try:
+            self.set_up()
+            self.build()
+            self.train()
+            return self.finish()
+        except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
+            return self.failed(error)
+
+    def enter(self, name: str, **details: Any) -> None:
+        """Say that the run is now in phase `name` (the caller's progress line shows it)."""
+        self.phase = name
+        self.emit(event="phase", phase=name, **details)
+
+    def set_up(self) -> None:
+        """The run's devices, then its data; the steps it trains and warms up."""
+        spec = self.spec
         if spec.prepares_together:  # beside the comparison's other first rounds: nobody times
             gate.share(spec.gate, spec.timeout_s)
-            emit(event="sharing")
-        enter("setting up devices")
+            self.emit(event="sharing")
+        self.enter("setting up devices")
         warnings.filterwarnings("ignore", module="keras")
-        device_names = backend.set_up_devices()
-        enter("preparing the data")
-        steps = backend.prepare_data()
-        total = steps * spec.training.epochs
-        warmup = warmup_steps(spec.training.warmup_steps, total)
-        enter("building the model")
-        model, tuned = backend.build(steps, total, warmup)
-        with backend.scope():
-            base_lr, learning_rate = apply_run_rule(model.optimizer, spec, steps)
-        rounds = Rounds(spec, model)
+        self.device_names = self.backend.set_up_devices()
+        self.enter("preparing the data")
+        self.steps = self.backend.prepare_data()
+        self.total = self.steps * spec.training.epochs
+        self.warmup = warmup_steps(spec.training.warmup_steps, self.total)
 
-        def at_gate() -> float:
-            rounds.keep_first_state()
-            backend.prepare_measure(model)  # beside the set-up, not after training
-            if spec.prepares_together:  # its warm-up is part of the preparing
-                return 0.0
-            return gate.pass_through(spec.gate)
-
-        def at_end_of_warmup() -> float:
-            """A run prepared beside the others: its share given back, its turn, the gate."""
-            gate.unshare()
-            if next_round is None or not next_round():
-                os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
-            waited = gate.pass_through(spec.gate)
-            emit(event="turn")  # its timeout counts from here (runner._Watch)
-            return waited
-
-        def new_recorder() -> StepRecorder:
-            made = tuned_recorder(emit, tuned, warmup, total, steps)
-            backend.watch(made, model)
-            # The last run of the caller may still be measuring beside this one: the recorder
-            # waits for it before the first timed step (runs/gate.py), so this run's set-up
-            # overlaps it. A first round of several keeps the state it starts from.
-            made.gate = at_gate
-            if report_and_exit is not None:
-                made.on_train_end = lambda: report_and_exit(finish())
-            if rounds.more:
-                made.next_round = round_after
-            if spec.prepares_together and not rounds.later:
-                made.after_warmup = at_end_of_warmup
-            return made
-
-        def finish() -> RunResult:
-            nonlocal phase
-            phase = "reporting the results"
-            recorder.before_timing()  # a run that never timed a step still passes, once
-            gate.hold(spec.gate)  # from here nothing is timed per step: the next run may start
-            emit(event="trained")
-            if spec.save_weights:
-                phase = "saving the weights"
-                save_weights(spec.save_weights, model)
-            phase = "measuring communication"
-            backend.measure(model)
-            memory, memory_source = backend.peak_memory()
-            done = Finished(
-                device_names,
-                backend.describe(),
-                steps,
-                startup,
-                memory,
-                memory_source,
-                base_lr,
-                learning_rate,
+    def build(self) -> None:
+        """The model under the strategy, its learning-rate rule, and the state later rounds
+        start from."""
+        self.enter("building the model")
+        self.model, self.tuned = self.backend.build(self.steps, self.total, self.warmup)
+        with self.backend.scope():
+            self.base_lr, self.learning_rate = apply_run_rule(
+                self.model.optimizer, self.spec, self.steps
             )
-            result = finished_result(
-                spec,
-                base,
-                done,
-                recorder,
-                tuned,
-                model,
-                lambda step_time: backend.result_fields(model, step_time),
-            )
-            if spec.gate is not None:
-                result.extra["waited_at_gate_s"] = recorder.waited_s
-            result.extra.update(rounds.row_fields())
-            if spec.prepares_together and not rounds.later:
-                result.extra["prepared_beside_other_runs"] = True
-            return result
+        self.rounds = Rounds(self.spec, self.model)
 
-        def round_after() -> StepRecorder:
-            """At the end of a round this process trains another after: report it, wait for
-            the caller's word, put back the first round's state; the next round's recorder."""
-            nonlocal recorder, startup
-            row = finish()
-            emit(event="result", result=row.to_dict())
-            measured = measured_in([row])
-            if measured is not None:  # the later rounds report what this one measured
-                backend.lend_communication(measured)
-            gate.release()  # nothing of this process runs until its next turn
-            if next_round is None or not next_round():
-                os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
-            began = time.perf_counter()
-            rounds.begin_next()
-            recorder = new_recorder()
-            startup = time.perf_counter() - began
-            # Said as such on its progress line: this round set up nothing, the first round did.
-            enter("training", total=total, startup_s=startup, **rounds.row_fields())
-            recorder.train_begin()  # passes the gate: fit began once, for every round
-            return recorder
-
-        recorder = new_recorder()
-        startup = time.perf_counter() - start
+    def train(self) -> None:
+        """Every step of every epoch (of every round this process trains), timed."""
+        self.recorder = self.new_recorder()
+        self.startup = time.perf_counter() - self.started
         # A run started ahead, or prepared beside the others, shows where its start-up went.
-        enter("training", total=total, startup_s=startup, together=spec.prepares_together)
-        backend.train(model, recorder)
-        return finish()
-    except BaseException as error:  # noqa: BLE001 - every failure becomes this run's row
-        status, reason = classify_exception(error, phase)
+        self.enter(
+            "training",
+            total=self.total,
+            startup_s=self.startup,
+            together=self.spec.prepares_together,
+        )
+        self.backend.train(self.model, self.recorder)
+
+    def prepare_measurement(self) -> float:
+        """At the first timed step: keep the first round's state, prepare what is measured
+        after training, beside the set-up rather than after it, then pass the gate; the
+        seconds waited there."""
+        self.rounds.keep_first_state()
+        self.backend.prepare_measurement(self.model)
+        if self.spec.prepares_together:  # its warm-up is part of the preparing
+            return 0.0
+        return gate.pass_through(self.spec.gate)
+
+    def take_turn(self) -> float:
+        """A run prepared beside the others: its share given back, its turn, the gate."""
+        gate.unshare()
+        if self.next_round is None or not self.next_round():
+            os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
+        waited = gate.pass_through(self.spec.gate)
+        self.emit(event="turn")  # its timeout counts from here (runner._Watch)
+        return waited
+
+    def new_recorder(self) -> StepRecorder:
+        """A round's recorder, with the phases it calls at its first timed step and its end."""
+        made = tuned_recorder(self.emit, self.tuned, self.warmup, self.total, self.steps)
+        self.backend.watch(made, self.model)
+        # The last run of the caller may still be measuring beside this one: the recorder
+        # waits for it before the first timed step (runs/gate.py), so this run's set-up
+        # overlaps it. A first round of several keeps the state it starts from.
+        made.gate = self.prepare_measurement
+        if self.report_and_exit is not None:
+            report_and_exit = self.report_and_exit
+            made.on_train_end = lambda: report_and_exit(self.finish())
+        if self.rounds.more:
+            made.next_round = self.next_round_recorder
+        if self.spec.prepares_together and not self.rounds.later:
+            made.after_warmup = self.take_turn
+        return made
+
+    def finish(self) -> RunResult:
+        """Training over: the gate handed on, the weights saved, the measurement, the row."""
+        self.phase = "reporting the results"
+        self.recorder.before_timing()  # a run that never timed a step still passes, once
+        gate.hold(self.spec.gate)  # from here nothing is timed per step: the next run may start
+        self.emit(event="trained")
+        self.save()
+        self.measure()
+        return self.result()
+
+    def save(self) -> None:
+        """The trained weights, where the spec asks for them."""
+        if self.spec.save_weights:
+            self.phase = "saving the weights"
+            save_weights(self.spec.save_weights, self.model)
+
+    def measure(self) -> None:
+        """What the strategy measures apart from training, the weights unchanged."""
+        self.phase = "measuring communication"
+        self.backend.measure(self.model)
+
+    def result(self) -> RunResult:
+        """The finished row: timings, memory, the strategy's own fields, the rounds'."""
+        spec, backend, model, rounds = self.spec, self.backend, self.model, self.rounds
+        memory, memory_source = backend.peak_memory()
+        done = Finished(
+            self.device_names,
+            backend.describe(),
+            self.steps,
+            self.startup,
+            memory,
+            memory_source,
+            self.base_lr,
+            self.learning_rate,
+        )
+        result = finished_result(
+            spec,
+            self.base,
+            done,
+            self.recorder,
+            self.tuned,
+            model,
+            lambda step_time: backend.result_fields(model, step_time),
+        )
+        if spec.gate is not None:
+            result.extra["waited_at_gate_s"] = self.recorder.waited_s
+        result.extra.update(rounds.row_fields())
+        if spec.prepares_together and not rounds.later:
+            result.extra["prepared_beside_other_runs"] = True
+        return result
+
+    def next_round_recorder(self) -> StepRecorder:
+        """At the end of a round this process trains another after: report it, wait for the
+        caller's word, put back the first round's state; the next round's recorder."""
+        row = self.finish()
+        self.emit(event="result", result=row.to_dict())
+        measured = measured_in([row])
+        if measured is not None:  # the later rounds report what this one measured
+            self.backend.lend_communication(measured)
+        gate.release()  # nothing of this process runs until its next turn
+        if self.next_round is None or not self.next_round():
+            os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
+        began = time.perf_counter()
+        self.rounds.begin_next()
+        self.recorder = self.new_recorder()
+        self.startup = time.perf_counter() - began
+        # Said as such on its progress line: this round set up nothing, the first round did.
+        self.enter("training", total=self.total, startup_s=self.startup, **self.rounds.row_fields())
+        self.recorder.train_begin()  # passes the gate: fit began once, for every round
+        return self.recorder
+
+    def failed(self, error: BaseException) -> RunResult:
+        """The row of a run that failed in its current phase."""
+        status, reason = classify_exception(error, self.phase)
         if not isinstance(error, EXPECTED):
             traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
         kept = getattr(error.__cause__ or error, "extra", None)  # a refused budget's state
         kept = dict(kept) if isinstance(kept, dict) else {}
-        if rounds is not None:  # a later round's failure is that round's row
-            kept.update(rounds.row_fields())
-        return RunResult(**base, status=status, reason=reason, extra=kept)
+        if self.rounds is not None:  # a later round's failure is that round's row
+            kept.update(self.rounds.row_fields())
+        return RunResult(**self.base, status=status, reason=reason, extra=kept)
 
 
 def base_fields(spec: RunSpec, versions: dict[str, str]) -> dict[str, Any]:

@@ -155,16 +155,17 @@ class JaxRun:
         several_hosts = self.spec.devices.kind == "cpu" and len(self.devices) > 1
         return HOST_EXECUTIONS_AHEAD if several_hosts else None
 
-    def prepare_measure(self, model: keras.Model) -> None:
+    def prepare_measurement(self, model: keras.Model) -> None:
         """Compile the communication measurement on the run's first batch, once, before the
         first timed step; a failure leaves the row marked not measured, and stderr says why.
         The layers the row's memory models its activations from are read here too."""
-        self.strategy.read_ahead(model)
+        self.strategy.prepare_measurement(model)
         lent = self.spec.comm_from is not None
         if self.timing is not None or self.failed or lent or not self.spec.measure_comm:
             return
         try:
-            self.timing = self.strategy.measurement(model, *self.batches[0]) or _nothing_to_time
+            timing = self.strategy.communication_timing(model, *self.batches[0])
+            self.timing = timing or _nothing_to_time
         except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
             traceback.print_exc()
             self.failed = True
@@ -176,7 +177,7 @@ class JaxRun:
         if self.spec.comm_from is not None:  # an earlier round of this configuration measured
             self.measured = self.spec.comm_from.as_dict()
             return
-        self.prepare_measure(model)  # a run whose training never began compiles it now
+        self.prepare_measurement(model)  # a run whose training never began compiles it now
         if self.timing is None:
             return
         try:

@@ -44,7 +44,7 @@ class JaxStrategy:
     """What every JAX strategy shares: its scope, the build, the budget, the row's fields.
 
     A subclass sets `distribution` (or leaves it None: no distribution) and overrides what it
-    alone does: `describe`, `measurement`, `traffic`, `layout_fields`.
+    alone does: `describe`, `communication_timing`, `traffic`, `layout_fields`.
     """
 
     method = ""  # how its communication is measured, for the row
@@ -116,9 +116,9 @@ class JaxStrategy:
             },
         }
 
-    def read_ahead(self, model: keras.Model) -> None:
+    def prepare_measurement(self, model: keras.Model) -> None:
         """Read what the row's memory models off the model (its layers) before the first timed
-        step (`JaxRun.prepare_measure`): training does not change it."""
+        step (`JaxRun.prepare_measurement`): training does not change it."""
         self._activation_bytes(model)
 
     def _activation_bytes(self, model: keras.Model) -> float:
@@ -134,9 +134,10 @@ class JaxStrategy:
     def describe(self) -> str:
         return ""
 
-    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
+    def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         """Communication to measure on `x`, `y`, one global batch of the run's data (no update
-        applied), compiled now and timed when called (`comm.py`); None where there is none."""
+        applied), compiled as the measurement is prepared and timed when `JaxRun.measure` calls
+        it (`comm.py`); None where there is none."""
         return None
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
@@ -217,7 +218,7 @@ class DataParallel(JaxStrategy):
     def describe(self) -> str:
         return "xla all-reduce (DataParallel)"
 
-    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
+    def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if len(self.devices) < 2:
             return None
         from .comm import data_all_reduce  # noqa: PLC0415
@@ -286,7 +287,7 @@ class TensorParallel(JaxStrategy):
     def describe(self) -> str:
         return "xla collectives (ModelParallel)"
 
-    def measurement(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
+    def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if self.layout is None or len(self.devices) < 2:
             return None
         from .comm import fsdp_collectives, tensor_collectives  # noqa: PLC0415

@@ -130,11 +130,11 @@ class TensorFlowRun:
     def train(self, model: keras.Model, recorder: StepRecorder) -> None:
         self.engine.train(model, self.dataset, self.steps_per_epoch, recorder)
 
-    def prepare_measure(self, model: keras.Model) -> None:
-        self.engine.before_timing(model, self.dataset)
+    def prepare_measurement(self, model: keras.Model) -> None:
+        self.engine.prepare_measurement(model, self.dataset)
 
     def measure(self, model: keras.Model) -> None:
-        self.engine.after_training(model, self.dataset)
+        self.engine.measure(model, self.dataset)
 
     def peak_memory(self) -> tuple[dict[str, int], str]:
         return peak_memory(self.spec.devices.kind, self.device_names)

@@ -47,12 +47,12 @@ class Engine(abc.ABC):
         """Where the user's model is built and compiled: inside the strategy, for replicas."""
         return self.distribution.scope()
 
-    def before_timing(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def prepare_measurement(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """What the measurements after training can prepare before the first timed step, where
         it costs the comparison nothing (the run's set-up; runs/resident.py)."""
         return None
 
-    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Measurements that need the trained model but must not change it (before reporting)."""
         return None
 

@@ -83,7 +83,7 @@ class DataParallelEngine(Engine):
             options,
         )
 
-    def before_timing(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def prepare_measurement(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Trace the communication measurement before the first timed step, once: after
         training only its timed calls remain (`comm.prepared_all_reduce`)."""
         if self._measurement is not None or self._comm_failed or not self._measures_here:
@@ -95,12 +95,12 @@ class DataParallelEngine(Engine):
             traceback.print_exc()
             self._comm_failed = True
 
-    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         self._comm = None
         if self.spec.comm_from is not None:  # an earlier round of this configuration measured
             self._comm = self.spec.comm_from.as_dict()
             return
-        self.before_timing(model, dataset)  # a run whose training never began traces it now
+        self.prepare_measurement(model, dataset)  # a run that never began training traces it
         if self._measurement is None:
             return
         try:

@@ -153,7 +153,7 @@ class ModelParallelEngine(Engine):
         # Each stage has its own copy of the optimizer, all on the same schedule.
         return self._stages[0].optimizer if getattr(self, "_stages", None) else model.optimizer
 
-    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Time every task alone (one at a time, on one batch, a few times) for the simulated
         view, then put the weights back: the measurement must not train the model."""
         stages, schedule, runner, reports, micro_batches, sample, x, y = self._pipeline

@@ -87,12 +87,12 @@ class MultiWorkerEngine(DataParallelEngine):
             strategy, model, batches, self.spec.training.epochs, steps_per_epoch, recorder
         )
 
-    def before_timing(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def prepare_measurement(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Nothing ahead: every worker must reach the measurement's collectives together, which
         they do after training."""
         return None
 
-    def after_training(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         self._comm, self._comm_failed = None, False
         if self.spec.measure_comm:  # every worker has the same spec: all skip the collective
             batch = next(iter(self.distribution.distribute_datasets_from_function(self._slices)))
