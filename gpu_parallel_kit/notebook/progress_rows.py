@@ -35,7 +35,7 @@ class RunRow:
 
     def __init__(self, spec: RunSpec, container: widgets.Box) -> None:
         self.label = widgets.Label(run_label(spec), layout=widgets.Layout(width="15em"))
-        self.bar = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="18em"))
+        self.bar = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="12em"))
         self.text = widgets.Label("starting the worker")
         # Last in a wrapping row at full width: it goes on a line of its own, under the bar.
         self.reason = widgets.HTML(
