@@ -115,7 +115,8 @@ def test_the_training_time_chart_draws_the_table_beside_it(executed_notebooks):
     table = {f"{r['strategy']}×{r['devices']}": value(r["training_time_s"]) for r in rows}
     (data,) = figures(cell_with(notebook, "proj.plot()"))
     (axis,) = [a for a in data["axes"] if a["title"].startswith("Training time")]
-    drawn = {bar["label"]: bar["value"] for bar in axis["bars"]}
+    unit = UNITS[axis["ylabel"].rpartition("(")[2].rstrip(")")]  # "training time (ms)"
+    drawn = {bar["label"]: bar["value"] * unit for bar in axis["bars"]}
     assert drawn.keys() == table.keys()
     for label, seconds in drawn.items():  # the table shows three significant digits
         assert seconds == pytest.approx(table[label], rel=5e-3), label

@@ -124,7 +124,14 @@ def comparison_figure(df: pd.DataFrame) -> Figure:
 def _draw_training_time(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
     projected = projected_rows(df)
     shown = df[~projected]
-    _draw_bars(ax, shown, "training_time_s", "training time (s)", TIME_HEADING, width_in)
+    # Seconds, or milliseconds when every run trained for less than a second: "42.9", not "0.0429".
+    seconds = pd.to_numeric(shown.get("training_time_s"), errors="coerce")
+    short = not shown.empty and bool((seconds.dropna() < 1.0).all())
+    scale, unit = (1e3, "ms") if short else (1.0, "s")
+    shown = shown.assign(training_time_in_unit=seconds * scale)
+    _draw_bars(
+        ax, shown, "training_time_in_unit", f"training time ({unit})", TIME_HEADING, width_in
+    )
     notes = [TIME_NOTE] if not shown.empty else []
     if projected.any():
         # A projection models one step; it trained nothing to compare.

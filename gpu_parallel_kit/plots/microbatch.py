@@ -84,7 +84,7 @@ def _draw_steps(axis: Any, choice: dict[str, Any], result: RunResult) -> None:
     first = options[0]
     # A sample costing the same at every size: the busy time stays, only the bubble shrinks.
     flat = [first["step_s"] * 1e3 * (1 - first["bubble"]) / (1 - o["bubble"]) for o in options]
-    axis.plot(ms, steps, "o-", color="tab:orange", lw=2, label="simulated on the measured curve")
+    axis.plot(ms, steps, "o-", color="tab:orange", lw=2, label="replayed on the measured curve")
     axis.plot(ms, flat, "--", color="0.5", label="if a sample cost the same at every size")
     used = choice["micro_batches"]
     at = ms.index(used)
@@ -96,6 +96,10 @@ def _draw_steps(axis: Any, choice: dict[str, Any], result: RunResult) -> None:
     axis.set_xticks(ms, [str(m) for m in ms])
     axis.set_ylim(0, max(max(steps), max(flat)) * 1.15)
     axis.set_xlabel("micro-batches M")
-    axis.set_ylabel("step on the curve (ms; no updates, no per-task cost)")
-    axis.set_title(f"Step on the curve, {result.schedule} on {result.devices} devices", fontsize=10)
+    axis.set_ylabel("step on the curve (ms)")
+    axis.set_title(
+        f"Step on the curve, {result.schedule} on {result.devices} devices\n"
+        "(no optimizer updates, no per-task cost)",
+        fontsize=10,
+    )
     axis.legend(fontsize=7)
