@@ -40,7 +40,7 @@ from text_cells import load_average  # noqa: E402
 
 import gpu_parallel_kit as gpk  # noqa: E402
 from gpu_parallel_kit.runs.interval import speedup_interval  # noqa: E402
-from gpu_parallel_kit.worker.stats import default_warmup_steps, step_durations  # noqa: E402
+from gpu_parallel_kit.worker.measuring.stats import default_warmup_steps, step_durations  # noqa: E402
 
 cloudpickle.register_pickle_by_value(workload)  # the builder travels to the workers by value
 PROGRAMS = {"tensorflow": "hand_written.py", "jax": "hand_written_jax.py"}

@@ -18,7 +18,7 @@ import numpy as np
 import workload
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.worker.stats import (
+from gpu_parallel_kit.worker.measuring.stats import (
     default_warmup_steps,
     median_and_spread,
     step_durations,

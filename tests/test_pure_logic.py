@@ -8,7 +8,11 @@ import pytest
 from gpu_parallel_kit.runs.failures import classify_exception, classify_exit
 from gpu_parallel_kit.runs.synthetic import make_synthetic
 from gpu_parallel_kit.worker.batching import batch_indices
-from gpu_parallel_kit.worker.stats import default_warmup_steps, median_and_spread, step_durations
+from gpu_parallel_kit.worker.measuring.stats import (
+    default_warmup_steps,
+    median_and_spread,
+    step_durations,
+)
 
 
 def test_batches_without_shuffle_walk_the_data_in_order():

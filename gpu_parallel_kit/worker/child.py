@@ -20,7 +20,7 @@ from ..runs.process import parent_emitter, parent_word
 from ..runs.results import RunResult
 from ..runs.spec import RunSpec
 from ..runs.tuning import warmup_in_executions
-from .recorder import StepRecorder
+from .measuring.recorder import StepRecorder
 
 
 @dataclass(frozen=True)

@@ -37,14 +37,14 @@ from ..version import __version__
 from .budget import MemoryBudgetExceeded
 from .child import Finished, finished_result, tuned_recorder
 from .lr_schedule import apply_run_rule
-from .rounds import Rounds
-from .stats import warmup_steps
+from .measuring.round_loop import Rounds
+from .measuring.stats import warmup_steps
 
 if TYPE_CHECKING:
     import keras
 
     from ..runs.tuning import Tuned
-    from .recorder import StepRecorder
+    from .measuring.recorder import StepRecorder
 
 # Failures that already are the user's sentence: the worker's stderr needs no traceback of them.
 EXPECTED = (GpkError, MemoryBudgetExceeded)
@@ -111,7 +111,7 @@ def run_in_this_process(
 
     A spec of several rounds in this process (`runs/resident.py`) reports each round but the
     last at its end, waits there for `next_round`'s word, and trains the next from the state the
-    first started from (`worker/rounds.py`).
+    first started from (`worker/measuring/round_loop.py`).
     """
     if spec.more_rounds_here and next_round is None:
         raise ValueError("a run of several rounds in one process needs the caller's next_round")

@@ -109,7 +109,7 @@ def test_the_deterministic_option_gives_identical_loss_histories():
 
 def test_the_recorder_pauses_its_clock_while_evaluating(monkeypatch):
     # In the test: the recorder imports Keras, which the fast subset's collection must not.
-    from gpu_parallel_kit.worker import recorder as recorder_module
+    from gpu_parallel_kit.worker.measuring import recorder as recorder_module
 
     clock = iter([0.0, 1.0, 2.0, 2.0, 2.0, 12.0, 13.0, 13.0, 13.0, 13.0])
     monkeypatch.setattr(recorder_module.time, "perf_counter", lambda: next(clock))

@@ -29,12 +29,12 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch):
     clock = Clock()
-    monkeypatch.setattr("gpu_parallel_kit.worker.recorder.time.perf_counter", clock)
+    monkeypatch.setattr("gpu_parallel_kit.worker.measuring.recorder.time.perf_counter", clock)
     return clock
 
 
 def test_an_executions_time_is_spread_over_its_steps_and_warm_up_is_whole_executions(clock):
-    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+    from gpu_parallel_kit.worker.measuring.recorder import StepRecorder, StepTimer
 
     recorder = StepRecorder(12, lambda **_: None, warmup_steps=4, steps_per_execution=4)
     timer = StepTimer(recorder)
@@ -56,7 +56,7 @@ def test_an_executions_time_is_spread_over_its_steps_and_warm_up_is_whole_execut
 
 
 def test_a_late_call_for_an_execution_already_counted_adds_no_step(clock):
-    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+    from gpu_parallel_kit.worker.measuring.recorder import StepRecorder, StepTimer
 
     recorder = StepRecorder(8, lambda **_: None, warmup_steps=0, steps_per_execution=4)
     timer = StepTimer(recorder)
@@ -73,7 +73,7 @@ def test_a_late_call_for_an_execution_already_counted_adds_no_step(clock):
 def test_the_timer_lets_a_thread_safe_backend_run_ahead(monkeypatch):
     import keras
 
-    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+    from gpu_parallel_kit.worker.measuring.recorder import StepRecorder, StepTimer
     from gpu_parallel_kit.worker.tensorflow import keras_internals
 
     class Plain(keras.callbacks.Callback):
@@ -95,7 +95,7 @@ def test_the_timer_lets_a_thread_safe_backend_run_ahead(monkeypatch):
 def test_a_prepared_run_waits_for_its_turn_once_its_warm_up_is_stamped(clock):
     import threading
 
-    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+    from gpu_parallel_kit.worker.measuring.recorder import StepRecorder, StepTimer
 
     recorder = StepRecorder(6, lambda **_: None, warmup_steps=2)
     seen = []
@@ -128,7 +128,7 @@ def test_a_prepared_run_waits_for_its_turn_once_its_warm_up_is_stamped(clock):
 
 
 def test_evaluations_inside_an_epoch_keep_the_timer_in_line(monkeypatch):
-    from gpu_parallel_kit.worker.recorder import StepRecorder, StepTimer
+    from gpu_parallel_kit.worker.measuring.recorder import StepRecorder, StepTimer
     from gpu_parallel_kit.worker.tensorflow import keras_internals
 
     recorder = StepRecorder(8, lambda **_: None)

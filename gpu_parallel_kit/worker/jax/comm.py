@@ -35,7 +35,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
-from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
+from ..measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
 
 
 def data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> Timing:

@@ -34,11 +34,11 @@ from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
 from ..input_names import check_input_names  # noqa: E402
+from ..measuring.recorder import StepRecorder, StepTimer  # noqa: E402
+from ..measuring.stats import Timing  # noqa: E402
 from ..quiet_start import native_stderr_filtered  # noqa: E402
-from ..recorder import StepRecorder, StepTimer  # noqa: E402
 from ..run_data import run_arrays, sample_count, steps_per_epoch  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
-from ..stats import Timing  # noqa: E402
 from ..tuning import tune_run  # noqa: E402
 from .devices import DETERMINISM, configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .feed import OrderedBatches, take  # noqa: E402

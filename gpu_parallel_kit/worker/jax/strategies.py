@@ -32,7 +32,7 @@ from ...strategies.fsdp import (
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
-from ..stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
+from ..measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
 from .layout import check_divides, layout_map, own_layout
 from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
 

@@ -26,7 +26,7 @@ from ...strategies import REGISTERED, resolve, strategy_record
 from ..child import run_child
 from ..compiling import compile_model, load_model
 from ..input_names import check_input_names
-from ..recorder import StepRecorder
+from ..measuring.recorder import StepRecorder
 from ..skeleton import run_in_this_process as run_skeleton
 from ..tuning import tune_run
 from .datasets import build_from_data, labels, make_dataset, replica_shares, with_prefetch

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from ....runs.spec import RunSpec
 from ...budget import state_bytes
-from ...recorder import StepRecorder, StepTimer
+from ...measuring.recorder import StepRecorder, StepTimer
 from ..datasets import ReplicaShares
 from ..keras_internals import dispatches_async, spare_fits_symbolic_build
 from .budget import check_budget, replica_memory_of

@@ -23,7 +23,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
+from ...measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
 
 
 def measure_all_reduce(

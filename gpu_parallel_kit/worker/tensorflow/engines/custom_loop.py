@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from ...keras_internals import compiled_metrics
-from ...recorder import StepRecorder
+from ...measuring.recorder import StepRecorder
 from .comm import destination
 
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from ....runs.spec import RunSpec
 from ...keras_internals import compile_config
-from ...recorder import StepRecorder
+from ...measuring.recorder import StepRecorder
 from ..datasets import make_validation_dataset
 from ..keras_internals import (
     compile_loss_class,

@@ -24,7 +24,7 @@ from ....pipeline.schedules import (
 )
 from ....pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
 from ...keras_internals import compile_config
-from ...recorder import StepRecorder
+from ...measuring.recorder import StepRecorder
 from ..keras_internals import compile_loss_class
 from .base import Engine
 from .curve import curve_and_choice, serial_curve

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from ....cluster.network import listening_addresses, network_interfaces, reachable_from_network
-from ...recorder import StepRecorder
+from ...measuring.recorder import StepRecorder
 from .comm import measure_all_reduce
 from .custom_loop import train_custom_loop
 from .data import DataParallelEngine

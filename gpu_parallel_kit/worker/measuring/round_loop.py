@@ -15,7 +15,7 @@ from typing import Any
 
 import keras
 
-from ..runs.spec import RunSpec
+from ...runs.spec import RunSpec
 
 
 class FirstState:
