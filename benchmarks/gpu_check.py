@@ -32,11 +32,11 @@ import sys
 import time
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.analysis import hardware
-from gpu_parallel_kit.analysis.tables import format_table
-from gpu_parallel_kit.analysis.work import from_counts
-from gpu_parallel_kit.runs.devices import discover_physical_devices
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.analysis.cost_model import hardware_presets
+from gpu_parallel_kit.analysis.cost_model.counted_work import from_counts
+from gpu_parallel_kit.analysis.tables.comparison_table import format_table
+from gpu_parallel_kit.runs.description.device_choice import discover_physical_devices
+from gpu_parallel_kit.runs.results.run_result import RunResult
 
 MODELS = {"mlp": "tabular", "cnn": "images", "transformer": "tokens"}
 
@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--gpu",
-        choices=list(hardware.DEVICES),
+        choices=list(hardware_presets.DEVICES),
         help="the GPU's preset for the efficiency; default: found in the GPU's name",
     )
     parser.add_argument(
         "--precision",
         default="tf32",
-        choices=list(hardware.PRECISIONS),
+        choices=list(hardware_presets.PRECISIONS),
         help="the precision the runs' matrices were multiplied at; default: %(default)s",
     )
     args = parser.parse_args(argv)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if gpus and preset is None:
         print(
             f"{gpus[0].description!r} has no preset here: no efficiency is recorded; pass --gpu "
-            f"({', '.join(hardware.DEVICES)}) to name the nearest",
+            f"({', '.join(hardware_presets.DEVICES)}) to name the nearest",
             file=sys.stderr,
         )
     rows, efficiencies = [], []
@@ -130,7 +130,7 @@ def measured_efficiency(
     work = from_counts(counted)
     flops = work.flops_per_sample * run.global_batch + work.flops_per_step
     achieved = flops / float(run.step_time_s)
-    peak = hardware.device(preset).peak_flops(precision)
+    peak = hardware_presets.device(preset).peak_flops(precision)
     calibrate = {
         "throughput_samples_s": round(float(run.throughput_samples_s), 1),
         "device": preset,
@@ -181,7 +181,7 @@ def _one_gpu_row(results: list[RunResult]) -> RunResult | None:
 def _preset_of(description: str) -> str | None:
     """The GPU preset named in a device's description, e.g. "NVIDIA H100 80GB HBM3" -> h100."""
     text = description.lower()
-    return next((name for name in hardware.DEVICES if name in text), None)
+    return next((name for name in hardware_presets.DEVICES if name in text), None)
 
 
 def _has_tensorflow_gpu() -> bool:

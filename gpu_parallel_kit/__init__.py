@@ -12,23 +12,23 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .analysis.memory_plan import plan_memory
+    from .analysis.cost_model.memory_plan import plan_memory
     from .api import Experiment
     from .comparison import Comparison
     from .errors import GpkError
-    from .runs.devices import list_devices
-    from .runs.results import RunResult
+    from .runs.description.device_choice import list_devices
+    from .runs.results.run_result import RunResult
     from .store import history
 
 # Each public name from the module that defines it, imported when first asked for (PEP 562): a
 # bare `import gpu_parallel_kit`, and `gpk` before it starts its server, stay light.
 _LAZY = {
-    "plan_memory": ".analysis.memory_plan",
+    "plan_memory": ".analysis.cost_model.memory_plan",
     "Experiment": ".api",
     "Comparison": ".comparison",
     "GpkError": ".errors",
-    "list_devices": ".runs.devices",
-    "RunResult": ".runs.results",
+    "list_devices": ".runs.description.device_choice",
+    "RunResult": ".runs.results.run_result",
     "history": ".store",
 }
 
@@ -65,7 +65,7 @@ def history_comparison(path: str | None = None) -> Comparison:
     (`Comparison.project` from its Experiment counts it once); an experiment never counted is
     projected with measured compute, and its rows say so."""
     from .comparison import Comparison
-    from .runs.rounds import merge_logged_rounds
+    from .runs.scheduling.comparison_rounds import merge_logged_rounds
     from .store import RunLog, WorkCounts
 
     log = RunLog(path)
@@ -77,7 +77,7 @@ def load_ipython_extension(ipython) -> None:
     the kernel) and starts the default backend's server in the background, so the first run
     finds it ready."""
     from .notebook import load_ipython_extension as load
-    from .runs.warm import warm
+    from .runs.scheduling.servers_ahead import warm
 
     load(ipython)
     warm()

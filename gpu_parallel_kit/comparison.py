@@ -19,11 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from .analysis.advice import advice
-from .analysis.compact import compact_html
-from .analysis.convergence import convergence_summary
-from .analysis.tables import comparison_table, format_table
-from .runs.results import RunResult
+from .analysis.tables.advice import advice
+from .analysis.tables.compact_view import compact_html
+from .analysis.tables.comparison_table import comparison_table, format_table
+from .analysis.tables.time_to_accuracy import convergence_summary
+from .runs.results.run_result import RunResult
 
 Counter = Callable[[str], dict[str, Any] | str]
 # An experiment id -> a weak reference to the counter that counts its step: the Experiment's,
@@ -119,7 +119,7 @@ class Comparison:
         """Memory per device by part (parameters, gradients, optimizer state, activations), one
         stacked bar per run; `device` (a preset such as "h100") and `budget` (the runs'
         memory_budget, bytes) are drawn across."""
-        from .analysis.hardware import device as preset
+        from .analysis.cost_model.hardware_presets import device as preset
         from .plots.memory_parts import components_figure
 
         lines = [] if device is None else [(preset(device).memory_bytes, preset(device).name)]
@@ -171,10 +171,10 @@ class Comparison:
         `compute_scale=` / `measured_device=`) keeps the measured step time instead. A step that
         cannot be counted (its Experiment gone, its log without a count) is projected on the
         measured step, and its rows, the figures' titles and the advice say "compute measured
-        on this CPU, not counted". See `projection.project_results` for the other options
+        on this CPU, not counted". See `projected_rows.project_results` for the other options
         (overlap, schedule, ...).
         """
-        from .analysis.projection import project_results
+        from .analysis.cost_model.projected_rows import project_results
 
         if "work" not in options and not _measured_asked(options):
             options["work"] = self._counted_work()
@@ -183,7 +183,7 @@ class Comparison:
 
     def _counted_work(self) -> dict[str, Any]:
         """Each projected experiment's counted step, or the sentence saying why it has none."""
-        from .analysis.work import from_counts
+        from .analysis.cost_model.counted_work import from_counts
 
         found: dict[str, Any] = {}
         for result in self.results:
@@ -229,13 +229,13 @@ class Comparison:
 
 def projection_presets() -> dict[str, tuple[str, ...]]:
     """The names a projection takes: links, GPUs, precisions and compute sources (for help)."""
-    from .analysis import hardware
-    from .analysis.projected_compute import COMPUTE_MODES
+    from .analysis.cost_model import hardware_presets
+    from .analysis.cost_model.projected_compute import COMPUTE_MODES
 
     return {
-        "link": tuple(hardware.INTERCONNECTS),
-        "gpu": tuple(hardware.DEVICES),
-        "precision": hardware.PRECISIONS,
+        "link": tuple(hardware_presets.INTERCONNECTS),
+        "gpu": tuple(hardware_presets.DEVICES),
+        "precision": hardware_presets.PRECISIONS,
         "compute": COMPUTE_MODES,
     }
 
@@ -245,14 +245,14 @@ def check_projection(
 ) -> None:
     """A projection's link, GPU, precision and compute source, checked before anything runs:
     an unknown one is one sentence naming the presets."""
-    from .analysis import hardware
+    from .analysis.cost_model import hardware_presets
     from .errors import GpkError
 
-    hardware.interconnect(preset)
+    hardware_presets.interconnect(preset)
     if device is not None:
-        hardware.device(device)
+        hardware_presets.device(device)
     if precision is not None:
-        hardware.check_precision(precision)
+        hardware_presets.check_precision(precision)
     modes = projection_presets()["compute"]
     if compute is not None and compute not in modes:
         known = ", ".join(repr(m) for m in modes)

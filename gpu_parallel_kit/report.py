@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .analysis.advice import advice
-from .analysis.convergence import convergence_summary, rows_with_target
-from .analysis.tables import markdown_table
+from .analysis.tables.advice import advice
+from .analysis.tables.comparison_table import markdown_table
+from .analysis.tables.time_to_accuracy import convergence_summary, rows_with_target
 from .plots.communication import communication_figure
 from .plots.comparison import speedup_figure, throughput_figure, wall_time_figure
 from .plots.convergence import convergence_figure, time_to_target_figure
-from .runs.results import RunResult
+from .runs.results.run_result import RunResult
 
 DPI = 110
 _FIGURES: tuple[tuple[str, Callable[[pd.DataFrame], Figure]], ...] = (

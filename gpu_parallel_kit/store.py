@@ -26,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from .analysis.compact import RunTable
-from .analysis.tables import comparison_table
+from .analysis.tables.compact_view import RunTable
+from .analysis.tables.comparison_table import comparison_table
 from .errors import GpkError
-from .runs.results import RunResult
+from .runs.results.run_result import RunResult
 
 LOG_ENV = "GPK_LOG"
 DEFAULT_FILENAME = "gpk_runs.sqlite"
@@ -183,9 +183,10 @@ CREATE TABLE IF NOT EXISTS work_counts (
 
 
 class WorkCounts:
-    """Counted steps (`analysis.work.WorkCount` as JSON) in the run log's file, keyed by model,
-    input shape and batches (`runs.work_count.work_key`) and by the experiments that used them,
-    so a later projection, from the same experiment or from the log's rows, counts nothing."""
+    """Counted steps (`analysis.cost_model.counted_work.WorkCount` as JSON) in the run log's file,
+    keyed by model, input shape and batches (`runs.scheduling.step_counting.work_key`) and by the experiments that
+    used them, so a later projection, from the same experiment or from the log's rows, counts
+    nothing."""
 
     def __init__(self, log: RunLog) -> None:
         self.log = log
@@ -229,7 +230,7 @@ class WorkCounts:
 def history(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """The comparison table of every run in the log (by default the current directory's);
     an empty table with the usual columns when there is no log yet. Every column is there; a
-    notebook displays its compact view (`analysis.compact.RunTable`)."""
+    notebook displays its compact view (`analysis.tables.compact_view.RunTable`)."""
     return RunTable(RunLog(path).table())
 
 

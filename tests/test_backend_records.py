@@ -8,13 +8,13 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from gpu_parallel_kit.analysis.tables import comparison_table  # noqa: E402
+from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table  # noqa: E402
 from gpu_parallel_kit.backends import DEFAULT, JAX, REGISTERED, backend, of_row, tagged  # noqa: E402
 from gpu_parallel_kit.errors import GpkError  # noqa: E402
 from gpu_parallel_kit.plots.comparison import speedup_figure  # noqa: E402
 from gpu_parallel_kit.plots.style import strategy_color  # noqa: E402
-from gpu_parallel_kit.runs.entry import ENTRIES  # noqa: E402
-from gpu_parallel_kit.runs.results import RunResult  # noqa: E402
+from gpu_parallel_kit.runs.processes.entry_points import ENTRIES  # noqa: E402
+from gpu_parallel_kit.runs.results.run_result import RunResult  # noqa: E402
 
 
 def test_an_unknown_backend_is_one_sentence_naming_the_known():

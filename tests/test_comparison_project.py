@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.results.run_result import RunResult
 
 
 def _measured(strategy: str, devices: int, step: float) -> RunResult:
@@ -129,7 +129,7 @@ NOT_COUNTED = "compute measured on this CPU, not counted"
 
 
 def test_a_projection_whose_step_cannot_be_counted_says_so_in_its_rows_titles_and_advice():
-    from gpu_parallel_kit.analysis.compact import compact_frame
+    from gpu_parallel_kit.analysis.tables.compact_view import compact_frame
 
     rows = [_row("uncounted", "single", 1, 0.0058), _row("uncounted", "data", 2, 0.0031)]
     projected = gpk.Comparison(rows).project("nvlink4", [1, 2, 8])

@@ -8,9 +8,9 @@ import re
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.analysis.costmodel import Workload, data_parallel
-from gpu_parallel_kit.analysis.hardware import Interconnect
-from gpu_parallel_kit.analysis.projectors import sharded_data_parallel
+from gpu_parallel_kit.analysis.cost_model.hardware_presets import Interconnect
+from gpu_parallel_kit.analysis.cost_model.step_time_model import Workload, data_parallel
+from gpu_parallel_kit.analysis.cost_model.strategy_projectors import sharded_data_parallel
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.sharding.layout import Collective, Layout, Placement
 from gpu_parallel_kit.sharding.traffic import data_traffic
@@ -158,7 +158,7 @@ def test_the_cost_function_on_hand_counts():
 
 
 def _measured(run_id, strategy, devices, **extra):
-    from gpu_parallel_kit.runs.results import RunResult
+    from gpu_parallel_kit.runs.results.run_result import RunResult
 
     return RunResult(
         run_id=run_id,
@@ -177,7 +177,7 @@ def _measured(run_id, strategy, devices, **extra):
 
 
 def test_fsdp_is_projected_with_and_without_prefetch_from_its_measured_share():
-    from gpu_parallel_kit.analysis.projection import project_results
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
 
     measured = [
         _measured("s", "single", 1),

@@ -9,8 +9,8 @@ import pathlib
 
 import pytest
 
-from gpu_parallel_kit.runs.devices import PhysicalDevice
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.description.device_choice import PhysicalDevice
+from gpu_parallel_kit.runs.results.run_result import RunResult
 
 ROOT = pathlib.Path(__file__).parent.parent
 COUNT = json.loads((ROOT / "tests" / "analysis" / "data" / "mlp_jax_count.json").read_text())
@@ -56,8 +56,8 @@ def one_h100(fake_machine, monkeypatch):
 def test_gpu_check_records_the_efficiency_it_measured_and_how_to_feed_it_back(
     one_h100, tmp_path, capsys
 ):
-    from gpu_parallel_kit.analysis import hardware
-    from gpu_parallel_kit.analysis.work import from_counts
+    from gpu_parallel_kit.analysis.cost_model import hardware_presets
+    from gpu_parallel_kit.analysis.cost_model.counted_work import from_counts
 
     out = tmp_path / "gpu_check.json"
     assert one_h100.main(["--models", "mlp", "--out", str(out), "--steps", "3"]) == 0
@@ -67,7 +67,7 @@ def test_gpu_check_records_the_efficiency_it_measured_and_how_to_feed_it_back(
     achieved = (work.flops_per_sample * 256 + work.flops_per_step) / STEP_S
     assert found["gpu"] == "h100" and found["precision"] == "tf32"  # from the GPU's name
     assert found["efficiency"] == pytest.approx(
-        achieved / hardware.device("h100").peak_flops("tf32")
+        achieved / hardware_presets.device("h100").peak_flops("tf32")
     )
     assert found["calibrate"]["throughput_samples_s"] == pytest.approx(256 / STEP_S)
     printed = capsys.readouterr().out
@@ -78,8 +78,8 @@ def test_gpu_check_records_the_efficiency_it_measured_and_how_to_feed_it_back(
 
 
 def test_a_calibration_from_gpu_check_reproduces_its_throughput(one_h100, tmp_path):
-    from gpu_parallel_kit.analysis.projection import project_results
-    from gpu_parallel_kit.analysis.work import from_counts
+    from gpu_parallel_kit.analysis.cost_model.counted_work import from_counts
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
 
     out = tmp_path / "gpu_check.json"
     one_h100.main(["--models", "mlp", "--out", str(out), "--precision", "bf16"])

@@ -103,9 +103,9 @@ def test_a_curve_without_rounds_round_trips_and_compares_on_its_fastest_times():
 
 
 def test_the_table_and_the_compact_view_say_what_auto_chose_against_what():
-    from gpu_parallel_kit.analysis.compact import run_text
-    from gpu_parallel_kit.analysis.tables import comparison_table
-    from gpu_parallel_kit.runs.results import RunResult
+    from gpu_parallel_kit.analysis.tables.compact_view import run_text
+    from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table
+    from gpu_parallel_kit.runs.results.run_result import RunResult
 
     quiet = {n: 1.0 for n in (8, 4, 2, 1)}
     choice = choose(rounds_curve([quiet] * 3, fixed=0.5), "gpipe", STAGES, BATCH)

@@ -144,7 +144,7 @@ def test_the_projection_options_reach_both_front_ends_and_the_panel_as_one_reque
 
 
 def test_the_projection_keywords_are_comparison_projects_own():
-    from gpu_parallel_kit.analysis.projection import project_results
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
     from gpu_parallel_kit.comparison import Comparison
     from gpu_parallel_kit.options.projection import PROJECTION, PROJECTION_ARGUMENTS
 

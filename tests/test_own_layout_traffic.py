@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_parallel_kit.analysis.costmodel import Workload
-from gpu_parallel_kit.analysis.hardware import Interconnect
-from gpu_parallel_kit.analysis.tensor_cost import tensor_parallel, tensor_predictions
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.analysis.cost_model.hardware_presets import Interconnect
+from gpu_parallel_kit.analysis.cost_model.step_time_model import Workload
+from gpu_parallel_kit.analysis.cost_model.tensor_cost import tensor_parallel, tensor_predictions
+from gpu_parallel_kit.runs.results.run_result import RunResult
 from gpu_parallel_kit.sharding.layout import Collective, Layout, Placement
 from gpu_parallel_kit.sharding.traffic import ring_all_reduce_bytes, tensor_traffic
 from gpu_parallel_kit.strategies.fsdp import fsdp_traffic

@@ -12,9 +12,9 @@ matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
 
-from gpu_parallel_kit.analysis.tables import ALL_COLUMNS, comparison_table  # noqa: E402
+from gpu_parallel_kit.analysis.tables.comparison_table import ALL_COLUMNS, comparison_table  # noqa: E402
 from gpu_parallel_kit.report import write_report  # noqa: E402
-from gpu_parallel_kit.runs.results import RunResult  # noqa: E402
+from gpu_parallel_kit.runs.results.run_result import RunResult  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

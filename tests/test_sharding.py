@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_parallel_kit.analysis.costmodel import Workload, ring_all_reduce_s, single_device
-from gpu_parallel_kit.analysis.hardware import Interconnect
-from gpu_parallel_kit.analysis.tensor_cost import tensor_parallel
+from gpu_parallel_kit.analysis.cost_model.hardware_presets import Interconnect
+from gpu_parallel_kit.analysis.cost_model.step_time_model import (
+    Workload,
+    ring_all_reduce_s,
+    single_device,
+)
+from gpu_parallel_kit.analysis.cost_model.tensor_cost import tensor_parallel
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.sharding.layout import LayerInfo, VariableInfo, derive_layout
 from gpu_parallel_kit.sharding.traffic import data_traffic, ring_all_reduce_bytes, tensor_traffic

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from gpu_parallel_kit.analysis.tables import ALL_COLUMNS
+from gpu_parallel_kit.analysis.tables.comparison_table import ALL_COLUMNS
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.results.run_result import RunResult
 from gpu_parallel_kit.store import RunLog, WorkCounts, history
 
 

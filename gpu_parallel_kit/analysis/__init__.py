@@ -1,2 +1,2 @@
-"""What the measurements mean: tables, speedup baselines, advice, convergence, the cost model and
-its projections; no TensorFlow and no matplotlib."""
+"""What the measurements mean: `cost_model` (what hardware the user lacks would do) and `tables`
+(the tables and text people read); no TensorFlow and no matplotlib."""

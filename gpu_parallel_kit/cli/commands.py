@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..analysis.tables import comparison_table, format_table
+from ..analysis.tables.comparison_table import comparison_table, format_table
 from ..api import Experiment
 from ..comparison import Comparison
 from ..errors import GpkError, one_sentence
 from ..options.request import Request, request_from
-from ..runs.devices import list_devices
-from ..runs.synthetic import SYNTHETIC_SETS
+from ..runs.description.device_choice import list_devices
+from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from ..store import RunLog
 from . import demo
 from .launch import warm_each
@@ -220,7 +220,7 @@ def _say(line: str) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from ..analysis.memory_plan import format_plan
+    from ..analysis.cost_model.memory_plan import format_plan
     from ..options.plan import planned
 
     print(format_plan(planned(args)))

@@ -1,5 +1,5 @@
-"""What the magic and the panel show: the compact table (`analysis.compact`), and "displayed once"
-results.
+"""What the magic and the panel show: the compact table (`analysis.tables.compact_view`), and
+"displayed once" results.
 
 `cmp = %gpk compare ...` must show the table and plot *and* return the comparison, but IPython
 only displays a line's value when it is not assigned. So the magic displays its result itself;
@@ -14,16 +14,17 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import HTML, display
 
-from ..analysis.compact import compact_frame, compact_html
+from ..analysis.tables.compact_view import compact_frame, compact_html
 from ..comparison import Comparison
 from ..plots.comparison import comparison_figure
-from ..runs.results import RunResult
+from ..runs.results.run_result import RunResult
 
 _just_shown: int | None = None  # id() of the object the magic displayed in the running cell
 
 
 def summary_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """The comparison's compact view (`analysis.compact`): key columns, headers in words."""
+    """The comparison's compact view (`analysis.tables.compact_view`): key columns, headers in
+    words."""
     return compact_frame(table)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.memory_plan import plan_memory
+from ..analysis.cost_model.memory_plan import plan_memory
 from .argtypes import amount, positive
 from .flag import Flag
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ..analysis.band import band
-from ..analysis.breakdown import step_breakdown
-from ..analysis.flags import flagged
-from ..runs.noise import noise_text
+from ..analysis.cost_model.efficiency_band import band
+from ..analysis.tables.row_flags import flagged
+from ..analysis.tables.step_breakdown import step_breakdown
+from ..runs.results.below_noise import noise_text
 from .style import (
     DisplayFigure,
     projected_rows,
@@ -121,7 +121,7 @@ def _draw_whiskers(ax: Axes, rows: pd.DataFrame, totals: list[float]) -> None:
 
 def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
     """The share where it was measured above its noise; a hollow grey mark at 0, labelled with
-    the noise, where it was not (runs/noise.py): never a negative share."""
+    the noise, where it was not (runs/results/below_noise.py): never a negative share."""
     multi = rows[~flagged(rows, "baseline")]
     with_share = multi[multi["comm_share"].notna()]
     below = (

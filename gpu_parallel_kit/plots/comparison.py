@@ -19,7 +19,7 @@ Rows a cost model projected (`projected` column) are drawn apart from measured o
 silently mixed: dashed lines with hollow markers in the speedup panel, pale dotted bars tagged
 with the projection's label, after a gap, in the throughput panel, and left out of the time
 panel (a projection models a step; it trained nothing). Each title says how its panel draws them.
-Speedups of projected rows are against the projected single device (`analysis/projection.py`).
+Projected speedups are against the projected `single` run (`analysis/cost_model/projected_rows.py`).
 
 Sizes are for a notebook: about 11 inches at 100 dpi is the width JupyterLab shows an output at,
 so text drawn at 8-10 points stays 8-10 points on the screen. A comparison with more bars than
@@ -38,8 +38,8 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextToPath
 from matplotlib.ticker import StrMethodFormatter
 
-from ..analysis.band import band
-from ..analysis.flags import flagged
+from ..analysis.cost_model.efficiency_band import band
+from ..analysis.tables.row_flags import flagged
 from ..backends import Backend, of_row
 from .style import (
     DOTTED_BARS,

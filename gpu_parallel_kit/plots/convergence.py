@@ -18,10 +18,15 @@ from collections.abc import Sequence
 import pandas as pd
 from matplotlib.axes import Axes
 
-from ..analysis.convergence import metric_series, reach_of, recorded_metrics, rows_with_target
-from ..analysis.tables import comparison_table
-from ..runs.results import RunResult
-from ..runs.target import Target
+from ..analysis.tables.comparison_table import comparison_table
+from ..analysis.tables.time_to_accuracy import (
+    metric_series,
+    reach_of,
+    recorded_metrics,
+    rows_with_target,
+)
+from ..runs.results.run_result import RunResult
+from ..runs.description.accuracy_target import Target
 from ..strategies import has
 from .style import DisplayFigure, draw_missing_bars, strategy_color, title
 

@@ -1,10 +1,10 @@
 """Memory per device split into its parts, one stacked bar per run: which part a strategy divides.
 
-Each bar is the run's fullest device (`analysis.memory.fullest_components`): parameters,
-gradients, optimizer state and activations stacked, so data parallelism's copy, fsdp's shards and
-a pipeline's stage read side by side. A run refused by its memory budget is drawn faded, labelled
-refused, at what it would have needed. A named device's memory is drawn as a line across. Plain
-results in, a figure out: no TensorFlow, drawable from the run log.
+Each bar is the run's fullest device (`analysis.tables.memory_by_part.fullest_components`):
+parameters, gradients, optimizer state and activations stacked, so data parallelism's copy, fsdp's
+shards and a pipeline's stage read side by side. A run refused by its memory budget is drawn faded,
+labelled refused, at what it would have needed. A named device's memory is drawn as a line across.
+Plain results in, a figure out: no TensorFlow, drawable from the run log.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pandas as pd
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
-from ..analysis.memory import COMPONENTS, fullest_components
-from ..runs.results import RunResult
+from ..analysis.tables.memory_by_part import COMPONENTS, fullest_components
+from ..runs.results.run_result import RunResult
 from .style import DisplayFigure, run_labels
 
 MIN_WIDTH_IN = 6.5  # room for the legend's three columns and the note under the bars

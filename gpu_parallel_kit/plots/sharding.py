@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
-from ..analysis.traffic_table import traffic_rows, traffic_table
-from ..runs.results import RunResult
+from ..analysis.tables.traffic_table import traffic_rows, traffic_table
+from ..runs.results.run_result import RunResult
 from ..strategies import has
 from .style import DisplayFigure, mesh_tag, run_labels, strategy_color
 

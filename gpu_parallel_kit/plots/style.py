@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
-from ..analysis.compute_source import uncounted
+from ..analysis.cost_model.compute_source import uncounted
 from ..backends import Backend, of_row, tagged
 from ..strategies import lookup
 from .figure_data import png_metadata
@@ -93,7 +93,7 @@ def projection_labels(df: pd.DataFrame) -> list[str]:
 
 def projection_label(experiment_id: object) -> str:
     """What a projection was onto: projected experiment ids end in ":<label>"
-    (analysis/projection.py)."""
+    (analysis/cost_model/projected_rows.py)."""
     text = str(experiment_id)
     return text.rsplit(":", 1)[1] if ":" in text else "projected"
 

@@ -19,5 +19,5 @@ DATA = Strategy(
     all_reduce=True,
     measures_comm=True,
     color="tab:blue",
-    projector="gpu_parallel_kit.analysis.projectors:project_data",
+    projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_data",
 )

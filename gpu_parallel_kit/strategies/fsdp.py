@@ -32,7 +32,7 @@ from .record import GridCell, Strategy
 from .tensor import LAYOUT_MAP, MESH, OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
 
 if TYPE_CHECKING:
-    from ..runs.spec import RunSpec
+    from ..runs.description.run_spec import RunSpec
 
 DATA_AXIS = DATA
 MODEL_AXIS = "model"
@@ -185,5 +185,5 @@ FSDP = Strategy(
     check=check_fsdp,
     in_grid=_in_grid,
     label=_label,
-    projector="gpu_parallel_kit.analysis.projectors:project_fsdp",
+    projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_fsdp",
 )

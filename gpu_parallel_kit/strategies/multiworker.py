@@ -14,7 +14,7 @@ from .option import Option, positive
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
-    from ..runs.spec import RunSpec
+    from ..runs.description.run_spec import RunSpec
 
 # MultiWorkerMirroredStrategy's collective implementations: ring (gRPC) or NCCL on GPUs.
 MULTIWORKER_ALL_REDUCE = ("auto", "ring", "nccl")
@@ -108,5 +108,5 @@ MULTIWORKER = Strategy(
     check=check_multiworker,
     in_grid=_in_grid,
     label=_label,
-    projector="gpu_parallel_kit.analysis.projectors:project_data",
+    projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_data",
 )

@@ -18,7 +18,7 @@ from .option import micro_batches as micro_batch_count
 from .record import Strategy
 
 if TYPE_CHECKING:
-    from ..runs.spec import RunSpec
+    from ..runs.description.run_spec import RunSpec
 
 
 PIPELINE_OPTIONS = (
@@ -143,7 +143,7 @@ PIPELINE = Strategy(
     plan=pipeline_options,
     check=check_pipeline,
     label=_label,
-    projector="gpu_parallel_kit.analysis.projectors:project_pipeline",
+    projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_pipeline",
 )
 
 DATA_PIPELINE = Strategy(
@@ -154,5 +154,5 @@ DATA_PIPELINE = Strategy(
     all_reduce=True,
     stages=True,
     color="tab:red",
-    projector="gpu_parallel_kit.analysis.projectors:project_data_pipeline",
+    projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_data_pipeline",
 )

@@ -17,7 +17,7 @@ from .option import mesh as mesh_shape
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
-    from ..runs.spec import RunSpec
+    from ..runs.description.run_spec import RunSpec
 
 
 def check_mesh(mesh: Any, devices: int) -> tuple[int, int]:
@@ -155,5 +155,5 @@ TENSOR = Strategy(
     check=check_tensor,
     in_grid=_in_grid,
     label=_label,
-    projector="gpu_parallel_kit.analysis.projectors:project_tensor",
+    projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_tensor",
 )

@@ -7,9 +7,9 @@ limit is the real budget.
 
 A device needs its parameters, their gradients, the optimizer's state and the activations kept
 for the backward; the budget counts all four, as the table's memory columns show them
-(`analysis/memory.py`). Engines give each part per device, measured where the backend can say
-(the shards JAX placed, TensorFlow's variables) and modelled where it cannot (gradients as the
-trainable parameters; activations as every layer's output for the device's share of the batch,
+(`analysis/tables/memory_by_part.py`). Engines give each part per device, measured where the backend
+can say (the shards JAX placed, TensorFlow's variables) and modelled where it cannot (gradients as
+the trainable parameters; activations as every layer's output for the device's share of the batch,
 or a pipeline stage's outputs for the micro-batches its schedule keeps in flight). A part an
 engine could not model is left out of the sum, and the refusal says so.
 

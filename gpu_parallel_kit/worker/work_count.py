@@ -1,9 +1,10 @@
 """The work of one training step, counted by the compiler: FLOPs and bytes accessed, per step
-and per layer call, for the cost model's projection onto a GPU (`analysis/work.py`).
+and per layer call, for the cost model's projection onto a GPU
+(`analysis/cost_model/counted_work.py`).
 
 Runs in a short child of its own, started only when a projection asks for a count that the run
 log does not hold yet, so counting never adds to a run's fixed cost. Each backend counts in its
-own module, entered by name (`runs/entry.py`):
+own module, entered by name (`runs/processes/entry_points.py`):
 
 - `jax/work_count.py` (preferred; the JAX server forks the child): Keras's own train step
   (`model.train_step`, forward, backward and the optimizer update, exactly what `fit` jits) is
@@ -25,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ..runs.spec import RunSpec
+from ..runs.description.run_spec import RunSpec
 
 
 def answer(sender: Any, count: Callable[[], dict[str, Any]]) -> None:
@@ -46,7 +47,7 @@ def batch_of(spec: RunSpec, batch: int) -> tuple[Any, Any]:
     """`batch` rows of the run's data, repeated from the start where it has fewer."""
     import numpy as np
 
-    from ..runs.nest import take_rows
+    from ..runs.description.nested_arrays import take_rows
     from .run_data import run_arrays, sample_count
 
     x, y = run_arrays(spec.data)
@@ -63,7 +64,7 @@ def counted_model(spec: RunSpec, x: Any) -> Any:
     if not (model.built and model.weights):
         import numpy as np
 
-        from ..runs.nest import take_rows
+        from ..runs.description.nested_arrays import take_rows
 
         model(take_rows(x, np.arange(1)), training=False)
     return model

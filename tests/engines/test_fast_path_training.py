@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gpu_parallel_kit.analysis.tables import comparison_table, format_table
+from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table, format_table
 from tests.builders import largest_difference, saved_weights, small_mlp
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpu_parallel_kit import GpkError, RunResult
-from gpu_parallel_kit.analysis.tables import comparison_table
+from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table
 from gpu_parallel_kit.errors import one_sentence
 from gpu_parallel_kit.notebook.controls import device_sets
 from gpu_parallel_kit.notebook.names import resolve_data, resolve_model

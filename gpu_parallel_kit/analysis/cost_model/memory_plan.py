@@ -1,0 +1,231 @@
+"""What fits, on how many devices: a model's memory per device under each strategy, modelled.
+
+For models too large to build here (`params=7e9`). Model states follow Rajbhandari, Rasley,
+Ruwase and He, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020,
+section 3.1 and figure 1: with Ψ parameters, mixed precision keeps 2Ψ bytes of fp16 parameters,
+2Ψ of fp16 gradients and KΨ of optimizer state, K = 12 for Adam (fp32 master parameters,
+momentum, variance; 4 bytes each). Over N_d data-parallel devices:
+
+    data (baseline)        (2 + 2 + K) Ψ                    7.5B, K=12:  120 GB
+    ZeRO-1 (P_os)          (2 + 2) Ψ + K Ψ / N_d            N_d = 64:   31.4 GB
+    ZeRO-2 (P_os+g)        2 Ψ + (2 + K) Ψ / N_d                        16.6 GB
+    ZeRO-3 / fsdp (P_os+g+p)  (2 + 2 + K) Ψ / N_d                        1.9 GB
+
+In fp32 there is no master copy: 4Ψ parameters, 4Ψ gradients and 4 bytes per optimizer slot.
+A pipeline of K stages holds 1/K of every state (equal stages assumed); tensor parallelism over
+a model axis of M holds 1/M (every weight sharded, as Megatron-LM's Transformer layers are).
+
+Activations, when given as bytes or shapes per sample, are those of the whole model at the
+precision's activation width; data, ZeRO and fsdp split the global batch over the devices, a
+pipeline holds its stage's share of every micro-batch at the flush (GPipe: 1/K of the whole
+batch), tensor parallelism is taken to split them over M, a lower bound since layer norms and
+dropout inputs stay whole without sequence parallelism (Korthikanti et al. 2022 count them).
+Pure: no TensorFlow, no JAX; a model builder is called in this process only to count its
+parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ...errors import GpkError
+from ...strategies import strategy_record
+from . import hardware_presets
+
+SOURCE = "Rajbhandari et al., ZeRO, SC 2020 (model states); activations as given"
+PRECISIONS = ("fp32", "mixed")
+# Optimizer slots per parameter (each 4 bytes, fp32) before any master copy.
+SLOTS = {"adam": 2, "adamw": 2, "lamb": 2, "sgd": 0, "momentum": 1, "rmsprop": 1, "adagrad": 1}
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter of each model state at a precision, with an optimizer."""
+
+    params: float  # the parameters the step computes with
+    grads: float
+    optimizer: float  # K: the optimizer's slots and, in mixed precision, the fp32 master copy
+    activation: float  # bytes per activation element
+
+
+def state_bytes(optimizer: str | float, precision: str) -> StateBytes:
+    """Mixed precision: 2 + 2 + K with K = 4 (master) + 4 per slot; fp32: 4 + 4 + 4 per slot.
+    A number as `optimizer` is K itself."""
+    if precision not in PRECISIONS:
+        raise GpkError(f"precision={precision!r} is not known; use 'fp32' or 'mixed'")
+    if isinstance(optimizer, int | float) and not isinstance(optimizer, bool):
+        if not (math.isfinite(optimizer) and optimizer >= 0):
+            raise GpkError(f"optimizer={optimizer!r} as K must be 0 or more bytes per parameter")
+        k = float(optimizer)
+    else:
+        name = str(optimizer).lower()
+        if name not in SLOTS:
+            known = ", ".join(SLOTS)
+            raise GpkError(
+                f"optimizer={optimizer!r} is not known; use one of {known}, or K (bytes of "
+                "optimizer state per parameter) as a number"
+            )
+        k = 4.0 * SLOTS[name] + (4.0 if precision == "mixed" else 0.0)
+    width = 2.0 if precision == "mixed" else 4.0
+    return StateBytes(width, width, k, width)
+
+
+def count_params(params: float | None, model: Any) -> float:
+    """Ψ from `params`, or from `model`: a built model (`count_params()`) or a builder of one."""
+    if params is None and model is None:
+        raise GpkError(
+            "neither params= nor model= was given; give one of them: params= a count "
+            "(e.g. params=7e9) or model= a Keras model or a builder of one"
+        )
+    if params is not None and model is not None:
+        raise GpkError(
+            f"params={params!r} and model={model!r} were both given; give only one of them"
+        )
+    if params is not None:
+        if isinstance(params, bool) or not isinstance(params, int | float) or not params > 0:
+            raise GpkError(f"params={params!r} must be a positive count, e.g. params=7e9")
+        return float(params)
+    is_built = hasattr(model, "count_params") and not isinstance(model, type)
+    built = model if is_built or not callable(model) else model()
+    if not hasattr(built, "count_params"):
+        raise GpkError(
+            f"model={model!r} is neither a Keras model nor a builder of one; pass params= instead"
+        )
+    return float(built.count_params())
+
+
+def activation_elements(activations: float | Sequence[Any] | None) -> float:
+    """Elements per sample: a number, or per-layer shapes (without the batch) summed."""
+    if activations is None:
+        return 0.0
+    if isinstance(activations, int | float) and not isinstance(activations, bool):
+        if activations < 0:
+            raise GpkError(f"activations={activations} must be 0 or more elements per sample")
+        return float(activations)
+    total = 0.0
+    for shape in activations:
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        if not dims or any(not isinstance(d, int) or d < 1 for d in dims):
+            raise GpkError(
+                f"activation shape {shape!r} must be positive whole sizes per sample, e.g. "
+                "(2048, 4096) for a sequence of 2048 tokens of width 4096"
+            )
+        total += math.prod(dims)
+    return total
+
+
+def plan_memory(
+    params: float | None = None,
+    *,
+    model: Callable[[], Any] | Any = None,
+    optimizer: str | float = "adam",
+    precision: str = "mixed",
+    batch: int = 1,
+    activations: float | Sequence[Any] | None = None,
+    devices: int | Sequence[int] = (8, 64),
+    stages: int | None = None,
+    model_axis: int | None = None,
+    device: str | Any = None,
+) -> pd.DataFrame:
+    """Bytes per device of each model state and the activations, per strategy and device count.
+
+    `params` (Ψ, e.g. 7e9) or `model` (a builder, called here to count them); `optimizer` a name
+    (adam, sgd, momentum, ...) or K; `precision` "mixed" (fp16/bf16 with fp32 master weights)
+    or "fp32"; `batch` the global batch; `activations` elements per sample, or per-layer shapes
+    per sample; `devices` the counts (N); `stages` the pipeline's K and `model_axis` tensor's M
+    (default: N); `device` a preset ("h100") or dict, for the `fits` column.
+
+    >>> plan_memory(params=7.5e9, devices=64).set_index("strategy")["total_gb"].round(1)
+    """
+    psi = count_params(params, model)
+    per = state_bytes(optimizer, precision)
+    counts = [devices] if isinstance(devices, int) else list(devices)
+    for n in counts:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise GpkError(f"devices={n!r} must be whole counts of 1 or more, e.g. devices=[8, 64]")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise GpkError(f"batch={batch!r} must be a whole global batch of 1 or more")
+    acts = activation_elements(activations) * per.activation * batch
+    limit = None if device is None else hardware_presets.device(device)
+    rows = []
+    for n in counts:
+        k, m = stages or n, model_axis or n
+        p, g, o = psi * per.params, psi * per.grads, psi * per.optimizer
+        data, fsdp = strategy_record("data").name, strategy_record("fsdp").name
+        pipeline, tensor = strategy_record("pipeline").name, strategy_record("tensor").name
+        rows += [
+            _row(data, n, 0, p, g, o, acts / n, "replicas", False),
+            _row("zero-1", n, 1, p, g, o / n, acts / n, "optimizer sharded", True),
+            _row("zero-2", n, 2, p, g / n, o / n, acts / n, "plus gradients", True),
+            _row(fsdp, n, 3, p / n, g / n, o / n, acts / n, "plus parameters", False),
+            _row(pipeline, n, None, p / k, g / k, o / k, acts / k, f"K={k}", False),
+            _row(tensor, n, None, p / m, g / m, o / m, acts / m, f"M={m}", False),
+        ]
+    table = pd.DataFrame(rows)
+    table["total_bytes"] = table[
+        ["params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes"]
+    ].sum(axis=1)
+    table["total_gb"] = table["total_bytes"] / 1e9
+    table["fits"] = None if limit is None else table["total_bytes"] <= limit.memory_bytes
+    table.attrs.update(
+        source=SOURCE,
+        params=psi,
+        optimizer_bytes_per_param=per.optimizer,
+        precision=precision,
+        device=None if limit is None else limit.name,
+    )
+    return table
+
+
+def _row(
+    name: str,
+    devices: int,
+    zero: int | None,
+    params: float,
+    grads: float,
+    optimizer: float,
+    activations: float,
+    note: str,
+    modelled_only: bool,
+) -> dict[str, Any]:
+    return {
+        "strategy": name,
+        "devices": devices,
+        "zero_stage": zero,
+        "params_bytes": params,
+        "grads_bytes": grads,
+        "optimizer_bytes": optimizer,
+        "activations_bytes": activations,
+        # ZeRO-1 and -2 have no engine in the kit: nothing here can measure them
+        "modelled_only": modelled_only,
+        "note": note + ("; modelled only" if modelled_only else ""),
+    }
+
+
+def format_plan(table: pd.DataFrame) -> str:
+    """The plan as text, in GB (10^9 bytes, the paper's unit), for `gpk plan`."""
+    shown = pd.DataFrame(
+        {
+            "strategy": table["strategy"],
+            "devices": table["devices"],
+            **{
+                f"{part}_gb": (table[f"{part}_bytes"] / 1e9).map("{:,.2f}".format)
+                for part in ("params", "grads", "optimizer", "activations", "total")
+            },
+        }
+    )
+    if table.attrs.get("device"):
+        shown[f"fits_{table.attrs['device']}"] = table["fits"].map({True: "yes", False: "no"})
+    shown["note"] = table["note"]
+    psi = table.attrs.get("params", 0.0)
+    head = (
+        f"{psi:,.0f} parameters, {table.attrs.get('precision')} precision, "
+        f"{table.attrs.get('optimizer_bytes_per_param'):g} bytes of optimizer state per "
+        f"parameter; bytes per device, modelled ({table.attrs.get('source')})"
+    )
+    return head + "\n" + shown.to_string(index=False)

@@ -1,0 +1,399 @@
+"""Projected rows: measured runs carried onto hardware the user does not have, labelled as such.
+
+`project_results` reduces an experiment's measured single-device run to a `step_time_model.Workload`
+(per-sample forward and backward time, trainable parameter bytes), takes the stage split and the
+bytes across each cut from its measured model-parallel runs, and returns one `RunResult` per
+strategy and device count with `projected=True`. Nothing here imports TensorFlow.
+
+Each projected row:
+- belongs to its own experiment, `<experiment_id>:<label>` (label: the preset's name, plus the
+  target device or the compute scale when given), which holds a projected single-device row too,
+  so the table's speedup of a projected row is against the *projected* single device (same scaled
+  compute) and measured and projected speedups are each self-consistent;
+- says what it assumed: a short `reason`, and `extra["assumptions"]`, a list of sentences;
+- has no wall time, no spread and no per-step times: it is one modelled step, not a measurement.
+
+Assumptions made unless the runs or the caller say better:
+- backward = 2 × forward; a measured model run's tasks timed alone give the measured ratio instead
+  (the split matters for overlap, and for stages whose forward and backward shares differ);
+- compute runs as fast as on the measured device (compute_scale 1): only communication is
+  projected. A CPU-to-GPU scale is a rough assumption whichever way it is given;
+- pipelines with a stage count that was not measured have equal stages and the mean bytes per
+  sample across a measured cut. Counted compute costs a micro-batch what the GPU's roofline and
+  launch floor say at G/M samples (`projected_compute`); measured compute gives a sample the same
+  cost at every micro-batch size (the CPU's micro-batch curve is the CPU's, not the GPU's).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from ...backends import of_row
+from ...errors import GpkError, whole_number
+from ...pipeline.schedules import default_schedule, schedule_record
+from ...runs.results.run_result import RunResult
+from ...strategies import (
+    DATA_PIPELINE,
+    REGISTERED,
+    canonical,
+    has,
+    lookup,
+    projectable_names,
+    resolve,
+)
+from . import hardware_presets
+from .hardware_presets import Device, Interconnect
+from .measured_inputs import (
+    backward_ratio,
+    measured_partition,
+    parameter_bytes,
+)
+from .projected_compute import (
+    Compute,
+    ComputePlan,
+    add_band,
+    compute_plan,
+    experiment_compute,
+    link_note,
+)
+from .speedup_baseline import Candidate, baseline_index
+from .step_time_model import Partition, Prediction, Workload, single_device
+from .tensor_cost import tensor_predictions
+
+LinkSpec = str | Mapping[str, Any] | Interconnect
+DeviceSpec = str | Mapping[str, Any] | Device
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one `project_results` call asks, shared by every experiment it projects."""
+
+    link: Interconnect  # pipeline sends, and all-reduces unless reduce_link is given
+    reduce_link: Interconnect | None  # data+model: the link between copies of the pipeline
+    counts: tuple[int, ...]  # device counts to project onto
+    strategies: tuple[str, ...] | None  # None: the measured ones
+    overlap: bool
+    scale: float | None  # compute_scale given by the caller
+    target: Device | None  # the device projected onto, when named
+    measured: Device | None  # the device the runs were measured on, when named
+    backward_ratio: float | None
+    schedule: str | None
+    micro_batches: int | None
+    cut_bytes: float | None  # activation bytes per sample across a cut, when given
+    hybrid_stages: int | None
+    label: str  # experiment id suffix
+    compute: ComputePlan = ComputePlan(mode="measured")  # counted work or measured time
+
+
+def project_results(
+    results: Sequence[RunResult],
+    preset: LinkSpec,
+    devices: int | Sequence[int],
+    *,
+    strategies: Sequence[str] | None = None,
+    overlap: bool = False,
+    compute_scale: float | None = None,
+    device: DeviceSpec | None = None,
+    measured_device: DeviceSpec | None = None,
+    backward_ratio: float | None = None,
+    schedule: str | None = None,
+    micro_batches: int | None = None,
+    cut_bytes_per_sample: float | None = None,
+    hybrid_stages: int | None = None,
+    data_link: LinkSpec | None = None,
+    label: str | None = None,
+    compute: str | None = None,
+    precision: str = "bf16",
+    efficiency: Any = None,
+    calibrate: Any = None,
+    global_batch: int | None = None,
+    work: Mapping[str, Any] | None = None,
+) -> list[RunResult]:
+    """Projected rows for every experiment in `results` that has a finished single-device run.
+
+    `preset` names an interconnect (`hardware_presets.INTERCONNECTS`) or gives one as a dict
+    (`{"name": "my-ib", "bandwidth_gb_s": 40, "latency_us": 4}`); `devices` are the counts to
+    project onto. `strategies` default to the measured ones (a projected single-device row is
+    always added); "data+model" needs `hybrid_stages`=K and adds a row for every count that is
+    2K or more and a multiple of K. `overlap`: the backward overlaps the all-reduce and pipeline
+    sends overlap compute. `compute_scale`, or `device` with `measured_device` (presets or
+    dicts), makes the projected device faster than the measured one. `schedule`,
+    `micro_batches` and `cut_bytes_per_sample` override what the model-parallel runs measured;
+    `data_link` carries the data+model all-reduces (default: `preset`). `label` replaces the
+    experiment id suffix. Measured rows are never changed; rows projected earlier are ignored.
+
+    Given `work` (experiment id -> `WorkCount`, or why there is none), compute is counted by
+    default; `compute`, `precision`, `efficiency`, `calibrate`, `global_batch`: see
+    `projected_compute.compute_plan`.
+    """
+    link = hardware_presets.interconnect(preset)
+    measured = compute_scale is not None or measured_device is not None
+    asked = compute_plan(
+        compute, device, precision, efficiency, calibrate, global_batch, work, measured, link
+    )
+    target = (
+        asked.device
+        if asked.mode == "counted" or device is None
+        else hardware_presets.device(device)
+    )
+    plan = _Plan(
+        link=link,
+        reduce_link=None if data_link is None else hardware_presets.interconnect(data_link),
+        counts=_counts(devices),
+        strategies=_strategies(strategies, hybrid_stages),
+        overlap=overlap,
+        scale=compute_scale,
+        target=target,
+        measured=None if measured_device is None else hardware_presets.device(measured_device),
+        backward_ratio=backward_ratio,
+        schedule=schedule,
+        micro_batches=micro_batches,
+        cut_bytes=cut_bytes_per_sample,
+        hybrid_stages=hybrid_stages,
+        label=label or _label(link, None if asked.fell_back else target, compute_scale),
+        compute=asked,
+    )
+    experiments: dict[tuple[str, str], list[RunResult]] = {}
+    for result in results:
+        if not result.projected:  # each backend projects from its own baseline
+            experiments.setdefault((result.experiment_id, result.backend), []).append(result)
+    rows = []
+    for runs in experiments.values():
+        baseline = _baseline(runs)
+        if baseline is not None:
+            rows += add_band(
+                plan.compute,
+                _Experiment.of(plan, baseline, runs).rows(),
+                lambda c, b=baseline, r=runs: _Experiment.of(replace(plan, compute=c), b, r).rows(),
+            )
+    if not rows:
+        raise GpkError(
+            "no experiment in these results has a finished single-device run to project from; "
+            "run strategy='single' (or any strategy on 1 device) first"
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class _Experiment:
+    """One experiment's measured runs, reduced to what the cost model needs."""
+
+    plan: _Plan
+    baseline: RunResult  # the measured run compute comes from
+    runs: tuple[RunResult, ...]
+    workload: Workload  # scaled to the projected device
+    scale: float
+    notes: tuple[str, ...]  # assumptions shared by every row
+    models: tuple[RunResult, ...]  # finished model-parallel runs
+    compute: Compute | None = None  # where compute comes from; None: measured
+
+    def workload_at(self, samples: float) -> Workload:
+        """One device's workload when it computes `samples` per step or micro-batch."""
+        return self.workload if self.compute is None else self.compute.workload_at(samples)
+
+    @classmethod
+    def of(cls, plan: _Plan, baseline: RunResult, runs: list[RunResult]) -> _Experiment:
+        models = tuple(r for r in runs if r.ok and has(r.strategy, "stages"))
+        ratio, ratio_note = backward_ratio(plan.backward_ratio, models)
+        w, s, notes, compute = experiment_compute(
+            plan.compute,
+            baseline,
+            parameter_bytes(baseline, runs),
+            ratio,
+            (ratio_note, link_note(plan.link)),
+            lambda fell_back: _scale(
+                replace(plan, target=None) if fell_back else plan, baseline.device_kind
+            ),
+        )
+        return cls(plan, baseline, tuple(runs), w, s, notes, models, compute)
+
+    def rows(self) -> list[RunResult]:
+        """The projected single device, then each wanted strategy's rows from the projector
+        its record names, in the registry's order."""
+        plan = self.plan
+        wanted = plan.strategies
+        if wanted is None:
+            wanted = tuple(dict.fromkeys(canonical(r.strategy) for r in self.runs if r.ok))
+        if plan.hybrid_stages is not None:
+            wanted = (*wanted, DATA_PIPELINE.name)
+        batch = self.batch(1)
+        rows = [self.row(single_device(self.workload_at(batch), batch), "single-1")]
+        for record in REGISTERED:
+            if record.name in wanted and record.projector is not None:
+                rows += resolve(record.projector)(self, record)
+        return rows
+
+    def tensor_rows(self) -> list[RunResult]:
+        return [
+            self.row(p, key, note, mesh=mesh)
+            for p, key, note, mesh in tensor_predictions(
+                self.workload_at, self.runs, self.plan.counts, self.plan.link, self.batch
+            )
+        ]
+
+    def batch(self, devices: int) -> int:
+        # Weak scaling keeps each device's share of the baseline's (or the asked) batch.
+        batch = self.plan.compute.global_batch or self.baseline.global_batch
+        return batch * (devices if self.baseline.scaling == "weak" else 1)
+
+    def pipeline_configs(self) -> list[tuple[str, int]]:
+        """(schedule, micro-batches) pairs to project: the caller's, else the measured ones."""
+        plan = self.plan
+        if plan.schedule is not None or plan.micro_batches is not None:
+            m = plan.micro_batches or 1
+            return [(plan.schedule or default_schedule(m), m)]
+        # The cost model holds one stage per device: runs of model chunks are not projected.
+        found = [
+            (r.schedule, r.micro_batches or 1)
+            for r in self.models
+            if r.schedule and not schedule_record(r.schedule).virtual_stages
+        ]
+        return list(dict.fromkeys(found)) or [(default_schedule(1), 1)]
+
+    def partition(self, k: int) -> tuple[Partition, str]:
+        """The split of a measured k-stage run, else k equal stages."""
+        given = self.plan.cut_bytes
+        for run in self.models:
+            if run.devices == k and run.extra.get("stages"):
+                return measured_partition(run, k, given)
+        if given is not None:
+            note = f"{given:g} activation bytes per sample across each cut (given)"
+        elif k == 1:
+            given, note = 0.0, "nothing crosses a cut"
+        else:
+            per_cut = [
+                c / 2 / r.global_batch for r in self.models for c in r.extra.get("cut_bytes", [])
+            ]
+            if not per_cut:
+                raise GpkError(
+                    f"no measured model-parallel run tells the bytes across a cut of {k} "
+                    "stages; run strategy='model' first or pass cut_bytes_per_sample="
+                )
+            given = statistics.fmean(per_cut)
+            note = f"{given:.4g} activation bytes per sample across each cut (measured mean)"
+        return Partition.equal(k, given), f"{k} equal stages (assumed); {note}"
+
+    def row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
+        plan, base = self.plan, self.baseline
+        experiment_id = f"{base.experiment_id}:{plan.label}"
+        backend = "" if of_row(base.backend).default else f"@{base.backend}"
+        extra: dict[str, Any] = {
+            "preset": plan.link.name,
+            "interconnect": {
+                "bandwidth_bytes_s": plan.link.bandwidth_bytes_s,
+                "latency_s": plan.link.latency_s,
+                "source": plan.link.source,
+            },
+            "compute_scale": self.scale,
+            "overlap": plan.overlap,
+            "baseline_run_id": base.run_id,
+            "parameter_bytes": self.workload.parameter_bytes,
+            "compute_s": p.compute_s,
+            "exposed_comm_s": p.exposed_comm_s,
+            "comm_total_s": p.comm_time_s,
+            "assumptions": [*self.notes, note] if note else list(self.notes),
+            **(self.compute.extra if self.compute is not None else {}),
+        }
+        if has(p.strategy, "stages"):
+            extra["bubble_fraction"] = p.bubble_fraction  # modelled, as is every figure here
+        compute = self.compute.reason if self.compute is not None else ""
+        return RunResult(
+            run_id=f"{experiment_id}:{key}{backend}",
+            experiment_id=experiment_id,
+            strategy=fields.pop("strategy", p.strategy),
+            devices=p.devices,
+            virtual=False,
+            status="ok",
+            reason=f"projected on {plan.label}, {compute}",
+            device_kind="gpu" if plan.target and self.compute.on_target else base.device_kind,
+            global_batch=int(p.global_batch),
+            scaling=base.scaling,
+            mode="",
+            step_time_s=p.step_time_s,
+            throughput_samples_s=p.throughput_samples_s,
+            # Exposed, as a measured row's: what communication adds to the step. All of it,
+            # hidden or not, can exceed the step where a pipeline's links send side by side.
+            comm_time_s=p.exposed_comm_s,
+            comm_share=p.exposed_comm_s / p.step_time_s,
+            comm_bytes=round(p.comm_bytes),
+            projected=True,
+            extra=extra,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            backend=base.backend,
+            **fields,
+        )
+
+
+def _baseline(runs: list[RunResult]) -> RunResult | None:
+    """The experiment's baseline, by the table's rule (`analysis.cost_model.speedup_baseline`)."""
+    position = baseline_index(
+        Candidate(r.status, r.strategy, r.devices, r.throughput_samples_s) for r in runs
+    )
+    return None if position is None else runs[position]
+
+
+def _scale(plan: _Plan, kind: str) -> tuple[float, str]:
+    if plan.scale is not None:
+        return plan.scale, f"compute {plan.scale:g}× as fast as on the measured {kind} (given)"
+    if plan.target is None:
+        return 1.0, (
+            f"compute as fast as on the measured {kind} (compute_scale 1): only communication "
+            "is projected"
+        )
+    if plan.measured is None:
+        raise GpkError(
+            f"device={plan.target.name!r} needs the device the runs were measured on ({kind}, "
+            "which has no preset); pass measured_device= (a preset such as 'a100', or a dict "
+            "with tflops, memory_gb and memory_bandwidth_gb_s) or compute_scale="
+        )
+    ratio = hardware_presets.compute_scale(plan.measured, plan.target)
+    note = (
+        f"compute {ratio:.3g}× as fast: dense bf16 rate of {plan.target.name} / "
+        f"{plan.measured.name}, assuming the same share of peak on both"
+    )
+    if kind == "cpu":
+        note += "; the runs were measured on a CPU, so this CPU-to-GPU scale is a rough guess"
+    return ratio, note
+
+
+def _strategies(given: Sequence[str] | None, hybrid: int | None) -> tuple[str, ...] | None:
+    """The strategies asked for, checked; "data+pipeline" comes from `hybrid` alone."""
+    if hybrid is not None:
+        whole_number(hybrid, "hybrid_stages", hint="the stages per pipeline")
+    if given is None:
+        return None
+    chosen = [given] if isinstance(given, str) else list(given)
+    records = []
+    for name in chosen:
+        record = lookup(name)
+        if record is None or (record.projector is None and not record.baseline):
+            known = ", ".join(repr(s) for s in projectable_names())
+            raise GpkError(f"strategy {name!r} cannot be projected; use one of {known}")
+        records.append(record)
+    # A pipeline's copies come from hybrid_stages alone: asked by name, they need it.
+    hybrid_records = [r for r in records if not r.runnable]
+    if hybrid_records and hybrid is None:
+        raise GpkError(
+            f"strategy {hybrid_records[0].name!r} needs hybrid_stages=K, the stages per pipeline"
+        )
+    # The baseline is always projected; the hybrid is added by hybrid_stages.
+    return tuple(dict.fromkeys(r.name for r in records if r.runnable and not r.baseline))
+
+
+def _label(link: Interconnect, target: Device | None, scale: float | None) -> str:
+    if target is not None:
+        return f"{link.name}+{target.name}"
+    return link.name if scale is None else f"{link.name}x{scale:g}"
+
+
+def _counts(devices: int | Sequence[int]) -> tuple[int, ...]:
+    counts = [devices] if isinstance(devices, int) else list(devices)
+    for n in counts:
+        whole_number(n, "devices", hint="project onto 1 device or more")
+    if not counts:
+        raise GpkError("devices=[] holds no count; give e.g. devices=[1, 2, 4, 8]")
+    return tuple(dict.fromkeys(counts))

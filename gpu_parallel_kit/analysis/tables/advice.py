@@ -1,0 +1,245 @@
+"""One sentence under a comparison: which strategy and device count to pick, and why.
+
+Derived from the table alone (measured rows first; projected rows, when present, for what other
+hardware would change), with the reason named the way courses name it: compute-, communication-,
+or memory-bound, or held back by shared virtual devices. A gain within the runs' own spread is
+called the same within noise, never a gain; another strategy on one device is never picked over
+`single`, which it only repeats with extra bookkeeping.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...runs.scheduling.step_intervals import includes_one, too_wide
+from ...strategies import has
+from ..cost_model.compute_source import uncounted
+from .row_flags import flagged
+from .step_breakdown import step_breakdown
+from .time_to_accuracy import rows_with_target
+from .within_noise import relative_spread, within_noise
+
+COMMUNICATION_BOUND_SHARE = 0.25  # exposed communication above this share of a step
+GOOD_EFFICIENCY = 0.8
+
+
+def advice(df: pd.DataFrame) -> str:
+    """The recommendation, or an empty string when nothing finished; where a projection's
+    compute was not counted, it says so."""
+    text = _pick(df)
+    projected = df[df["projected"].astype(bool)]
+    not_counted = uncounted(projected["reason"]) if "reason" in df.columns else ""
+    if text and not_counted and not_counted not in text:
+        text += f" Projected rows: {not_counted}."
+    return text
+
+
+def _pick(df: pd.DataFrame) -> str:
+    measured = df[~df["projected"].astype(bool) & (df["status"] == "ok")]
+    if measured.empty:
+        return ""
+    by_target = _time_to_target_advice(measured)
+    if by_target:
+        return by_target
+    candidates = _candidates(measured)
+    best = candidates.loc[candidates["throughput_samples_s"].idxmax()]
+    single = candidates[flagged(candidates, "baseline")]
+    if not single.empty and not has(best["strategy"], "baseline"):
+        baseline = single.iloc[0]
+        if _indistinct(best, baseline):
+            return _same_within_noise(best, baseline, df)
+    pick = f"Pick {_name(best, df, 'device(s)')}"
+    return f"{pick} ({_figures(best)}): {_why(df, measured, best)}.{_beside(best, measured, df)}"
+
+
+def _name(row: pd.Series, df: pd.DataFrame, unit: str = "devices") -> str:
+    """ "data on 2 devices", with what sets it apart from a run of the same strategy and device
+    count in the table: "data on 2 devices (weak, lr×2)"."""
+    name = f"{row['strategy']} on {int(row['devices'])} {unit}"
+    twins = df[(df["strategy"] == row["strategy"]) & (df["devices"] == row["devices"])]
+    apart = []
+    if "scaling" in df.columns and twins["scaling"].nunique(dropna=True) > 1:
+        apart.append(str(row["scaling"]))
+    if "lr_factor" in df.columns and twins["lr_factor"].nunique(dropna=True) > 1:
+        apart.append(f"lr×{row['lr_factor']:g}")
+    if "backend" in df.columns and twins["backend"].nunique(dropna=True) > 1:
+        apart.append(str(row["backend"]))
+    return name + (f" ({', '.join(apart)})" if apart else "")
+
+
+def _interval(row: pd.Series) -> tuple[float, float] | None:
+    low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return None
+    return float(low), float(high)
+
+
+def _figures(row: pd.Series) -> str:
+    """The figures a pick quotes, as its row shows them: samples/s, speedup and its interval."""
+    figures = f"{row['throughput_samples_s']:,.0f} samples/s"
+    if pd.notna(row["speedup"]):
+        figures += f", speedup {row['speedup']:.2f}"
+        interval = _interval(row)
+        if interval is not None and too_wide(*interval):
+            figures += " (too few steps to tell; measure more steps or rounds)"
+        elif interval is not None:
+            figures += f" (95% interval {interval[0]:.2f}–{interval[1]:.2f})"
+    return figures
+
+
+def _indistinct(row: pd.Series, baseline: pd.Series) -> bool:
+    """Whether the measurement cannot tell `row` from the baseline: its speedup's interval
+    holds 1 where the comparison ran in rounds, else the runs' spreads overlap."""
+    interval = _interval(row)
+    if interval is not None:
+        return includes_one(*interval)
+    return within_noise(row, baseline)
+
+
+def _beside(best: pd.Series, measured: pd.DataFrame, df: pd.DataFrame) -> str:
+    """What a reader of the table would otherwise hold against the pick: a one-device run of
+    another strategy above the baseline, or a speedup beyond the ideal."""
+    notes = []
+    if has(best["strategy"], "baseline"):
+        others = measured[
+            (measured["devices"] == 1)
+            & ~flagged(measured, "baseline")
+            & (measured["throughput_samples_s"] > best["throughput_samples_s"])
+        ]
+        for _, other in others.iterrows():
+            interval = _interval(other)
+            verdict = (
+                "the same within noise"
+                if interval is None or includes_one(*interval)
+                else "a difference of its code path, not of parallelism"
+            )
+            notes.append(
+                f" {_name(other, df, 'device').capitalize()} measured {_figures(other)}: the "
+                f"same training on the same device, so {verdict}."
+            )
+    if bool(best.get("above_ideal", False)):
+        notes.append(
+            f" Its speedup is beyond the ideal {int(best['devices'])}: its devices share cores, "
+            "so this says more about how the baseline used them than about scaling."
+        )
+    return "".join(notes)
+
+
+def _candidates(measured: pd.DataFrame) -> pd.DataFrame:
+    """The runs a pick may name. Beside a `single` run, another strategy on one device is that
+    same training with extra bookkeeping (a one-replica all-reduce, a one-stage pipeline), so a
+    higher figure there is noise and never the pick."""
+    baseline = flagged(measured, "baseline")
+    if not baseline.any():
+        return measured
+    return measured[baseline | (measured["devices"] > 1)]
+
+
+def _same_within_noise(best: pd.Series, baseline: pd.Series, df: pd.DataFrame) -> str:
+    label = _name(best, df)
+    interval = _interval(best)
+    if interval is not None and too_wide(*interval):
+        noise = "too few steps to tell; measure more steps or rounds"
+    elif interval is not None:
+        noise = f"its speedup's 95% interval, {interval[0]:.2f}–{interval[1]:.2f}, holds 1"
+    else:
+        spread = relative_spread(best) + relative_spread(baseline)
+        noise = f"the runs' step times scatter by ±{spread:.0%}"
+    return (
+        f"Pick {_name(baseline, df, 'device(s)')} "
+        f"({baseline['throughput_samples_s']:,.0f} samples/s): "
+        f"{label} measured {best['throughput_samples_s']:,.0f} samples/s, the same within noise "
+        f"({noise}), so more devices buy nothing measurable here."
+    )
+
+
+def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
+    refused = df[(df["status"] == "oom") & ~df["projected"].astype(bool)]
+    if not refused.empty and flagged(measured, "splits_state").any():
+        return (
+            "the model's state does not fit one device (memory-bound), so only the split "
+            "runs could train it"
+        )
+    multi = measured[measured["devices"] > 1]
+    if int(best["devices"]) == 1 and not multi.empty:
+        top = multi.loc[multi["throughput_samples_s"].idxmax()]
+        if _indistinct(top, best):
+            return (
+                f"{_name(top, df)} measured the same within noise ({_figures(top)}), so more "
+                "devices buy nothing measurable here" + _projection_hint(df)
+            )
+    if multi.empty:
+        return "no run used more than one device, so there is nothing to weigh it against"
+    top = multi.loc[multi["throughput_samples_s"].idxmax()]
+    compute, comm, idle = step_breakdown(top)
+    step = top["step_time_s"]
+    if int(best["devices"]) == 1:
+        reason = f"{_name(top, df)} was slower ({_figures(top)})"
+        if bool(top["virtual"]):
+            reason += (
+                " because its virtual devices share the same cores, so extra devices add "
+                "coordination but no compute"
+            )
+        elif comm > COMMUNICATION_BOUND_SHARE * step:
+            reason += f" (communication-bound: {comm / step:.0%} of its step)"
+        elif idle > COMMUNICATION_BOUND_SHARE * step:
+            reason += f" (pipeline bubble: {idle / step:.0%} of its step idle)"
+        return reason + _projection_hint(df)
+    if pd.notna(best["efficiency"]) and best["efficiency"] >= GOOD_EFFICIENCY:
+        return "it is compute-bound and scales well here"
+    return (
+        f"it is the fastest measured, but at {best['efficiency']:.0%} efficiency the devices "
+        "wait on communication or the input pipeline"
+    )
+
+
+def _projection_hint(df: pd.DataFrame) -> str:
+    projected = df[df["projected"].astype(bool) & (df["status"] == "ok")]
+    if projected.empty:
+        return ""
+    top = projected.loc[projected["throughput_samples_s"].idxmax()]
+    widest = projected.loc[projected["devices"].idxmax()]
+    top = widest if widest["devices"] > top["devices"] else top
+    label = str(top["experiment_id"]).rsplit(":", 1)[-1]
+    why = ""
+    if "bound by" in str(top["reason"]):  # counted compute says what bounds a device's step
+        bound = str(top["reason"]).split("bound by", 1)[1].strip()
+        why = f": each GPU's step is bound by {bound}"
+        if pd.notna(top["comm_share"]) and top["comm_share"] > 0:
+            why += f", and the all-reduce is {top['comm_share']:.0%} of the step"
+    not_counted = uncounted([top["reason"]])
+    if not_counted:
+        why = f" ({not_counted})"
+    return (
+        f"; projected onto {label}, {top['strategy']} on {int(top['devices'])} devices would "
+        f"reach a speedup of {top['speedup']:.1f}{why}"
+    )
+
+
+def _time_to_target_advice(measured: pd.DataFrame) -> str:
+    """With a target, the pick is the run that reached it first, not the most samples/s."""
+    with_target = rows_with_target(measured)
+    if with_target.empty:
+        return ""
+    target = with_target["target"].iloc[0]
+    reached = with_target[(with_target["target_reached"] == True).fillna(False)]  # noqa: E712
+    if reached.empty:
+        return (
+            f"No run reached {target}; train for more epochs or revisit the learning rate "
+            "before choosing a strategy."
+        )
+    best = reached.loc[reached["time_to_target_s"].idxmin()]
+    pick = (
+        f"Pick {_name(best, measured, 'device(s)')} "
+        f"({best['time_to_target_s']:.3g} s to {target}, epoch {best['epochs_to_target']:.3g})"
+    )
+    fastest = with_target.loc[with_target["throughput_samples_s"].idxmax()]
+    if fastest.name == best.name:
+        return f"{pick}: it reached the target first and also processes the most samples/s."
+    label = _name(fastest, measured)
+    ratio = fastest["throughput_samples_s"] / best["throughput_samples_s"]
+    if fastest["target_reached"] is not pd.NA and bool(fastest["target_reached"]):
+        later = f"needed {fastest['epochs_to_target']:.3g} epochs to reach it"
+    else:
+        later = "never reached it"
+    return f"{pick}: {label} processes {ratio:.2f}× the samples/s but {later}."
