@@ -19,7 +19,7 @@ from ..options.request import Request
 from ..pipeline.microbatch import AUTO, is_auto
 from ..pipeline.schedules import SCHEDULES, schedule_record
 from ..pipeline.schedules import default_schedule as schedule_by_default
-from ..runs.devices import virtual_device_limit
+from ..runs.description.device_choice import virtual_device_limit
 from ..strategies import DEFAULT_COMPARISON, has, runnable_names
 
 DEFAULT_STRATEGIES = DEFAULT_COMPARISON
@@ -71,7 +71,7 @@ def default_schedule(request: Request) -> str:
 
 
 class Controls:
-    """Devices, strategies, model-parallel options and training sizes, laid out in one box."""
+    """Devices, strategies, pipeline options and training sizes, laid out in one box."""
 
     def __init__(self, request: Request, devices: pd.DataFrame) -> None:
         self.request = request

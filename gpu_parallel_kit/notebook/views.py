@@ -71,7 +71,7 @@ class ShownComparison(ShowOnce, Comparison):
 
 
 def show_run(result: RunResult) -> None:
-    """One run's summary row, and its pipeline chart when it has one (model parallel)."""
+    """One run's summary row, and its pipeline chart when it has one."""
     display(HTML(summary_html(Comparison([result]).table)))
     if result.ok and result.extra.get("planned_timeline"):
         display(result.plot_timeline())

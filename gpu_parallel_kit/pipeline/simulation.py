@@ -1,6 +1,6 @@
 """Replay a pipeline schedule on paper: when each task would start and end on K devices.
 
-Used twice per model-parallel run. With unit durations it gives the *planned* chart (the shape of
+Used twice per pipeline run. With unit durations it gives the *planned* chart (the shape of
 the schedule, its bubble). With the durations measured per task on the user's machine it gives the
 *simulated* view: how long the step would take if the K devices were truly independent, which
 virtual devices sharing one CPU or GPU cannot show. Tasks are placed on devices, not stages: an

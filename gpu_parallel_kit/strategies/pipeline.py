@@ -120,7 +120,7 @@ PIPELINE = Strategy(
     summary="the model's graph cut into stages on devices, micro-batches run by a schedule",
     aliases=("model",),
     worker_classes={
-        "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.model:ModelParallelEngine",
+        "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.pipeline_engine:PipelineEngine",
     },
     missing={
         "jax": (

@@ -1,4 +1,4 @@
-"""Real graphs under model parallelism: keras.applications networks, a Transformer encoder and a
+"""Real graphs in pipeline stages: keras.applications networks, a Transformer encoder and a
 U-Net, cut into 2 and 4 stages, train to the weights of one device (micro_batches=1, so
 BatchNormalization sees the same batch as on one device)."""
 

@@ -65,7 +65,7 @@ def test_evaluations_carry_their_epoch_and_training_time_and_stay_out_of_the_ste
         # That no step swallows an evaluation is checked on a fake clock below, not on timings.
 
 
-def test_model_parallel_evaluates_through_its_stages(strong):
+def test_the_pipeline_evaluates_through_its_stages(strong):
     experiment, comparison = strong
     single = comparison.results[0]
     run = experiment.run(strategy="pipeline", devices=2, micro_batches=2)

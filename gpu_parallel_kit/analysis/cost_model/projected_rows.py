@@ -2,7 +2,7 @@
 
 `project_results` reduces an experiment's measured single-device run to a `step_time_model.Workload`
 (per-sample forward and backward time, trainable parameter bytes), takes the stage split and the
-bytes across each cut from its measured model-parallel runs, and returns one `RunResult` per
+bytes across each cut from its measured pipeline runs, and returns one `RunResult` per
 strategy and device count with `projected=True`. Nothing here imports TensorFlow.
 
 Each projected row:
@@ -122,7 +122,7 @@ def project_results(
     2K or more and a multiple of K. `overlap`: the backward overlaps the all-reduce and pipeline
     sends overlap compute. `compute_scale`, or `device` with `measured_device` (presets or
     dicts), makes the projected device faster than the measured one. `schedule`,
-    `micro_batches` and `cut_bytes_per_sample` override what the model-parallel runs measured;
+    `micro_batches` and `cut_bytes_per_sample` override what the pipeline runs measured;
     `data_link` carries the data+model all-reduces (default: `preset`). `label` replaces the
     experiment id suffix. Measured rows are never changed; rows projected earlier are ignored.
 
@@ -188,7 +188,7 @@ class _Experiment:
     workload: Workload  # scaled to the projected device
     scale: float
     notes: tuple[str, ...]  # assumptions shared by every row
-    models: tuple[RunResult, ...]  # finished model-parallel runs
+    models: tuple[RunResult, ...]  # finished pipeline runs
     compute: Compute | None = None  # where compute comes from; None: measured
 
     def workload_at(self, samples: float) -> Workload:
@@ -270,7 +270,7 @@ class _Experiment:
             ]
             if not per_cut:
                 raise GpkError(
-                    f"no measured model-parallel run tells the bytes across a cut of {k} "
+                    f"no measured pipeline run tells the bytes across a cut of {k} "
                     "stages; run strategy='model' first or pass cut_bytes_per_sample="
                 )
             given = statistics.fmean(per_cut)

@@ -76,14 +76,15 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     # compilation left out, as the rounds measured it. wall_time_s is one round's, first step
     # included; the time panel of `Comparison.plot()` draws this one.
     "training_time_s",
-    # What the run trained with (runs/description/tuning_rules.py): tune's mode, and the settings in force.
+    # What the run trained with (runs/description/tuning_rules.py): tune's mode, and the settings in
+    # force.
     "tune",
     "steps_per_execution",
     "jit_compile",
     "experiment_id",
     "created_at",
 )
-# Pipeline figures (model parallel only): the bubble measured on these devices, the bubble and
+# Pipeline figures (pipeline runs only): the bubble measured on these devices, the bubble and
 # step time of the same schedule replayed on independent devices (simulated, never mixed with the
 # measured columns), and the theory (K-1)/(M+K-1).
 PIPELINE_COLUMNS: tuple[str, ...] = (
@@ -102,8 +103,8 @@ MEMORY_COLUMNS: tuple[str, ...] = ("state_bytes", "peak_activation_bytes", *COMP
 AUTO_COLUMNS: tuple[str, ...] = ("micro_batches_auto",)
 # Where the step goes (analysis/tables/step_breakdown.py): compute beside the exposed communication,
 # and the bandwidth that communication achieved. A communication figure below its own noise
-# (runs/results/below_noise.py) leaves comm_time_s and comm_share NaN, comm_below_noise True and the noise it fell
-# below in comm_noise_s; the signed measurement stays in the result's extra.
+# (runs/results/below_noise.py) leaves comm_time_s and comm_share NaN, comm_below_noise True and the
+# noise it fell below in comm_noise_s; the signed measurement stays in the result's extra.
 COMM_COLUMNS: tuple[str, ...] = (
     "compute_time_s",
     "effective_bandwidth_bytes_s",

@@ -23,8 +23,8 @@ from typing import Any
 import tensorflow as tf
 
 from ....pipeline.microbatch import Choice, Curve, CurvePoint, candidates, choose, is_auto, sizes
-from ....runs.spec import RunSpec
-from .pipeline import _nbytes, _wait_for
+from ....runs.description.run_spec import RunSpec
+from .stage_runner import _nbytes, _wait_for
 from .stages import Stage
 
 ROUNDS = (2, 5)  # timed rounds over every size: at least, at most

@@ -1,4 +1,4 @@
-"""Model parallelism on virtual CPU devices: the weights of single-device training, for every
+"""The pipeline engine on virtual CPU devices: the weights of single-device training, for every
 schedule, with each stage's variables really on its own device."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Model parallelism: the model's graph cut into stages on different devices, run as a pipeline.
+"""The pipeline engine: the model's graph cut into stages on different devices, one thread each.
 
 `naive` sends the whole batch through the stages in turn (all but one device idle); the others cut
 it into micro-batches that fill the pipeline. All give single-device training's gradients (summed
@@ -28,8 +28,8 @@ from ...measuring.recorder import StepRecorder
 from ..keras_internals import compile_loss_class
 from .base import Engine
 from .curve import curve_and_choice, serial_curve
-from .pipeline import PipelineRunner, StepReport, TaskRecord, split, stage_tasks
 from .stage_memory import activation_bytes_per_micro_batch, check_stages
+from .stage_runner import PipelineRunner, StepReport, TaskRecord, split, stage_tasks
 from .stages import (
     Stage,
     TracedModel,
@@ -49,7 +49,7 @@ PLANNED_DURATION = {"F": 1.0, "B": 2.0}
 PLANNED_SPLIT_DURATION = {"F": 1.0, "B": 1.0, "W": 1.0}
 
 
-class ModelParallelEngine(Engine):
+class PipelineEngine(Engine):
     """Stages on devices, one thread per device following the schedule (an interleaved schedule
     puts `virtual_stages` stages on each device, round robin).
 
