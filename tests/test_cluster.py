@@ -12,14 +12,14 @@ import gpu_parallel_kit as gpk
 from gpu_parallel_kit.cli.commands import main
 from gpu_parallel_kit.cluster import reports as cluster_results
 from gpu_parallel_kit.cluster.config import ClusterSpec, load_cluster, split_address, tf_config
-from gpu_parallel_kit.cluster.devices import local_worker_plan, plan_on_this_host
 from gpu_parallel_kit.cluster.network import _decode_address, reachable_from_network
 from gpu_parallel_kit.cluster.reports import WorkerReports, merge_worker_results
 from gpu_parallel_kit.cluster.transfer import pack_job, unpack_job
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
-from gpu_parallel_kit.runs.grid_plan import plan_grid
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.cluster.worker_devices import local_worker_plan, plan_on_this_host
+from gpu_parallel_kit.runs.description import device_choice
+from gpu_parallel_kit.runs.description.device_choice import PhysicalDevice
+from gpu_parallel_kit.runs.results.run_result import RunResult
+from gpu_parallel_kit.runs.scheduling.comparison_grid import plan_grid
 from tests.builders import small_mlp_experiment
 
 CPU = PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores")
@@ -196,7 +196,7 @@ def test_cluster_spec_validates_itself():
 def _gpu_plan(count, gpus=4, **fields):
     physical = (CPU, *(PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "A100", 40 << 30)
                        for i in range(gpus)))  # fmt: skip
-    return devices.plan_devices(count, physical=physical, **fields)
+    return device_choice.plan_devices(count, physical=physical, **fields)
 
 
 def test_local_workers_get_gpus_of_their_own_when_there_are_enough():
@@ -218,7 +218,7 @@ def test_workers_sharing_virtual_gpus_divide_their_memory():
 
 
 def test_cpu_plans_and_single_workers_are_left_alone():
-    cpu_plan = devices.plan_devices(1, physical=(CPU,))
+    cpu_plan = device_choice.plan_devices(1, physical=(CPU,))
     assert local_worker_plan(cpu_plan, 1, 2, gpus=0) == cpu_plan
     plan = _gpu_plan(2)
     assert local_worker_plan(plan, 0, 1, gpus=4) == plan

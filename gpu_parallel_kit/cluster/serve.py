@@ -18,15 +18,15 @@ from multiprocessing.connection import Client, Connection, wait
 from pathlib import Path
 
 from ..errors import GpkError
-from ..runs.devices import discover_physical_devices
-from ..runs.entry import SERVED_MEMBER_ENTRY
-from ..runs.failures import classify_exit
-from ..runs.process import start_child, stop_child
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
+from ..runs.description.device_choice import discover_physical_devices
+from ..runs.description.run_spec import RunSpec
+from ..runs.processes.child_process import start_child, stop_child
+from ..runs.processes.entry_points import SERVED_MEMBER_ENTRY
+from ..runs.processes.failure_reasons import classify_exit
+from ..runs.results.run_result import RunResult
 from .config import ClusterSpec
-from .devices import plan_on_this_host
 from .transfer import unpack_job
+from .worker_devices import plan_on_this_host
 
 RETRY_S = 1.0
 

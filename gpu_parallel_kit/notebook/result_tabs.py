@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from ..comparison import Comparison
 from ..plots.communication import communication_figure
 from ..plots.comparison import speedup_figure, wall_time_figure
-from ..plots.memory import memory_figure
+from ..plots.state_and_peak_memory import memory_figure
 from .views import summary_html
 
 TABS = ("table", "training time", "speedup", "communication", "pipeline timeline", "memory")

@@ -79,7 +79,7 @@ def test_an_exceeded_budget_prints_no_traceback(backend):
 
 
 def test_deterministic_sets_xlas_gpu_flag_and_the_row_says_what_it_does_on_the_cpu():
-    from gpu_parallel_kit.worker.jax.devices import DETERMINISTIC_FLAG, deterministic_flags
+    from gpu_parallel_kit.worker.jax.device_setup import DETERMINISTIC_FLAG, deterministic_flags
 
     assert DETERMINISTIC_FLAG == "--xla_gpu_deterministic_ops=true"
     flags = deterministic_flags(

@@ -12,7 +12,7 @@ from gpu_parallel_kit.notebook.controls import device_sets
 from gpu_parallel_kit.notebook.names import resolve_data, resolve_model
 from gpu_parallel_kit.notebook.views import summary_frame
 from gpu_parallel_kit.options.request import MIB, Request
-from gpu_parallel_kit.plots.memory import memory_figure
+from gpu_parallel_kit.plots.state_and_peak_memory import memory_figure
 
 
 @pytest.mark.parametrize(

@@ -24,10 +24,10 @@ from gpu_parallel_kit.plots.convergence import (  # noqa: E402
     convergence_figure,
     time_to_target_figure,
 )
-from gpu_parallel_kit.plots.memory import memory_figure  # noqa: E402
+from gpu_parallel_kit.plots.state_and_peak_memory import memory_figure  # noqa: E402
 from gpu_parallel_kit.plots.style import strategy_color  # noqa: E402
-from gpu_parallel_kit.runs.results.run_result import RunResult  # noqa: E402
 from gpu_parallel_kit.runs.description.accuracy_target import Target  # noqa: E402
+from gpu_parallel_kit.runs.results.run_result import RunResult  # noqa: E402
 
 MIB = 2**20
 NOTEBOOK_WIDTH_IN = 11.0  # what JupyterLab shows an output at, at 100 dpi, before shrinking it

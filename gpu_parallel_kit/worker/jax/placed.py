@@ -10,7 +10,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from .devices import device_names
+from .device_setup import device_names
 
 
 def placed_bytes(variables: list[Any]) -> dict[str, int]:

@@ -25,10 +25,10 @@ import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ...runs.comm_reuse import MeasuredComm  # noqa: E402
-from ...runs.results import RunResult  # noqa: E402
-from ...runs.spec import RunSpec  # noqa: E402
-from ...runs.tuning import Tuned  # noqa: E402
+from ...runs.description.communication_reuse import MeasuredComm  # noqa: E402
+from ...runs.description.run_spec import RunSpec  # noqa: E402
+from ...runs.description.tuning_rules import Tuned  # noqa: E402
+from ...runs.results.run_result import RunResult  # noqa: E402
 from ...strategies import resolve, strategy_record  # noqa: E402
 from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
@@ -40,7 +40,7 @@ from ..quiet_start import native_stderr_filtered  # noqa: E402
 from ..run_data import run_arrays, sample_count, steps_per_epoch  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
 from ..tuning import tune_run  # noqa: E402
-from .devices import DETERMINISM, configure_jax_devices, device_names, peak_memory  # noqa: E402
+from .device_setup import DETERMINISM, configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .feed import OrderedBatches, take  # noqa: E402
 from .keras_internals import set_seed_without_tensorflow  # noqa: E402
 from .strategies import JaxStrategy  # noqa: E402
@@ -109,7 +109,8 @@ class JaxRun:
             spec.training.seed,
             shuffle,
         )
-        # Every round this process trains reads the same batches (runs/resident.py).
+        # Every round this process trains reads the same batches
+        # (runs/scheduling/resident_rounds.py).
         order = np.tile(order, (spec.rounds_here, 1))
         self.batches = OrderedBatches(self.x, y, order)  # gathered batch by batch as fit asks
         self.steps_per_epoch = steps

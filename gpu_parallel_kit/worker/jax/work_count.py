@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ...runs.spec import RunSpec
+from ...runs.description.run_spec import RunSpec
 from ..work_count import answer, batch_of, counted_model
 
 JAX_SOURCE = "xla cost analysis (jax)"
@@ -23,7 +23,7 @@ MAX_LAYERS = 400  # per-layer counts beyond this many layer calls are left out (
 
 def count_with_jax(spec: RunSpec, batches: tuple[int, int], sender: Any) -> None:
     """Child entry point (JAX server): send (True, count dict) or (False, one sentence)."""
-    from .devices import with_flag
+    from .device_setup import with_flag
 
     os.environ.setdefault("KERAS_BACKEND", "jax")
     # Before JAX's runtime starts, which reads the flags (the server never starts it).
@@ -39,7 +39,7 @@ def _count_jax(
     import jax
     import keras
 
-    from .devices import share_compilations
+    from .device_setup import share_compilations
 
     if keras.backend.backend() != "jax":
         raise RuntimeError(f"Keras runs on {keras.backend.backend()!r} here, not on JAX")

@@ -1,7 +1,7 @@
 """One worker of a multi-worker run: TF_CONFIG, its devices, then the usual run in this process.
 
 Entered in a fresh child by the local launcher (cluster/local.py) and by `gpk worker` on a named
-cluster's hosts (cluster/serve.py), both by name (`runs.entry.MEMBER_ENTRY`).
+cluster's hosts (cluster/serve.py), both by name (`runs.processes.entry_points.MEMBER_ENTRY`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 import tensorflow as tf
 
 from ...cluster.config import tf_config
-from ...cluster.devices import local_worker_plan
-from ...runs.process import die_with_parent
-from ...runs.results import RunResult
-from ...runs.spec import RunSpec
+from ...cluster.worker_devices import local_worker_plan
+from ...runs.description.run_spec import RunSpec
+from ...runs.processes.child_process import die_with_parent
+from ...runs.results.run_result import RunResult
 from .run import run_in_this_process
 
 COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them

@@ -18,10 +18,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ...runs.comm_reuse import MeasuredComm
-from ...runs.results import RunResult
-from ...runs.spec import RunSpec
-from ...runs.tuning import Tuned
+from ...runs.description.communication_reuse import MeasuredComm
+from ...runs.description.run_spec import RunSpec
+from ...runs.description.tuning_rules import Tuned
+from ...runs.results.run_result import RunResult
 from ...strategies import REGISTERED, resolve, strategy_record
 from ..child import run_child
 from ..compiling import compile_model, load_model
@@ -33,7 +33,7 @@ from .datasets import build_from_data, labels, make_dataset, replica_shares, wit
 from .device_setup import configure_worker_devices
 from .engines.base import Engine
 from .engines.evaluation import watch_convergence
-from .memory import peak_memory
+from .peak_memory import peak_memory
 from .preflight import check_inputs, check_targets, largest_label
 
 

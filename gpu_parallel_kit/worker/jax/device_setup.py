@@ -13,7 +13,7 @@ import resource
 import tempfile
 from typing import Any
 
-from ...runs.devices import DevicePlan, PhysicalDevice, host_cpu
+from ...runs.description.device_choice import DevicePlan, PhysicalDevice, host_cpu
 
 _HOST_COUNT_FLAG = "--xla_force_host_platform_device_count"
 # XLA's GPU backend without its non-deterministic kernels (atomics in scatters and reductions)

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from gpu_parallel_kit.runs.devices import DevicePlan
-from gpu_parallel_kit.worker.jax import devices as jax_devices
+from gpu_parallel_kit.runs.description.device_choice import DevicePlan
+from gpu_parallel_kit.worker.jax import device_setup
 
 
 class FakeDevice:
@@ -34,7 +34,7 @@ def fake_jax(monkeypatch):
 
 
 def test_host_device_count_replaces_the_flag_and_keeps_the_users_others():
-    flags = jax_devices.host_device_flags(
+    flags = device_setup.host_device_flags(
         "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=8", 2
     )
     assert flags == "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=2"
@@ -42,18 +42,18 @@ def test_host_device_count_replaces_the_flag_and_keeps_the_users_others():
 
 def test_a_gpu_plan_takes_the_planned_gpus_and_allocates_memory_as_needed(fake_jax):
     plan = DevicePlan(kind="gpu", count=2, virtual=False, physical_indices=(1, 3))
-    devices = jax_devices.configure_jax_devices(plan)
+    devices = device_setup.configure_jax_devices(plan)
     assert devices == [fake_jax[1], fake_jax[3]]
-    assert jax_devices.device_names(devices) == ("/gpu:1", "/gpu:3")
+    assert device_setup.device_names(devices) == ("/gpu:1", "/gpu:3")
     import os
 
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     assert "JAX_PLATFORMS" not in os.environ  # the GPUs stay visible
-    peaks, source = jax_devices.peak_memory("gpu", devices)
+    peaks, source = device_setup.peak_memory("gpu", devices)
     assert peaks == {"/gpu:1": 2 << 20, "/gpu:3": 4 << 20} and source == "gpu allocator peak"
 
 
 def test_discovery_lists_the_gpus_jax_sees(fake_jax):
-    found = jax_devices.discover_with_jax()
+    found = device_setup.discover_with_jax()
     assert [d.kind for d in found] == ["cpu", "gpu", "gpu", "gpu", "gpu"]
     assert found[1].description == "NVIDIA A100-SXM4-40GB" and found[1].memory_bytes == 40 << 30

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..runs.devices import DevicePlan, PhysicalDevice, plan_devices
+from ..runs.description.device_choice import DevicePlan, PhysicalDevice, plan_devices
 
 
 def local_worker_plan(plan: DevicePlan, index: int, workers: int, gpus: int) -> DevicePlan:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from matplotlib.axes import Axes
 
-from ..runs.results import RunResult
+from ..runs.results.run_result import RunResult
 from .style import DisplayFigure
 
 MIB = 2**20
