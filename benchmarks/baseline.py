@@ -10,8 +10,8 @@ All three train the same model on batches of the same size on one device:
 
 Each round runs the kit's two (one comparison of one round) and then plain `fit`, so the
 machine's drift hits all three alike; each ratio of step times to `single`'s comes with its 95 %
-interval over the rounds (paired: `gpu_parallel_kit.runs.interval`). An interval that holds 1
-means no difference this measurement can show.
+interval over the rounds (paired: `gpu_parallel_kit.runs.scheduling.step_intervals`). An interval
+that holds 1 means no difference this measurement can show.
 
     python benchmarks/baseline.py --rounds 5 --backend tensorflow jax
     python benchmarks/baseline.py --model cnn --rounds 5
@@ -39,7 +39,7 @@ import workload  # noqa: E402
 from text_cells import load_average  # noqa: E402
 
 import gpu_parallel_kit as gpk  # noqa: E402
-from gpu_parallel_kit.runs.interval import speedup_interval  # noqa: E402
+from gpu_parallel_kit.runs.scheduling.step_intervals import speedup_interval  # noqa: E402
 from gpu_parallel_kit.worker.measuring.stats import default_warmup_steps, step_durations  # noqa: E402
 
 cloudpickle.register_pickle_by_value(workload)  # the builder travels to the workers by value

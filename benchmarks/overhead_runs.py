@@ -93,7 +93,8 @@ class Workload:
         # The throughput's runs, on the backend the hand-written program uses too.
         self.train_exp = gpk.Experiment(epochs=args.epochs, backend=args.backend, **common)
         self.short_exp = gpk.Experiment(epochs=1, steps_per_epoch=args.fixed_steps, **common)
-        # The fixed cost on JAX: the same runs from the JAX server (runs/served.py).
+        # The fixed cost on JAX: the same runs from the JAX server
+        # (runs/processes/server_client.py).
         self.short_jax_exp = gpk.Experiment(
             epochs=1, steps_per_epoch=args.fixed_steps, backend="jax", **common
         )

@@ -19,8 +19,8 @@ from overhead_summary import print_summary
 from text_cells import load_average
 
 import gpu_parallel_kit.api as gpk_api
-from gpu_parallel_kit.runs.devices import discover_physical_devices
-from gpu_parallel_kit.runs.process import start_method
+from gpu_parallel_kit.runs.description.device_choice import discover_physical_devices
+from gpu_parallel_kit.runs.processes.child_process import start_method
 
 _KIT_GATE = gpk_api.with_gate
 REPEATED_ROUNDS = 3  # the kit's default
@@ -157,7 +157,8 @@ class Bench:
         later: list[float] = []  # a later round's own: from the caller's word to its row
         for index in range(args.comparisons):
             # In 3 rounds, rounds 2 and 3 repeat round 1's configurations, in its processes where
-            # they may (runs/resident.py): their own fixed cost is read from their rows below.
+            # they may (runs/scheduling/resident_rounds.py): their own fixed cost is read from their
+            # rows below.
             for way, rounds in (("ahead", 1), ("in_turn", 1), ("repeated", REPEATED_ROUNDS)):
                 if way == "in_turn":  # this process only: the kit's files are not touched
                     gpk_api.with_gate = _no_gate
@@ -189,8 +190,8 @@ class Bench:
                 )
         # A later round's fixed cost is its own row's: the caller's time from handing it its
         # turn to its row (`process_s`), less its training. In a 3-round comparison the first
-        # round also prepares beside the others (runs/resident.py), so the whole comparison's
-        # figure is not one round of new configurations and two of repeated ones.
+        # round also prepares beside the others (runs/scheduling/resident_rounds.py), so the whole
+        # comparison's figure is not one round of new configurations and two of repeated ones.
         runs = len(grid["devices"]) + 1
         training_alone = statistics.median(alone)
         beyond_alone = [(wall - training_alone) / runs for wall in walls["ahead"]]

@@ -72,7 +72,7 @@ def data_for(name: str, samples: int, seed: int = 0) -> tuple[np.ndarray, np.nda
     """`name`'s training arrays: the MLP's above, or the built-in synthetic set of the model."""
     if name == "mlp":
         return make_data(samples, seed)
-    from gpu_parallel_kit.runs.synthetic import make_synthetic
+    from gpu_parallel_kit.runs.description.synthetic_data import make_synthetic
 
     x, y = make_synthetic(_SYNTHETIC[name], samples, seed=seed)
     return np.ascontiguousarray(x), np.ascontiguousarray(y)

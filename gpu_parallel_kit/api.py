@@ -14,23 +14,34 @@ from .backends import backend_record
 from .comparison import Comparison, remember_counter
 from .errors import GpkError
 from .runner import run_grid, run_isolated, with_gate
-from .runs.ahead import StartedAhead
-from .runs.devices import plan_devices
-from .runs.failures import refused_for_every_run
-from .runs.grid_plan import plan_comparison
-from .runs.plan_options import given_options, one_backend, strategy_fields, strategy_keywords
-from .runs.portable import keras_config
-from .runs.process import RunInterrupted
-from .runs.progress import run_label, run_progress
-from .runs.results import RunResult
-from .runs.rounds import merge_rounds, new_run_id, rounds_to_run, tag_round
-from .runs.sources import ArrayStore, default_data_for, model_source
-from .runs.spec import RunSpec, TrainingConfig, check_strategy
-from .runs.target import parse_target
-from .runs.tuning import check_tune
-from .runs.validation import training_and_validation
-from .runs.warm import warm
-from .runs.work_count import CountAhead, count_batches, count_in_child, count_spec, work_key
+from .runs.description.accuracy_target import parse_target
+from .runs.description.device_choice import plan_devices
+from .runs.description.pickled_functions import keras_config
+from .runs.description.run_spec import RunSpec, TrainingConfig, check_strategy
+from .runs.description.sources import ArrayStore, default_data_for, model_source
+from .runs.description.strategy_options import (
+    given_options,
+    one_backend,
+    strategy_fields,
+    strategy_keywords,
+)
+from .runs.description.tuning_rules import check_tune
+from .runs.description.validation_data import training_and_validation
+from .runs.processes.child_process import RunInterrupted
+from .runs.processes.failure_reasons import refused_for_every_run
+from .runs.processes.progress_bars import run_label, run_progress
+from .runs.results.run_result import RunResult
+from .runs.scheduling.comparison_grid import plan_comparison
+from .runs.scheduling.comparison_rounds import merge_rounds, new_run_id, rounds_to_run, tag_round
+from .runs.scheduling.servers_ahead import warm
+from .runs.scheduling.started_ahead import StartedAhead
+from .runs.scheduling.step_counting import (
+    CountAhead,
+    count_batches,
+    count_in_child,
+    count_spec,
+    work_key,
+)
 from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, check_backend
 
@@ -72,7 +83,8 @@ class Experiment:
         deterministic: TensorFlow's op determinism in every worker.
         backend: `"tensorflow"` or `"jax"`.
         tune: `"auto"` lets each run's worker pick steps per execution, XLA and prefetch by the
-            rules of `runs/tuning.py` (recorded in the row); `"off"` keeps Keras's defaults.
+            rules of `runs/description/tuning_rules.py` (recorded in the row); `"off"` keeps Keras's
+            defaults.
         measure_comm: `False` skips the communication measurement after training.
         timeout: seconds per run; `None` for no limit.
         log: the run log's SQLite file (default `./gpk_runs.sqlite`, or `GPK_LOG`).
@@ -204,8 +216,8 @@ class Experiment:
         experiment's ("tensorflow" or "jax").
 
         `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
-        and the input pipeline's prefetch by the rules of runs/tuning.py, and records them in
-        `RunResult.extra["tuned"]`; `tune="off"` keeps Keras's defaults. An explicit
+        and the input pipeline's prefetch by the rules of runs/description/tuning_rules.py, and
+        records them in `RunResult.extra["tuned"]`; `tune="off"` keeps Keras's defaults. An explicit
         `steps_per_execution=` or `jit_compile=` always wins. `measure_comm=False` skips the
         communication measurement after training (data parallel): the row then says
         "not measured", never zero. Both default to the experiment's own (None).
@@ -276,10 +288,10 @@ class Experiment:
         """Run every strategy on every device count; `single` runs once, on one device.
 
         The grid runs `rounds` times, interleaved, each row then the median of its rounds with
-        a 95 % interval (`runs/rounds.py`); None: 3, 2 with GPK_QUICK=1, or GPK_ROUNDS. All runs
-        are planned (so validated) before the first starts. Ctrl-C or `cancel` stops within a
-        couple of seconds and keeps every finished row. A run refused for what every run shares
-        (data keyed by names the model does not take) ends it: the rest get its sentence.
+        a 95 % interval (`runs/scheduling/comparison_rounds.py`); None: 3, 2 with GPK_QUICK=1, or
+        GPK_ROUNDS. All runs are planned (so validated) before the first starts. Ctrl-C or `cancel`
+        stops within a couple of seconds and keeps every finished row. A run refused for what every
+        run shares (data keyed by names the model does not take) ends it: the rest get its sentence.
         """
         planned = plan_comparison(self.plan, self.backend, strategies, devices, plan)
         specs = [with_gate(spec) for spec in planned]
@@ -297,8 +309,8 @@ class Experiment:
 
     def count_ahead(self) -> None:
         """Count the training step now, in the background, for a projection after the next
-        comparison (`runs/work_count.CountAhead`): its first run waits at the training gate
-        until the count is done, so nothing is timed beside it."""
+        comparison (`runs/scheduling/step_counting.CountAhead`): its first run waits at the training
+        gate until the count is done, so nothing is timed beside it."""
         if self._counting is None:
             self._counting = CountAhead(self._count_step)
 

@@ -19,22 +19,22 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from .cluster.coordinator import run_on_cluster
-from .runs import gate
-from .runs.ahead import StartedAhead, entry_for
-from .runs.comm_reuse import reuse_fields, reusing
-from .runs.failures import classify_exit, refused_for_every_run
-from .runs.noise import settle_communication
-from .runs.process import (
+from .runs.description.communication_reuse import reuse_fields, reusing
+from .runs.description.run_spec import RunSpec
+from .runs.processes.child_process import (
     RunInterrupted,
     WorkerNotStarted,
     end_of,
     start_child,
     stop_child,
 )
-from .runs.resident import prepared_together, round_spec
-from .runs.results import RunResult
-from .runs.rounds import new_run_id
-from .runs.spec import RunSpec
+from .runs.processes.failure_reasons import classify_exit, refused_for_every_run
+from .runs.results.below_noise import settle_communication
+from .runs.results.run_result import RunResult
+from .runs.scheduling import training_gate
+from .runs.scheduling.comparison_rounds import new_run_id
+from .runs.scheduling.resident_rounds import prepared_together, round_spec
+from .runs.scheduling.started_ahead import StartedAhead, entry_for
 from .strategies import strategy_record
 
 # A cancel Event has no file descriptor to wait on, so while one is given the wait wakes this
@@ -79,7 +79,8 @@ def run_isolated(
         raise RunInterrupted(watch.failed("cancelled", "cancelled by Ctrl-C")) from None
     except WorkerNotStarted as error:
         return watch.failed("crashed", str(error))
-    # A process that trains this configuration's next round too waits for it (runs/resident.py).
+    # A process that trains this configuration's next round too waits for it
+    # (runs/scheduling/resident_rounds.py).
     watch.keep_alive = ahead is not None and spec.more_rounds_here
     parked = False
     try:
@@ -112,13 +113,14 @@ def run_grid(
     """Each spec's rows, its rounds run interleaved (A, B, C, A, B, C, …), every run after the
     first started ahead while the one before it measures (`StartedAhead`). A Ctrl-C keeps the
     cancelled run's row and stops, as does a run refused for what every run shares
-    (`runs/failures.refused_for_every_run`); configurations that never ran get no rows.
+    (`runs/processes/failure_reasons.refused_for_every_run`); configurations that never ran get no
+    rows.
 
     `execute(spec, ahead, upcoming, round_of)` runs one spec; `round_of` is (round from 0,
     rounds, the configuration's first run id), None with one round. A later round reports the
-    communication its configuration measured before (`runs/comm_reuse.py`) instead of
-    measuring it again, and where it may, is trained by the process of the round before
-    (`runs/resident.py`), which `ahead` keeps between rounds.
+    communication its configuration measured before (`runs/description/communication_reuse.py`)
+    instead of measuring it again, and where it may, is trained by the process of the round before
+    (`runs/scheduling/resident_rounds.py`), which `ahead` keeps between rounds.
     """
     queue = [
         (index, turn, round_spec(spec, turn, rounds, spec.run_id if turn == 0 else new_run_id()))
@@ -165,10 +167,11 @@ def run_grid(
 
 def with_gate(spec: RunSpec) -> RunSpec:
     """`spec` with the caller's training gate, where its after-training work may overlap the
-    next run's start: one process on devices other than GPUs (`runs/gate.py`)."""
-    if strategy_record(spec.strategy).processes or not gate.overlaps(spec.devices.kind):
+    next run's start: one process on devices other than GPUs
+    (`runs/scheduling/training_gate.py`)."""
+    if strategy_record(spec.strategy).processes or not training_gate.overlaps(spec.devices.kind):
         return spec
-    return dataclasses.replace(spec, gate=gate.gate_path())
+    return dataclasses.replace(spec, gate=training_gate.gate_path())
 
 
 class _Watch:
@@ -254,7 +257,8 @@ class _Watch:
             return None
         if message.get("event") == "turn":
             # A run prepared beside others has waited at the gate for the last of them
-            # (runs/resident.py): its timeout counts from its turn, as a run's own time.
+            # (runs/scheduling/resident_rounds.py): its timeout counts from its turn, as a run's own
+            # time.
             self.deadline = self._deadline_from(time.perf_counter())
             return None
         if message.get("event") == "phase":
@@ -263,8 +267,8 @@ class _Watch:
         return None
 
     def _as_this_round(self, result: RunResult) -> RunResult:
-        """A row the process of an earlier round reported (`runs/resident.py`), under this
-        round's run id; what it lends of that round's communication worded as the caller
+        """A row the process of an earlier round reported (`runs/scheduling/resident_rounds.py`),
+        under this round's run id; what it lends of that round's communication worded as the caller
         recorded it (the caller knows whether that round measured beside another's start)."""
         extra = dict(result.extra)
         if self.spec.comm_from is not None and "comm_measured_in" in extra:

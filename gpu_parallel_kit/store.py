@@ -184,9 +184,9 @@ CREATE TABLE IF NOT EXISTS work_counts (
 
 class WorkCounts:
     """Counted steps (`analysis.cost_model.counted_work.WorkCount` as JSON) in the run log's file,
-    keyed by model, input shape and batches (`runs.scheduling.step_counting.work_key`) and by the experiments that
-    used them, so a later projection, from the same experiment or from the log's rows, counts
-    nothing."""
+    keyed by model, input shape and batches (`runs.scheduling.step_counting.work_key`) and by the
+    experiments that used them, so a later projection, from the same experiment or from the log's
+    rows, counts nothing."""
 
     def __init__(self, log: RunLog) -> None:
         self.log = log

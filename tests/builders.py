@@ -30,7 +30,7 @@ def dense_chain(widths, optimizer):
 
 def instant_result(spec, step_time_s=0.01, **fields):
     """A finished run's row for `spec` without a worker: for tests of what happens around runs."""
-    from gpu_parallel_kit.runs.results import RunResult
+    from gpu_parallel_kit.runs.results.run_result import RunResult
 
     return RunResult(
         **spec.result_identity(),

@@ -99,13 +99,13 @@ class FakeMachine:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from gpu_parallel_kit import api
-        from gpu_parallel_kit.runs import devices
-        from gpu_parallel_kit.runs.devices import PhysicalDevice
+        from gpu_parallel_kit.runs.description import device_choice
+        from gpu_parallel_kit.runs.description.device_choice import PhysicalDevice
 
         self.physical = (PhysicalDevice("/physical_device:CPU:0", "cpu", 0, "2 cores"),)
         self.specs: list[Any] = []
         self._answer: Callable[[Any], Any] = instant_result
-        monkeypatch.setattr(devices, "discover_physical_devices", self._discover)
+        monkeypatch.setattr(device_choice, "discover_physical_devices", self._discover)
         monkeypatch.delenv("GPK_MAX_VIRTUAL", raising=False)
         monkeypatch.delenv("GPK_QUICK", raising=False)
         monkeypatch.setattr(api, "run_isolated", self._run)

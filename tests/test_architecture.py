@@ -28,41 +28,94 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sharding": set(),
     # The strategy registry: records of plain values, worker classes and projectors by path.
     "strategies": {"errors", "pipeline", "sharding"},
-    # runs.results.run_result draws RunResult.plot_timeline() with plots.timeline, which imports no room.
-    "runs": {"errors", "backends", "pipeline", "strategies", "plots.timeline"},
+    # runs/ holds four rooms: a run's results at the bottom, the child processes that report
+    # them, a run's description (device discovery asks a child), and a comparison's scheduling.
+    "runs": set(),
+    # run_result draws RunResult.plot_timeline() with plots.timeline, which imports no room.
+    "runs.results": {"errors", "strategies", "plots.timeline"},
+    "runs.processes": {"errors", "backends", "strategies", "runs.results"},
+    "runs.description": {"errors", "backends", "pipeline", "strategies", "runs.processes"},
+    "runs.scheduling": {
+        "errors",
+        "backends",
+        "strategies",
+        "runs.description",
+        "runs.processes",
+        "runs.results",
+    },
     # analysis/ holds two rooms: the tables read the cost model's rows (the speedup baseline,
     # what a projected row says of its compute); the cost model never reads a table.
     "analysis": set(),
-    "analysis.cost_model": {"errors", "backends", "pipeline", "strategies", "runs"},
+    "analysis.cost_model": {"errors", "backends", "pipeline", "strategies", "runs.results"},
     "analysis.tables": {
         "errors",
         "backends",
         "pipeline",
         "strategies",
-        "runs",
+        "runs.description",
+        "runs.results",
+        "runs.scheduling",
         "analysis.cost_model",
     },
-    "plots": {"errors", "backends", "strategies", "runs", "analysis.cost_model", "analysis.tables"},
-    "cluster": {"errors", "runs"},
+    "plots": {
+        "errors",
+        "backends",
+        "strategies",
+        "runs.description",
+        "runs.results",
+        "analysis.cost_model",
+        "analysis.tables",
+    },
+    "cluster": {"errors", "runs.description", "runs.processes", "runs.results"},
     "worker": {
         "errors",
         "version",
         "backends",
         "strategies",
-        "runs",
+        "runs.description",
+        "runs.processes",
+        "runs.results",
+        "runs.scheduling",
         "pipeline",
         "sharding",
         "cluster",
     },
-    "runner": {"errors", "strategies", "runs", "cluster"},
-    "store": {"errors", "runs", "analysis.tables"},
-    "report": {"runs", "analysis.tables", "plots"},
-    "comparison": {"errors", "runs", "analysis.cost_model", "analysis.tables", "plots", "report"},
-    "api": {"errors", "backends", "strategies", "runs", "cluster", "runner", "store", "comparison"},
+    "runner": {
+        "errors",
+        "strategies",
+        "runs.description",
+        "runs.processes",
+        "runs.results",
+        "runs.scheduling",
+        "cluster",
+    },
+    "store": {"errors", "runs.results", "analysis.tables"},
+    "report": {"runs.results", "analysis.tables", "plots"},
+    "comparison": {
+        "errors",
+        "runs.results",
+        "analysis.cost_model",
+        "analysis.tables",
+        "plots",
+        "report",
+    },
+    "api": {
+        "errors",
+        "backends",
+        "strategies",
+        "runs.description",
+        "runs.processes",
+        "runs.results",
+        "runs.scheduling",
+        "cluster",
+        "runner",
+        "store",
+        "comparison",
+    },
     "options": {
         "errors",
         "strategies",
-        "runs",
+        "runs.description",
         "pipeline",
         "api",
         "comparison",
@@ -72,7 +125,8 @@ MAY_IMPORT: dict[str, set[str]] = {
         "errors",
         "backends",
         "strategies",
-        "runs",
+        "runs.description",
+        "runs.scheduling",
         "cluster",
         "analysis.cost_model",
         "analysis.tables",
@@ -85,7 +139,9 @@ MAY_IMPORT: dict[str, set[str]] = {
         "errors",
         "strategies",
         "pipeline",
-        "runs",
+        "runs.description",
+        "runs.processes",
+        "runs.results",
         "analysis.tables",
         "plots",
         "store",
@@ -96,7 +152,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "": {
         "errors",
         "version",
-        "runs",
+        "runs.scheduling",
         "store",
         "api",
         "comparison",
@@ -318,8 +374,9 @@ def test_no_module_is_over_400_lines():
 
 
 def test_every_entry_point_the_caller_names_exists():
-    """The caller starts worker code by name (runs/processes/child_process.py); a rename must fail here, not in
-    a child process. Read from the source: importing a worker module would import TensorFlow."""
+    """The caller starts worker code by name (runs/processes/child_process.py); a rename must fail
+    here, not in a child process. Read from the source: importing a worker module would import
+    TensorFlow."""
     from gpu_parallel_kit.runs.processes.entry_points import ENTRIES
 
     for entry in ENTRIES:

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from gpu_parallel_kit.errors import BackendUnavailable
-from gpu_parallel_kit.runs import devices
+from gpu_parallel_kit.runs.description import device_choice
 
 CAUSE = "libexample.so.1: cannot open shared object file"
 RUN = ["run", "--strategy", "single", "--model", "mlp", "--data", "tabular"]
@@ -56,7 +56,7 @@ def test_a_broken_backend_is_one_sentence_with_its_cause_and_the_fix(package, ar
 
 
 def test_a_failed_discovery_is_asked_again_once_the_install_is_repaired(monkeypatch):
-    answers = [RuntimeError(f"ImportError: {CAUSE}"), (devices.host_cpu(),)]
+    answers = [RuntimeError(f"ImportError: {CAUSE}"), (device_choice.host_cpu(),)]
 
     def discovery(entry, **_):
         answer = answers.pop(0)
@@ -64,11 +64,11 @@ def test_a_failed_discovery_is_asked_again_once_the_install_is_repaired(monkeypa
             raise answer
         return answer
 
-    monkeypatch.setattr(devices, "call_in_worker", discovery)
-    devices._discover.cache_clear()
+    monkeypatch.setattr(device_choice, "call_in_worker", discovery)
+    device_choice._discover.cache_clear()
     try:
         with pytest.raises(BackendUnavailable, match=r"^TensorFlow could not list .*libexample"):
-            devices.discover_physical_devices("tensorflow")
-        assert devices.discover_physical_devices("tensorflow") == (devices.host_cpu(),)
+            device_choice.discover_physical_devices("tensorflow")
+        assert device_choice.discover_physical_devices("tensorflow") == (device_choice.host_cpu(),)
     finally:
-        devices._discover.cache_clear()
+        device_choice._discover.cache_clear()

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from gpu_parallel_kit.cli.commands import main
-from gpu_parallel_kit.runs.process import RunInterrupted
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.processes.child_process import RunInterrupted
+from gpu_parallel_kit.runs.results.run_result import RunResult
 
 COMMANDS = ["devices", "run", "compare", "demo", "history", "worker"]
 

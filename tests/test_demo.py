@@ -13,7 +13,7 @@ import pytest
 
 from gpu_parallel_kit.cli import demo
 from gpu_parallel_kit.cli.commands import main
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.results.run_result import RunResult
 
 DATA = pathlib.Path(__file__).parent / "analysis" / "data"
 REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_parallel_kit.runs.failures import classify_exception, classify_exit
-from gpu_parallel_kit.runs.synthetic import make_synthetic
+from gpu_parallel_kit.runs.description.synthetic_data import make_synthetic
+from gpu_parallel_kit.runs.processes.failure_reasons import classify_exception, classify_exit
 from gpu_parallel_kit.worker.batching import batch_indices
 from gpu_parallel_kit.worker.measuring.stats import (
     default_warmup_steps,

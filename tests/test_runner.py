@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.runs.process import start_method
+from gpu_parallel_kit.runs.processes.child_process import start_method
 from tests.builders import small_experiment, small_mlp
 
 

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from gpu_parallel_kit.runner import _Watch
-from gpu_parallel_kit.runs.process import stop_child
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.processes.child_process import stop_child
+from gpu_parallel_kit.runs.results.run_result import RunResult
 
 IDENTITY = dict(run_id="r", experiment_id="e", strategy="single", devices=1, virtual=False)
 _fork = multiprocessing.get_context("fork")

@@ -10,8 +10,8 @@ import gpu_parallel_kit as gpk
 from gpu_parallel_kit.cli.commands import main
 from gpu_parallel_kit.notebook.names import resolve_validation
 from gpu_parallel_kit.options.request import Request
-from gpu_parallel_kit.runs.target import Target
-from gpu_parallel_kit.runs.validation import holdout_indices
+from gpu_parallel_kit.runs.description.accuracy_target import Target
+from gpu_parallel_kit.runs.description.validation_data import holdout_indices
 from tests.builders import FEATURES, small_data, small_mlp, small_mlp_experiment
 
 # A CPU-only machine; workers are replaced by instant results, and their specs kept.

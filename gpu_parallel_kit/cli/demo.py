@@ -4,8 +4,8 @@ Sized for a 2-core laptop with no GPU (virtual devices, made automatically by `p
 whole command, first worker start included, takes 7-12 s on JAX (the backend it prefers,
 `launch.DEMO_BACKENDS`) and 11-17 s on TensorFlow, most of it the servers' start, the first rounds
 prepared side by side (later rounds are trained by their first round's processes,
-`runs/resident.py`) and the count of the step for the projection, made beside them. Each
-configuration trains one pass over the synthetic tabular set in global batches of 512 (32
+`runs/scheduling/resident_rounds.py`) and the count of the step for the projection, made beside
+them. Each configuration trains one pass over the synthetic tabular set in global batches of 512 (32
 steps), shared by its 3 rounds: 10 steps a round, 2 of them warm-up, so its median step rests
 on 24 measured steps. GPK_QUICK=1 times 24 steps over 2 rounds (20 measured). The report adds
 rows projected onto 8 H100s joined by NVLink 4 (4 and 8 devices), labelled projected: the MLP's
@@ -21,8 +21,8 @@ from __future__ import annotations
 from ..api import Experiment
 from ..backends import backend_record
 from ..comparison import Comparison
-from ..runs.rounds import rounds_to_run
-from ..runs.synthetic import default_samples, quick_mode
+from ..runs.description.synthetic_data import default_samples, quick_mode
+from ..runs.scheduling.comparison_rounds import rounds_to_run
 from ..strategies import DEFAULT_COMPARISON
 from .launch import demo_backend
 
@@ -51,8 +51,9 @@ def demo_experiment(
     """The demo's experiment: the built-in MLP on its synthetic set, one pass over the data, on
     `demo_backend(backend)`."""
     steps = QUICK_STEPS if quick_mode() else default_samples(DATA) // BATCH_SIZE
-    # The comparison runs in rounds (runs/rounds.py): each round trains its share of the steps,
-    # so the demo measures as many steps as one long run would, spread over the machine's drift.
+    # The comparison runs in rounds (runs/scheduling/comparison_rounds.py): each round trains its
+    # share of the steps, so the demo measures as many steps as one long run would, spread over the
+    # machine's drift.
     steps = max(MIN_STEPS_PER_ROUND, steps // rounds_to_run(None))
     return Experiment(
         model=MODEL,

@@ -4,14 +4,14 @@ The command line's modules (the API, pandas, the tables) take 0.7 s to import on
 the first run waits for its server: 2.7 s for JAX's to import and list the devices, 4.8 s for
 TensorFlow's. So the backends are read from the arguments alone, before the parser and the API
 are imported, and their servers start first. A command that then fails to parse leaves a server
-started for nothing; it ends with the command (`runs/warm.py`).
+started for nothing; it ends with the command (`runs/scheduling/servers_ahead.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..runs.devices import installed
+from ..runs.description.device_choice import installed
 
 RUN_COMMANDS = ("run", "compare")
 # The first installed of these runs the demo. JAX first: on a 2-core CPU its server imports and
@@ -49,7 +49,7 @@ def start_servers(argv: Sequence[str]) -> None:
 def warm_each(backends: Sequence[str | None]) -> None:
     """Start each backend's server in the background (None: the default backend's), once per
     process; a name that is no backend is left for the parser to refuse."""
-    from ..runs.warm import warm
+    from ..runs.scheduling.servers_ahead import warm
     from ..strategies import BACKENDS
 
     for backend in backends:

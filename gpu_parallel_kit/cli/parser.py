@@ -13,7 +13,7 @@ from ..options.argtypes import fraction
 from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, Flag
-from ..runs.synthetic import SYNTHETIC_SETS
+from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from ..strategies import BACKENDS
 
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
 
-from ..runs.process import RunInterrupted
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
+from ..runs.description.run_spec import RunSpec
+from ..runs.processes.child_process import RunInterrupted
+from ..runs.results.run_result import RunResult
 from .config import ClusterSpec
 from .reports import WorkerReports
 from .transfer import pack_job

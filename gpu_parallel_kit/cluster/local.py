@@ -19,11 +19,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from ..runs.entry import MEMBER_ENTRY, entry_point
-from ..runs.failures import classify_exit
-from ..runs.process import die_with_parent, parent_emitter
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
+from ..runs.description.run_spec import RunSpec
+from ..runs.processes.child_process import die_with_parent, parent_emitter
+from ..runs.processes.entry_points import MEMBER_ENTRY, entry_point
+from ..runs.processes.failure_reasons import classify_exit
+from ..runs.results.run_result import RunResult
 from .config import local_workers
 from .network import OPEN_PORTS_VARIABLE, enter_loopback_only_network, open_ports_allowed
 from .reports import WorkerReports

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..runs.results import RunResult
+from ..runs.results.run_result import RunResult
 
 FAILURE_GRACE_S = 1.0  # after a first failure, how long peers get to report their own cause
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import cloudpickle
 
-from ..runs.sources import DataSource, ModelSource
-from ..runs.spec import RunSpec
+from ..runs.description.run_spec import RunSpec
+from ..runs.description.sources import DataSource, ModelSource
 
 
 def pack_job(spec: RunSpec) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from ..api import Experiment
 from ..errors import GpkError, one_sentence
 from ..options.argtypes import positive
 from ..options.request import Request
-from ..runs.devices import list_devices, virtual_device_limit
-from ..runs.sources import model_source
+from ..runs.description.device_choice import list_devices, virtual_device_limit
+from ..runs.description.sources import model_source
 from ..store import history as run_history
 from .options import (
     compare_options,

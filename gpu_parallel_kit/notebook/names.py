@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import GpkError
-from ..runs.sources import BUILTIN_MODELS
-from ..runs.synthetic import SYNTHETIC_SETS
+from ..runs.description.sources import BUILTIN_MODELS
+from ..runs.description.synthetic_data import SYNTHETIC_SETS
 
 
 def resolve_model(name: str, namespace: Mapping[str, Any]) -> Any:

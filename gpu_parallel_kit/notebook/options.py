@@ -19,7 +19,7 @@ from ..options.projection import PROJECTION
 from ..options.request import Request
 from ..options.request import request_from as request_with
 from ..options.table import COMPARE, HISTORY, RUN, TRAINING, Flag
-from ..runs.synthetic import SYNTHETIC_SETS
+from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from .names import resolve_data, resolve_model, resolve_validation
 
 _SETS = ", ".join(SYNTHETIC_SETS)

@@ -23,9 +23,9 @@ from IPython.display import display
 from ..comparison import Comparison
 from ..errors import one_sentence
 from ..options.request import Request
-from ..runs.devices import list_devices
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
+from ..runs.description.device_choice import list_devices
+from ..runs.description.run_spec import RunSpec
+from ..runs.results.run_result import RunResult
 from ..strategies import BACKENDS, runnable
 from . import result_tabs
 from .controls import Controls, PanelPlan

@@ -14,9 +14,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..runs.progress import ending, startup_from, startup_text
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
+from ..runs.description.run_spec import RunSpec
+from ..runs.processes.progress_bars import ending, startup_from, startup_text
+from ..runs.results.run_result import RunResult
 from ..strategies import strategy_record
 
 _STYLE = {"ok": "success", "cancelled": "warning"}  # every other status is an error: "danger"

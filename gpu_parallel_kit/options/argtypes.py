@@ -85,7 +85,7 @@ def target(text: str, name: str = "") -> str:
     """METRIC=VALUE (direction from the name), METRIC>=VALUE or METRIC<=VALUE, checked here; the
     parser's own sentence already names the target."""
     from ..errors import GpkError
-    from ..runs.target import parse_target
+    from ..runs.description.accuracy_target import parse_target
 
     try:
         parse_target(text)

@@ -63,8 +63,8 @@ class Request:
     target: Any = api_default("target")  # e.g. "val_accuracy=0.9" or {"val_accuracy": 0.9}
     deterministic: bool = api_default("deterministic")
     backend: Any = api_default("backend")  # tensorflow | jax, or both (compare); None: tensorflow
-    # The fast path (runs/tuning.py): tune's rules, an explicit steps per execution, and
-    # whether communication is measured after training.
+    # The fast path (runs/description/tuning_rules.py): tune's rules, an explicit steps per
+    # execution, and whether communication is measured after training.
     tune: str = api_default("tune")  # auto | off
     steps_per_execution: int | None = api_default("steps_per_execution")  # None: tune's choice
     measure_comm: bool = api_default("measure_comm")

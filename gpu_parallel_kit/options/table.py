@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..api import Experiment
-from ..runs.lr_rules import LR_RULES
-from ..runs.spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
-from ..runs.tuning import TUNE
+from ..runs.description.learning_rate_rules import LR_RULES
+from ..runs.description.run_spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
+from ..runs.description.tuning_rules import TUNE
 from ..strategies import BACKENDS, DEFAULT_COMPARISON, options, runnable, runnable_names
 from .argtypes import device_choice, epochs, positive, target, timeout, whole
 from .flag import Flag

@@ -25,8 +25,8 @@ from ..analysis.tables.time_to_accuracy import (
     recorded_metrics,
     rows_with_target,
 )
-from ..runs.results.run_result import RunResult
 from ..runs.description.accuracy_target import Target
+from ..runs.results.run_result import RunResult
 from ..strategies import has
 from .style import DisplayFigure, draw_missing_bars, strategy_color, title
 

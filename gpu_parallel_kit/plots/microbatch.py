@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runs.results import RunResult
+from ..runs.results.run_result import RunResult
 from .style import DisplayFigure
 
 

@@ -1,1 +1,1 @@
-"""What one run is, on the caller's side: its spec, devices, sources and result; no TensorFlow."""
+"""Runs on the caller's side, no TensorFlow: description, processes, scheduling and results."""

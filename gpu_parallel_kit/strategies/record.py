@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .option import Option
 
 if TYPE_CHECKING:
-    from ..runs.spec import RunSpec
+    from ..runs.description.run_spec import RunSpec
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from ..errors import GpkError
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
-    from ..runs.spec import RunSpec
+    from ..runs.description.run_spec import RunSpec
 
 
 def _check(spec: RunSpec) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import keras
 
-from ..runs.synthetic import synthetic_spec
+from ..runs.description.synthetic_data import synthetic_spec
 
 
 def build_mlp() -> keras.Model:

@@ -4,7 +4,7 @@ result sent to the parent, no interpreter teardown.
 `body(spec, emit, report_and_exit, next_round)` runs the run; it may call `report_and_exit`
 itself (from `fit`'s last callback, so `fit`'s input-iterator teardown is never waited for), and
 `next_round` waits for the caller's word when the process trains several rounds
-(`runs/resident.py`).
+(`runs/scheduling/resident_rounds.py`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..runs.process import parent_emitter, parent_word
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
-from ..runs.tuning import warmup_in_executions
+from ..runs.description.run_spec import RunSpec
+from ..runs.description.tuning_rules import warmup_in_executions
+from ..runs.processes.child_process import parent_emitter, parent_word
+from ..runs.results.run_result import RunResult
 from .measuring.recorder import StepRecorder
 
 

@@ -9,8 +9,8 @@ import cloudpickle
 import keras
 
 from ..errors import GpkError
-from ..runs.sources import ModelSource
-from ..runs.spec import TrainingConfig
+from ..runs.description.run_spec import TrainingConfig
+from ..runs.description.sources import ModelSource
 from .builtin_models import BUILDERS, default_compile_args
 from .keras_internals import compile_config, user_metrics
 
@@ -46,8 +46,8 @@ def compile_model(
 ) -> None:
     """Compile with the experiment's choices, else the model's own, else the built-in defaults.
 
-    `steps_per_execution` and `jit_compile` come from tune (runs/tuning.py), which already let
-    the user's own values win; "auto" leaves XLA to Keras (off under a strategy)."""
+    `steps_per_execution` and `jit_compile` come from tune (runs/description/tuning_rules.py), which
+    already let the user's own values win; "auto" leaves XLA to Keras (off under a strategy)."""
     given = {"optimizer": _resolve(training.optimizer), "loss": _resolve(training.loss)}
     if training.metrics:
         given["metrics"] = list(training.metrics)

@@ -4,7 +4,7 @@ Keras matches inputs given as a dict to the model's inputs by name, but only ins
 step, and says so in its own words (`Missing data for input "a"`). Here the keys are checked as
 soon as the model is built, in one sentence naming both; a mismatch is the experiment's, not one
 run's, so its row says that no other run of a comparison would fare better
-(`runs/failures.refused_for_every_run`).
+(`runs/processes/failure_reasons.refused_for_every_run`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import keras
 
 from ..errors import GpkError
-from ..runs.failures import EVERY_RUN
+from ..runs.processes.failure_reasons import EVERY_RUN
 
 
 def check_input_names(model: keras.Model, x: Any) -> None:

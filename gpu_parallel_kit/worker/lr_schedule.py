@@ -1,10 +1,11 @@
 """The learning-rate rule applied to the user's compiled optimizer, inside the worker.
 
-The factor and the warmup length are worked out on plain numbers (`runs/lr_rules.py`); this module
-only installs them. A constant rate is assigned; a warmup (or an optimizer that already follows its
-own schedule) becomes a `ScaledWarmup` schedule, which Keras evaluates at every optimizer step in
-`fit`, in the explicit loop and in each pipeline stage's own optimizer alike (the stages copy the
-optimizer's config, schedule included, and count their own steps: one per global batch).
+The factor and the warmup length are worked out on plain numbers
+(`runs/description/learning_rate_rules.py`); this module only installs them. A constant rate is
+assigned; a warmup (or an optimizer that already follows its own schedule) becomes a `ScaledWarmup`
+schedule, which Keras evaluates at every optimizer step in `fit`, in the explicit loop and in each
+pipeline stage's own optimizer alike (the stages copy the optimizer's config, schedule included, and
+count their own steps: one per global batch).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 import keras
 
 from ..errors import GpkError
-from ..runs.lr_rules import ramp_steps
-from ..runs.spec import RunSpec
+from ..runs.description.learning_rate_rules import ramp_steps
+from ..runs.description.run_spec import RunSpec
 from .keras_internals import raw_learning_rate
 
 

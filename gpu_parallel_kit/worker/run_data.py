@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import GpkError
-from ..runs.nest import first, unflatten, width
-from ..runs.sources import DataSource, array_structures
-from ..runs.spec import RunSpec
-from ..runs.synthetic import make_synthetic
+from ..runs.description.nested_arrays import first, unflatten, width
+from ..runs.description.run_spec import RunSpec
+from ..runs.description.sources import DataSource, array_structures
+from ..runs.description.synthetic_data import make_synthetic
 
 
 @functools.lru_cache(maxsize=4)

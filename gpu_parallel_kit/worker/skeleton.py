@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..errors import GpkError
-from ..runs import gate
-from ..runs.comm_reuse import MeasuredComm, measured_in
-from ..runs.failures import classify_exception
-from ..runs.results import RunResult
-from ..runs.spec import RunSpec
+from ..runs.description.communication_reuse import MeasuredComm, measured_in
+from ..runs.description.run_spec import RunSpec
+from ..runs.processes.failure_reasons import classify_exception
+from ..runs.results.run_result import RunResult
+from ..runs.scheduling import training_gate
 from ..version import __version__
 from .budget import MemoryBudgetExceeded
 from .child import Finished, finished_result, tuned_recorder
@@ -43,7 +43,7 @@ from .measuring.stats import warmup_steps
 if TYPE_CHECKING:
     import keras
 
-    from ..runs.tuning import Tuned
+    from ..runs.description.tuning_rules import Tuned
     from .measuring.recorder import StepRecorder
 
 # Failures that already are the user's sentence: the worker's stderr needs no traceback of them.
@@ -93,7 +93,7 @@ class BackendRun(Protocol):
 
     def lend_communication(self, measured: MeasuredComm) -> None:
         """Later rounds in this process report what its first round measured, as a later
-        round in a process of its own would (`runs/comm_reuse.py`)."""
+        round in a process of its own would (`runs/description/communication_reuse.py`)."""
 
 
 def run_in_this_process(
@@ -109,9 +109,9 @@ def run_in_this_process(
     there: the weights and timestamps are final, and fit's input-iterator teardown that follows
     costs 1-7 s on two cores for nothing.
 
-    A spec of several rounds in this process (`runs/resident.py`) reports each round but the
-    last at its end, waits there for `next_round`'s word, and trains the next from the state the
-    first started from (`worker/measuring/round_loop.py`).
+    A spec of several rounds in this process (`runs/scheduling/resident_rounds.py`) reports each
+    round but the last at its end, waits there for `next_round`'s word, and trains the next from the
+    state the first started from (`worker/measuring/round_loop.py`).
     """
     if spec.more_rounds_here and next_round is None:
         raise ValueError("a run of several rounds in one process needs the caller's next_round")
@@ -164,7 +164,7 @@ class RunPhases:
         """The run's devices, then its data; the steps it trains and warms up."""
         spec = self.spec
         if spec.prepares_together:  # beside the comparison's other first rounds: nobody times
-            gate.share(spec.gate, spec.timeout_s)
+            training_gate.share(spec.gate, spec.timeout_s)
             self.emit(event="sharing")
         self.enter("setting up devices")
         warnings.filterwarnings("ignore", module="keras")
@@ -206,14 +206,14 @@ class RunPhases:
         self.backend.prepare_measurement(self.model)
         if self.spec.prepares_together:  # its warm-up is part of the preparing
             return 0.0
-        return gate.pass_through(self.spec.gate)
+        return training_gate.pass_through(self.spec.gate)
 
     def take_turn(self) -> float:
         """A run prepared beside the others: its share given back, its turn, the gate."""
-        gate.unshare()
+        training_gate.unshare()
         if self.next_round is None or not self.next_round():
             os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
-        waited = gate.pass_through(self.spec.gate)
+        waited = training_gate.pass_through(self.spec.gate)
         self.emit(event="turn")  # its timeout counts from here (runner._Watch)
         return waited
 
@@ -222,8 +222,8 @@ class RunPhases:
         made = tuned_recorder(self.emit, self.tuned, self.warmup, self.total, self.steps)
         self.backend.watch(made, self.model)
         # The last run of the caller may still be measuring beside this one: the recorder
-        # waits for it before the first timed step (runs/gate.py), so this run's set-up
-        # overlaps it. A first round of several keeps the state it starts from.
+        # waits for it before the first timed step (runs/scheduling/training_gate.py), so this run's
+        # set-up overlaps it. A first round of several keeps the state it starts from.
         made.gate = self.prepare_measurement
         if self.report_and_exit is not None:
             report_and_exit = self.report_and_exit
@@ -238,7 +238,9 @@ class RunPhases:
         """Training over: the gate handed on, the weights saved, the measurement, the row."""
         self.phase = "reporting the results"
         self.recorder.before_timing()  # a run that never timed a step still passes, once
-        gate.hold(self.spec.gate)  # from here nothing is timed per step: the next run may start
+        training_gate.hold(
+            self.spec.gate
+        )  # from here nothing is timed per step: the next run may start
         self.emit(event="trained")
         self.save()
         self.measure()
@@ -293,7 +295,7 @@ class RunPhases:
         measured = measured_in([row])
         if measured is not None:  # the later rounds report what this one measured
             self.backend.lend_communication(measured)
-        gate.release()  # nothing of this process runs until its next turn
+        training_gate.release()  # nothing of this process runs until its next turn
         if self.next_round is None or not self.next_round():
             os._exit(0)  # the caller has gone or stopped the comparison: nothing to report
         began = time.perf_counter()

@@ -1,4 +1,5 @@
-"""The worker's side of `tune`: what the user already chose, then the rules of runs/tuning.py.
+"""The worker's side of `tune`: what the user already chose, then the rules of
+runs/description/tuning_rules.py.
 
 A user's choice can come two ways: the run's own `steps_per_execution=`/`jit_compile=`, or the
 model's builder, which compiled it with them. Either wins over tune's rules.
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 import keras
 
-from ..runs.spec import RunSpec
-from ..runs.tuning import Tuned, choose_settings
+from ..runs.description.run_spec import RunSpec
+from ..runs.description.tuning_rules import Tuned, choose_settings
 from .keras_internals import compile_config
 
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from gpu_parallel_kit.runs.failures import EVERY_RUN
+from gpu_parallel_kit.runs.processes.failure_reasons import EVERY_RUN
 from tests.builders import FEATURES, instant_result, small_data, small_experiment
 
 SENTENCE = (

@@ -12,7 +12,7 @@ import pytest
 from gpu_parallel_kit.pipeline.microbatch import Curve, candidates, choose, sizes
 from tests import builders
 from tests.builders import largest_difference, saved_weights
-from tests.test_trace import validate
+from tests.runs.results.test_trace_events import validate
 
 pytestmark = pytest.mark.slow
 K, BATCH = 2, 32

@@ -111,7 +111,9 @@ def test_a_killed_worker_fails_the_run_and_leaves_no_process(tmp_path):
 
 
 def test_two_workers_with_two_devices_each(experiment, tmp_path):
-    if not any(d.kind == "gpu" for d in gpk.runs.devices.discover_physical_devices()):
+    if not any(
+        d.kind == "gpu" for d in gpk.runs.description.device_choice.discover_physical_devices()
+    ):
         pytest.skip("2 devices per worker needs GPUs: on the CPU each worker trains one replica")
     single = experiment.run(strategy="single", devices=1, save_weights=str(tmp_path / "s.npz"))
     result = experiment.run(

@@ -23,7 +23,7 @@ KERNEL = textwrap.dedent(
     """
     import os, signal, time
     signal.signal(signal.SIGINT, lambda *_: None)
-    from gpu_parallel_kit.runs.served import JaxServer
+    from gpu_parallel_kit.runs.processes.server_client import JaxServer
     server = JaxServer()
     deadline = time.monotonic() + 6
     while time.monotonic() < deadline:

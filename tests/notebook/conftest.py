@@ -14,8 +14,8 @@ from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.runs.description import device_choice
+from gpu_parallel_kit.runs.description.device_choice import PhysicalDevice
 
 CPU_ONLY = (
     PhysicalDevice(name="/physical_device:CPU:0", kind="cpu", index=0, description="2 cores"),
@@ -41,9 +41,9 @@ def shell(tmp_path, monkeypatch):
 def fake_cpu(monkeypatch):
     """A CPU-only machine without asking a worker: discovery is the one seam
     (docs/ARCHITECTURE.md)."""
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: CPU_ONLY)
+    monkeypatch.setattr(device_choice, "discover_physical_devices", lambda backend=None: CPU_ONLY)
     monkeypatch.setenv("GPK_MAX_VIRTUAL", "8")
-    return devices.list_devices()
+    return device_choice.list_devices()
 
 
 @pytest.fixture

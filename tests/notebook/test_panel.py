@@ -137,7 +137,7 @@ def test_a_refused_plan_is_one_red_sentence_and_the_panel_stays_usable(
 def test_a_bad_value_keeps_the_previous_results(shell, device_table, fake_cpu):
     from gpu_parallel_kit.comparison import Comparison
     from gpu_parallel_kit.notebook import result_tabs
-    from gpu_parallel_kit.runs.results import RunResult
+    from gpu_parallel_kit.runs.results.run_result import RunResult
 
     panel = Panel(small_request(), devices=device_table)
     earlier = RunResult(

@@ -6,8 +6,8 @@ import ipywidgets as widgets
 import pytest
 
 from gpu_parallel_kit.notebook.progress_rows import RunRow
-from gpu_parallel_kit.runs.progress import LINE_WIDTH, RunProgress
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.processes.progress_bars import LINE_WIDTH, RunProgress
+from gpu_parallel_kit.runs.results.run_result import RunResult
 from tests import builders
 
 REASON = (
@@ -76,6 +76,6 @@ def test_the_text_bar_prints_a_failed_runs_reason_under_it(capsys):
     bar.close(_oom())
     out = capsys.readouterr()
     printed = out.out + out.err
-    # Whole, in lines broken between words (runs/progress.py `wrapped`).
+    # Whole, in lines broken between words (runs/processes/progress_bars.py `wrapped`).
     assert f"data×4 (virtual) oom: {REASON}" in " ".join(printed.split())
     assert all(len(line) <= LINE_WIDTH for line in out.out.splitlines())

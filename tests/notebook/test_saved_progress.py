@@ -9,8 +9,8 @@ from nbclient import NotebookClient
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CELL = """\
-from gpu_parallel_kit.runs.progress import run_progress
-from gpu_parallel_kit.runs.results import RunResult
+from gpu_parallel_kit.runs.processes.progress_bars import run_progress
+from gpu_parallel_kit.runs.results.run_result import RunResult
 
 def ran(label, **row):
     progress = run_progress(label)

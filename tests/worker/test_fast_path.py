@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.runs import devices
-from gpu_parallel_kit.runs.devices import PhysicalDevice
+from gpu_parallel_kit.runs.description import device_choice
+from gpu_parallel_kit.runs.description.device_choice import PhysicalDevice
 
 # The recorder, the timer and tune import Keras (on TensorFlow) in this process: each test imports
 # them itself, so that the fast subset collects this module without TensorFlow.
@@ -145,7 +145,9 @@ def _plan_on_fake_gpus(monkeypatch, gpus: int, **plan):
         PhysicalDevice(f"/physical_device:GPU:{i}", "gpu", i, "Fake GPU", 16 << 30)
         for i in range(gpus)
     ]
-    monkeypatch.setattr(devices, "discover_physical_devices", lambda backend=None: (CPU, *fakes))
+    monkeypatch.setattr(
+        device_choice, "discover_physical_devices", lambda backend=None: (CPU, *fakes)
+    )
     exp = gpk.Experiment(
         model="mlp", samples=4096, batch_size=256, epochs=2, progress=False, **plan
     )

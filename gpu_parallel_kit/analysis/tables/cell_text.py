@@ -7,7 +7,8 @@ views (analysis/tables/compact_view.py), so every front end writes a figure the 
 three significant digits (a step measured on shared cores is not known better), bytes in the unit
 that keeps them short, shares in %, a ratio with its interval, and a difference at float32's
 rounding named as such; a figure that does not apply is "", never NaN or <NA>. An interval too wide
-to read (`runs/scheduling/step_intervals.too_wide`) is written "too few steps to tell", never as its two ends.
+to read (`runs/scheduling/step_intervals.too_wide`) is written "too few steps to tell", never as its
+two ends.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import math
 
 import pandas as pd
 
-from ...runs.scheduling.step_intervals import too_wide
 from ...runs.results.below_noise import noise_text
+from ...runs.scheduling.step_intervals import too_wide
 
 _BYTE_COLUMNS = {
     "peak_memory_bytes": "peak_memory_mib",

@@ -1,10 +1,10 @@
 """A step and a speedup with their 95 % intervals, as the compact view's cells and notes.
 
 A comparison measured in rounds has an interval for each row's step and for its speedup
-(`runs/scheduling/step_intervals.py`, over steps and rounds). A step's cell shows that interval rather than one
-round's interquartile range, which says nothing of the drift between rounds; an interval too
-wide to read (`runs/scheduling/step_intervals.too_wide`) is "too few steps to tell", and the note under the table
-names the fix.
+(`runs/scheduling/step_intervals.py`, over steps and rounds). A step's cell shows that interval
+rather than one round's interquartile range, which says nothing of the drift between rounds; an
+interval too wide to read (`runs/scheduling/step_intervals.too_wide`) is "too few steps to tell",
+and the note under the table names the fix.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """A comparison's intervals in its table: step time and speedup from rounds, and the flag on a
 speedup beyond what the devices could give.
 
-The intervals come from `runs/scheduling/step_intervals.py` (a two-level bootstrap over steps and rounds, rounds
-paired with the baseline's); the table only places them beside the figures they bound.
+The intervals come from `runs/scheduling/step_intervals.py` (a two-level bootstrap over steps and
+rounds, rounds paired with the baseline's); the table only places them beside the figures they
+bound.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from ...runs.scheduling.step_intervals import speedup_interval
 from ...runs.results.run_result import RunResult
+from ...runs.scheduling.step_intervals import speedup_interval
 
-# A comparison measured in rounds (runs/scheduling/comparison_rounds.py): how many, the 95 % interval of the step time
-# over steps and rounds, and that of the speedup with rounds paired (runs/scheduling/step_intervals.py); blank for
-# a row of one run. `above_ideal`: a speedup beyond the device count on devices that share
-# cores or memory (virtual devices, a CPU), which is a measurement's artefact, not a gain.
+# A comparison measured in rounds (runs/scheduling/comparison_rounds.py): how many, the 95 %
+# interval of the step time over steps and rounds, and that of the speedup with rounds paired
+# (runs/scheduling/step_intervals.py); blank for a row of one run. `above_ideal`: a speedup beyond
+# the device count on devices that share cores or memory (virtual devices, a CPU), which is a
+# measurement's artefact, not a gain.
 INTERVAL_COLUMNS: tuple[str, ...] = (
     "rounds",
     "step_time_ci_low_s",
@@ -48,9 +50,9 @@ def with_speedup_intervals(
     groups: list[str],
     baseline_of: Callable[[pd.DataFrame], pd.Series | None],
 ) -> pd.DataFrame:
-    """Each speedup's 95 % interval, rounds paired with the baseline's (runs/scheduling/step_intervals.py), where
-    both rows merged rounds; and the flag on a speedup beyond the device count where devices
-    share cores or memory."""
+    """Each speedup's 95 % interval, rounds paired with the baseline's
+    (runs/scheduling/step_intervals.py), where both rows merged rounds; and the flag on a speedup
+    beyond the device count where devices share cores or memory."""
     frame = frame.astype(
         {
             **dict.fromkeys(INTERVAL_COLUMNS[1:5], "float64"),

@@ -1,10 +1,10 @@
 """The JAX server, server side: Keras on JAX imported once, then one forked child per request.
 
-Started by `runs/served.py` in a spawned process. It sets `KERAS_BACKEND=jax` before anything
-imports Keras, imports the JAX run's module (and with it JAX and Keras) once, and never starts
-JAX's runtime itself: `jax.devices()` is first called in each child, after the child has set its
-own host device count, so a child of this server is as fresh as a new interpreter but starts in
-milliseconds. No TensorFlow is imported here.
+Started by `runs/processes/server_client.py` in a spawned process. It sets `KERAS_BACKEND=jax`
+before anything imports Keras, imports the JAX run's module (and with it JAX and Keras) once, and
+never starts JAX's runtime itself: `jax.devices()` is first called in each child, after the child
+has set its own host device count, so a child of this server is as fresh as a new interpreter but
+starts in milliseconds. No TensorFlow is imported here.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any, NoReturn
 
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported anywhere in this process
 
-from ...runs.entry import entry_point  # noqa: E402
-from ...runs.process import die_with_parent  # noqa: E402
-from ...runs.served import ServerRefused  # noqa: E402
+from ...runs.processes.child_process import die_with_parent  # noqa: E402
+from ...runs.processes.entry_points import entry_point  # noqa: E402
+from ...runs.processes.server_client import ServerRefused  # noqa: E402
 from ..quiet_start import hidden  # noqa: E402
 
 PRELOAD = "gpu_parallel_kit.worker.jax.run"

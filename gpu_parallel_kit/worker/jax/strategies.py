@@ -17,8 +17,8 @@ from typing import Any
 
 import keras
 
-from ...runs.comm_reuse import reuse_fields
-from ...runs.spec import RunSpec
+from ...runs.description.communication_reuse import reuse_fields
+from ...runs.description.run_spec import RunSpec
 from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic
 from ...strategies import strategy_record

@@ -68,10 +68,12 @@ class StepRecorder:
         # Installed by the worker: the optimizer's current learning rate.
         self.learning_rate: Callable[[], float] | None = None
         # Installed by the worker when its process trains another round after this recorder's
-        # (runs/resident.py): reports this round, waits for the next, returns its recorder.
+        # (runs/scheduling/resident_rounds.py): reports this round, waits for the next, returns its
+        # recorder.
         self.next_round: Callable[[], StepRecorder] | None = None
-        # Installed by the worker when the run prepared beside others (runs/resident.py): waits
-        # for its turn and the gate once its warm-up steps are done; the seconds waited.
+        # Installed by the worker when the run prepared beside others
+        # (runs/scheduling/resident_rounds.py): waits for its turn and the gate once its warm-up
+        # steps are done; the seconds waited.
         self.after_warmup: Callable[[], float] | None = None
         self._waiting_s = 0.0  # spent waiting for the turn: left out of every timing
 
@@ -80,8 +82,9 @@ class StepRecorder:
 
     def before_timing(self) -> None:
         """Wait, once, until nothing else of the caller runs beside this run's timed work (the
-        training gate, runs/gate.py): called at the first step, or earlier by an engine that
-        times something before it (a pipeline's micro-batch curve). The wait is never timed."""
+        training gate, runs/scheduling/training_gate.py): called at the first step, or earlier by an
+        engine that times something before it (a pipeline's micro-batch curve). The wait is never
+        timed."""
         gate, self.gate = self.gate, None
         if gate is not None:
             self.waited_s = gate()
@@ -234,9 +237,9 @@ class StepTimer(keras.callbacks.Callback):
     2 CPU cores: a `DataParallel` fit of 300 steps in one epoch, whatever the callbacks, unless
     they keep it in line); a few ahead keep the devices as busy.
 
-    A run prepared beside others (`runs/resident.prepared_together`) waits for its turn at the
-    first timed step's beginning, which every backend calls in line: once Keras's thread has
-    stamped the warm-up steps' ends, the loop stops there until the turn comes, and the wait is
+    A run prepared beside others (`runs/scheduling/resident_rounds.prepared_together`) waits for its
+    turn at the first timed step's beginning, which every backend calls in line: once Keras's thread
+    has stamped the warm-up steps' ends, the loop stops there until the turn comes, and the wait is
     left out of the clock.
     """
 

@@ -1,5 +1,5 @@
-"""Several rounds of a comparison in one process (`runs/resident.py`), child side: which round
-this is, and the state the first round started from, put back before each later one.
+"""Several rounds of a comparison in one process (`runs/scheduling/resident_rounds.py`), child side:
+which round this is, and the state the first round started from, put back before each later one.
 
 A later round is the same work as a fresh run's: the weights, the optimizer's slots and step
 count, and the seed generators' states are those the first round found when its training began,
@@ -15,7 +15,7 @@ from typing import Any
 
 import keras
 
-from ...runs.spec import RunSpec
+from ...runs.description.run_spec import RunSpec
 
 
 class FirstState:

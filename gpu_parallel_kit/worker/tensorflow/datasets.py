@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from ...errors import GpkError
-from ...runs.sources import DataSource
-from ...runs.spec import TrainingConfig
+from ...runs.description.run_spec import TrainingConfig
+from ...runs.description.sources import DataSource
 from ..batching import batch_indices
 from ..compiling import BuilderError
 from ..run_data import arrays, sample_count, steps_from_samples

@@ -16,7 +16,7 @@ import subprocess
 
 import tensorflow as tf
 
-from ...runs.devices import DevicePlan, PhysicalDevice, host_cpu
+from ...runs.description.device_choice import DevicePlan, PhysicalDevice, host_cpu
 from .quiet_start import gpus_looked_for_quietly
 
 

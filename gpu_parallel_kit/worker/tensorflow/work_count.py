@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...runs.spec import RunSpec
+from ...runs.description.run_spec import RunSpec
 from ..work_count import answer, batch_of, counted_model
 
 TENSORFLOW_SOURCE = "tensorflow profiler float ops"

@@ -17,8 +17,8 @@ def _layer_flops(cases):
     import numpy as np
 
     import gpu_parallel_kit as gpk
-    from gpu_parallel_kit.runs.processes.entry_points import WORK_COUNT_JAX_ENTRY
     from gpu_parallel_kit.runs.processes.child_process import start_child, stop_child
+    from gpu_parallel_kit.runs.processes.entry_points import WORK_COUNT_JAX_ENTRY
     from gpu_parallel_kit.runs.scheduling.step_counting import count_batches
 
     started, experiments = {}, []  # an experiment's arrays live as long as it does

@@ -7,9 +7,9 @@ from gpu_parallel_kit.analysis.tables.advice import advice
 from gpu_parallel_kit.analysis.tables.cell_text import ratio_text
 from gpu_parallel_kit.analysis.tables.compact_view import compact_frame, notes_lines
 from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table, format_table
-from gpu_parallel_kit.runs.scheduling.step_intervals import too_wide
 from gpu_parallel_kit.runs.results.run_result import RunResult
 from gpu_parallel_kit.runs.scheduling.comparison_rounds import merge_rounds
+from gpu_parallel_kit.runs.scheduling.step_intervals import too_wide
 
 
 def plain(cells) -> list[str]:

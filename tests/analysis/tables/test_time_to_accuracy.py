@@ -28,8 +28,8 @@ from gpu_parallel_kit.analysis.tables.time_to_accuracy import (
 )
 from gpu_parallel_kit.errors import GpkError  # noqa: E402
 from gpu_parallel_kit.plots.convergence import convergence_figure, time_to_target_figure
-from gpu_parallel_kit.runs.results.run_result import RunResult  # noqa: E402
 from gpu_parallel_kit.runs.description.accuracy_target import Target, infer_direction, parse_target
+from gpu_parallel_kit.runs.results.run_result import RunResult  # noqa: E402
 
 ACCURACY = Target("val_accuracy", 0.9, "above")
 

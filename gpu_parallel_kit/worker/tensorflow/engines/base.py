@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ....runs.spec import RunSpec
+from ....runs.description.run_spec import RunSpec
 from ...budget import state_bytes
 from ...measuring.recorder import StepRecorder, StepTimer
 from ..datasets import ReplicaShares
@@ -49,7 +49,7 @@ class Engine(abc.ABC):
 
     def prepare_measurement(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """What the measurements after training can prepare before the first timed step, where
-        it costs the comparison nothing (the run's set-up; runs/resident.py)."""
+        it costs the comparison nothing (the run's set-up; runs/scheduling/resident_rounds.py)."""
         return None
 
     def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
@@ -134,7 +134,7 @@ class Engine(abc.ABC):
             self.callbacks_async = dispatches_async([timer])
             model.fit(
                 self.fit_input(dataset),
-                # Every round this process trains, in one fit (runs/resident.py).
+                # Every round this process trains, in one fit (runs/scheduling/resident_rounds.py).
                 epochs=self.spec.training.epochs * self.spec.rounds_here,
                 steps_per_epoch=steps_per_epoch,
                 callbacks=[timer],

@@ -8,7 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ....runs.comm_reuse import reuse_fields
+from ....runs.description.communication_reuse import reuse_fields
 from ...measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
 from .base import Engine
 from .comm import not_measured, prepared_all_reduce, traffic_per_device

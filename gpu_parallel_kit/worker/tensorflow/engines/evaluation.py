@@ -16,7 +16,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from ....runs.spec import RunSpec
+from ....runs.description.run_spec import RunSpec
 from ...keras_internals import compile_config
 from ...measuring.recorder import StepRecorder
 from ..datasets import make_validation_dataset

@@ -1,0 +1,1 @@
+"""What one run is: its spec, model and data sources, devices, options and rules."""

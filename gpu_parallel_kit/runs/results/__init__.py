@@ -1,0 +1,1 @@
+"""What a run gives back: its result, its trace and figures below their noise."""

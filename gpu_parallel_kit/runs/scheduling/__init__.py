@@ -1,0 +1,1 @@
+"""A comparison's runs: its grid, rounds, processes started ahead and the training gate."""
