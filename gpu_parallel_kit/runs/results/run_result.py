@@ -38,8 +38,8 @@ class RunResult:
     scaling: str = "strong"  #: "strong" keeps the global batch, "weak" each device's batch
     mode: str = "fit"  #: fit (Keras model.fit) | explicit (custom loop, visible all-reduce)
     all_reduce: str = ""  #: the cross-device reduction used by data parallel runs
-    schedule: str = ""  #: pipeline schedule (model parallel only)
-    micro_batches: int | None = None  #: micro-batches per step (model parallel only)
+    schedule: str = ""  #: pipeline schedule (pipeline runs only)
+    micro_batches: int | None = None  #: micro-batches per step (pipeline runs only)
     epochs: int = 0  #: passes over the data
     steps_per_epoch: int = 0  #: optimizer steps per epoch
     wall_time_s: float | None = None  #: training only, from the first step to the last, all epochs
