@@ -1,0 +1,491 @@
+"""A training step counted without allocating the model's weights: FLOPs, bytes, parameters and
+the activations backpropagation keeps, for models too large to build here.
+
+The model is built under `keras.StatelessScope(initialize_variables=False)`, so its variables
+keep a shape and a dtype but no value; the optimizer's slots are built the same way. Keras's
+own train step (forward, loss, gradients and the optimizer update, what `fit` jits) is then
+lowered and compiled on `jax.ShapeDtypeStruct`s, and `compiled.cost_analysis()` gives its FLOPs
+and bytes. The activations come from the trace: the residuals `jax.vjp` keeps from the forward
+for the backward (what `jax.ad_checkpoint.print_saved_residuals` lists), each named by the Keras
+layer that made it. See `docs/planning.md`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# The attention the trace holds: keras-hub's layers call Keras's `MultiHeadAttention` math (the
+# scores, their softmax and its dropout, each an (a, s, s) tensor per sample) unless a flash
+# kernel is enabled, which JAX on CPU never is.
+ATTENTION = "unfused softmax(QK^T/sqrt(d))V, scores kept (no flash attention)"
+
+# Operations XLA's fusion rebuilds from their operands for free: an activation one of them makes
+# from other kept values is recomputed in the backward, not kept (see `_kept`).
+CHEAP = frozenset(
+    {
+        "abs",
+        "add",
+        "and",
+        "broadcast_in_dim",
+        "convert_element_type",
+        "copy",
+        "copy_p",
+        "cos",
+        "div",
+        "eq",
+        "erf",
+        "exp",
+        "expand_dims",
+        "ge",
+        "gt",
+        "integer_pow",
+        "le",
+        "log",
+        "log1p",
+        "logistic",
+        "lt",
+        "max",
+        "min",
+        "mul",
+        "ne",
+        "neg",
+        "not",
+        "or",
+        "pow",
+        "reduce_precision",
+        "reshape",
+        "rsqrt",
+        "select_n",
+        "sign",
+        "sin",
+        "sqrt",
+        "square",
+        "squeeze",
+        "sub",
+        "tanh",
+        "transpose",
+        "stop_gradient",
+    }
+)
+NOT_MATERIALISED = frozenset({"broadcast_in_dim", "iota"})
+NESTED = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"})
+
+
+def count_abstract(
+    build_model: Callable[[], Any],
+    inputs: Any,
+    batch: int,
+    precision: str = "float32",
+    targets: Any = None,
+    optimizer: Any = "adam",
+    loss: Any = "mean_squared_error",
+) -> dict[str, Any]:
+    """Count one training step of `build_model()` at `batch` without allocating its weights.
+
+    Args:
+        build_model: returns a Keras model, compiled or not. A model it compiles keeps its own
+            optimizer and loss; one it leaves uncompiled is compiled with `optimizer` and `loss`.
+        inputs: the model's inputs per sample: a `(shape, dtype)` pair, or a dict or list of them.
+        batch: the samples per step.
+        precision: a Keras dtype policy ("float32", "mixed_bfloat16", "bfloat16", ...).
+        targets: the targets per sample, as `inputs`; by default shaped like the model's output.
+        optimizer: the optimizer of an uncompiled model; None leaves the update out of the step.
+        loss: the loss of an uncompiled model.
+
+    Returns:
+        A dict: "flops" and "bytes" per step (XLA's cost analysis of the compiled step),
+        "parameters", "optimizer" (its class, or None when left out), "activations" (see
+        `activations`), "attention", "lower_s", "compile_s".
+    """
+    import jax
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise RuntimeError(f"Keras runs on {keras.backend.backend()!r} here, not on JAX")
+    started = time.perf_counter()
+    # One scope around everything: a nested scope that ends (a symbolic call, `stateless_call`)
+    # then never initializes the deferred variables, which only the outermost scope would.
+    with _policy(precision), keras.StatelessScope(initialize_variables=False) as scope:
+        with _small_state_outside(scope):
+            model = build_model()
+        updated = model.compiled or optimizer is not None
+        if not model.compiled:
+            with _outside(scope):
+                model.compile(optimizer=optimizer or "sgd", loss=loss)
+        model.optimizer.build(model.trainable_variables)
+        x = _specs(inputs, batch)
+        y = _specs(targets, batch) if targets is not None else _output_specs(model, x)
+        state = (
+            _shapes(model.trainable_variables),
+            _shapes(model.non_trainable_variables),
+            _shapes(model.optimizer.variables),
+            _shapes(model.metrics_variables),
+        )
+        step = model.train_step if updated else _gradients_only(model)
+
+        lowered = jax.jit(step).lower(state, (x, y))
+        lowered_s = time.perf_counter() - started
+        compiled = lowered.compile()
+        compile_s = time.perf_counter() - started - lowered_s
+        cost = compiled.cost_analysis()
+        if isinstance(cost, list | tuple):  # older JAX: one dict per computation
+            cost = cost[0] if cost else {}
+
+        def forward(trainable: Any, rest: Any) -> Any:
+            frozen, metrics, optimizer_vars, x, y = rest
+            loss_value, _ = model.compute_loss_and_updates(
+                trainable, frozen, metrics, x, y, None, True, optimizer_vars
+            )
+            return loss_value
+
+        kept = activations(forward, state[0], (state[1], state[3], state[2], x, y))
+    return {
+        "flops": float(cost.get("flops", 0.0)),
+        "bytes": float(cost.get("bytes accessed", 0.0)),
+        "parameters": int(sum(math.prod(v.shape) for v in model.trainable_variables)),
+        "optimizer": type(model.optimizer).__name__ if updated else None,
+        "precision": precision,
+        "batch": batch,
+        "activations": kept,
+        "attention": ATTENTION,
+        "lower_s": lowered_s,
+        "compile_s": compile_s,
+        "count_s": time.perf_counter() - started,
+    }
+
+
+def _gradients_only(model: Any) -> Callable[..., Any]:
+    """The train step without the optimizer update: forward, loss and gradients."""
+    import jax
+
+    def step(state: Any, data: Any) -> Any:
+        trainable, frozen, optimizer_vars, metrics = state
+        grad = jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)
+        return grad(trainable, frozen, metrics, *data, None, True, optimizer_vars)
+
+    return step
+
+
+def activations(loss: Callable[[Any, Any], Any], weights: Any, rest: Any) -> dict[str, Any]:
+    """What backpropagation of `loss(weights, rest)` keeps from its forward, from the trace.
+
+    Every residual of `jax.vjp(lambda w: loss(w, rest), weights)` is read with the operation
+    and the Keras layer that made it. Residuals that are inputs, copies of the weights (they do
+    not depend on `rest`) or broadcasts (never materialised) are no activations. Of the others,
+    "saved" totals all; "kept" leaves out those XLA's fusion rebuilds for free in the backward
+    (an elementwise operation of other kept values that no matmul reads: the softmax beside its
+    exponentials, the tanh inside a GeLU), which is how Megatron-LM's count of a layer reads.
+
+    Returns:
+        A dict: "saved_bytes", "kept_bytes", "by_kind" (kind -> kept bytes, a kind being the
+        layer's name without its index, then "mask" for booleans, "scores" for (s, s) tensors),
+        "by_layer" (the backbone's direct sub-layer -> kept bytes), "residuals" (one dict per
+        residual: layer, op, shape, dtype, bytes, role "kept", "recomputed", "input",
+        "weights" or "broadcast").
+    """
+    import jax
+
+    closed, shapes = jax.make_jaxpr(
+        lambda w, r: jax.vjp(lambda v: loss(v, r), w), return_shape=True
+    )(weights, rest)
+    graph = _Graph(closed.jaxpr)
+    weight_count = len(jax.tree.leaves(weights))
+    graph.mark_data(graph.inputs[weight_count:])
+    count = len(jax.tree.leaves(shapes[1]))
+    residuals = _unique(graph.outputs[-count:])
+    sequence = _sequence_length(rest)
+    rows = []
+    for var in residuals:
+        node = graph.producer.get(var)
+        aval = var.aval
+        size = int(math.prod(aval.shape)) * aval.dtype.itemsize
+        if node is None:
+            role, op, layer = "input", "argument", ""
+        elif not graph.data.get(var, False):
+            role, op, layer = "weights", node.op, node.layer
+        elif node.op in NOT_MATERIALISED:
+            role, op, layer = "broadcast", node.op, node.layer
+        else:
+            role, op, layer = "saved", node.op, node.layer
+        rows.append(
+            {
+                "var": var,
+                "layer": layer,
+                "op": op,
+                "shape": tuple(aval.shape),
+                "dtype": str(aval.dtype),
+                "bytes": size,
+                "role": role,
+                "kind": _kind(layer, aval, sequence),
+            }
+        )
+    _kept(graph, rows)
+    kept = [r for r in rows if r["role"] == "kept"]
+    by_kind: dict[str, int] = {}
+    by_layer: dict[str, int] = {}
+    for row in kept:
+        by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + row["bytes"]
+        top = _top_layer(row["layer"])
+        by_layer[top] = by_layer.get(top, 0) + row["bytes"]
+    for row in rows:
+        del row["var"]
+    return {
+        "saved_bytes": sum(r["bytes"] for r in rows if r["role"] in ("kept", "recomputed")),
+        "kept_bytes": sum(r["bytes"] for r in kept),
+        "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+        "by_layer": by_layer,
+        "residuals": rows,
+    }
+
+
+class _Node:
+    __slots__ = ("index", "op", "layer", "operands", "outputs")
+
+    def __init__(self, index: int, op: str, layer: str, operands: list, outputs: list) -> None:
+        self.index, self.op, self.layer = index, op, layer
+        self.operands, self.outputs = operands, outputs
+
+
+class _Value:
+    """One value of the program: a variable of one call, as a nested jaxpr traced once may
+    be called many times (each call's values are its own)."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: Any) -> None:
+        self.aval = aval
+
+
+class _Graph:
+    """A jaxpr with its nested jit calls inlined: each value's producing operation, its layer
+    (the name stack Keras's layers push) and whether it depends on the batch."""
+
+    def __init__(self, jaxpr: Any) -> None:
+        self.producer: dict[_Value, _Node] = {}
+        self.users: set[_Value] = set()  # values some matmul reads
+        self.order: list[_Node] = []
+        self.data: dict[_Value, bool] = {}
+        self.inputs = [_Value(v.aval) for v in jaxpr.invars]
+        self.outputs = self._walk(jaxpr, dict(zip(jaxpr.invars, self.inputs, strict=True)), "")
+
+    def _walk(self, jaxpr: Any, env: dict[Any, _Value], prefix: str) -> list[_Value | None]:
+        def read(atom: Any) -> _Value | None:
+            return env.get(atom) if _is_var(atom) else None
+
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            stack = str(eqn.source_info.name_stack)
+            layer = f"{prefix}/{stack}".strip("/") if prefix else stack
+            operands = [read(a) for a in eqn.invars]
+            inner = eqn.params.get("jaxpr") if name in NESTED else None
+            if inner is not None:
+                inner = getattr(inner, "jaxpr", inner)
+                inner_env = {
+                    v: x for v, x in zip(inner.invars, operands, strict=True) if x is not None
+                }
+                for var, value in zip(
+                    eqn.outvars, self._walk(inner, inner_env, layer), strict=True
+                ):
+                    if value is not None:
+                        env[var] = value
+                continue
+            outputs = [_Value(v.aval) for v in eqn.outvars]
+            env.update(zip(eqn.outvars, outputs, strict=True))
+            known = [x for x in operands if x is not None]
+            node = _Node(len(self.order), name, _clean(layer), known, outputs)
+            self.order.append(node)
+            for value in outputs:
+                self.producer[value] = node
+            if name == "dot_general":
+                self.users.update(known)
+        return [read(a) for a in jaxpr.outvars]
+
+    def mark_data(self, invars: list[Any]) -> None:
+        for var in invars:
+            self.data[var] = True
+        for node in self.order:
+            if any(self.data.get(v, False) for v in node.operands):
+                for var in node.outputs:
+                    self.data[var] = True
+
+    def cheaply_from(self, var: Any, kept: set[Any], seen: dict[Any, bool], depth: int = 0) -> bool:
+        """Whether `var` is rebuilt by cheap operations from kept values, inputs or weights."""
+        if var in kept or not self.data.get(var, False) or var not in self.producer:
+            return True
+        if var in seen:
+            return seen[var]
+        node = self.producer[var]
+        able = (
+            depth < 32
+            and node.op in CHEAP
+            and all(self.cheaply_from(v, kept, seen, depth + 1) for v in node.operands)
+        )
+        seen[var] = able
+        return able
+
+
+def _kept(graph: _Graph, rows: list[dict[str, Any]]) -> None:
+    """Mark each saved residual "kept" or "recomputed", the latest first: one that a cheap
+    operation makes from the values still kept, and that no matmul reads, is recomputed."""
+    saved = [r for r in rows if r["role"] == "saved"]
+    kept = {r["var"] for r in saved}
+    for row in sorted(saved, key=lambda r: -graph.producer[r["var"]].index):
+        var = row["var"]
+        node = graph.producer[var]
+        others = kept - {var}
+        recomputable = (
+            node.op in CHEAP
+            and var not in graph.users
+            and all(graph.cheaply_from(v, others, {}) for v in node.operands)
+        )
+        if recomputable:
+            kept.discard(var)
+            row["role"] = "recomputed"
+        else:
+            row["role"] = "kept"
+
+
+def _is_var(atom: Any) -> bool:
+    return type(atom).__name__ != "Literal"
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    seen: set[int] = set()
+    out = []
+    for value in values:
+        if value is not None and id(value) not in seen:
+            seen.add(id(value))
+            out.append(value)
+    return out
+
+
+def _clean(stack: str) -> str:
+    """A name stack as a layer path: without JAX's transformation wrappers ("jvp(...)")."""
+    parts = [re.sub(r"^\w+\((.*)\)$", r"\1", p) for p in stack.split("/") if p]
+    return "/".join(parts)
+
+
+def _top_layer(layer: str) -> str:
+    """The first numbered layer on the path (a backbone's block: "transformer_layer_3"), else
+    the path's first layer."""
+    parts = [p for p in layer.split("/") if p]
+    numbered = [p for p in parts if re.search(r"_\d+$", p)]
+    return numbered[0] if numbered else (parts[0] if parts else "(model)")
+
+
+def _kind(layer: str, aval: Any, sequence: int | None) -> str:
+    inner = [p for p in layer.split("/") if p and not p.startswith(("jit(", "pjit("))]
+    names = [re.sub(r"_\d+$", "", p) for p in inner]
+    name = names[-1] if names else "(model)"
+    if name in ("softmax", "dropout") and len(names) > 1:  # which softmax, which dropout
+        name = f"{names[-2]}/{name}"
+    if str(aval.dtype) == "bool":
+        name += " mask"
+    elif sequence and len(aval.shape) >= 2 and tuple(aval.shape[-2:]) == (sequence, sequence):
+        name += " scores"
+    return name
+
+
+def _sequence_length(rest: Any) -> int | None:
+    """The sequence length, read from the first input of rank 2 or more (batch, sequence)."""
+    import jax
+
+    for leaf in jax.tree.leaves(rest):
+        if len(getattr(leaf, "shape", ())) >= 2:
+            return int(leaf.shape[1])
+    return None
+
+
+def _specs(spec: Any, batch: int) -> Any:
+    """`(shape, dtype)` pairs per sample, anywhere in a dict or list, as batch structs."""
+    import jax
+
+    if isinstance(spec, dict):
+        return {k: _specs(v, batch) for k, v in spec.items()}
+    if isinstance(spec, list) or (isinstance(spec, tuple) and not _is_pair(spec)):
+        return type(spec)(_specs(v, batch) for v in spec)
+    shape, dtype = spec
+    return jax.ShapeDtypeStruct((batch, *shape), dtype)
+
+
+def _is_pair(spec: tuple) -> bool:
+    return len(spec) == 2 and isinstance(spec[0], tuple | list) and not isinstance(spec[1], tuple)
+
+
+def _output_specs(model: Any, x: Any) -> Any:
+    import jax
+
+    trainable = _shapes(model.trainable_variables)
+    frozen = _shapes(model.non_trainable_variables)
+    out = jax.eval_shape(lambda t, f, x: model.stateless_call(t, f, x)[0], trainable, frozen, x)
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, "float32"), out)
+
+
+def _shapes(variables: Any) -> list[Any]:
+    import jax
+
+    return [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype) for v in variables]
+
+
+@contextlib.contextmanager
+def _policy(precision: str) -> Iterator[None]:
+    import keras
+
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(precision)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(before)
+
+
+@contextlib.contextmanager
+def _outside(scope: Any) -> Iterator[None]:
+    """Leave the deferring scope for a while: what is created here is allocated (small state:
+    an optimizer's step counter, a loss tracker)."""
+    scope.__exit__(None, None, None)
+    try:
+        yield
+    finally:
+        scope.__enter__()
+
+
+@contextlib.contextmanager
+def _small_state_outside(scope: Any) -> Iterator[None]:
+    """While a builder runs: an optimizer it makes and a `compile` it calls run outside the
+    scope, which refuses variables given a value rather than an initializer (an optimizer's
+    step counter). Their slots are built later, deferred like the weights."""
+    import keras
+
+    optimizer_init = keras.optimizers.Optimizer.__init__
+    compile_model = keras.Model.compile
+
+    def make_optimizer(self: Any, *args: Any, **kwargs: Any) -> None:
+        with _outside(scope):
+            optimizer_init(self, *args, **kwargs)
+
+    def compile_outside(self: Any, *args: Any, **kwargs: Any) -> None:
+        with _outside(scope):
+            compile_model(self, *args, **kwargs)
+
+    keras.optimizers.Optimizer.__init__ = make_optimizer
+    keras.Model.compile = compile_outside
+    try:
+        yield
+    finally:
+        keras.optimizers.Optimizer.__init__ = optimizer_init
+        keras.Model.compile = compile_model
+
+
+def peak_memory_bytes() -> int:
+    """This process's peak resident memory so far."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
