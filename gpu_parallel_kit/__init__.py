@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 # bare `import gpu_parallel_kit`, and `gpk` before it starts its server, stay light.
 _LAZY = {
     "plan_memory": ".analysis.cost_model.memory_plan",
+    "GPUCluster": ".analysis.cost_model.gpu_cluster",
     "Experiment": ".api",
     "Comparison": ".comparison",
     "GpkError": ".errors",
@@ -49,6 +50,7 @@ __all__ = [
     "__version__",
     "Comparison",
     "Experiment",
+    "GPUCluster",
     "GpkError",
     "RunResult",
     "history",

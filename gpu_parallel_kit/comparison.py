@@ -159,8 +159,10 @@ class Comparison:
         Projected rows have `projected=True`, their own experiment id (`<id>:<preset>+<gpu>`)
         and a projected one-device baseline, so their speedups never mix with measured ones;
         they are not written to the run log. `preset` is an interconnect name (nvlink4, nvlink3,
-        pcie5, pcie4, pcie3, net100g, net400g) or a dict such as
-        {"bandwidth_gb_s": 40, "latency_us": 4}.
+        pcie5, pcie4, pcie3, net100g, net200g, net400g), a dict such as
+        {"bandwidth_gb_s": 40, "latency_us": 4}, or a `gpk.GPUCluster`: then device counts
+        that fit in one node use its link inside, larger ones its network between, and its GPU
+        is the device projected onto.
 
         Compute is the training step counted by the compiler (FLOPs and bytes, counted once per
         model, input shape and batch in a short child process, and kept in the run log) on the
@@ -174,11 +176,15 @@ class Comparison:
         on this CPU, not counted". See `projected_rows.project_results` for the other options
         (overlap, schedule, ...).
         """
+        from .analysis.cost_model.gpu_cluster import GPUCluster, project_onto_cluster
         from .analysis.cost_model.projected_rows import project_results
 
         if "work" not in options and not _measured_asked(options):
             options["work"] = self._counted_work()
-        projected = project_results(self.results, preset, list(devices), **options)
+        if isinstance(preset, GPUCluster):
+            projected = project_onto_cluster(self.results, preset, list(devices), **options)
+        else:
+            projected = project_results(self.results, preset, list(devices), **options)
         return Comparison(self.results + projected, self.counter)
 
     def _counted_work(self) -> dict[str, Any]:
@@ -246,9 +252,11 @@ def check_projection(
     """A projection's link, GPU, precision and compute source, checked before anything runs:
     an unknown one is one sentence naming the presets."""
     from .analysis.cost_model import hardware_presets
+    from .analysis.cost_model.gpu_cluster import GPUCluster
     from .errors import GpkError
 
-    hardware_presets.interconnect(preset)
+    if not isinstance(preset, GPUCluster):
+        hardware_presets.interconnect(preset)
     if device is not None:
         hardware_presets.device(device)
     if precision is not None:

@@ -17,6 +17,7 @@ systems reach in practice, not the line rate; treat every one as ±20 %.
 | pcie4   |     25 |    5 | PCI-SIG PCIe 4.0 base spec: 16 GT/s x16, 31.5 GB/s per direction  |
 | pcie3   |     12 |    5 | PCI-SIG PCIe 3.0 base spec: 8 GT/s x16, 15.8 GB/s per direction   |
 | net100g |     11 |   10 | 100 Gb/s Ethernet (RoCE) or EDR InfiniBand: 12.5 GB/s line rate   |
+| net200g |     22 |    5 | NVIDIA ConnectX-6 (HDR InfiniBand, 200 Gb/s): 25 GB/s line rate   |
 | net400g |     45 |    5 | NVIDIA ConnectX-7 (NDR InfiniBand, 400 GbE): 50 GB/s line rate    |
 
 PCIe figures are ~80 % of the line rate (what DMA copies reach), networks ~90 %.
@@ -133,6 +134,7 @@ INTERCONNECTS: dict[str, Interconnect] = {
         Interconnect("pcie4", 25 * GB, 5e-6, "PCIe 4.0 x16, ~80 % of 31.5 GB/s"),
         Interconnect("pcie3", 12 * GB, 5e-6, "PCIe 3.0 x16, ~80 % of 15.8 GB/s"),
         Interconnect("net100g", 11 * GB, 10e-6, "100 Gb/s RoCE or EDR InfiniBand, ~90 %"),
+        Interconnect("net200g", 22 * GB, 5e-6, "NVIDIA ConnectX-6 HDR InfiniBand, ~90 %"),
         Interconnect("net400g", 45 * GB, 5e-6, "NVIDIA ConnectX-7 NDR / 400 GbE, ~90 %"),
     )
 }

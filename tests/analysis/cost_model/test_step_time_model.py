@@ -247,6 +247,7 @@ def test_interconnect_presets_carry_the_documented_figures():
         "pcie4": 25,
         "pcie3": 12,
         "net100g": 11,
+        "net200g": 22,
         "net400g": 45,
     }
     assert all(link.source and link.latency_s > 0 for link in INTERCONNECTS.values())

@@ -1,0 +1,153 @@
+"""A GPU cluster of two levels: nodes of GPUs joined by a link inside, and a network between.
+
+Ranks fill a node before the next one. In a plan, tensor ranks are innermost, then pipeline
+stages, then data replicas (Megatron-LM's order), so a tensor group stays inside a node whenever
+it fits there. A collective or a send runs on the slowest link its group crosses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...errors import GpkError, whole_number
+from .hardware_presets import USUAL_DEVICE, Device, Interconnect, interconnect
+from .hardware_presets import device as device_preset
+
+if TYPE_CHECKING:
+    from ...runs.results.run_result import RunResult
+
+AXES = ("tensor", "stages", "data")  # innermost first: the order ranks are laid out in
+
+
+@dataclass(frozen=True, init=False)
+class GPUCluster:
+    """Nodes of `per_node` GPUs each, `inside` joining the GPUs of a node and `between` the nodes.
+
+    Args:
+        device: the GPU, a preset ("a100", "h100", "h200") or a dict as `project()` takes.
+        nodes: how many nodes.
+        per_node: GPUs in each node.
+        inside: the link between GPUs of one node: a preset or a dict; default, the GPU's
+            usual NVLink (nvlink3 for the A100, nvlink4 for the H100 and H200).
+        between: each GPU's share of its node's network: a preset or a dict.
+
+    Example: `GPUCluster(device="a100", nodes=16, per_node=8, inside="nvlink3",
+    between="net400g")`.
+    """
+
+    device: Device
+    nodes: int
+    per_node: int
+    inside: Interconnect
+    between: Interconnect
+
+    def __init__(
+        self,
+        device: str | Mapping[str, Any] | Device = "h100",
+        nodes: int = 1,
+        per_node: int = 8,
+        inside: str | Mapping[str, Any] | Interconnect | None = None,
+        between: str | Mapping[str, Any] | Interconnect = "net400g",
+    ) -> None:
+        gpu = device_preset(device)
+        usual = next((link for link, name in USUAL_DEVICE.items() if name == gpu.name), None)
+        if inside is None and usual is None:
+            raise GpkError(
+                f"device {gpu.name!r} has no usual link inside a node; give inside= as a preset "
+                "such as 'nvlink4' or a dict"
+            )
+        object.__setattr__(self, "device", gpu)
+        object.__setattr__(self, "nodes", whole_number(nodes, "nodes"))
+        object.__setattr__(self, "per_node", whole_number(per_node, "per_node"))
+        object.__setattr__(self, "inside", interconnect(inside if inside is not None else usual))
+        object.__setattr__(self, "between", interconnect(between))
+
+    @property
+    def gpus(self) -> int:
+        """Every GPU of the cluster."""
+        return self.nodes * self.per_node
+
+    @property
+    def label(self) -> str:
+        """ "16x8 a100, nvlink3 inside, net400g between": how tables and titles name it."""
+        return (
+            f"{self.nodes}x{self.per_node} {self.device.name}, {self.inside.name} inside, "
+            f"{self.between.name} between"
+        )
+
+    def link_for(self, devices: int) -> Interconnect:
+        """The link a collective over the first `devices` GPUs crosses: `inside` while they fit
+        in one node, else `between`."""
+        self.check_devices(devices)
+        return self.inside if devices <= self.per_node else self.between
+
+    def check_devices(self, devices: int) -> None:
+        whole_number(devices, "devices")
+        if devices > self.gpus:
+            raise GpkError(
+                f"devices={devices} is more than the cluster's {self.gpus} GPUs "
+                f"({self.nodes} nodes of {self.per_node}); use at most {self.gpus}"
+            )
+
+    def links(self, data: int, tensor: int, stages: int) -> dict[str, Interconnect | None]:
+        """Each axis of a data × tensor × stages plan and the link its groups cross (None for an
+        axis of one): tensor groups, the sends between neighbouring stages, data rings."""
+        sizes = {"tensor": tensor, "stages": stages, "data": data}
+        for axis, size in sizes.items():
+            whole_number(size, axis)
+        if data * tensor * stages != self.gpus:
+            raise GpkError(
+                f"data={data} × tensor={tensor} × stages={stages} is {data * tensor * stages} "
+                f"GPUs, not the cluster's {self.gpus}; choose sizes whose product is {self.gpus}"
+            )
+        found: dict[str, Interconnect | None] = {}
+        stride = 1
+        for axis in AXES:
+            size = sizes[axis]
+            if size == 1:
+                found[axis] = None
+            else:
+                # A pipeline with one cut between nodes has its sends bounded by `between`.
+                crosses = _crosses_nodes(self.gpus, self.per_node, stride, size)
+                found[axis] = self.between if crosses else self.inside
+            stride *= size
+        return found
+
+
+def _crosses_nodes(ranks: int, per_node: int, stride: int, size: int) -> bool:
+    """Whether a group of `size` ranks `stride` apart spans two nodes. Ranks fill nodes in
+    order, so a group spans two exactly when its first and last members do."""
+    block = stride * size
+    return any(
+        (start + offset) // per_node != (start + offset + (size - 1) * stride) // per_node
+        for start in range(0, ranks, block)
+        for offset in range(stride)
+    )
+
+
+def project_onto_cluster(
+    results: Sequence[RunResult], cluster: GPUCluster, devices: Sequence[int], **options: Any
+) -> list[RunResult]:
+    """Projected rows of `results` on `cluster`'s GPUs: device counts that fit in one node on
+    its `inside` link, larger ones on `between`, all under one label, so their speedups share
+    one projected single device. Other options are `project_results`'s."""
+    from .projected_rows import project_results
+
+    for count in devices:
+        cluster.check_devices(count)
+    options.setdefault("device", cluster.device)
+    label = options.pop("label", None) or (
+        f"{cluster.inside.name}/{cluster.between.name}+{cluster.device.name}"
+    )
+    groups = {
+        cluster.inside: [n for n in devices if n <= cluster.per_node],
+        cluster.between: [n for n in devices if n > cluster.per_node],
+    }
+    rows: dict[str, RunResult] = {}
+    for link, counts in groups.items():
+        if counts:
+            for row in project_results(results, link, counts, label=label, **options):
+                rows.setdefault(row.run_id, row)  # the projected single device, once
+    return list(rows.values())

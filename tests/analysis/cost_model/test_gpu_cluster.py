@@ -1,0 +1,118 @@
+"""A two-level cluster places each axis of a plan on the link its groups cross."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
+from gpu_parallel_kit.analysis.cost_model.hardware_presets import INTERCONNECTS
+from gpu_parallel_kit.errors import GpkError
+
+NVLINK3, NET400G = INTERCONNECTS["nvlink3"], INTERCONNECTS["net400g"]
+
+
+@pytest.fixture
+def a100s():
+    return GPUCluster(device="a100", nodes=16, per_node=8, inside="nvlink3", between="net400g")
+
+
+def test_a_cluster_takes_presets_and_its_gpus_usual_link(a100s):
+    assert (a100s.device.name, a100s.gpus, a100s.inside, a100s.between) == (
+        "a100", 128, NVLINK3, NET400G,
+    )  # fmt: skip
+    assert GPUCluster("h100", nodes=2).inside is INTERCONNECTS["nvlink4"]
+    assert GPUCluster("a100", nodes=2).inside is NVLINK3
+    assert GPUCluster("h100", between="net200g").between.bandwidth_bytes_s == 22e9
+    assert a100s.label == "16x8 a100, nvlink3 inside, net400g between"
+
+
+def test_tensor_inside_a_node_and_data_between_nodes(a100s):
+    assert a100s.links(data=16, tensor=8, stages=1) == {
+        "tensor": NVLINK3, "stages": None, "data": NET400G,
+    }  # fmt: skip
+
+
+def test_a_pipeline_across_nodes_sends_on_the_network(a100s):
+    assert a100s.links(data=4, tensor=2, stages=16) == {
+        "tensor": NVLINK3, "stages": NET400G, "data": NET400G,
+    }  # fmt: skip
+    # Eight stages fill one node: their sends stay inside, the replicas are a node apart.
+    assert a100s.links(data=16, tensor=1, stages=8) == {
+        "tensor": None, "stages": NVLINK3, "data": NET400G,
+    }  # fmt: skip
+
+
+def test_groups_wider_than_a_node_cross_the_network(a100s):
+    assert a100s.links(data=1, tensor=16, stages=8)["tensor"] is NET400G
+    one_node = GPUCluster("h100", nodes=1, per_node=8)
+    assert one_node.links(data=8, tensor=1, stages=1)["data"] is INTERCONNECTS["nvlink4"]
+    # Two replicas of a 4-GPU tensor group share a node: the data ring stays inside too.
+    assert one_node.links(data=2, tensor=4, stages=1)["data"] is INTERCONNECTS["nvlink4"]
+
+
+def test_a_collective_over_some_gpus_uses_the_link_they_need(a100s):
+    assert a100s.link_for(8) is NVLINK3 and a100s.link_for(9) is NET400G
+    with pytest.raises(GpkError, match="devices=200 is more than the cluster's 128 GPUs"):
+        a100s.link_for(200)
+
+
+def test_bad_plans_and_clusters_are_one_sentence(a100s):
+    with pytest.raises(GpkError, match=r"data=4 × tensor=8 × stages=2 is 64 GPUs, not the"):
+        a100s.links(data=4, tensor=8, stages=2)
+    with pytest.raises(GpkError, match="nodes"):
+        GPUCluster("a100", nodes=0)
+    own = {"name": "mine", "tflops": 100, "memory_gb": 40, "memory_bandwidth_gb_s": 1000}
+    with pytest.raises(GpkError, match="has no usual link inside a node; give inside="):
+        GPUCluster(own, nodes=2)
+    assert GPUCluster(own, nodes=2, inside="pcie4").inside is INTERCONNECTS["pcie4"]
+
+
+def measured_runs():
+    from gpu_parallel_kit.runs.results.run_result import RunResult
+
+    return [
+        RunResult(
+            run_id=run_id,
+            experiment_id="e1",
+            strategy=strategy,
+            devices=devices,
+            virtual=True,
+            status="ok",
+            step_time_s=step,
+            throughput_samples_s=256 / step,
+            global_batch=256,
+            extra={"parameter_bytes": 4_000_000},
+        )  # fmt: skip
+        for run_id, strategy, devices, step in (("s", "single", 1, 0.3), ("d", "data", 2, 0.2))
+    ]
+
+
+def test_a_projection_onto_a_cluster_uses_the_link_each_count_needs():
+    from gpu_parallel_kit.analysis.cost_model.gpu_cluster import project_onto_cluster
+
+    cluster = GPUCluster("h100", nodes=4, per_node=8, between="net100g")
+    rows = project_onto_cluster(measured_runs(), cluster, [1, 8, 16], compute_scale=1)
+    by_id = {r.run_id.split(":")[-1]: r for r in rows}
+    assert list(by_id) == ["single-1", "data-1", "data-8", "data-16"]
+    assert {r.experiment_id for r in rows} == {"e1:nvlink4/net100g+h100"}
+    assert by_id["data-8"].extra["preset"] == "nvlink4"
+    assert by_id["data-16"].extra["preset"] == "net100g"
+    # The network is 36x slower than NVLink 4: the 16-GPU ring costs more than the 8-GPU one.
+    assert by_id["data-16"].comm_time_s > 10 * by_id["data-8"].comm_time_s
+    with pytest.raises(GpkError, match="devices=64 is more than the cluster's 32 GPUs"):
+        project_onto_cluster(measured_runs(), cluster, [64], compute_scale=1)
+
+
+def test_comparison_project_takes_a_cluster_in_place_of_a_link():
+    import gpu_parallel_kit as gpk
+
+    cmp = gpk.Comparison(measured_runs())
+    cluster = gpk.GPUCluster("h100", nodes=2, per_node=8)
+    table = cmp.project(cluster, [1, 8, 16], compute_scale=1).table
+    projected = table[table["projected"]]
+    assert sorted(projected["devices"]) == [1, 1, 8, 16]  # single-1 and data-1
+    by_link = projected.set_index("devices")["reason"]
+    assert "nvlink4" in by_link[8] and "net400g" in by_link[16]
+    # A link name, as before, projects every count on that one link.
+    plain = cmp.project("nvlink4", [16], compute_scale=1).table
+    assert "net400g" not in " ".join(plain["reason"].dropna())
