@@ -26,7 +26,7 @@ PARTS = (("compute", "#4c72b0"), ("exposed communication", "#dd8452"), ("idle (b
 METHOD = (
     "Data parallel: exposed communication = median step with minus without the all-reduce, "
     "alternated in blocks in the same worker (the 1-device run is the no-op control); "
-    '"below noise" where it is smaller than its scatter between blocks. Model parallel: copies '
+    '"below noise" where it is smaller than its scatter between blocks. Pipeline: copies '
     "across the cuts; idle = measured bubble."
 )
 

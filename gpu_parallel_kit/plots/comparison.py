@@ -1,30 +1,10 @@
 """Figures of the comparison table: training time, throughput and speedup per run.
 
-The time panel draws the table's `training_time_s`, the median step times the steps trained: what
-the rounds measured, in the steady state. A round's `wall_time_s` also holds its first steps,
-which trace and compile; for a small model that one-off can be ten times the training, and a
-chart of it would rank runs by their compilers rather than their steps. The compile is left out
-of the bars, not stacked on them, for the same reason: it would shrink the steps to slivers.
-
-The figures are built with the object API (`matplotlib.figure.Figure`), never pyplot, so they need
-no GUI backend or global figure state: the same code draws inline in a notebook, writes PNGs from
-the command line on a headless machine, and leaks no figures between calls.
-
-Runs that did not finish are drawn, not dropped: a hatched empty bar labelled with the status, so a
-comparison whose 4-device run ran out of memory says so instead of quietly showing three bars.
-Every title says which scaling the runs used and whether the devices were virtual, because a
-speedup measured on virtual devices carved out of one CPU means something else than one on GPUs.
-
-Rows a cost model projected (`projected` column) are drawn apart from measured ones, never
-silently mixed: dashed lines with hollow markers in the speedup panel, pale dotted bars tagged
-with the projection's label, after a gap, in the throughput panel, and left out of the time
-panel (a projection models a step; it trained nothing). Each title says how its panel draws them.
-Projected speedups are against the projected `single` run (`analysis/cost_model/projected_rows.py`).
-
-Sizes are for a notebook: about 11 inches at 100 dpi is the width JupyterLab shows an output at,
-so text drawn at 8-10 points stays 8-10 points on the screen. A comparison with more bars than
-fit a third of that (projections onto 8 devices give 15 or more) gets the throughput panel on a
-row of its own, under the other two.
+Training time is the table's steady-state `training_time_s`, compilation left out. A run that
+did not finish is a hatched empty bar labelled with its status. Projected rows are drawn apart:
+dashed hollow lines, pale dotted bars after a gap, and none in the time panel. Every title says
+the scaling, whether the devices were virtual and how projected rows are drawn. Sizes suit a
+notebook output about 11 inches wide at 100 dpi; docs/results.md gives the reasons.
 """
 
 from __future__ import annotations

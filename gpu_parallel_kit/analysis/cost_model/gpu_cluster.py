@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GpkError, whole_number
+from ...strategies.plan_axes import PLAN_AXES
 from .hardware_presets import USUAL_DEVICE, Device, Interconnect, interconnect
 from .hardware_presets import device as device_preset
 
 if TYPE_CHECKING:
     from ...runs.results.run_result import RunResult
 
-AXES = ("tensor", "stages", "data")  # innermost first: the order ranks are laid out in
 
 
 @dataclass(frozen=True, init=False)
@@ -94,7 +94,7 @@ class GPUCluster:
     def links(self, data: int, tensor: int, stages: int) -> dict[str, Interconnect | None]:
         """Each axis of a data × tensor × stages plan and the link its groups cross (None for an
         axis of one): tensor groups, the sends between neighbouring stages, data rings."""
-        sizes = {"tensor": tensor, "stages": stages, "data": data}
+        sizes = dict(zip(PLAN_AXES, (tensor, stages, data), strict=True))
         for axis, size in sizes.items():
             whole_number(size, axis)
         if data * tensor * stages != self.gpus:
@@ -104,7 +104,7 @@ class GPUCluster:
             )
         found: dict[str, Interconnect | None] = {}
         stride = 1
-        for axis in AXES:
+        for axis in PLAN_AXES:
             size = sizes[axis]
             if size == 1:
                 found[axis] = None
