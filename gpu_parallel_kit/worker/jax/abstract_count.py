@@ -143,7 +143,8 @@ def count_abstract(
             )
             return loss_value
 
-        kept = activations(forward, state[0], (state[1], state[3], state[2], x, y))
+        sequence = next((int(v.shape[1]) for v in jax.tree.leaves(x) if v.ndim >= 2), None)
+        kept = activations(forward, state[0], (state[1], state[3], state[2], x, y), sequence)
     return {
         "flops": float(cost.get("flops", 0.0)),
         "bytes": float(cost.get("bytes accessed", 0.0)),
@@ -171,7 +172,9 @@ def _gradients_only(model: Any) -> Callable[..., Any]:
     return step
 
 
-def activations(loss: Callable[[Any, Any], Any], weights: Any, rest: Any) -> dict[str, Any]:
+def activations(
+    loss: Callable[[Any, Any], Any], weights: Any, rest: Any, sequence: int | None = None
+) -> dict[str, Any]:
     """What backpropagation of `loss(weights, rest)` keeps from its forward, from the trace.
 
     Every residual of `jax.vjp(lambda w: loss(w, rest), weights)` is read with the operation
@@ -181,12 +184,18 @@ def activations(loss: Callable[[Any, Any], Any], weights: Any, rest: Any) -> dic
     (an elementwise operation of other kept values that no matmul reads: the softmax beside its
     exponentials, the tanh inside a GeLU), which is how Megatron-LM's count of a layer reads.
 
+    Args:
+        loss: `loss(weights, rest)`, a scalar.
+        weights: what the gradients are taken of (shape structs or arrays).
+        rest: the batch and every other state (shape structs or arrays).
+        sequence: the sequence length, to name (s, s) tensors "scores".
+
     Returns:
         A dict: "saved_bytes", "kept_bytes", "by_kind" (kind -> kept bytes, a kind being the
         layer's name without its index, then "mask" for booleans, "scores" for (s, s) tensors),
-        "by_layer" (the backbone's direct sub-layer -> kept bytes), "residuals" (one dict per
-        residual: layer, op, shape, dtype, bytes, role "kept", "recomputed", "input",
-        "weights" or "broadcast").
+        "by_layer" (the first numbered layer, a backbone's block -> kept bytes), "residuals"
+        (one dict per residual: layer, op, shape, dtype, bytes, role "kept", "recomputed",
+        "input", "weights" or "broadcast").
     """
     import jax
 
@@ -198,7 +207,6 @@ def activations(loss: Callable[[Any, Any], Any], weights: Any, rest: Any) -> dic
     graph.mark_data(graph.inputs[weight_count:])
     count = len(jax.tree.leaves(shapes[1]))
     residuals = _unique(graph.outputs[-count:])
-    sequence = _sequence_length(rest)
     rows = []
     for var in residuals:
         node = graph.producer.get(var)
@@ -389,16 +397,6 @@ def _kind(layer: str, aval: Any, sequence: int | None) -> str:
     elif sequence and len(aval.shape) >= 2 and tuple(aval.shape[-2:]) == (sequence, sequence):
         name += " scores"
     return name
-
-
-def _sequence_length(rest: Any) -> int | None:
-    """The sequence length, read from the first input of rank 2 or more (batch, sequence)."""
-    import jax
-
-    for leaf in jax.tree.leaves(rest):
-        if len(getattr(leaf, "shape", ())) >= 2:
-            return int(leaf.shape[1])
-    return None
 
 
 def _specs(spec: Any, batch: int) -> Any:
