@@ -1,17 +1,14 @@
 """The counted work of one training step: FLOPs and bytes, per sample and per step.
 
-A count comes from the compiler (`worker/work_count.py`: XLA's `cost_analysis()` of Keras's own
-train step on JAX, or TensorFlow's profiler), made at two batch sizes b₁ < b₂ so that it splits
-into what grows with the batch and what a step costs whatever its batch::
+A count (`worker/work_count.py`) is made at two batch sizes b₁ < b₂ so that it splits into what
+grows with the batch and what a step costs whatever its batch::
 
     flops(b) = F₁ · b + F₀        F₁ = (flops(b₂) - flops(b₁)) / (b₂ - b₁)
     bytes(b) = B₁ · b + B₀        (the same for bytes accessed)
 
 F₀ and B₀ are the optimizer update and the weights read once per step; F₁ and B₁ are forward and
-backward per sample. `kernels` is the number of launching instructions (fusions, dots,
-convolutions) of the compiled step, the basis of the launch floor
-(`analysis/cost_model/roofline.py`). Pure data: no TensorFlow, no JAX. The count is stored in the
-run log, keyed by model, input shape and batches, so it is made once.
+backward per sample. `kernels` counts the compiled step's launching instructions (fusions, dots,
+convolutions), the basis of the launch floor. Pure data: no TensorFlow, no JAX.
 """
 
 from __future__ import annotations

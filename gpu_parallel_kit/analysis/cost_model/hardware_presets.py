@@ -1,45 +1,12 @@
 """Hardware presets for the cost model: interconnects and GPUs the user may not have.
 
-Interconnects are described by the two numbers of the α-β model: a latency α (seconds per
-message, or per step of a ring) and a bandwidth B. B is the *bus bandwidth* in the sense of NVIDIA's
-nccl-tests ("Performance reported by NCCL tests", PERFORMANCE.md): the rate at which each device
-sends along the ring, so a ring all-reduce of S bytes over N devices takes 2(N-1)/N · S / B.
-The same B is used for one point-to-point send (a pipeline cut). Figures are what well-tuned
-systems reach in practice, not the line rate; treat every one as ±20 %.
+An interconnect is the α-β model's two numbers: a latency α (seconds per message, or per step of
+a ring) and a bus bandwidth B in nccl-tests' sense, so a ring all-reduce of S bytes over N devices
+takes 2(N-1)/N · S / B; one point-to-point send (a pipeline cut) uses the same B. A device carries
+its dense peak rate per precision, its memory and its memory bandwidth, for the roofline
+(`analysis/cost_model/roofline.py`). No CPU is listed: a CPU-to-GPU scale is the user's to give.
 
-| preset  | B GB/s | α µs | source (vendor page or paper, by name)                            |
-|---------|-------:|-----:|-------------------------------------------------------------------|
-| nvlink4 |    400 |    3 | NVIDIA H100 / H200 datasheets: NVLink 4, 900 GB/s bidirectional,  |
-|         |        |      | 450 per direction; nccl-tests all_reduce busbw, DGX H100: 370-450 |
-| nvlink3 |    230 |    3 | NVIDIA A100 datasheet: NVLink 3, 600 GB/s bidirectional, 300 per  |
-|         |        |      | direction; nccl-tests all_reduce busbw, DGX A100: about 230       |
-| pcie5   |     50 |    5 | PCI-SIG PCIe 5.0 base spec: 32 GT/s x16, 63 GB/s per direction    |
-| pcie4   |     25 |    5 | PCI-SIG PCIe 4.0 base spec: 16 GT/s x16, 31.5 GB/s per direction  |
-| pcie3   |     12 |    5 | PCI-SIG PCIe 3.0 base spec: 8 GT/s x16, 15.8 GB/s per direction   |
-| net100g |     11 |   10 | 100 Gb/s Ethernet (RoCE) or EDR InfiniBand: 12.5 GB/s line rate   |
-| net200g |     22 |    5 | NVIDIA ConnectX-6 (HDR InfiniBand, 200 Gb/s): 25 GB/s line rate   |
-| net400g |     45 |    5 | NVIDIA ConnectX-7 (NDR InfiniBand, 400 GbE): 50 GB/s line rate    |
-
-PCIe figures are ~80 % of the line rate (what DMA copies reach), networks ~90 %.
-
-Devices carry their peak rate per precision and their memory bandwidth: the roofline
-(`analysis/cost_model/roofline.py`) turns a step's counted FLOPs and bytes into time on them. Dense
-rates, TFLOP/s, from the datasheets named:
-
-| preset | fp32 | tf32 | bf16 / fp16 | memory GB | memory TB/s | source                            |
-|--------|-----:|-----:|------------:|----------:|------------:|-----------------------------------|
-| a100   | 19.5 |  156 |         312 |        80 |       2.039 | NVIDIA A100 Tensor Core GPU       |
-|        |      |      |             |           |             | datasheet (SXM4 80GB)             |
-| h100   |   67 |  495 |         989 |        80 |        3.35 | NVIDIA H100 Tensor Core GPU       |
-|        |      |      |             |           |             | datasheet (SXM5)                  |
-| h200   |   67 |  495 |         989 |       141 |         4.8 | NVIDIA H200 Tensor Core GPU       |
-|        |      |      |             |           |             | datasheet (SXM)                   |
-
-All three are the SXM parts. The datasheets print the tensor-core rates with 2:4 sparsity
-(A100: 312 tf32, 624 bf16; H100 and H200: 989 tf32, 1979 bf16); the dense rates above are half
-of those. fp32 is the plain (non-tensor-core) rate. `flops` stays the dense bf16 rate.
-No CPU is listed: a CPU's share of peak differs too much between models and libraries for a
-preset ratio to mean anything, so a CPU-to-GPU scale must be given by the user.
+Every figure and its source: `docs/projection.md`, "Sources".
 """
 
 from __future__ import annotations

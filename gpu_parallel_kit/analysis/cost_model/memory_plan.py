@@ -1,27 +1,13 @@
 """What fits, on how many devices: a model's memory per device under each strategy, modelled.
 
-For models too large to build here (`params=7e9`). Model states follow Rajbhandari, Rasley,
-Ruwase and He, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020,
-section 3.1 and figure 1: with Ψ parameters, mixed precision keeps 2Ψ bytes of fp16 parameters,
-2Ψ of fp16 gradients and KΨ of optimizer state, K = 12 for Adam (fp32 master parameters,
-momentum, variance; 4 bytes each). Over N_d data-parallel devices:
+For models too large to build here (`params=7e9`). Model states follow the ZeRO paper
+(Rajbhandari et al., SC 2020, section 3.1): mixed-precision Adam keeps 2 + 2 + 12 bytes per
+parameter, split over the devices as data, ZeRO-1, ZeRO-2 and fsdp (ZeRO-3) split them; a
+pipeline of K stages holds 1/K of every state, tensor parallelism over M holds 1/M. Pure: no
+TensorFlow, no JAX; a model builder is called here only to count its parameters.
 
-    data (baseline)        (2 + 2 + K) Ψ                    7.5B, K=12:  120 GB
-    ZeRO-1 (P_os)          (2 + 2) Ψ + K Ψ / N_d            N_d = 64:   31.4 GB
-    ZeRO-2 (P_os+g)        2 Ψ + (2 + K) Ψ / N_d                        16.6 GB
-    ZeRO-3 / fsdp (P_os+g+p)  (2 + 2 + K) Ψ / N_d                        1.9 GB
-
-In fp32 there is no master copy: 4Ψ parameters, 4Ψ gradients and 4 bytes per optimizer slot.
-A pipeline of K stages holds 1/K of every state (equal stages assumed); tensor parallelism over
-a model axis of M holds 1/M (every weight sharded, as Megatron-LM's Transformer layers are).
-
-Activations, when given as bytes or shapes per sample, are those of the whole model at the
-precision's activation width; data, ZeRO and fsdp split the global batch over the devices, a
-pipeline holds its stage's share of every micro-batch at the flush (GPipe: 1/K of the whole
-batch), tensor parallelism is taken to split them over M, a lower bound since layer norms and
-dropout inputs stay whole without sequence parallelism (Korthikanti et al. 2022 count them).
-Pure: no TensorFlow, no JAX; a model builder is called in this process only to count its
-parameters.
+The formulas, the fp32 case and how activations split: `docs/memory.md`, "Planning a model too
+large to build".
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """Projected rows: measured runs carried onto hardware the user does not have, labelled as such.
 
-`project_results` reduces an experiment's measured single-device run to a `step_time_model.Workload`
-(per-sample forward and backward time, trainable parameter bytes), takes the stage split and the
-bytes across each cut from its measured pipeline runs, and returns one `RunResult` per
-strategy and device count with `projected=True`. Nothing here imports TensorFlow.
+`project_results` reduces an experiment's measured single-device run to a
+`step_time_model.Workload`, takes the stage split and the bytes across each cut from its measured
+pipeline runs, and returns one `RunResult` per strategy and device count with `projected=True`.
+Each row belongs to its own experiment (`<experiment_id>:<label>`, with a projected single-device
+row of its own, so projected speedups never mix with measured ones), says what it assumed
+(`reason`, `extra["assumptions"]`) and is one modelled step: no wall time, spread or step times.
+Nothing here imports TensorFlow.
 
-Each projected row:
-- belongs to its own experiment, `<experiment_id>:<label>` (label: the preset's name, plus the
-  target device or the compute scale when given), which holds a projected single-device row too,
-  so the table's speedup of a projected row is against the *projected* single device (same scaled
-  compute) and measured and projected speedups are each self-consistent;
-- says what it assumed: a short `reason`, and `extra["assumptions"]`, a list of sentences;
-- has no wall time, no spread and no per-step times: it is one modelled step, not a measurement.
-
-Assumptions made unless the runs or the caller say better:
-- backward = 2 × forward; a measured model run's tasks timed alone give the measured ratio instead
-  (the split matters for overlap, and for stages whose forward and backward shares differ);
-- compute runs as fast as on the measured device (compute_scale 1): only communication is
-  projected. A CPU-to-GPU scale is a rough assumption whichever way it is given;
-- pipelines with a stage count that was not measured have equal stages and the mean bytes per
-  sample across a measured cut. Counted compute costs a micro-batch what the GPU's roofline and
-  launch floor say at G/M samples (`projected_compute`); measured compute gives a sample the same
-  cost at every micro-batch size (the CPU's micro-batch curve is the CPU's, not the GPU's).
+The assumptions made unless the runs or the caller say better: `docs/projection.md`, "Projection".
 """
 
 from __future__ import annotations

@@ -1,64 +1,14 @@
-"""A step's compute time on a GPU from its counted work: a roofline, an efficiency band and a
-launch floor. Pure arithmetic on `counted_work.WorkCount` and `hardware_presets.Device`; no
-TensorFlow, no JAX.
+"""A step's compute time on a GPU from its counted work: roofline, efficiency band, launch floor.
 
+Pure arithmetic on `counted_work.WorkCount` and `hardware_presets.Device`; no TensorFlow, no JAX.
 For one device computing b samples per step at precision p::
 
     flops = F₁·b + F₀                                  (work.WorkCount)
     bytes = fusion · (a_p · B₁·b + B₀)
     time  = max( max(flops / peak_p, bytes / bandwidth) / efficiency,  kernels · launch )
 
-**Bytes.** The compiler that counts (XLA on the CPU) fuses less than a GPU's: a convolution's
-batch normalisation, activation and residual add are separate passes over memory there, while on
-a GPU they run in the convolution's epilogue (cuDNN runtime fusion, XLA's GPU fusion). So the
-count's bytes are an upper bound, and `fusion` takes off what fuses: the share of the forward
-bytes that belongs to layers with weights (convolutions, dense layers, embeddings), from the
-count's own per-layer figures (1 for a model made of Dense layers only; 0.52 for Keras's
-ResNet-50, whose every convolution is followed by a BatchNormalization and a ReLU). A model
-without per-layer figures keeps its bytes (fusion 1). a_p is the width of an activation: 0.5
-under bf16 / fp16 mixed precision (activations in 16 bits, weights and optimizer state in 32),
-1 under fp32 and tf32; B₀ (weights and optimizer state, once per step) stays at 32 bits.
-
-**Efficiency** is the share of the roofline that real training reaches, given as a band:
-
-| band   | value | measured share of peak (model FLOPs utilisation, MFU)                       |
-|--------|------:|------------------------------------------------------------------------------|
-| low    |  0.30 | GPT-3 21.3 %, Megatron-Turing NLG 30.2 %, Gopher 32.5 % (Chowdhery et al.,  |
-|        |       | "PaLM: Scaling Language Modeling with Pathways", 2022, table 3)              |
-| likely |  0.45 | PaLM 540B 46.2 % (same table)                                                |
-| high   |  0.60 | Megatron-LM, 1T parameters: 56.3 % MFU, 57.0 % hardware FLOPs utilisation    |
-|        |       | (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer |
-|        |       | Models", 2022)                                                               |
-
-Those are large runs, whose share already pays for communication and pipeline bubbles; one GPU
-training alone reaches at least as much, so "likely" is the best of them, not their mean. Checked
-against published single-GPU training throughputs (the counted Keras ResNet-50, 22.6 GFLOP and
-1.54 GB per sample, bf16, batch 256; `tests/analysis/cost_model/test_roofline.py` holds the
-arithmetic):
-
-| device, precision | projected: low / likely / high | published                              |
-|-------------------|--------------------------------|----------------------------------------|
-| A100, bf16 mixed  | 1,540 / 2,310 / 3,070 img/s    | 2,375 img/s: NVIDIA DeepLearningExamples |
-|                   |                                | TF ResNet-50 v1.5, AMP + XLA, 1 GPU    |
-| A100, tf32        |   770 / 1,160 / 1,540 img/s    | 909 img/s: same table, TF32 + XLA      |
-| H100, bf16 mixed  | 2,530 / 3,790 / 5,050 img/s    | ~6,900 img/s per GPU: MLPerf Training  |
-|                   |                                | v3.0, 8×H100 in 13.47 min (3.0-2053),  |
-|                   |                                | ~37 epochs of ImageNet's 1.28 M images |
-
-The H100 comes out low against MLPerf's hand-tuned MXNet (within a factor of 2): its memory
-term rules, and MLPerf's fused kernels move fewer bytes than this allowance assumes.
-
-**The launch floor.** However little a step computes, the host launches each kernel of the
-compiled step one after another; NVIDIA measured about 3.8 µs per launch of back-to-back short
-kernels ("Getting Started with CUDA Graphs", NVIDIA technical blog, 2019), so a step takes at
-least `kernels` × `LAUNCH_S`, with `kernels` counted in the compiled step (on the CPU, which
-fuses less, so the floor leans high). Launches overlap the GPU's work, so the floor is a lower
-bound on the step, not a term added to it. It is what rules a small model: the kit's built-in
-MLP (68 kernels) cannot step faster than 0.27 ms on any GPU, whatever the batch share.
-
-**Calibrating.** A throughput measured (or published) for the same model on a named device and
-batch replaces the assumed band: efficiency = roofline time / measured time, so the projection
-reproduces it, and other batches and device counts follow the model (`calibrated_band`).
+Why each term, the band's sources and the published figures it is checked against:
+`docs/projection.md`, "The roofline, term by term".
 """
 
 from __future__ import annotations

@@ -1,59 +1,13 @@
 """Cost model: step time, speedup and efficiency of a workload on hardware the user does not have.
 
-Pure Python, no TensorFlow. Everything here is *modelled*, never measured (docs/ARCHITECTURE.md,
-"measured first"); `analysis/cost_model/projected_rows.py` turns measured runs into a `Workload` and
-predictions back into labelled rows.
+Pure Python, no TensorFlow. Everything here is *modelled*, never measured;
+`analysis/cost_model/projected_rows.py` turns measured runs into a `Workload` and predictions back
+into labelled rows. f and b are forward and backward seconds per sample on the target device (the
+measured figures divided by `compute_scale`), S the gradient bytes per step, α and B a link's
+latency and bandwidth (`hardware_presets.Interconnect`). Pipelines are replayed with
+`pipeline_sim.simulate`; tensor parallelism is modelled in `analysis/cost_model/tensor_cost.py`.
 
-Notation: G global batch, N devices, f and b forward and backward seconds per sample on the
-target device (the measured figures divided by `compute_scale`), S trainable parameter bytes
-(= gradient bytes per step), link latency α and bandwidth B (`hardware_presets.Interconnect`).
-
-Single device::
-
-    T1 = (f + b) · G                                   throughput = G / T1 = 1 / (f + b)
-
-Data parallel, ring all-reduce of the gradients (each replica computes G/N samples)::
-
-    C  = α · 2(N-1) + 2(N-1)/N · S / B                  (C = 0 for N = 1)
-    T  = (f + b) · G/N + C                              no overlap
-    T  = f · G/N + max(b · G/N, C)                      backward overlaps the all-reduce (perfect
-                                                        bucketing: an upper bound on the gain)
-
-Pipeline (model parallel) over K stages with M micro-batches of G/M samples: stage s does the
-shares φ_s, β_s of the forward and backward work; a cut c carries a_c bytes per sample each way
-(activations forward, their gradients back), one message of t_c = α + a_c · G/M / B per
-micro-batch and direction. The schedule (`schedules.build_schedule`) is replayed by
-`pipeline_sim.simulate`, which gives, with equal stages and no transfers, the closed form::
-
-    T  = (M + K - 1) · (f + b) · G / (M K)      naive is M = 1: T = (f + b) · G, no overlap
-    bubble = (K - 1) / (M + K - 1)              -> 0 as M -> infinity
-
-and in general, with F_s and B_s one micro-batch's forward and backward task on stage s
-(blocking receives included), for gpipe::
-
-    M · max_s (F_s + B_s)  <=  T  <=  (M + K - 1) · (max_s F_s + max_s B_s)
-
-that is (M + K - 1) slots of the slowest stage, and never better than M of them.
-`overlap=False` (default; the kit's engine copies inside the receiving task) adds each receive
-to the receiving task; `overlap=True` delays only the dependency, so sends hide behind other
-micro-batches and cost 2 (K - 1) sends of fill and drain when a send is shorter than a task.
-
-Data × pipeline: D replicas of a K-stage pipeline (N = D·K), each pipeline doing G/D samples,
-then each stage's gradients all-reduced among its D copies, after the flush, concurrently for
-all stages::
-
-    T  = T_pipeline(G/D) + max_s C(φ^param_s · S, D)
-
-Speedup = throughput / single-device throughput of the *same* workload on the same (scaled)
-device, efficiency = speedup / N. Compute per sample changing with the (micro-)batch size is
-modelled by the workload handed in: a projector gives a pipeline the workload of one micro-batch
-of G/M samples and data parallelism that of G/N (`projected_compute.Compute.workload_at`, the
-counted step on the GPU's roofline with its launch floor at that size), so a launch-bound model
-pays every kernel launch once per micro-batch; measured compute keeps one per-sample cost. The
-CPU's measured micro-batch curve (`pipeline/microbatch.py`) describes the CPU and is not carried
-onto GPUs. Not modelled: memory limits, optimizer-update time apart from the backward, contention
-of several groups on one link.
-Tensor parallelism is modelled in `analysis/cost_model/tensor_cost.py`.
+The formulas per strategy and what is not modelled: `docs/projection.md`, "The model, in formulas".
 """
 
 from __future__ import annotations

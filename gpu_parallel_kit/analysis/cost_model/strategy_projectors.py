@@ -1,19 +1,14 @@
-"""Each strategy's projector: the rows the cost model projects for it, named by its record
-(`Strategy.projector`) and called by `projection._Experiment.rows` with the experiment's
-workload, plan and measured runs; and the cost function of sharded data parallelism.
+"""Each strategy's projector, and the cost function of sharded data parallelism.
 
-Sharded data parallel (`fsdp`, ZeRO-3) over N devices, notation of `step_time_model.py`, with S_s
-the bytes of the sharded weights and S_r of the replicated ones (S = S_s + S_r). Each sharded weight
-is all-gathered for the forward and again for the backward and its gradient reduce-scattered;
-an all-gather or reduce-scatter of S bytes is half a ring all-reduce,
+A projector is named by its strategy's record (`Strategy.projector`) and called by
+`projection._Experiment.rows` with the experiment's workload, plan and measured runs. For fsdp
+(ZeRO-3) over N devices, with S_s the sharded weights' bytes and S_r the replicated ones', and
 AG(S) = RS(S) = α(N-1) + (N-1)/N · S/B::
 
     no prefetch:  T = (f + b) · G/N + 2·AG(S_s) + RS(S_s) + C(S_r)
     prefetch:     T = max(f · G/N, AG(S_s)) + max(b · G/N, AG(S_s) + RS(S_s) + C(S_r))
 
-Prefetch gathers the next layer's weights while this one computes (FSDP's forward and backward
-prefetch); like data parallelism's perfect bucketing it is an upper bound on the gain. The bytes
-per device are 3(N-1)/N · S_s + 2(N-1)/N · S_r: about 1.5x data parallelism's 2(N-1)/N · S.
+Why, and the bytes each device moves: `docs/projection.md`, "The model, in formulas".
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """Cost model of tensor parallelism: sharded layers' compute split, activations all-reduced.
 
-Pure Python, modelled, never measured (see `step_time_model.py` for the notation).
-
-Tensor parallel over M devices on the model axis (× D data replicas, N = D·M): the share σ of
-the compute that sharded layers do is split M ways, the rest is repeated on each; every
-activation all-reduce c of a_c bytes per sample (per layer pair, one in the forward and one in
-the backward; the layout's `collectives`) sums G/D samples over the M devices, on the critical
-path, then each device's gradient shards (S/M of the sharded bytes) are summed over D::
+Pure Python, modelled, never measured (notation of `step_time_model.py`). Over M devices on the
+model axis and D data replicas, the share σ of the compute that sharded layers do is split M
+ways, and each activation all-reduce of the layout's `collectives` (taken from a measured tensor
+run: the cost model has no graph of its own) sits on the critical path::
 
     T  = (f + b) · G/D · (σ/M + 1 - σ) + Σ_c C(a_c · G/D, M) + C(S_D, D)
 
-A layout that puts weights on the data axis too (a model's own, `layout_map="own"`) gathers
-that share γ of S_D for the forward and again for the backward and reduce-scatters its
-gradient, as fsdp does: C(S_D, D) becomes C((1-γ) S_D, D) + 3/2 C(γ S_D, D), and the projection
-keeps the measured run's data axis D.
-
-The activation collectives come from a measured tensor-parallel run of the same experiment (its
-layout's `collectives`, elements per sample): the cost model has no graph of its own to derive
-them from.
-
-With counted compute (`projected_compute.py`) a device's step is the counted work of its share
-on the GPU's roofline: it computes the work of G/D · (σ/M + 1 - σ) samples in one step, and
-launches every kernel of the step however thin its shards are, so the launch floor is not
-divided by M.
+Weights on the data axis too, and counted compute: `docs/projection.md`, "The model, in formulas".
 """
 
 from __future__ import annotations
