@@ -82,9 +82,8 @@ class Experiment:
         target: a metric to reach, such as `{"val_accuracy": 0.9}` or `"val_loss<=0.3"`.
         deterministic: TensorFlow's op determinism in every worker.
         backend: `"tensorflow"` or `"jax"`.
-        tune: `"auto"` lets each run's worker pick steps per execution, XLA and prefetch by the
-            rules of `runs/description/tuning_rules.py` (recorded in the row); `"off"` keeps Keras's
-            defaults.
+        tune: `"auto"` lets each run's worker pick steps per execution, XLA and prefetch
+            (recorded in the row); `"off"` keeps Keras's defaults.
         measure_comm: `False` skips the communication measurement after training.
         timeout: seconds per run; `None` for no limit.
         log: the run log's SQLite file (default `./gpk_runs.sqlite`, or `GPK_LOG`).
@@ -204,23 +203,27 @@ class Experiment:
     ) -> RunSpec:
         """Validate one run without starting it; every mistake is one sentence raised here.
 
-        Each strategy's own options are the keywords its record lists (`Strategy.options`,
-        shown in this signature and in the strategies' pages): `schedule`, `micro_batches`
-        (`"auto"` too), `balance`, `recompute` and `virtual_stages` for strategy="pipeline"
-        (alias "model"), `workers` and `cluster` for "multiworker", `mesh=(data, model)` and
-        `layout_map` for "tensor" and "fsdp", `min_shard_bytes` for "fsdp". A comparison passes
-        them to every run; the other strategies ignore them. `mode` defaults to "fit", and to
-        "explicit" (the only loop that works under MultiWorkerMirroredStrategy) for
-        multiworker. `scaling`, `lr_scaling`, `warmup_epochs`, `target` and `deterministic`
-        override the experiment's own for this run (None keeps them). `backend` overrides the
-        experiment's ("tensorflow" or "jax").
+        `run()` and `compare()` take the same options; one left at None keeps the experiment's.
 
-        `tune="auto"` (the experiment's default) lets the worker pick steps per execution, XLA
-        and the input pipeline's prefetch by the rules of runs/description/tuning_rules.py, and
-        records them in `RunResult.extra["tuned"]`; `tune="off"` keeps Keras's defaults. An explicit
-        `steps_per_execution=` or `jit_compile=` always wins. `measure_comm=False` skips the
-        communication measurement after training (data parallel): the row then says
-        "not measured", never zero. Both default to the experiment's own (None).
+        Args:
+            mode: `"fit"` by default; `"explicit"` for `"multiworker"` (the only loop that works
+                under MultiWorkerMirroredStrategy).
+            tune: `"auto"` lets the worker pick steps per execution, XLA and the input
+                pipeline's prefetch, recorded in `RunResult.extra["tuned"]`; `"off"` keeps
+                Keras's defaults. An explicit `steps_per_execution=` or `jit_compile=` wins.
+            measure_comm: `False` skips the communication measurement after training (data
+                parallel): the row then says "not measured", never zero.
+            scaling, lr_scaling, warmup_epochs, target, deterministic: this run's own.
+            backend: `"tensorflow"` or `"jax"`.
+            **strategy_options: the keywords a strategy's record lists (`Strategy.options`):
+                `schedule`, `micro_batches` (`"auto"` too), `balance`, `recompute` and
+                `virtual_stages` for `"pipeline"` (alias `"model"`); `workers` and `cluster` for
+                `"multiworker"`; `mesh=(data, model)` and `layout_map` for `"tensor"` and
+                `"fsdp"`; `min_shard_bytes` for `"fsdp"`. The other strategies ignore them, so
+                a comparison can pass them to every run.
+
+        Raises:
+            GpkError: the mistake, in one sentence.
         """
         given = given_options(strategy_options, Experiment.plan)
         backend = one_backend(backend) or self.backend

@@ -156,25 +156,25 @@ class Comparison:
     ) -> Comparison:
         """The measured rows plus rows a cost model projected onto GPUs the user does not have.
 
-        Projected rows have `projected=True`, their own experiment id (`<id>:<preset>+<gpu>`)
-        and a projected one-device baseline, so their speedups never mix with measured ones;
-        they are not written to the run log. `preset` is an interconnect name (nvlink4, nvlink3,
-        pcie5, pcie4, pcie3, net100g, net200g, net400g), a dict such as
-        {"bandwidth_gb_s": 40, "latency_us": 4}, or a `gpk.GPUCluster`: then device counts
-        that fit in one node use its link inside, larger ones its network between, and its GPU
-        is the device projected onto.
+        Projected rows have `projected=True`, their own experiment id (`<id>:<preset>+<gpu>`) and
+        a projected one-device baseline, so their speedups never mix with measured ones; they
+        are not written to the run log. Compute is the training step counted by the compiler,
+        on the GPU's roofline; a step that cannot be counted is projected on the measured step,
+        and says so (`docs/projection.md`).
 
-        Compute is the training step counted by the compiler (FLOPs and bytes, counted once per
-        model, input shape and batch in a short child process, and kept in the run log) on the
-        roofline of `device` (a100, h100, h200; default: the link's usual GPU) at `precision`
-        (fp32, tf32, bf16, fp16; default bf16), with an efficiency band; `calibrate=` a dict
-        {"throughput_samples_s": 2375, "device": "a100", "global_batch": 256} or a one-GPU run
-        replaces the band; `global_batch=` projects at another batch. `compute="measured"` (or
-        `compute_scale=` / `measured_device=`) keeps the measured step time instead. A step that
-        cannot be counted (its Experiment gone, its log without a count) is projected on the
-        measured step, and its rows, the figures' titles and the advice say "compute measured
-        on this CPU, not counted". See `projected_rows.project_results` for the other options
-        (overlap, schedule, ...).
+        Args:
+            preset: an interconnect name (nvlink4, nvlink3, pcie5, pcie4, pcie3, net100g,
+                net200g, net400g), a dict such as {"bandwidth_gb_s": 40, "latency_us": 4}, or a
+                `gpk.GPUCluster`: device counts that fit in one node then use its link inside,
+                larger ones its network between, and its GPU is the device projected onto.
+            devices: the device counts to project onto.
+            **options: `device` (a100, h100, h200; default: the link's usual GPU); `precision`
+                (fp32, tf32, bf16, fp16; default bf16); `calibrate`, a dict
+                {"throughput_samples_s": 2375, "device": "a100", "global_batch": 256} or a
+                one-GPU run, replaces the band; `global_batch` projects at another batch;
+                `compute="measured"` (or `compute_scale` / `measured_device`) keeps the measured
+                step time. See `projected_rows.project_results` for the others (overlap,
+                schedule, ...).
         """
         from .analysis.cost_model.gpu_cluster import GPUCluster, project_onto_cluster
         from .analysis.cost_model.projected_rows import project_results

@@ -1,15 +1,9 @@
 """The run log: every finished run appended to a SQLite file, so nothing measured is lost.
 
-Why SQLite: each result is one INSERT committed at once, so a kernel restart or a crash halfway
-through a comparison keeps every run that finished; SQLite's file locking (with a timeout) lets
-several worker processes or notebooks append to the same file; and the rows are JSON text, readable
-by any tool and by later versions of the kit. Never pickle: loading a pickle runs code, and a run
-log is a file people share.
-
-The log lives in the current working directory (`gpk_runs.sqlite`) unless the environment variable
-`GPK_LOG` names another file. Both are read when a log is opened, not at import, so a notebook can
-`os.chdir` or set `GPK_LOG` after importing the kit. The name `":memory:"` keeps the log in memory,
-as SQLite's own `":memory:"` does: it lives as long as its `RunLog` and writes no file.
+The log is `gpk_runs.sqlite` in the current working directory unless `GPK_LOG` names another
+file, both read when a log is opened, not at import. The name `":memory:"` keeps the log in
+memory, as SQLite's own does: it lives as long as its `RunLog` and writes no file. Why SQLite
+and JSON rows, never a pickle: `docs/results.md`, "The report and the run log".
 """
 
 from __future__ import annotations
