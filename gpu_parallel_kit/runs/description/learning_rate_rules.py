@@ -1,16 +1,11 @@
 """The learning-rate rule when the global batch grows, and its gradual warmup, on plain numbers.
 
-A larger global batch averages more samples per step, so the gradient is less noisy but there are
-fewer steps per epoch. Goyal et al. (2017, "Accurate, Large Minibatch SGD") scale the learning
-rate with the batch: k times the batch, k times the rate (`linear`); `sqrt` scales by √k, which
-keeps the variance of the update constant and suits adaptive optimizers better; `none` keeps it.
-A large scaled rate can diverge in the first steps, so the rate ramps up linearly from the base
-rate to the scaled one over the first `warmup_epochs` (Goyal et al.'s gradual warmup).
-
-The base batch is the experiment's `batch_size`, the global batch of one device. Strong scaling
-keeps the global batch, so k = 1 and the rate is kept whatever the rule; weak scaling on N devices
-gives k = N. The Keras schedule applying this in the worker (`worker/lr_schedule.py`)
-evaluates the same formula as `warmup_multiplier`, which the tests check on numbers here.
+With k = global batch / the experiment's `batch_size`, the rate is multiplied by k (`linear`,
+Goyal et al. 2017), √k (`sqrt`, which keeps the update's variance constant and suits adaptive
+optimizers better) or 1 (`none`), ramped up linearly from the base rate over the first
+`warmup_epochs`. Strong scaling keeps k = 1. The worker's Keras schedule
+(`worker/lr_schedule.py`) evaluates the same formula as `warmup_multiplier`. See
+`docs/time-to-accuracy.md`, "The learning-rate rule".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Several inputs or outputs as arrays: a dict (by input name), list or tuple of arrays, as
-`model.fit` takes them, flattened to files and back.
+"""Several inputs or outputs as arrays (a dict, list or tuple), flattened to files and back.
 
-A multi-input model, a keras-hub backbone among them, is fed `{"token_ids": ..., "padding_mask":
-...}`. The caller writes each array to its own memory-mapped file; the worker rebuilds the same
-structure from the files. A structure is described by a small picklable tuple, so it crosses
-into the worker inside the run's `DataSource`:
+The caller writes each array to its own memory-mapped file; the worker rebuilds the structure
+`model.fit` takes, such as a keras-hub backbone's `{"token_ids": ..., "padding_mask": ...}`. A
+structure crosses into the worker inside the run's `DataSource` as a small picklable tuple:
 
     ("array",)                      one array
     ("dict", ("padding_mask", "token_ids"))

@@ -1,37 +1,11 @@
 """What `tune="auto"` picks for a run: steps per execution, XLA and the input pipeline, by rules.
 
 Plain values in, a frozen `Tuned` out, no TensorFlow: the worker calls `choose_settings` before
-it compiles, and the tests check every rule in milliseconds. A probe inside the worker would trace
-one train function per candidate (0.3-1 s each on two cores), more than the fixed cost of a whole
-run, so the choices are rules, each justified by a measurement in benchmarks/README.md ("What
-tune picks, and why").
-
-- **Steps per execution.** Keras calls its callbacks, converts the step's logs to Python floats (a
-  host sync under TensorFlow) and crosses from Python into the runtime once per execution; on two
-  CPU cores that was 1-3 ms of a 12-25 ms step in the measurements so far. Several steps per
-  execution (a `tf.while_loop` in one compiled call) pay it once for all of them. The weights are
-  those of one step at a time (the same ops in the same order). The value divides the steps per
-  epoch (Keras runs whole executions: one straddling an epoch's end would train steps beyond it on
-  the kit's repeating data) and the evaluation interval (an evaluation sees the weights of the step
-  it is due at), and leaves at least `MIN_TIMED_EXECUTIONS` executions timed after warm-up, so a
-  median still means something.
-- **XLA** (`jit_compile=True`). On TensorFlow, Keras's own rule: on when there is a GPU and no
-  tf.distribute strategy. The baseline trains with no strategy, as a user's own single-GPU `fit`
-  does, so it gets XLA on one GPU (no op determinism: Keras refuses XLA with determinism); the
-  data-parallel engines' MirroredStrategy keeps it off (the all-reduce is not in XLA's cluster).
-  Off on the CPU (measured slower or no faster there), said explicitly: Keras's auto would turn
-  it on for a CPU run without a strategy on a machine that also has a GPU. On JAX every step is
-  compiled by XLA whatever the strategy: nothing to choose.
-- **Input pipeline.** On TensorFlow, array data is gathered batch by batch in a `tf.data` map with
-  autotuned parallelism, and prefetched. `auto` keeps that and adds a prefetch of two executions'
-  worth of batches, since an execution takes its batches back to back; its effect has not been
-  measured apart from that of steps per execution, and it costs a few batches of host memory. A
-  JAX run reads each batch from the memory-mapped arrays as `fit` asks for it (a
-  `keras.utils.PyDataset`), with no prefetch.
-
-An explicit `steps_per_execution=` or `jit_compile=` always wins over the rules; `tune="off"`
-keeps Keras's defaults (one step per execution, XLA as Keras decides under a strategy: off).
-The row records the XLA setting Keras actually applied.
+it compiles. Steps per execution divide the steps per epoch and the evaluation interval and leave
+at least `MIN_TIMED_EXECUTIONS` timed executions; XLA is on for one GPU without a strategy and
+off on the CPU; TensorFlow's input pipeline prefetches two executions' worth of batches. An
+explicit `steps_per_execution=` or `jit_compile=` always wins; `tune="off"` keeps Keras's
+defaults. Each rule's reason and measurement: `docs/strategies/data.md`, "The fast path".
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The JAX server, caller side: one long-lived process with JAX and Keras imported, forking runs.
 
 A process's Keras keeps the backend it was first imported with, so JAX runs cannot come from the
-TensorFlow fork server. The standard library offers one fork server per process, so JAX gets a
-server of the kit's own: a spawned process that sets `KERAS_BACKEND=jax`, imports JAX and Keras
-once (without starting JAX's runtime, so each run still chooses its own host device count), then
-forks one child per run on request (`worker/jax/server.py`). A JAX run after the first therefore
-costs a fork, not an import of JAX and Keras.
-
-The child's pipe to the caller travels to the server as a pickled `Connection` (the standard
-library passes its file descriptor across); the server answers with the child's pid. The caller
-follows the child through a `ServedChild`, which has what `stop_child` and the runner use of a
-`multiprocessing.Process`: `pid`, `exitcode`, `is_alive`, `kill` and `join` (`process.end_of`
-waits for its end through a pidfd, as the caller is not its parent).
+TensorFlow fork server: the kit spawns a server of its own that imports JAX and Keras once
+(without starting JAX's runtime, so each run still chooses its own host device count) and forks
+one child per run (`worker/jax/server.py`). The child's pipe travels to the server as a pickled
+`Connection`; the server answers with the child's pid. A `ServedChild` follows the child with
+what `stop_child` and the runner use of a `multiprocessing.Process` (`process.end_of` waits
+through a pidfd, as the caller is not its parent).
 """
 
 from __future__ import annotations

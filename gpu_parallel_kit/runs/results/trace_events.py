@@ -1,20 +1,12 @@
 """A run's timings in the Trace Event Format, which ui.perfetto.dev and chrome://tracing open.
 
-The format (Google's "Trace Event Format" document) is one JSON object whose `traceEvents` list
-holds, here, two kinds of event: complete events (`"ph": "X"`: name, category, start `ts` and
-duration `dur` in microseconds, process `pid` and track `tid`) and metadata events (`"ph": "M"`)
-that name the processes and tracks. The viewer stacks the complete events of one track, so they
-must nest or be disjoint; each kind of work therefore gets a track of its own:
-
-- a pipeline run: process 1 is what was measured, one track per device with its tasks (the
-  timed steps one after another) and one track per device for the copies across the cut that
-  begin its tasks, plus a track of the steps themselves; process 2 is the simulated view (each
-  task's time measured alone, replayed as if every stage had a device of its own);
-- every other run: its steps (warm-up left out) back to back on one track, and the
-  communication, which is measured after training on its own, as its own labelled block after
-  the last step on a track of its own: it did not happen inside the steps drawn beside it.
-
-Pure: a finished `RunResult` in, a dict out. Horovod's timeline gives its users the same file.
+One JSON object whose `traceEvents` holds complete events (`"ph": "X"`, times in microseconds)
+and metadata events (`"ph": "M"`) naming processes and tracks. The viewer stacks one track's
+events, so they must nest or be disjoint: each kind of work gets a track of its own. A pipeline
+run gives the measured tasks and cut copies per device (process 1) and the simulated step
+(process 2); any other run its steps, then the communication measured after training as its own
+block. Pure: a finished `RunResult` in, a dict out. See `docs/strategies/pipeline.md`, "Timelines
+in a trace viewer".
 """
 
 from __future__ import annotations

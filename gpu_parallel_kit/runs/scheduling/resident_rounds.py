@@ -1,26 +1,12 @@
 """A comparison's rounds of one configuration trained in one process, one round at a time.
 
-A round run as a fresh process pays for the fork, the device set-up, the build and, above all,
-Keras tracing its train function in the first step: 0.7 s for the built-in MLP on one device and
-2.5-3 s under `MirroredStrategy` on four (a replica's step and optimizer update are traced once
-per replica), against 10 steps of 6-10 ms that the demo times per round. So a configuration that
-allows it keeps its process between rounds. At the end of a round the process reports the
-round's row and waits, holding nothing; the caller sends it the word when the round's turn comes
-(A, B, C, A, B, C, … as before), and the process puts back the weights and optimizer state its
-first round started from, passes the training gate (`runs/scheduling/training_gate.py`) and trains
-the next round on the same batches, already traced. Each round is still its own row in the run log,
-with its own warm-up steps left out; a later round names the run whose process trained it
-(`extra["trained_in_process_of"]`) and reports the communication that run measured.
-
-What stays: a comparison's configurations have their processes alive together, each waiting
-between its rounds (the demo: four processes of about 350 MiB). Only runs that Keras's `fit`
-trains stay (on TensorFlow or JAX), on devices the gate covers (not GPUs: waiting processes would
-hold device memory), without validation, a target or saved weights (each round would validate,
-train to the target or save again). A round ends at an epoch's end, where both backends' `fit`
-has the state in the model's variables: JAX's trainer writes its state back there at each
-epoch's end and reads it again at the next epoch's first step, so the first round's state put
-back in between is the state the next round trains from. `GPK_RESIDENT=0` starts a fresh
-process for every round.
+At the end of a round the process reports the round's row and waits, holding nothing; when the
+round's turn comes it puts back the weights and optimizer state its first round started from,
+passes the training gate (`runs/scheduling/training_gate.py`) and trains the same batches again,
+already traced. Only runs that Keras's `fit` trains stay, off GPUs, without validation, a target
+or saved weights; `GPK_RESIDENT=0` starts a fresh process for every round. A round ends at an
+epoch's end, where both backends' `fit` keep the state in the model's variables. Why, and what
+it costs: `docs/results.md`, "What a round costs".
 """
 
 from __future__ import annotations

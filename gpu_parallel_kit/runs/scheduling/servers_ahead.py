@@ -1,15 +1,11 @@
 """Servers started ahead: the first run finds its server ready and its devices listed.
 
-Importing TensorFlow in the fork server takes seconds, JAX and Keras in the JAX server a few
-more; a notebook's first run paid for both. As soon as the kit knows it will run —
-`%load_ext gpu_parallel_kit`, the first `Experiment(...)`, `gpk` parsing a run command — `warm`
-starts the backend's server and lists its devices in a background thread, while the user's cells
-go on. A run that arrives early waits for that same server and that same discovery
-(`devices.discover_physical_devices` serialises callers) instead of starting another.
-
-Nothing starts on a bare `import gpu_parallel_kit`, so a script that reads the history stays
-light; `GPK_WARM=0` turns warming off. A server that fails to start is not reported here: the
-first run tries again and says why in one sentence (`errors.BackendUnavailable`).
+As soon as the kit knows it will run (`%load_ext gpu_parallel_kit`, the first `Experiment(...)`,
+`gpk` parsing a run command), `warm` starts the backend's server and lists its devices in a
+background thread, so a notebook's first run no longer pays seconds of imports. A run that
+arrives early waits for that same server and discovery instead of starting another. Nothing
+starts on a bare import; `GPK_WARM=0` turns warming off. A server that fails to start is not
+reported here: the first run tries again and says why (`errors.BackendUnavailable`).
 """
 
 from __future__ import annotations

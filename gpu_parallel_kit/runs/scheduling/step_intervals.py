@@ -1,23 +1,11 @@
 """95 % intervals for a step time and for a speedup, from steps measured in rounds.
 
-A comparison runs its grid in rounds (A, B, C, A, B, C, …). A run's figure is the median of its
-rounds' median steps. Two sources of doubt move it: the steps within one run scatter, and the
-machine drifts between runs (a neighbour's load, the CPU's clock). The interval must carry both,
-so it comes from a two-level bootstrap, the standard resampling for nested measurements (Davison
-& Hinkley, "Bootstrap Methods and their Application", 1997, §3.8): draw the rounds with
-replacement, then each drawn round's steps with replacement, and take the median of the rounds'
-medians; the 2.5th and 97.5th percentiles of many such draws bound the figure.
-
-A speedup pairs the rounds: round r of a run and round r of the baseline ran back to back, so
-the same round indices are drawn for both, and drift that hit both cancels in their ratio, as it
-does in the measurement itself. With one round only the steps' scatter is left, and the interval
-says nothing of drift; the table states how many rounds each figure had.
-
-Draws are seeded, so the same rows always give the same interval.
-
-An interval whose high end is more than twice its low end (`too_wide`) says the figure could be
-half or double what it is: every view then writes "too few steps to tell" and names the fix,
-more steps or rounds, rather than two numbers a reader would take for a measurement.
+A two-level bootstrap (Davison & Hinkley, "Bootstrap Methods and their Application", 1997, §3.8):
+draw the rounds with replacement, then each drawn round's steps, and take the median of the
+rounds' medians. A speedup draws the same round indices for the run and its baseline, so drift
+that hit both cancels. Draws are seeded. An interval whose high end is more than twice its low
+end is `too_wide`: the views then write "too few steps to tell". Why: `docs/results.md`, "Rounds
+and intervals".
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """The training gate: the next run of a comparison starts while the last one still measures.
 
-After training, a data-parallel run measures its communication apart (0.3-0.7 s of tracing,
-compiling and timing). The next run of the same comparison spends about as long forking, setting
-up its devices and building its model, and none of that is timed. So the caller starts the next
-run's process as soon as the last one has trained, and the two overlap. What must not overlap is
-training: a run's step times are only fair if nothing else of the caller computes beside them.
-
-The gate is one lock file per caller process. A run holds it, exclusively, from the end of its
-training until its process ends (the kernel releases an `flock` with the process, however it
-ends: reported, crashed or killed). A run passes through it just before its first training step,
-waiting for any run that still holds it. The caller starts the next run only after the last one
-took the gate, so the order is always: train, take the gate, next run starts, next run waits.
-
-A comparison's first rounds mostly start together instead
-(`runs/scheduling/resident_rounds.prepared_together`): each takes a share of the gate (a shared
-`flock`) while it sets up, builds and traces its warm-up steps, then gives it back and waits for its
-turn. Passing the gate, or holding it, takes it exclusively, so no run times a step, or measures,
-until every run preparing beside it is done, or has computed nothing for a few seconds (`share`).
-
-GPUs are left out (`overlaps`): two processes would each hold device memory at once.
+The gate is one lock file per caller process. A run holds it exclusively (an `flock`, released
+by the kernel however the process ends) from the end of its training until its process ends,
+and passes through it just before its first training step; the caller starts the next run only
+after the last one took the gate. First rounds preparing together each take a shared `flock`
+while they set up, then give it back (`share`). GPUs are left out (`overlaps`): two processes
+would each hold device memory. Why: `docs/results.md`, "What a round costs".
 """
 
 from __future__ import annotations
