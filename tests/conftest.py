@@ -77,7 +77,8 @@ def isolated_workdir(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def no_counting_child(request, monkeypatch):
     """A fast test starts no counting child (a JAX process, seconds): one that projects a
-    Comparison from `Experiment.compare` stubs `api.count_in_child` itself (tests/test_demo.py)."""
+    Comparison from `Experiment.compare` stubs `api.count_in_child` itself
+    (tests/cli/test_demo.py)."""
     if request.node.get_closest_marker("slow") is None:
         monkeypatch.setattr("gpu_parallel_kit.api.count_in_child", _no_counting)
 

@@ -12,7 +12,7 @@ import pytest
 from gpu_parallel_kit.runs.description.device_choice import PhysicalDevice
 from gpu_parallel_kit.runs.results.run_result import RunResult
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).parents[2]
 COUNT = json.loads((ROOT / "tests" / "analysis" / "data" / "mlp_jax_count.json").read_text())
 STEP_S = 0.002  # the faked GPU's step of 256 samples
 

@@ -182,7 +182,7 @@ def test_compare_writes_a_report_only_with_out(tmp_path, capsys, fake_runs):
     assert (out_dir / "speedup.png").stat().st_size > 0
 
 
-COUNT = pathlib.Path(__file__).parent / "analysis" / "data" / "mlp_jax_count.json"
+COUNT = pathlib.Path(__file__).parents[1] / "analysis" / "data" / "mlp_jax_count.json"
 
 
 def test_compare_projects_onto_the_asked_gpu_precision_and_batch(capsys, fake_runs, monkeypatch):

@@ -44,7 +44,7 @@ def test_projection_rows_are_labelled_and_have_their_own_baseline():
     assert len(measured.results) == 2  # the measured comparison is left as it was
 
 
-COUNT = pathlib.Path(__file__).parent / "analysis" / "data" / "mlp_jax_count.json"
+COUNT = pathlib.Path(__file__).parents[1] / "analysis" / "data" / "mlp_jax_count.json"
 
 
 def test_a_comparison_rebuilt_from_the_log_projects_with_the_step_the_log_counted(tmp_path):

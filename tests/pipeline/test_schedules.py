@@ -21,7 +21,7 @@ from gpu_parallel_kit.pipeline.schedules import (
     stage_count,
     validate_schedule,
 )
-from tests.text_tables import grid_cells
+from tests.pipeline.text_tables import grid_cells
 
 
 def texts(tasks) -> list[str]:

@@ -14,7 +14,7 @@ from gpu_parallel_kit.pipeline.simulation import (
     simulate,
     theoretical_bubble,
 )
-from tests.text_tables import grid_cells
+from tests.pipeline.text_tables import grid_cells
 
 
 def unit(task: Task) -> float:

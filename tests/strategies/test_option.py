@@ -25,7 +25,7 @@ from gpu_parallel_kit.strategies import (
 )
 from tests.builders import small_mlp_experiment
 
-DOCS = pathlib.Path(__file__).parent.parent / "docs"
+DOCS = pathlib.Path(__file__).parents[2] / "docs"
 # The page whose "## Options" section documents each strategy that takes options.
 PAGES = {
     "pipeline": DOCS / "strategies" / "pipeline.md",

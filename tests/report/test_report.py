@@ -16,7 +16,7 @@ from gpu_parallel_kit.analysis.tables.comparison_table import ALL_COLUMNS, compa
 from gpu_parallel_kit.report import write_report  # noqa: E402
 from gpu_parallel_kit.runs.results.run_result import RunResult  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def table():

@@ -23,7 +23,7 @@ from gpu_parallel_kit.strategies import (
     strategy_record,
 )
 
-PACKAGE = pathlib.Path(__file__).parent.parent
+PACKAGE = pathlib.Path(__file__).parents[2]
 
 
 def test_model_is_the_pipelines_alias_and_tables_show_pipeline():

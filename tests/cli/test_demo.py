@@ -15,7 +15,7 @@ from gpu_parallel_kit.cli import demo
 from gpu_parallel_kit.cli.commands import main
 from gpu_parallel_kit.runs.results.run_result import RunResult
 
-DATA = pathlib.Path(__file__).parent / "analysis" / "data"
+DATA = pathlib.Path(__file__).parents[1] / "analysis" / "data"
 REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "speedup.png")
 
 

@@ -47,7 +47,7 @@ def _wait_for(predicate, timeout):
 
 
 def test_ctrl_c_cancels_within_two_seconds_and_keeps_finished_rows(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root}
     script = subprocess.Popen(
         [sys.executable, "-c", SCRIPT],
