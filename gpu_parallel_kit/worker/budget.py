@@ -1,19 +1,11 @@
 """The memory each device needs, part by part, checked against a per-device budget.
 
-Model parallelism exists because a model's training state can outgrow one device. A budget
-(`memory_budget=` bytes per device) lets a CPU-only lab show exactly that: the whole model is
-refused on one device and accepted once split. On real (or virtual) GPUs the device's own memory
-limit is the real budget.
-
-A device needs its parameters, their gradients, the optimizer's state and the activations kept
-for the backward; the budget counts all four, as the table's memory columns show them
-(`analysis/tables/memory_by_part.py`). Engines give each part per device, measured where the backend
-can say (the shards JAX placed, TensorFlow's variables) and modelled where it cannot (gradients as
-the trainable parameters; activations as every layer's output for the device's share of the batch,
-or a pipeline stage's outputs for the micro-batches its schedule keeps in flight). A part an
-engine could not model is left out of the sum, and the refusal says so.
-
-No TensorFlow or JAX is imported here.
+A budget (`memory_budget=` bytes per device) lets a CPU-only lab show why model parallelism
+exists: the whole model is refused on one device and accepted once split. The budget counts
+parameters, gradients, optimizer state and the activations kept for the backward, as engines
+give them per device, measured where the backend can say and modelled where it cannot; a part
+an engine could not model is left out of the sum, and the refusal says so. No TensorFlow or JAX
+is imported here. See `docs/memory.md`.
 """
 
 from __future__ import annotations

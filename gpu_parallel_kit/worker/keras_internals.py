@@ -1,15 +1,11 @@
-"""Every private Keras name the kit relies on, behind one small function each: those both
-backends' workers read here, TensorFlow's runs' own in `tensorflow/keras_internals.py`, JAX's runs'
-own in `jax/keras_internals.py`.
+"""Every private Keras name both backends' workers rely on, behind one small function each.
 
-Keras offers no public way to rebuild a model's compiled loss and metrics, to undo the loss scaling
-it applies inside a distribution strategy, or to tell a learning-rate variable from a schedule
-once an optimizer is built. The kit needs all of these (evaluation, the explicit loop, the
-learning-rate rule), so it reads them in these three modules and nowhere else. `pyproject.toml`
-pins Keras to the minor version these accesses were verified on;
-`tests/worker/test_keras_internals.py` exercises each one against the installed Keras, and each
-access raises `KerasInternalsChanged`, naming the missing piece and the supported version, instead
-of an AttributeError deep inside a run.
+TensorFlow's runs' own are in `tensorflow/keras_internals.py`, JAX's in `jax/keras_internals.py`.
+Keras offers no public way to rebuild a model's compiled loss and metrics, to undo the loss
+scaling it applies inside a distribution strategy, or to tell a learning-rate variable from a
+schedule once an optimizer is built, so the kit reads them in these three modules only.
+`pyproject.toml` pins Keras to the minor version they were verified on, and each access raises
+`KerasInternalsChanged`, naming the missing piece, instead of an AttributeError inside a run.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """One run, whatever its backend: the phases, the finished row, and a failure turned into a row.
 
 A backend plugs in as a `BackendRun` (`worker/tensorflow/run.py`, `worker/jax/run.py`), which
-asks the strategy's record for its worker class (a TensorFlow engine, a JAX strategy) and
-delegates to it. The skeleton never asks which strategy or backend it runs: it sets up the
-devices, prepares the data, builds the model under the strategy, trains, measures and describes,
-in that order, naming each phase so a failure or a timeout says where the run was.
-
-A phase has one name everywhere: `RunPhases` (the skeleton), a `BackendRun`, the TensorFlow
-engines and the JAX strategies each `prepare_measurement` before the first timed step what they
-`measure` after training.
-
-No TensorFlow or JAX is imported here; the backend's run module imports its own.
+delegates to the worker class its strategy's record names. The skeleton never asks which
+strategy or backend it runs: it sets up the devices, prepares the data, builds the model under
+the strategy, trains, measures and describes, naming each phase so a failure or a timeout says
+where the run was. Each worker class will `prepare_measurement` before the first timed step what
+it will `measure` after training. No TensorFlow or JAX is imported here.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
-"""The work of one training step, counted by the compiler: FLOPs and bytes accessed, per step
-and per layer call, for the cost model's projection onto a GPU
-(`analysis/cost_model/counted_work.py`).
+"""The work of one training step, counted by the compiler: FLOPs and bytes accessed.
 
-Runs in a short child of its own, started only when a projection asks for a count that the run
-log does not hold yet, so counting never adds to a run's fixed cost. Each backend counts in its
-own module, entered by name (`runs/processes/entry_points.py`):
-
-- `jax/work_count.py` (preferred; the JAX server forks the child): Keras's own train step
-  (`model.train_step`, forward, backward and the optimizer update, exactly what `fit` jits) is
-  lowered and compiled by XLA, and `compiled.cost_analysis()` gives "flops" and
-  "bytes accessed". Each layer call of a functional model is compiled alone for its forward
-  count. The step is counted at two batch sizes, so the count splits into a part per sample
-  and a part per step (the optimizer update, the weights read once per step).
-- `tensorflow/work_count.py` (where JAX is not installed): TensorFlow's profiler counts the float
-  operations of the traced train step's graph. It gives no bytes and no per-layer split.
-
-What both share is here: the count's batches, its model, and its answer to the caller. Nothing
-trains or runs the step: compiling is the whole cost (seconds for a ResNet-50).
+Per step and per layer call, for the cost model's projection onto a GPU
+(`analysis/cost_model/counted_work.py`). Runs in a short child started only when a projection
+asks for a count the run log lacks. `jax/work_count.py` (preferred) compiles Keras's own
+`model.train_step` with XLA at two batch sizes and reads `cost_analysis()`, and each layer call
+alone; `tensorflow/work_count.py` (without JAX) counts the traced step's float operations, with
+no bytes and no per-layer split. What both share is here: the batches, the model and the answer
+to the caller. Nothing trains; compiling is the whole cost. See `docs/projection.md`.
 """
 
 from __future__ import annotations

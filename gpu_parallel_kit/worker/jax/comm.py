@@ -1,23 +1,13 @@
-"""What a JAX run's collectives cost, measured in its own worker: compiled before the first timed
-step, beside the run's set-up, and timed after training. Each function here compiles and runs
-its executables once and returns the timing, to call after training: compiling is most of a
-measurement's time, and after training it would hold up the comparison's next run.
+"""What a JAX run's collectives cost, measured in its own worker after training.
 
-- Data parallel, *exposed*: the same per-device gradient computation on one real batch with and
-  without the sum over devices (`jax.shard_map`, then `psum` or none as a flag says, in one
-  compiled executable), alternated in blocks so drift hits both, median per call; the
-  difference is what the reduction adds. The method is the
-  TensorFlow data engine's (`worker/tensorflow/engines/comm.py`), so the two backends' figures
-  compare.
-- Tensor parallel, *standalone*: XLA places the activation all-reduces inside the layers, so no
-  step without them exists to subtract; the collectives the layout implies are timed alone, on
-  arrays of the sizes they move, over the mesh's model axis (and the gradient shards over its
-  data axis). Nothing overlaps them there, so this is an upper bound on what they expose.
-- Sharded data parallel (`fsdp`), *standalone* for the same reason: each sharded weight's
-  all-gathers (forward and backward) and its gradient's reduce-scatter over the data axis, the
-  replicated gradients' all-reduce, timed alone on arrays of the sizes they move.
-On host devices the "devices" share the same cores and memory: these are runtime costs on shared
-cores, not a network's. Nothing here changes the model.
+Each function compiles its executables before the first timed step, beside the run's set-up
+(compiling after training would hold up the comparison's next run), and times them after it.
+Data parallel gives the *exposed* reduction: the per-device gradients on one real batch with and
+without `psum` (`jax.shard_map`), alternated in blocks, as the TensorFlow data engine does
+(`worker/tensorflow/engines/comm.py`). Tensor and fsdp give their layout's collectives timed
+*standalone* on arrays of the sizes they move, an upper bound on what they expose, since XLA
+places them inside the layers. On host devices these are runtime costs on shared cores, not a
+network's. Nothing here changes the model.
 """
 
 from __future__ import annotations

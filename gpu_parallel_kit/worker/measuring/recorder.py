@@ -216,37 +216,23 @@ class StepRecorder:
 class StepTimer(keras.callbacks.Callback):
     """Feeds a StepRecorder from `model.fit`, without making Keras wait for every step.
 
-    A per-batch callback that is not async-safe makes Keras call it in line, after the step's
-    logs are on the host: the training loop waits for every step, which on a GPU a user's own
-    `fit` need not do. This one is async-safe, so on a backend that dispatches callbacks to a
-    thread (Keras's `IS_THREAD_SAFE` backends: JAX, torch) the loop runs ahead while the
-    callback, in Keras's thread, takes its timestamp once that step's logs are ready, that is
-    once the step has finished on the device. The TensorFlow backend never dispatches callbacks
-    asynchronously and converts the logs to floats at each execution's end anyway, so there the
-    timer adds no wait a user's `fit` does not have. It is not async-safe when evaluations run
-    inside an epoch (`validation_every_steps`): they must see the weights of the step that
-    triggered them, and pause the training clock.
+    Async-safe, so on a backend that dispatches callbacks to a thread (JAX) the loop runs ahead
+    while the callback stamps each step once its logs are ready, that is once it has finished on
+    the device; TensorFlow calls it in line, as a user's own `fit` waits anyway. A run prepared
+    beside others waits for its turn at the first timed step's beginning, outside the clock.
 
-    Calls may then arrive from several threads, in any order: a lock keeps the recorder's lists
-    whole, and a call for an execution already covered by a later one counts nothing (the later
-    call spread its steps over the time since the one before).
-
-    With `executions_ahead`, the loop waits at a step's beginning until at most that many
-    executions run ahead of the last one stamped: on host devices XLA's in-process collectives
-    deadlock and abort the process once hundreds of executions are queued (Keras 3.15 and JAX on
-    2 CPU cores: a `DataParallel` fit of 300 steps in one epoch, whatever the callbacks, unless
-    they keep it in line); a few ahead keep the devices as busy.
-
-    A run prepared beside others (`runs/scheduling/resident_rounds.prepared_together`) waits for its
-    turn at the first timed step's beginning, which every backend calls in line: once Keras's thread
-    has stamped the warm-up steps' ends, the loop stops there until the turn comes, and the wait is
-    left out of the clock.
+    Args:
+        recorder: the `StepRecorder` fed.
+        executions_ahead: at most this many executions dispatched beyond the last one stamped
+            (None: no bound).
     """
 
     def __init__(self, recorder: StepRecorder, executions_ahead: int | None = None) -> None:
         super().__init__()
         self.recorder = recorder
-        # At most this many executions dispatched beyond the last one stamped (None: no bound).
+        # On host devices XLA's in-process collectives deadlock and abort the process once
+        # hundreds of executions are queued (Keras 3.15, JAX, 2 CPU cores: a DataParallel fit of
+        # 300 steps in one epoch); a few ahead keep the devices as busy.
         self.executions_ahead = executions_ahead
         self._epoch_first_step = 0
         self._lock = threading.Lock()
@@ -255,6 +241,8 @@ class StepTimer(keras.callbacks.Callback):
     @property
     def async_safe(self) -> bool:
         """Read by Keras's CallbackList when fit starts (keras/src/callbacks/callback_list.py)."""
+        # Evaluations inside an epoch must see the weights of the step that triggered them, and
+        # pause the training clock: then the callback runs in line.
         return not self.recorder.evaluate_every_steps
 
     def on_train_batch_begin(self, batch, logs=None) -> None:
@@ -265,6 +253,8 @@ class StepTimer(keras.callbacks.Callback):
         if recorder.after_warmup is None or step < recorder.warmup_steps:
             return
         self._wait_for_stamps(recorder.warmup_steps)
+        # Every backend calls a batch's beginning in line: the loop stops here, once Keras's
+        # thread has stamped the warm-up steps' ends, until this run's turn comes.
         recorder.wait_for_turn()
 
     def _wait_for_stamps(self, steps: int) -> None:
@@ -282,6 +272,8 @@ class StepTimer(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None) -> None:
         # With steps_per_execution > 1 Keras reports once per execution, passing its last step.
+        # Calls may come from several threads in any order: the lock keeps the lists whole, and
+        # a call already covered by a later one counts nothing (that one spread its steps).
         with self._lock:
             done_this_epoch = self.recorder.steps_done - self._epoch_first_step
             steps = batch + 1 - done_this_epoch

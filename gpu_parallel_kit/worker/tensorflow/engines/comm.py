@@ -1,17 +1,11 @@
 """What the gradient all-reduce of a data-parallel step costs, measured in the run's own worker.
 
-Two figures, timed after training on one real batch (traced before the first timed step, beside
-the run's set-up: tracing is most of the measurement's time, and after training it would hold up
-the comparison's next run):
-- *exposed* communication: the same step (per-replica gradients) with and without the all-reduce,
-  alternated in blocks so drift hits both, median per step; the difference is what the reduction
-  adds to a step. On one device the reduction is a no-op, so the 1-device run is the control that
-  shows the noise floor.
-- *standalone* all-reduce: the reduction alone, on gradient-shaped tensors: what communication
-  would cost if nothing overlapped it.
-On virtual devices the replicas share the same cores and memory, so these figures are runtime
-overhead on shared cores, not a network's cost.
-Nothing here changes the model: no update is applied.
+Traced before the first timed step, beside the run's set-up, and timed after training on one
+real batch: the *exposed* communication (the per-replica step with and without the all-reduce,
+alternated in blocks so drift hits both; on one device the reduction is a no-op, the control
+that shows the noise floor) and the *standalone* all-reduce on gradient-shaped tensors. On
+virtual devices these are runtime overhead on shared cores, not a network's cost. No update is
+applied. See `docs/strategies/data.md`, "What it measures".
 """
 
 from __future__ import annotations

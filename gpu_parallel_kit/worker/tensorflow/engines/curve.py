@@ -1,17 +1,11 @@
 """The micro-batch efficiency curve, measured: each stage's tasks timed alone at each size.
 
-One micro-batch of each size goes through the stages one task at a time (forwards down, backwards
-up, weight gradients last when the schedule splits the backward), so a task's time is its own and
-not shared with the other devices' threads on the same cores. The first pass at a size traces the
-compiled tasks for its shape and is not kept (after two sizes a task is traced for any size);
-then rounds go over every size, 2 to 5 of them within about a second, and each task's fastest
-time is the curve's point, its time in every round kept beside it. Where auto's choice rests on
-M's within noise of each other, their sizes alone are timed for a few more rounds, once, and the
-choice made again. The measurement runs the stages' own tasks, so training reuses their traces;
-it applies no update, and puts back the state the forwards move (BatchNormalization statistics,
-dropout seeds), so training afterwards is the same as without it.
-
-What the curve means is `pipeline/microbatch.py`'s; this module only times.
+One micro-batch of each size goes through the stages one task at a time, so a task's time is
+its own and not shared with the other devices' threads on the same cores. A first pass per size
+traces and is not kept; then rounds go over every size (2 to 5 within about a second), each
+task's fastest time the curve's point. Sizes whose M's are within noise are timed again once.
+The measurement applies no update and puts back the state the forwards move, so training
+afterwards is the same as without it. What the curve means is `pipeline/microbatch.py`'s.
 """
 
 from __future__ import annotations

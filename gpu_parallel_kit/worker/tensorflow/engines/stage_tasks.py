@@ -1,32 +1,13 @@
 """What one stage does in a forward and a backward task: eagerly, or as compiled functions.
 
-Eager tasks keep each micro-batch's gradient tape from its forward to its backward: one forward
-per micro-batch, but every operation is dispatched from Python, a few milliseconds per task on
-small stages. Compiled tasks (`recompute=True`) run each task as one `tf.function`, traced once
-per micro-batch shape. A tape cannot outlive the function that made it, so the backward task
-recomputes its forward under a tape, as GPipe itself does (re-materialisation), which also frees
-every activation between the two tasks. Two things must not change in the recompute:
-- BatchNormalization's moving statistics are updated once per micro-batch, by the forward: the
-  backward saves the stage's non-trainable state, recomputes, and puts it back;
-- Dropout draws the masks its forward drew: the forward saves the stage's seed state before it
-  runs, and the recompute runs from that saved state.
-Both are the stage model's `non_trainable_variables` (BatchNormalization statistics and Keras
-seed-generator states), saved and restored as a whole. The variables' gradients are summed into
-accumulators on the stage's device and applied once per global batch.
-
-A split backward (zb-h1) is an input-gradient task B, whose result the upstream stage waits for,
-and a weight-gradient task W, deferred into the bubbles. Eager tasks make them two gradient calls
-on one persistent tape (inputs first, variables later); compiled tasks recompute the forward in
-each, so a split costs them one more forward per micro-batch.
-
-A variable the stage's forward never reads (keras-hub's ReversibleEmbedding keeps a reverse
-embedding that only a language-model head uses) has no gradient. As under `fit` on one device,
-it is left out of the update, so weight decay does not touch it either; the gradient of a
-received tensor the forward never reads is zero.
-
-The losses a stage's layers add themselves (`add_loss`, such as a Mixtral router's
-load-balancing loss, and weight regularizers) join its objective, as `fit` adds them to the
-compiled loss: each micro-batch's share on the stage whose layers made it.
+Eager tasks keep each micro-batch's gradient tape from its forward to its backward. Compiled
+tasks (`recompute=True`) run each task as one `tf.function` and recompute the forward under a
+tape in the backward, as GPipe does; the stage's `non_trainable_variables` (BatchNormalization
+statistics, seed-generator states) are saved and restored around the recompute, so statistics
+update once per micro-batch and Dropout draws the same masks. zb-h1's B and W are two gradient
+calls on one tape, or two recomputes when compiled. Gradients are summed on the stage's device
+and applied once per global batch; a variable the forward never reads is left out of the update,
+and the stage's own `add_loss` losses join its objective. See `docs/strategies/pipeline.md`.
 """
 
 from __future__ import annotations
