@@ -1,23 +1,12 @@
 """The compact view of a comparison: what a notebook, the panel and `gpk.history()` display.
 
-The full table has some fifty columns, far wider than a notebook. The compact view keeps the
-figures that answer "which is fastest, and did it work", and fits JupyterLab's output area in a
-1,280 px window with the file browser open (about 850 px), with room left for one more cell:
-
-- one "run" cell names the run ("data×2") and under it what sets it apart: its backend when
-  backends are mixed, its mesh, schedule and micro-batches, workers, or what it was projected
-  onto; the status gets a column only when a run did not finish;
-- the step is in ms: measured in rounds, the median of the rounds' medians with its 95 %
-  interval under it; measured once, its median ± interquartile range ("4.72 ± 0.31"); the
-  number of timed steps is said once under the table when every run has the same;
-- speedup carries its 95 % interval where the table has one ("1.62× (1.48–1.75)"), or "too
-  few steps to tell" where it is too wide to read (analysis/tables/interval_cells.py);
-- pipeline rows get one bubble cell ("21% (33%)", measured and theory), and memory is one cell:
-  the peak per device, with the state and activations held under it where a strategy fills them.
-
-Units are in the headers or the cells, never left to guess; a figure that does not apply is an
-empty cell. A failed run's reason is written in full on a line under the table. `cmp.table`
-stays whole.
+The full table has some fifty columns; the compact view keeps the figures that answer "which is
+fastest, and did it work", and fits JupyterLab's output area (about 850 px in a 1,280 px window
+with the file browser open). One "run" cell names the run and what sets it apart; the step is in
+ms with its 95 % interval, the speedup with its own (`interval_cells.py`); pipeline rows get one
+bubble cell, memory one cell. Units are in the headers or the cells; a figure that does not
+apply is an empty cell, a failed run's reason a line under the table. `cmp.table` stays whole.
+How the cells read: `docs/results.md`, "How the views write them".
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
-"""A run's memory per device, split into its parts: parameters, gradients, optimizer state and
-activations, each measured where the backend could say and modelled where it could not.
+"""A run's memory per device, split into parameters, gradients, optimizer state and activations.
 
-Why split it: the question that decides the strategy for a large model is which part a strategy
-divides. Data parallelism copies all four; ZeRO and `fsdp` divide the three model states; a
-pipeline divides the states and holds its schedule's activations; tensor parallelism divides
-the sharded layers. One total per device (`state_bytes`) cannot show that.
-
-Where each figure comes from:
-- JAX runs record `extra["memory"]` in the worker: parameters and optimizer state are the bytes of
-  the shards JAX placed on each device (measured); gradients are the placed bytes of the
-  trainable weights, one gradient per weight shard (modelled); activations are every layer's
-  output for the device's share of the batch, float32, kept for the backward (modelled from one
-  sample's shapes).
-- TensorFlow pipeline runs: each stage's variable and optimizer bytes and the activations its
-  schedule held (measured by the engine), gradients as the stage's parameters (modelled).
-- TensorFlow replica runs (single, data, multiworker) record `extra["memory"]` too: their
-  variables and optimizer slots (measured), gradients as the trainable parameters, and
-  activations modelled as on JAX when a `memory_budget` asked for them, else not known. Rows
-  logged before they did: the state per device less the trainable parameters is taken as the
-  optimizer's (non-trainable weights fall there), activations not known.
-Pure: plain results in, plain numbers out.
+Each part is measured where the backend could say and modelled where it could not, from the
+row's `extra["memory"]` (JAX runs, TensorFlow pipeline and replica runs). Rows logged before
+replica runs recorded it take the state per device less the trainable parameters as the
+optimizer's (non-trainable weights fall there), activations not known. The split shows which
+part a strategy divides, which one total per device cannot. Pure: plain results in, plain
+numbers out. Where each part comes from: `docs/memory.md`, "The four parts".
 """
 
 from __future__ import annotations
