@@ -27,6 +27,13 @@ class _NoTensorFlow:
         return None
 
 
+def peak_memory_bytes() -> int:
+    """This process's peak resident memory so far (Linux counts kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, default=96)
@@ -41,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.meta_path.insert(0, _NoTensorFlow())
     os.environ["KERAS_BACKEND"] = "jax"
     started = time.perf_counter()
-    from gpu_parallel_kit.worker.jax.abstract_count import count_abstract, peak_memory_bytes
+    from gpu_parallel_kit.worker.jax.abstract_count import count_abstract
 
     L, h, a, s, V, b = (
         args.layers,

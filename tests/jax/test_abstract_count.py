@@ -26,7 +26,7 @@ VOCABULARY = 1000
 
 SCRIPT = textwrap.dedent(
     """
-    import json, os, sys
+    import json, os, resource, sys
 
     class _NoTensorFlow:
         def find_spec(self, name, path=None, target=None):
@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent(
 
     sys.meta_path.insert(0, _NoTensorFlow())
     os.environ["KERAS_BACKEND"] = "jax"
-    from gpu_parallel_kit.worker.jax.abstract_count import count_abstract, peak_memory_bytes
+    from gpu_parallel_kit.worker.jax.abstract_count import count_abstract
 
     def gpt(layers, width, heads, sequence):
         def build():
@@ -54,11 +54,21 @@ SCRIPT = textwrap.dedent(
     build, inputs = gpt(L, h, a, s)
     out["wide"] = count_abstract(build, inputs, b, precision="float32", optimizer="adam")
     out["wide"]["activations"] = None
-    out["wide_peak"] = peak_memory_bytes()
+    out["wide_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     L, h, a, s, b = NARROW
     build, inputs = gpt(L, h, a, s)
     narrow = count_abstract(build, inputs, b, precision="mixed_bfloat16", optimizer=None)
     out["narrow"] = narrow
+
+    def compiled():  # a builder that compiles with an optimizer of its own, as users write
+        import keras
+
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32)])
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        return model
+
+    out["compiled"] = count_abstract(compiled, ((64,), "float32"), 8, targets=((32,), "float32"))
+    out["compiled"]["activations"] = None
     print("JSON" + json.dumps(out, default=str))
     """
 )
@@ -139,3 +149,11 @@ def test_the_softmax_beside_its_exponentials_is_recomputed_not_kept(counts):
     assert sum(r["role"] == "kept" for r in softmax) == NARROW[0]  # one (a, s, s) per layer
     saved = counts["narrow"]["activations"]["saved_bytes"]
     assert saved > counts["narrow"]["activations"]["kept_bytes"]
+
+
+def test_a_builder_that_compiles_keeps_its_own_optimizer(counts):
+    assert counts["compiled"]["optimizer"] == "SGD"
+    assert counts["compiled"]["parameters"] == 64 * 32 + 32
+    # forward 2·b·64·32 and the kernel's gradient as much (the inputs get none), then the
+    # loss and SGD's update: a few FLOPs per output and parameter
+    assert 4 * 8 * 64 * 32 <= counts["compiled"]["flops"] <= 1.2 * 4 * 8 * 64 * 32

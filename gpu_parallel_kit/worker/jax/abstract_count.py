@@ -17,61 +17,23 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 # The attention the trace holds: keras-hub's layers call Keras's `MultiHeadAttention` math (the
 # scores, their softmax and its dropout, each an (a, s, s) tensor per sample) unless a flash
 # kernel is enabled, which JAX on CPU never is.
 ATTENTION = "unfused softmax(QK^T/sqrt(d))V, scores kept (no flash attention)"
 
+
 # Operations XLA's fusion rebuilds from their operands for free: an activation one of them makes
 # from other kept values is recomputed in the backward, not kept (see `_kept`).
-CHEAP = frozenset(
-    {
-        "abs",
-        "add",
-        "and",
-        "broadcast_in_dim",
-        "convert_element_type",
-        "copy",
-        "copy_p",
-        "cos",
-        "div",
-        "eq",
-        "erf",
-        "exp",
-        "expand_dims",
-        "ge",
-        "gt",
-        "integer_pow",
-        "le",
-        "log",
-        "log1p",
-        "logistic",
-        "lt",
-        "max",
-        "min",
-        "mul",
-        "ne",
-        "neg",
-        "not",
-        "or",
-        "pow",
-        "reduce_precision",
-        "reshape",
-        "rsqrt",
-        "select_n",
-        "sign",
-        "sin",
-        "sqrt",
-        "square",
-        "squeeze",
-        "sub",
-        "tanh",
-        "transpose",
-        "stop_gradient",
-    }
+_CHEAP_NAMES = (
+    "abs add and broadcast_in_dim convert_element_type copy copy_p cos div eq erf exp "
+    "expand_dims ge gt integer_pow le log log1p logistic lt max min mul ne neg not or pow "
+    "reduce_precision reshape rsqrt select_n sign sin sqrt square squeeze sub tanh transpose "
+    "stop_gradient"
 )
+CHEAP = frozenset(_CHEAP_NAMES.split())
 NOT_MATERIALISED = frozenset({"broadcast_in_dim", "iota"})
 NESTED = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"})
 
@@ -90,7 +52,7 @@ def count_abstract(
     Args:
         build_model: returns a Keras model, compiled or not. A model it compiles keeps its own
             optimizer and loss; one it leaves uncompiled is compiled with `optimizer` and `loss`.
-        inputs: the model's inputs per sample: a `(shape, dtype)` pair, or a dict or list of them.
+        inputs: the model's inputs per sample: a `(shape, dtype)` tuple, or a dict or list of them.
         batch: the samples per step.
         precision: a Keras dtype policy ("float32", "mixed_bfloat16", "bfloat16", ...).
         targets: the targets per sample, as `inputs`; by default shaped like the model's output.
@@ -99,8 +61,8 @@ def count_abstract(
 
     Returns:
         A dict: "flops" and "bytes" per step (XLA's cost analysis of the compiled step),
-        "parameters", "optimizer" (its class, or None when left out), "activations" (see
-        `activations`), "attention", "lower_s", "compile_s".
+        "parameters", "optimizer" (its class, None when left out), "activations" (see
+        `activations`), "attention" (the one the trace holds), "lower_s", "compile_s".
     """
     import jax
     import keras
@@ -126,7 +88,13 @@ def count_abstract(
             _shapes(model.optimizer.variables),
             _shapes(model.metrics_variables),
         )
-        step = model.train_step if updated else _gradients_only(model)
+        # Without the update: forward, loss and gradients.
+        grad = jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)
+        step = (
+            model.train_step
+            if updated
+            else lambda w, d: grad(w[0], w[1], w[3], *d, None, True, w[2])
+        )
 
         lowered = jax.jit(step).lower(state, (x, y))
         lowered_s = time.perf_counter() - started
@@ -138,12 +106,10 @@ def count_abstract(
 
         def forward(trainable: Any, rest: Any) -> Any:
             frozen, metrics, optimizer_vars, x, y = rest
-            loss_value, _ = model.compute_loss_and_updates(
-                trainable, frozen, metrics, x, y, None, True, optimizer_vars
-            )
-            return loss_value
+            args = (frozen, metrics, x, y, None, True, optimizer_vars)
+            return model.compute_loss_and_updates(trainable, *args)[0]
 
-        sequence = next((int(v.shape[1]) for v in jax.tree.leaves(x) if v.ndim >= 2), None)
+        sequence = next((v.shape[1] for v in jax.tree.leaves(x) if v.ndim >= 2), None)
         kept = activations(forward, state[0], (state[1], state[3], state[2], x, y), sequence)
     return {
         "flops": float(cost.get("flops", 0.0)),
@@ -156,20 +122,7 @@ def count_abstract(
         "attention": ATTENTION,
         "lower_s": lowered_s,
         "compile_s": compile_s,
-        "count_s": time.perf_counter() - started,
     }
-
-
-def _gradients_only(model: Any) -> Callable[..., Any]:
-    """The train step without the optimizer update: forward, loss and gradients."""
-    import jax
-
-    def step(state: Any, data: Any) -> Any:
-        trainable, frozen, optimizer_vars, metrics = state
-        grad = jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)
-        return grad(trainable, frozen, metrics, *data, None, True, optimizer_vars)
-
-    return step
 
 
 def activations(
@@ -206,20 +159,16 @@ def activations(
     weight_count = len(jax.tree.leaves(weights))
     graph.mark_data(graph.inputs[weight_count:])
     count = len(jax.tree.leaves(shapes[1]))
-    residuals = _unique(graph.outputs[-count:])
     rows = []
-    for var in residuals:
-        node = graph.producer.get(var)
-        aval = var.aval
-        size = int(math.prod(aval.shape)) * aval.dtype.itemsize
-        if node is None:
-            role, op, layer = "input", "argument", ""
-        elif not graph.data.get(var, False):
-            role, op, layer = "weights", node.op, node.layer
-        elif node.op in NOT_MATERIALISED:
-            role, op, layer = "broadcast", node.op, node.layer
-        else:
-            role, op, layer = "saved", node.op, node.layer
+    for var in dict.fromkeys(v for v in graph.outputs[-count:] if v is not None):
+        node, aval = graph.producer.get(var), var.aval
+        op, layer = (node.op, node.layer) if node else ("argument", "")
+        role = (
+            "input" if node is None
+            else "weights" if not graph.data.get(var, False)  # copies of the weights
+            else "broadcast" if op in NOT_MATERIALISED  # never materialised
+            else "saved"
+        )  # fmt: skip
         rows.append(
             {
                 "var": var,
@@ -227,7 +176,7 @@ def activations(
                 "op": op,
                 "shape": tuple(aval.shape),
                 "dtype": str(aval.dtype),
-                "bytes": size,
+                "bytes": int(math.prod(aval.shape)) * aval.dtype.itemsize,
                 "role": role,
                 "kind": _kind(layer, aval, sequence),
             }
@@ -251,18 +200,15 @@ def activations(
     }
 
 
-class _Node:
-    __slots__ = ("index", "op", "layer", "operands", "outputs")
+class _Node(NamedTuple):
+    index: int
+    op: str
+    layer: str
+    operands: list
+    outputs: list
 
-    def __init__(self, index: int, op: str, layer: str, operands: list, outputs: list) -> None:
-        self.index, self.op, self.layer = index, op, layer
-        self.operands, self.outputs = operands, outputs
 
-
-class _Value:
-    """One value of the program: a variable of one call, as a nested jaxpr traced once may
-    be called many times (each call's values are its own)."""
-
+class _Value:  # a variable of one call: a nested jaxpr traced once may be called many times
     __slots__ = ("aval",)
 
     def __init__(self, aval: Any) -> None:
@@ -291,35 +237,28 @@ class _Graph:
             layer = f"{prefix}/{stack}".strip("/") if prefix else stack
             operands = [read(a) for a in eqn.invars]
             inner = eqn.params.get("jaxpr") if name in NESTED else None
-            if inner is not None:
+            if inner is not None:  # inlined, its values this call's own
                 inner = getattr(inner, "jaxpr", inner)
-                inner_env = {
-                    v: x for v, x in zip(inner.invars, operands, strict=True) if x is not None
-                }
-                for var, value in zip(
-                    eqn.outvars, self._walk(inner, inner_env, layer), strict=True
-                ):
-                    if value is not None:
-                        env[var] = value
+                pairs = zip(inner.invars, operands, strict=True)
+                called = {v: x for v, x in pairs if x is not None}
+                returned = zip(eqn.outvars, self._walk(inner, called, layer), strict=True)
+                env.update({var: value for var, value in returned if value is not None})
                 continue
             outputs = [_Value(v.aval) for v in eqn.outvars]
             env.update(zip(eqn.outvars, outputs, strict=True))
             known = [x for x in operands if x is not None]
             node = _Node(len(self.order), name, _clean(layer), known, outputs)
             self.order.append(node)
-            for value in outputs:
-                self.producer[value] = node
+            self.producer.update(dict.fromkeys(outputs, node))
             if name == "dot_general":
                 self.users.update(known)
         return [read(a) for a in jaxpr.outvars]
 
     def mark_data(self, invars: list[Any]) -> None:
-        for var in invars:
-            self.data[var] = True
+        self.data.update(dict.fromkeys(invars, True))
         for node in self.order:
             if any(self.data.get(v, False) for v in node.operands):
-                for var in node.outputs:
-                    self.data[var] = True
+                self.data.update(dict.fromkeys(node.outputs, True))
 
     def cheaply_from(self, var: Any, kept: set[Any], seen: dict[Any, bool], depth: int = 0) -> bool:
         """Whether `var` is rebuilt by cheap operations from kept values, inputs or weights."""
@@ -351,25 +290,12 @@ def _kept(graph: _Graph, rows: list[dict[str, Any]]) -> None:
             and var not in graph.users
             and all(graph.cheaply_from(v, others, {}) for v in node.operands)
         )
-        if recomputable:
-            kept.discard(var)
-            row["role"] = "recomputed"
-        else:
-            row["role"] = "kept"
+        row["role"] = "recomputed" if recomputable else "kept"
+        kept -= {var} if recomputable else set()
 
 
 def _is_var(atom: Any) -> bool:
     return type(atom).__name__ != "Literal"
-
-
-def _unique(values: list[Any]) -> list[Any]:
-    seen: set[int] = set()
-    out = []
-    for value in values:
-        if value is not None and id(value) not in seen:
-            seen.add(id(value))
-            out.append(value)
-    return out
 
 
 def _clean(stack: str) -> str:
@@ -379,8 +305,7 @@ def _clean(stack: str) -> str:
 
 
 def _top_layer(layer: str) -> str:
-    """The first numbered layer on the path (a backbone's block: "transformer_layer_3"), else
-    the path's first layer."""
+    """The first numbered layer on the path (a block: "transformer_layer_3"), else the first."""
     parts = [p for p in layer.split("/") if p]
     numbered = [p for p in parts if re.search(r"_\d+$", p)]
     return numbered[0] if numbered else (parts[0] if parts else "(model)")
@@ -400,19 +325,15 @@ def _kind(layer: str, aval: Any, sequence: int | None) -> str:
 
 
 def _specs(spec: Any, batch: int) -> Any:
-    """`(shape, dtype)` pairs per sample, anywhere in a dict or list, as batch structs."""
+    """`(shape, dtype)` pairs per sample, in a dict or a list, as structs of a batch."""
     import jax
 
     if isinstance(spec, dict):
         return {k: _specs(v, batch) for k, v in spec.items()}
-    if isinstance(spec, list) or (isinstance(spec, tuple) and not _is_pair(spec)):
-        return type(spec)(_specs(v, batch) for v in spec)
+    if isinstance(spec, list):
+        return [_specs(v, batch) for v in spec]
     shape, dtype = spec
     return jax.ShapeDtypeStruct((batch, *shape), dtype)
-
-
-def _is_pair(spec: tuple) -> bool:
-    return len(spec) == 2 and isinstance(spec[0], tuple | list) and not isinstance(spec[1], tuple)
 
 
 def _output_specs(model: Any, x: Any) -> Any:
@@ -444,8 +365,7 @@ def _policy(precision: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _outside(scope: Any) -> Iterator[None]:
-    """Leave the deferring scope for a while: what is created here is allocated (small state:
-    an optimizer's step counter, a loss tracker)."""
+    """Out of the deferring scope for a while: what is created here is allocated."""
     scope.__exit__(None, None, None)
     try:
         yield
@@ -478,12 +398,3 @@ def _small_state_outside(scope: Any) -> Iterator[None]:
     finally:
         keras.optimizers.Optimizer.__init__ = optimizer_init
         keras.Model.compile = compile_model
-
-
-def peak_memory_bytes() -> int:
-    """This process's peak resident memory so far."""
-    import resource
-    import sys
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
