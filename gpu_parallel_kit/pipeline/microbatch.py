@@ -147,6 +147,8 @@ class Margin:
     shorter: float  # median over the rounds of 1 - step(M) / step(against); below 0: longer
     noise: float  # the share's median distance from its median over the rounds
     rounds: int  # rounds the two M share; 0 for a curve that kept none
+    step_s: float = 0.0  # M's step on the curve, median over those rounds
+    against_s: float = 0.0  # the other M's, likewise
 
     @property
     def beyond_noise(self) -> bool:
@@ -169,6 +171,8 @@ class Margin:
             "shorter": self.shorter,
             "noise": self.noise,
             "rounds": self.rounds,
+            "step_s": self.step_s,
+            "against_s": self.against_s,
         }
 
 
@@ -256,7 +260,13 @@ def margin(
     middle = _median(shares)
     # The median distance from the median: a burst in one round of many moves it little.
     return Margin(
-        micro_batches, against, middle, _median([abs(x - middle) for x in shares]), shared
+        micro_batches,
+        against,
+        middle,
+        _median([abs(x - middle) for x in shares]),
+        shared,
+        _median([a for a, _ in pairs]),
+        _median([b for _, b in pairs]),
     )
 
 
@@ -344,9 +354,12 @@ def _reason(
     the next larger M (else the next smaller) beside it."""
     head = f"M={best.micro_batches}: step on the curve {best.step_s * 1e3:.3g} ms"
     if shown is not None and best is not fewest:
-        head += (
-            f", {shown.text()} than M={fewest.micro_batches}'s {fewest.step_s * 1e3:.3g} ms"
-            f"{shown.over()}"
+        # The paired rounds' medians, the figures the share is taken from: the fastest rounds
+        # of two sizes come from different moments and may say otherwise.
+        head = (
+            f"M={best.micro_batches}: step on the curve {shown.step_s * 1e3:.3g} ms, "
+            f"{shown.text()} than M={fewest.micro_batches}'s {shown.against_s * 1e3:.3g} ms"
+            f"{shown.over()} (medians)"
         )
     elif shown is not None and shown.shorter > 0:
         head += (

@@ -136,3 +136,23 @@ def test_the_table_and_the_compact_view_say_what_auto_chose_against_what():
 
 def choice_curve() -> Curve:
     return rounds_curve([{n: 1.0 for n in (8, 4, 2, 1)}] * 2)
+
+
+def test_the_reason_gives_the_paired_rounds_figures_so_shorter_reads_shorter():
+    # M=1's fastest round is a lucky one that M=2's sizes did not share: the fastest times
+    # would print M=2 as the longer while the rounds, paired, say it is shorter.
+    import re
+
+    lucky = {8: 0.2, 4: 1.0, 2: 1.0, 1: 1.0}
+    usual = {8: 1.0, 4: 0.8, 2: 0.8, 1: 0.8}
+    curve = rounds_curve([lucky, usual, usual], fixed=0.5)
+    choice = choose(curve, "gpipe", STAGES, BATCH)
+    shown = choice.margin
+    assert shown is not None and shown.shorter > 0 and choice.best > 1
+    assert choice.option(choice.best).step_s > choice.option(1).step_s  # the fastest rounds
+    found = re.search(
+        r"step on the curve ([\d.e+]+) ms, .* shorter than M=1's ([\d.e+]+) ms", choice.reason
+    )
+    assert found and float(found[1]) < float(found[2]), choice.reason
+    assert "(medians)" in choice.reason
+    assert shown.step_s < shown.against_s
