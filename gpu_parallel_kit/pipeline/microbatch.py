@@ -1,19 +1,10 @@
 """The micro-batch efficiency curve, and `micro_batches="auto"`: the M a schedule runs best with.
 
-More micro-batches shrink the bubble, (K-1)/(M+K-1) for gpipe and 1f1b, but each micro-batch runs
-less efficiently: a 16-row micro-batch can cost twice as much per sample as the whole batch,
-because every task pays a fixed cost (dispatch, kernel launches, weights read once per call)
-whatever its size. Guessing M trades one against the other blindly, so the worker measures the
-trade instead: each stage's forward and backward (and weight-gradient) task is timed alone at the
-micro-batch sizes the schedule could use (`Curve`), and `choose` replays the schedule on paper
-(`simulation.simulate`) for every valid M with those task times and the bytes that cross each
-cut. A busy machine makes those times noisy, so each M is compared with the fewest micro-batches
-(M=1) round by round, within the same measurement (`Margin`): an M is kept only when it is shorter
-beyond the spread of those rounds, the M's within noise are named for more rounds, and when none
-beats M=1 beyond noise, M=1 it is. A user's explicit M always wins; the choice says what auto
-would have picked.
-
-Pure logic on plain numbers, no TensorFlow: the worker measures, this module decides.
+More micro-batches shrink the bubble, but each runs less efficiently. The worker times each
+stage's tasks at every size the schedule could use (`Curve`); `choose` replays the schedule for
+every valid M and keeps an M only when it beats the fewest micro-batches beyond the noise of
+paired rounds (`Margin`). docs/strategies/pipeline.md explains the rule. Pure logic, no
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -52,12 +43,8 @@ def check_micro_batches(micro_batches: object) -> int | str:
 
 
 def candidates(schedule: str, stages: int, batch: int, virtual_stages: int = 1) -> tuple[int, ...]:
-    """Every M auto tries for this plan, smallest first.
-
-    Naive runs one micro-batch; otherwise M divides the global batch (micro-batches are equal),
-    interleaved needs M to be a multiple of the K devices, and M stays at most 8 K (see
-    `MAX_PER_DEVICE`) and at most the batch.
-    """
+    """Every M auto tries for this plan, smallest first: M divides the batch, is a multiple of
+    K for interleaved, and at most 8 K (`MAX_PER_DEVICE`); naive runs one."""
     whole_number(batch, "batch_size")
     record = schedule_record(schedule)  # an unknown name is one sentence
     if not record.micro_batches:
@@ -135,12 +122,8 @@ class Option:
 
 @dataclass(frozen=True)
 class Margin:
-    """How much shorter one M's simulated step is than another's, paired round by round.
-
-    In each timed round both M's tasks ran back to back, so a burst of load from elsewhere
-    lengthens both: the share by which M's step is shorter is taken in every round the two
-    share, and its spread over the rounds is its noise (with two rounds, half their gap).
-    """
+    """How much shorter one M's step on the curve is than another's, paired round by round:
+    a burst of load lengthens both in a round, so their share stays; its spread is the noise."""
 
     micro_batches: int
     against: int
@@ -283,13 +266,9 @@ def choose(
     virtual_stages: int = 1,
     given: int | str | None = AUTO,
 ) -> Choice:
-    """The M whose simulated step is shortest by the widest margin over the fewest
-    micro-batches, among those that beat them beyond noise, else the fewest (fewer tasks, less
-    memory held); or the user's `given` M with what auto would have picked.
-
-    The M's whose comparison is within noise, those that look shorter than the fewest and those
-    close to the pick, are named in `measure_again`: more rounds of their sizes can settle them.
-    """
+    """The M that beats the fewest micro-batches by the widest margin beyond noise, else the
+    fewest; or the user's `given` M, with what auto would pick. M's within noise of the
+    decision are named in `measure_again`."""
     auto = given is None or is_auto(given)
     extra = () if auto else (whole_number(given, "micro_batches"),)
     options = weigh(curve, schedule, stages, batch, virtual_stages, extra)
@@ -318,7 +297,7 @@ def choose(
         unsettled |= {fewest.micro_batches, best.micro_batches}
     shown = margins.get(best.micro_batches, closest)
     used = best if auto else next(o for o in options if o.micro_batches == given)
-    reason = _reason(schedule, best, fewest, shown, options)
+    reason = _reason(schedule, best, fewest, shown, options, margins)
     if not auto:
         reason = f"M={used.micro_batches} as given; auto would choose {reason}"
     return Choice(
@@ -347,11 +326,15 @@ def auto_note(choice: Mapping[str, Any]) -> str:
 
 
 def _reason(
-    schedule: str, best: Option, fewest: Option, shown: Margin | None, options: tuple[Option, ...]
+    schedule: str,
+    best: Option,
+    fewest: Option,
+    shown: Margin | None,
+    options: tuple[Option, ...],
+    margins: Mapping[int, Margin],
 ) -> str:
-    """ "M=4: step on the curve 31.2 ms, 38% ± 4% shorter than M=1's 50.3 ms over 5 paired rounds;
-    bubble 0.43, per-sample cost 1.3× the whole batch's; M=8 would be 0.27 and 2.1× (35.0 ms)",
-    the next larger M (else the next smaller) beside it."""
+    """ "M=4: step on the curve 31.2 ms, 38% ± 4% shorter than M=1's 50.3 ms over 5 paired
+    rounds (medians); bubble 0.43, ...; M=8 would be 0.27 and 2.1× (35.0 ms)"."""
     head = f"M={best.micro_batches}: step on the curve {best.step_s * 1e3:.3g} ms"
     if shown is not None and best is not fewest:
         # The paired rounds' medians, the figures the share is taken from: the fastest rounds
@@ -377,8 +360,18 @@ def _reason(
     other = options[at + 1] if at + 1 < len(options) else options[at - 1]
     return (
         f"{head}; M={other.micro_batches} would be {other.bubble:.2f} and "
-        f"{other.per_sample_ratio:.2g}× ({other.step_s * 1e3:.3g} ms)"
+        f"{other.per_sample_ratio:.2g}× ({_step_quoted(other, fewest, margins) * 1e3:.3g} ms)"
     )
+
+
+def _step_quoted(option: Option, fewest: Option, margins: Mapping[int, Margin]) -> float:
+    """An M's step as the reason quotes it: its median over the rounds paired with the fewest
+    micro-batches where the curve kept rounds, so every figure in one sentence is alike."""
+    paired = margins.get(option.micro_batches)
+    if paired is not None and paired.rounds:
+        return paired.step_s
+    anyone = next(iter(margins.values()), None)
+    return anyone.against_s if option is fewest and anyone and anyone.rounds else option.step_s
 
 
 def _percent(share: float) -> str:

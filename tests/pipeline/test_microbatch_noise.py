@@ -156,3 +156,7 @@ def test_the_reason_gives_the_paired_rounds_figures_so_shorter_reads_shorter():
     assert found and float(found[1]) < float(found[2]), choice.reason
     assert "(medians)" in choice.reason
     assert shown.step_s < shown.against_s
+    # The M named beside it is quoted the same way: its median over the rounds paired with M=1.
+    other = int(re.search(r"; M=(\d+) would be", choice.reason)[1])
+    paired = margin(curve, "gpipe", STAGES, BATCH, other, 1)
+    assert choice.reason.endswith(f"({paired.step_s * 1e3:.3g} ms)")
