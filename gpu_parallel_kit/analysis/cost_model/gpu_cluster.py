@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ...runs.results.run_result import RunResult
 
 
-
 @dataclass(frozen=True, init=False)
 class GPUCluster:
     """Nodes of `per_node` GPUs each, `inside` joining the GPUs of a node and `between` the nodes.
