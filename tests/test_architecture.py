@@ -460,8 +460,8 @@ SCHEDULE_HOMES = ("pipeline.schedules",)
 # the package, each record's own lookup included): module -> why. None yet outside the records.
 BACKEND_PARSE_SITES: dict[str, str] = {}
 SCHEDULE_PARSE_SITES: dict[str, str] = {}
-# TEMPORARY: converted next to read each strategy's own record; this set only shrinks.
-STRATEGY_NAMES_READ_OFF_LOOKUPS = {"analysis.cost_model.memory_plan"}
+# Modules allowed to read a strategy's name off a lookup: none; every room reads the record.
+STRATEGY_NAMES_READ_OFF_LOOKUPS: set[str] = set()
 # The registries' lookups, whose `.attribute` on a literal name would smuggle the name past.
 LOOKUPS = {
     "backend",

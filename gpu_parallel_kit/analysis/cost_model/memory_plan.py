@@ -20,7 +20,10 @@ from typing import Any
 import pandas as pd
 
 from ...errors import GpkError
-from ...strategies import strategy_record
+from ...strategies.data import DATA
+from ...strategies.fsdp import FSDP
+from ...strategies.pipeline import PIPELINE
+from ...strategies.tensor import TENSOR
 from . import hardware_presets
 
 SOURCE = "Rajbhandari et al., ZeRO, SC 2020 (model states); activations as given"
@@ -142,8 +145,7 @@ def plan_memory(
     for n in counts:
         k, m = stages or n, model_axis or n
         p, g, o = psi * per.params, psi * per.grads, psi * per.optimizer
-        data, fsdp = strategy_record("data").name, strategy_record("fsdp").name
-        pipeline, tensor = strategy_record("pipeline").name, strategy_record("tensor").name
+        data, fsdp, pipeline, tensor = DATA.name, FSDP.name, PIPELINE.name, TENSOR.name
         rows += [
             _row(data, n, 0, p, g, o, acts / n, "replicas", False),
             _row("zero-1", n, 1, p, g, o / n, acts / n, "optimizer sharded", True),
