@@ -41,6 +41,25 @@ def instant_result(spec, step_time_s=0.01, **fields):
     )
 
 
+def measured_row(run_id, strategy, devices, step_time_s, experiment="e1", **fields):
+    """A finished run's row built by hand: a global batch of 256 unless `fields` say otherwise,
+    its throughput from its step, on virtual devices."""
+    from gpu_parallel_kit.runs.results.run_result import RunResult
+
+    fields.setdefault("global_batch", 256)
+    fields.setdefault("virtual", True)
+    return RunResult(
+        run_id=run_id,
+        experiment_id=experiment,
+        strategy=strategy,
+        devices=devices,
+        status="ok",
+        step_time_s=step_time_s,
+        throughput_samples_s=fields["global_batch"] / step_time_s,
+        **fields,
+    )
+
+
 def saved_weights(path):
     """The arrays a run saved with save_weights=, in model.get_weights() order."""
     with np.load(path) as saved:

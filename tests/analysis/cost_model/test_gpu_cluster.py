@@ -7,6 +7,7 @@ import pytest
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
 from gpu_parallel_kit.analysis.cost_model.hardware_presets import INTERCONNECTS
 from gpu_parallel_kit.errors import GpkError
+from tests.builders import measured_row
 
 NVLINK3, NET400G = INTERCONNECTS["nvlink3"], INTERCONNECTS["net400g"]
 
@@ -68,22 +69,10 @@ def test_bad_plans_and_clusters_are_one_sentence(a100s):
 
 
 def measured_runs():
-    from gpu_parallel_kit.runs.results.run_result import RunResult
-
+    extra = {"parameter_bytes": 4_000_000}
     return [
-        RunResult(
-            run_id=run_id,
-            experiment_id="e1",
-            strategy=strategy,
-            devices=devices,
-            virtual=True,
-            status="ok",
-            step_time_s=step,
-            throughput_samples_s=256 / step,
-            global_batch=256,
-            extra={"parameter_bytes": 4_000_000},
-        )  # fmt: skip
-        for run_id, strategy, devices, step in (("s", "single", 1, 0.3), ("d", "data", 2, 0.2))
+        measured_row("s", "single", 1, 0.3, extra=extra),
+        measured_row("d", "data", 2, 0.2, extra=extra),
     ]
 
 
