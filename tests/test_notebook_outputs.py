@@ -102,7 +102,7 @@ def test_no_nan_or_na_is_shown(path, executed_notebooks):
         for data in figures(cell):
             for axis in data["axes"]:
                 words = " ".join([axis["title"], axis["xlabel"], axis["ylabel"]])
-                words += " ".join(bar["label"] for bar in axis["bars"])
+                words += " " + " ".join(bar["label"] for bar in axis["bars"])
                 if MISSING.search(words):
                     shown.append((notebook.cells.index(cell), words))
     assert not shown, f"cells showing NaN or <NA>: {shown}"

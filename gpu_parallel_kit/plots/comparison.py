@@ -105,7 +105,7 @@ def _draw_training_time(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
     projected = projected_rows(df)
     shown = df[~projected]
     # Seconds, or milliseconds when every run trained for less than a second: "42.9", not "0.0429".
-    seconds = pd.to_numeric(shown.get("training_time_s"), errors="coerce")
+    seconds = pd.to_numeric(shown["training_time_s"], errors="coerce")
     short = not shown.empty and bool((seconds.dropna() < 1.0).all())
     scale, unit = (1e3, "ms") if short else (1.0, "s")
     shown = shown.assign(training_time_in_unit=seconds * scale)

@@ -233,9 +233,8 @@ class RunPhases:
         """Training over: the gate handed on, the weights saved, the measurement, the row."""
         self.phase = "reporting the results"
         self.recorder.before_timing()  # a run that never timed a step still passes, once
-        training_gate.hold(
-            self.spec.gate
-        )  # from here nothing is timed per step: the next run may start
+        # From here nothing is timed per step: the next run may start.
+        training_gate.hold(self.spec.gate)
         self.emit(event="trained")
         self.save()
         self.measure()

@@ -134,19 +134,15 @@ def project_onto_cluster(
     one projected single device. Other options are `project_results`'s."""
     from .projected_rows import project_results
 
+    groups: dict[Interconnect, list[int]] = {}
     for count in devices:
-        cluster.check_devices(count)
+        groups.setdefault(cluster.link_for(count), []).append(count)
     options.setdefault("device", cluster.device)
     label = options.pop("label", None) or (
         f"{cluster.inside.name}/{cluster.between.name}+{cluster.device.name}"
     )
-    groups = {
-        cluster.inside: [n for n in devices if n <= cluster.per_node],
-        cluster.between: [n for n in devices if n > cluster.per_node],
-    }
     rows: dict[str, RunResult] = {}
     for link, counts in groups.items():
-        if counts:
-            for row in project_results(results, link, counts, label=label, **options):
-                rows.setdefault(row.run_id, row)  # the projected single device, once
+        for row in project_results(results, link, counts, label=label, **options):
+            rows.setdefault(row.run_id, row)  # the projected single device, once
     return list(rows.values())

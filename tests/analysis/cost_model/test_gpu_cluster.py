@@ -105,3 +105,11 @@ def test_comparison_project_takes_a_cluster_in_place_of_a_link():
     # A link name, as before, projects every count on that one link.
     plain = cmp.project("nvlink4", [16], compute_scale=1).table
     assert "net400g" not in " ".join(plain["reason"].dropna())
+
+
+def test_a_cluster_with_one_link_inside_and_between_projects_every_count():
+    from gpu_parallel_kit.analysis.cost_model.gpu_cluster import project_onto_cluster
+
+    flat = GPUCluster("h100", nodes=2, per_node=4, inside="nvlink4", between="nvlink4")
+    rows = project_onto_cluster(measured_runs(), flat, [1, 4, 8], compute_scale=1)
+    assert sorted(r.devices for r in rows if r.strategy == "data") == [1, 4, 8]

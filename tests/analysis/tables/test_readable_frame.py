@@ -68,5 +68,6 @@ def test_a_selection_shows_no_leftover_row_positions():
     table = _table()
     html = table[table["devices"] > 1][["strategy", "devices"]]._repr_html_()
     assert "<th>1</th>" not in html and "<th>2</th>" not in html
-    named = table.set_index("strategy")[["devices"]]._repr_html_()
-    assert "<th>single</th>" in named and "td:nth-child(1)" not in named  # labels stay, first
+    named = table.set_index("strategy")[["devices", "status"]]._repr_html_()
+    assert "<th>single</th>" in named  # the labels stay, in the first cell of each row
+    assert "td:nth-child(3)" in named and "td:nth-child(2)" not in named  # status, text
