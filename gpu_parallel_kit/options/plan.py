@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.cost_model.memory_plan import plan_memory
+from ..analysis.cost_model.training_precision import PRECISIONS
 from .argtypes import amount, positive
 from .flag import Flag
 
@@ -27,9 +28,9 @@ PLAN: tuple[Flag, ...] = (
     ),
     Flag(
         "--precision",
-        "mixed (bf16/fp16 with fp32 master weights) or fp32; default: %(default)s",
+        "bf16, fp16 or mixed (16 bits with fp32 master weights), or fp32; default: %(default)s",
         goes_to="plan",
-        choices=("mixed", "fp32"),
+        choices=PRECISIONS,
         api_call=plan_memory,
     ),
     Flag(

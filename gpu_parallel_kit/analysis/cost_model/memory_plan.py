@@ -3,8 +3,9 @@
 For models too large to build here (`params=7e9`). Model states follow the ZeRO paper
 (Rajbhandari et al., SC 2020, section 3.1): mixed-precision Adam keeps 2 + 2 + 12 bytes per
 parameter, split over the devices as data, ZeRO-1, ZeRO-2 and fsdp (ZeRO-3) split them; a
-pipeline of K stages holds 1/K of every state, tensor parallelism over M holds 1/M. Pure: no
-TensorFlow, no JAX; a model builder is called here only to count its parameters.
+pipeline of K stages holds 1/K of every state, tensor parallelism over M holds 1/M. The model
+states are the plan search's own (`training_precision.model_state_bytes`), each row one plan of
+it. Pure: no TensorFlow, no JAX; a model builder is called here only to count its parameters.
 
 The formulas, the fp32 case and how activations split: `docs/memory.md`, "Planning a model too
 large to build".
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -25,43 +25,10 @@ from ...strategies.fsdp import FSDP
 from ...strategies.pipeline import PIPELINE
 from ...strategies.tensor import TENSOR
 from . import hardware_presets
+from .training_precision import PRECISIONS, StateBytes, model_state_bytes, state_bytes
 
 SOURCE = "Rajbhandari et al., ZeRO, SC 2020 (model states); activations as given"
-PRECISIONS = ("fp32", "mixed")
-# Optimizer slots per parameter (each 4 bytes, fp32) before any master copy.
-SLOTS = {"adam": 2, "adamw": 2, "lamb": 2, "sgd": 0, "momentum": 1, "rmsprop": 1, "adagrad": 1}
-
-
-@dataclass(frozen=True)
-class StateBytes:
-    """Bytes per parameter of each model state at a precision, with an optimizer."""
-
-    params: float  # the parameters the step computes with
-    grads: float
-    optimizer: float  # K: the optimizer's slots and, in mixed precision, the fp32 master copy
-    activation: float  # bytes per activation element
-
-
-def state_bytes(optimizer: str | float, precision: str) -> StateBytes:
-    """Mixed precision: 2 + 2 + K with K = 4 (master) + 4 per slot; fp32: 4 + 4 + 4 per slot.
-    A number as `optimizer` is K itself."""
-    if precision not in PRECISIONS:
-        raise GpkError(f"precision={precision!r} is not known; use 'fp32' or 'mixed'")
-    if isinstance(optimizer, int | float) and not isinstance(optimizer, bool):
-        if not (math.isfinite(optimizer) and optimizer >= 0):
-            raise GpkError(f"optimizer={optimizer!r} as K must be 0 or more bytes per parameter")
-        k = float(optimizer)
-    else:
-        name = str(optimizer).lower()
-        if name not in SLOTS:
-            known = ", ".join(SLOTS)
-            raise GpkError(
-                f"optimizer={optimizer!r} is not known; use one of {known}, or K (bytes of "
-                "optimizer state per parameter) as a number"
-            )
-        k = 4.0 * SLOTS[name] + (4.0 if precision == "mixed" else 0.0)
-    width = 2.0 if precision == "mixed" else 4.0
-    return StateBytes(width, width, k, width)
+__all__ = ["PRECISIONS", "StateBytes", "format_plan", "plan_memory", "state_bytes"]
 
 
 def count_params(params: float | None, model: Any) -> float:
@@ -144,15 +111,19 @@ def plan_memory(
     rows = []
     for n in counts:
         k, m = stages or n, model_axis or n
-        p, g, o = psi * per.params, psi * per.grads, psi * per.optimizer
+        a = acts / n
         data, fsdp, pipeline, tensor = DATA.name, FSDP.name, PIPELINE.name, TENSOR.name
+
+        def states(data_axis: int, tensor_axis: int, stage_count: int, sharding: str) -> dict:
+            return model_state_bytes(psi, per, data_axis, tensor_axis, stage_count, sharding)
+
         rows += [
-            _row(data, n, 0, p, g, o, acts / n, "replicas", False),
-            _row("zero-1", n, 1, p, g, o / n, acts / n, "optimizer sharded", True),
-            _row("zero-2", n, 2, p, g / n, o / n, acts / n, "plus gradients", True),
-            _row(fsdp, n, 3, p / n, g / n, o / n, acts / n, "plus parameters", False),
-            _row(pipeline, n, None, p / k, g / k, o / k, acts / k, f"K={k}", False),
-            _row(tensor, n, None, p / m, g / m, o / m, acts / m, f"M={m}", False),
+            _row(data, n, 0, states(n, 1, 1, "none"), a, "replicas", False),
+            _row("zero-1", n, 1, states(n, 1, 1, "zero-1"), a, "optimizer sharded", True),
+            _row("zero-2", n, 2, states(n, 1, 1, "zero-2"), a, "plus gradients", True),
+            _row(fsdp, n, 3, states(n, 1, 1, "fsdp"), a, "plus parameters", False),
+            _row(pipeline, n, None, states(1, 1, k, "none"), acts / k, f"K={k}", False),
+            _row(tensor, n, None, states(1, m, 1, "none"), acts / m, f"M={m}", False),
         ]
     table = pd.DataFrame(rows)
     table["total_bytes"] = table[
@@ -174,9 +145,7 @@ def _row(
     name: str,
     devices: int,
     zero: int | None,
-    params: float,
-    grads: float,
-    optimizer: float,
+    states: dict[str, float],
     activations: float,
     note: str,
     modelled_only: bool,
@@ -185,9 +154,7 @@ def _row(
         "strategy": name,
         "devices": devices,
         "zero_stage": zero,
-        "params_bytes": params,
-        "grads_bytes": grads,
-        "optimizer_bytes": optimizer,
+        **states,
         "activations_bytes": activations,
         # ZeRO-1 and -2 have no engine in the kit: nothing here can measure them
         "modelled_only": modelled_only,

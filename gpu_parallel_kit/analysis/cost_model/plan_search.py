@@ -1,8 +1,9 @@
 """Every data × tensor × pipeline plan of a Transformer on a GPU cluster, its memory and its step.
 
 Pure arithmetic on a `ModelCard` (a model's counted figures) and a `GPUCluster`. Memory follows
-ZeRO's mixed-precision Adam (2 + 2 + 12 bytes per parameter, the 12 sharded by zero-1, the
-gradients too by zero-2, everything by fsdp) and Korthikanti et al.'s activations; the step is
+ZeRO (`training_precision.model_state_bytes`: mixed-precision Adam's 2 + 2 + 12 bytes per
+parameter, fp32's 4 + 4 + 8, the optimizer's sharded by zero-1, the gradients too by zero-2,
+everything by fsdp) and Korthikanti et al.'s activations; the step is
 closed-form: compute on the roofline, each axis's collectives on the link `cluster.links()`
 places them on, and the schedule's bubble. docs/planning.md gives the formulas and sources.
 """
@@ -21,13 +22,13 @@ from .gpu_cluster import GPUCluster
 from .hardware_presets import Interconnect
 from .roofline import DEFAULT_EFFICIENCY, Efficiency
 from .step_time_model import ring_all_reduce_s
+from .training_precision import StateBytes, model_state_bytes, state_bytes, training_precision
 
 SHARDINGS = ("none", "zero-1", "zero-2", "fsdp")
 CHECKPOINTING = ("none", "full")
 PIPELINE_SCHEDULES = (ONE_F_ONE_B.name, INTERLEAVED.name, ZB_H1.name)
 NO_PIPELINE = "-"  # the schedule of a plan with one stage: gradient accumulation
 VIRTUAL_STAGES = 2  # interleaved's chunks per device, as Megatron-LM's runs mostly used
-BYTES = {"params": 2, "grads": 2, "optimizer": 12}  # mixed-precision Adam, per parameter
 RESERVE = 0.1  # of a device's memory kept for the framework, buffers and fragmentation
 
 
@@ -42,7 +43,10 @@ class ModelCard:
         heads: attention heads a.
         sequence: tokens per sample s.
         flops_per_sample: forward and backward FLOPs of one sample, recomputation excluded.
-        activation_bytes: what backpropagation keeps per block and sample, at 16 bits.
+        activation_bytes: what backpropagation keeps per block and sample, at `precision`.
+        precision: the training precision ("bf16", "fp16", "mixed", "fp32"), as
+            `training_precision` names it.
+        optimizer: the optimizer's name (adam, sgd, ...) or its bytes of state per parameter.
     """
 
     parameters: float
@@ -52,16 +56,28 @@ class ModelCard:
     sequence: int
     flops_per_sample: float
     activation_bytes: float
+    precision: str = "bf16"
+    optimizer: str | float = "adam"
+
+    def __post_init__(self) -> None:
+        state_bytes(self.optimizer, self.precision)  # one sentence for an unknown name
+
+    @functools.cached_property
+    def state(self) -> StateBytes:
+        """Bytes per parameter of each model state (`training_precision.StateBytes`)."""
+        return state_bytes(self.optimizer, self.precision)
 
     @property
     def score_bytes(self) -> float:
-        """The attention scores, softmax and dropout mask per block and sample: 5·a·s²."""
-        return 5.0 * self.heads * self.sequence**2
+        """The attention scores, softmax and dropout mask per block and sample: 5·a·s² at 16
+        bits (two values and a one-byte mask per score)."""
+        return (2.0 * self.state.activation + 1.0) * self.heads * self.sequence**2
 
     @property
     def activation_send_bytes(self) -> float:
-        """One sample's activations across a cut, or a tensor collective's message: 2·s·h."""
-        return 2.0 * self.sequence * self.hidden
+        """One sample's activations across a cut, or a tensor collective's message: 2·s·h at
+        16 bits."""
+        return self.state.activation * self.sequence * self.hidden
 
 
 @dataclass(frozen=True)
@@ -106,28 +122,15 @@ def plans(card: ModelCard, cluster: GPUCluster, global_batch: int) -> Iterator[P
 def memory(card: ModelCard, plan: Plan) -> dict[str, float]:
     """Bytes on the fullest device, by part: its share of the parameters, gradients and Adam's
     state under the plan's sharding, and the activations of the micro-batches in flight."""
-    share = card.parameters / (plan.tensor * plan.stages)
-    data = plan.data
-    divide = {
-        "none": (1, 1, 1),
-        "zero-1": (1, 1, data),
-        "zero-2": (1, data, data),
-        "fsdp": (data, data, data),
-    }[plan.sharding]
-    params, grads, optimizer = (
-        share * BYTES[part] / d for part, d in zip(BYTES, divide, strict=True)
+    states = model_state_bytes(
+        card.parameters, card.state, plan.data, plan.tensor, plan.stages, plan.sharding
     )
     per_block = _block_activations(card, plan.tensor, plan.checkpointing)
     blocks = card.layers / plan.stages
     activations = per_block * blocks * plan.micro_batch_size * _in_flight(plan)
     if plan.checkpointing == "full":  # one block's activations rebuilt during its backward
         activations += _block_activations(card, plan.tensor, "none") * plan.micro_batch_size
-    return {
-        "params_bytes": params,
-        "grads_bytes": grads,
-        "optimizer_bytes": optimizer,
-        "activations_bytes": activations,
-    }
+    return {**states, "activations_bytes": activations}
 
 
 def step_time(
@@ -141,7 +144,7 @@ def step_time(
     model_flops = card.flops_per_sample * samples / gpus
     # Full recomputation runs each forward twice: a third more work (a forward is 1/3 of it).
     flops = model_flops * (4 / 3 if plan.checkpointing == "full" else 1.0)
-    peak = cluster.device.flops
+    peak = cluster.device.peak_flops(training_precision(card.precision).peak)
     tensor_s = _tensor_comm_s(card, plan, links["tensor"])
     data_s = _data_comm_s(card, plan, links["data"])
     sends_s = _stage_sends_s(card, plan, links["stages"])
@@ -244,7 +247,7 @@ def _block_activations(card: ModelCard, tensor: int, checkpointing: str) -> floa
     """One block's kept bytes per sample on one of `tensor` devices (Korthikanti et al.: the
     scores divide by t, and of the rest's 34·s·h, 24 divide by t and 10 do not)."""
     if checkpointing == "full":
-        return card.activation_send_bytes  # the block's input alone, 2·s·h
+        return card.activation_send_bytes  # the block's input alone, 2·s·h at 16 bits
     rest = max(0.0, card.activation_bytes - card.score_bytes)
     return card.score_bytes / tensor + rest * (10 + 24 / tensor) / 34
 
@@ -264,7 +267,7 @@ def _data_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None) -> floa
     data axis, and fsdp's gathers on top: 1.5 times the bytes."""
     if link is None:
         return 0.0
-    grads = card.parameters / (plan.tensor * plan.stages) * BYTES["grads"]
+    grads = card.parameters / (plan.tensor * plan.stages) * card.state.grads
     factor = 1.5 if plan.sharding == "fsdp" else 1.0
     return factor * ring_all_reduce_s(grads, plan.data, link)
 

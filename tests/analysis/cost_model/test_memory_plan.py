@@ -94,7 +94,7 @@ def test_a_built_model_or_builder_gives_the_count():
         ),
         (dict(params=-1), "params=-1 must be a positive count"),
         (dict(params=1e9, optimizer="adamax"), "optimizer='adamax' is not known"),
-        (dict(params=1e9, precision="bf16"), "precision='bf16' is not known"),
+        (dict(params=1e9, precision="int8"), "precision='int8' is not known"),
         (dict(params=1e9, devices=[0]), "devices=0 must be whole counts"),
         (dict(params=1e9, activations=[(0, 3)]), "activation shape (0, 3)"),
     ],
@@ -102,3 +102,12 @@ def test_a_built_model_or_builder_gives_the_count():
 def test_bad_input_is_one_sentence(kwargs, message):
     with pytest.raises(GpkError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan_memory(**kwargs)
+
+
+def test_bf16_and_fp16_are_mixed_precision_and_float32_is_fp32():
+    def totals(precision=None):
+        asked = {} if precision is None else {"precision": precision}
+        return list(plan_memory(params=1e9, devices=8, **asked)["total_bytes"])
+
+    assert totals("bf16") == totals("fp16") == totals("BF16") == totals()
+    assert totals("float32") == totals("fp32") != totals()
