@@ -121,12 +121,7 @@ PIPELINE = Strategy(
     aliases=("model",),
     worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.pipeline_engine:PipelineEngine",
-    },
-    missing={
-        "jax": (
-            "the kit's pipeline stages run on TensorFlow devices; use backend='tensorflow', or "
-            "strategy='tensor' to split layers over devices on JAX"
-        ),
+        "jax": "gpu_parallel_kit.worker.jax.pipeline.pipeline_strategy:PipelineParallel",
     },
     stages=True,
     splits_state=True,

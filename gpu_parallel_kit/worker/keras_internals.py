@@ -11,6 +11,7 @@ schedule once an optimizer is built, so the kit reads them in these three module
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 VERIFIED_KERAS = "3.15"  # the minor version every access below was checked on
@@ -72,3 +73,29 @@ def raw_learning_rate(optimizer: Any) -> Any:
     if not hasattr(optimizer, "_learning_rate"):
         raise changed("optimizer._learning_rate")
     return optimizer._learning_rate
+
+
+def compile_loss_class() -> type:
+    """`CompileLoss`: the container `model.compile` builds from `loss=` and `loss_weights=`."""
+    return private("keras.src.trainers.compile_utils", "CompileLoss")
+
+
+def is_functional(model: Any) -> bool:
+    """Whether `model` is a graph of layer calls (a functional model, keras-hub's backbones among
+    them), whose graph can be run call by call."""
+    return isinstance(model, private("keras.src.models.functional", "Functional"))
+
+
+def run_calls(model: Any, inputs: Any, call: Callable[..., Any]) -> Any:
+    """`model`'s outputs on the symbolic `inputs`, each of its layer calls made through
+    `call(layer, *args, **kwargs)`, as `keras.models.clone_model` does with `call_function`."""
+    run = getattr(model, "_run_through_graph", None)
+    struct = getattr(model, "_inputs_struct", None)
+    if run is None or struct is None:
+        raise changed("Functional._inputs_struct and _run_through_graph")
+    # The tensors as given, not `_standardize_inputs`'s converted copies: every tensor a call
+    # reads must be one the caller already knows. A dict is matched to the inputs by name.
+    if isinstance(struct, dict) and isinstance(inputs, dict):
+        inputs = {name: inputs[name] for name in struct}
+    outputs = run(inputs, operation_fn=lambda layer: layer, call_fn=call)
+    return outputs[0] if isinstance(outputs, list | tuple) and len(outputs) == 1 else outputs

@@ -4,17 +4,16 @@ fast path and pipeline stages), behind one small function each; see `worker/kera
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
 from ..keras_internals import changed, private
 
-
-def compile_loss_class() -> type:
-    """`CompileLoss`: the container `model.compile` builds from `loss=` and `loss_weights=`."""
-    return private("keras.src.trainers.compile_utils", "CompileLoss")
+# Read by both backends' pipelines, so kept at the worker's root; re-exported for the engines.
+from ..keras_internals import compile_loss_class as compile_loss_class
+from ..keras_internals import is_functional as is_functional
+from ..keras_internals import run_calls as run_calls
 
 
 def compile_metrics_class() -> type:
@@ -40,27 +39,6 @@ def dispatches_async(callbacks: list[Any]) -> bool:
     if not hasattr(container, "_async_train"):
         raise changed("CallbackList._async_train")
     return bool(container._async_train)
-
-
-def is_functional(model: Any) -> bool:
-    """Whether `model` is a graph of layer calls (a functional model, keras-hub's backbones among
-    them), whose graph can be run call by call."""
-    return isinstance(model, private("keras.src.models.functional", "Functional"))
-
-
-def run_calls(model: Any, inputs: Any, call: Callable[..., Any]) -> Any:
-    """`model`'s outputs on the symbolic `inputs`, each of its layer calls made through
-    `call(layer, *args, **kwargs)`, as `keras.models.clone_model` does with `call_function`."""
-    run = getattr(model, "_run_through_graph", None)
-    struct = getattr(model, "_inputs_struct", None)
-    if run is None or struct is None:
-        raise changed("Functional._inputs_struct and _run_through_graph")
-    # The tensors as given, not `_standardize_inputs`'s converted copies: every tensor a call
-    # reads must be one the caller already knows. A dict is matched to the inputs by name.
-    if isinstance(struct, dict) and isinstance(inputs, dict):
-        inputs = {name: inputs[name] for name in struct}
-    outputs = run(inputs, operation_fn=lambda layer: layer, call_fn=call)
-    return outputs[0] if isinstance(outputs, list | tuple) and len(outputs) == 1 else outputs
 
 
 def spare_fits_symbolic_build(model: Any, element_spec: Any) -> bool:

@@ -1,0 +1,117 @@
+"""What a JAX pipeline reports of its stages: each stage's cut, devices, state and activations,
+its memory by part per device, beside the schedule's figures (`worker/pipeline_timeline.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import keras
+import numpy as np
+
+from ....pipeline.schedules import Schedule, max_live_micro_batches
+from ...pipeline_timeline import busy_and_idle, schedule_figures
+from ..device_setup import device_names
+
+
+def figures(
+    stages: list[Any], traced: Any, schedule: Schedule, reports: list[Any], spec: Any, sample: Any
+) -> dict[str, Any]:
+    """The schedule's figures and, per stage, its layers, what crosses into it, where its
+    arrays live, its busy and idle time and the activations it held at most."""
+    found = schedule_figures(schedule, reports, spec)
+    timed = [r.tasks for r in reports if r.tasks and not r.serial]
+    trained = [r for r in reports if not r.serial]
+    n = len(stages)
+    peak_live = [max(r.peak_live[s] for r in trained) for s in range(n)] if trained else [0] * n
+    per_micro_batch = activation_bytes(stages, traced, sample)
+    found["stages"] = [
+        {
+            "stage": s.index,
+            "device": device_names([s.device])[0],
+            "layers": list(s.cut.calls),
+            "first_layer": s.cut.calls[0],
+            "last_layer": s.cut.calls[-1],
+            "receives": [
+                {
+                    "tensor": name,
+                    "shape": list(traced.tensors[name].shape[1:]),
+                    "bytes_per_sample": tensor_bytes(traced.tensors[name]),
+                }
+                for name in s.cut.received
+            ],
+            "parameter_bytes": _nbytes([*s.trainable, *s.non_trainable]),
+            "optimizer_bytes": _nbytes(s.optimizer_state),
+            "variable_devices": sorted(array_devices(s)),
+            "peak_live_micro_batches": peak_live[s.index],
+            "activation_bytes_held": peak_live[s.index] * per_micro_batch[s.index],
+            **busy_and_idle(timed, s.index),
+        }
+        for s in stages
+    ]
+    return found
+
+
+def stage_memory(stages: list[Any], traced: Any, schedule: Schedule, sample: Any) -> dict:
+    """Each device's parts under the pipeline: its stages' arrays and optimizer state
+    (measured), one gradient sum per weight (measured: the arrays the stage keeps), and the
+    activations of the micro-batches its schedule keeps in flight at most (modelled)."""
+    per_micro_batch = activation_bytes(stages, traced, sample)
+    devices: dict[str, dict[str, float]] = {}
+    for stage in stages:
+        parts = devices.setdefault(
+            device_names([stage.device])[0],
+            {"params_bytes": 0, "grads_bytes": 0, "optimizer_bytes": 0, "activations_bytes": 0.0},
+        )
+        parts["params_bytes"] += _nbytes([*stage.trainable, *stage.non_trainable])
+        parts["grads_bytes"] += _nbytes(stage.accumulated)
+        parts["optimizer_bytes"] += _nbytes(stage.optimizer_state)
+        tasks = [t for device in schedule for t in device if t.stage == stage.index]
+        parts["activations_bytes"] += float(
+            max_live_micro_batches(tasks) * per_micro_batch[stage.index]
+        )
+    return {
+        "devices": devices,
+        "how": {
+            "params_bytes": "measured: the stage's arrays on its device",
+            "grads_bytes": "measured: the stage's gradient sums on its device",
+            "optimizer_bytes": "measured: the stage's optimizer state on its device",
+            "activations_bytes": (
+                "modelled: each stage's layer outputs for the micro-batches its schedule keeps "
+                "in flight at most"
+            ),
+        },
+    }
+
+
+def activation_bytes(stages: list[Any], traced: Any, sample: Any) -> list[int]:
+    """Bytes of every layer output one micro-batch (`sample`) leaves on each stage, from the
+    traced graph's tensor shapes."""
+    samples = int(np.shape(keras.tree.flatten(sample)[0])[0])
+    calls = {call.name: call for call in traced.graph.calls}
+    return [
+        samples
+        * sum(
+            tensor_bytes(traced.tensors[name])
+            for layer in s.cut.calls
+            for name in calls[layer].outputs
+        )
+        for s in stages
+    ]
+
+
+def tensor_bytes(tensor: keras.KerasTensor) -> int:
+    """Bytes per sample, from the symbolic shape; an unknown length counts as 1."""
+    size = int(np.prod([d or 1 for d in tensor.shape[1:]]))
+    return size * jax.numpy.dtype(keras.backend.standardize_dtype(tensor.dtype)).itemsize
+
+
+def array_devices(stage: Any) -> set[str]:
+    """Where the stage's weights, statistics and optimizer state really are."""
+    arrays = [*stage.trainable, *stage.non_trainable, *stage.optimizer_state]
+    return {name for a in arrays for name in device_names(list(a.devices()))}
+
+
+def _nbytes(values: list[Any]) -> int:
+    return sum(int(v.nbytes) for v in values)

@@ -1,0 +1,286 @@
+"""`pipeline` on JAX: the model's graph cut into stages on devices, one compiled program per
+stage pass, micro-batches run by the schedule's task lists (MPMD on one process).
+
+The stages are cut as on TensorFlow (`worker/layer_graph.py`: balance by parameters, time,
+positions or names), each stage's passes are compiled once on its device
+(`stage_functions.py`), and the same task lists the TensorFlow engine runs are executed by one
+thread per device (`schedule_runner.py`). The gradients of single-device training are summed over
+the micro-batches and applied once per batch by each stage's copy of the model's optimizer; the
+trained weights are copied back into the user's model.
+
+>>> exp.run(strategy="pipeline", devices=4, schedule="1f1b", micro_batches=8, backend="jax")
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import keras
+
+from ....errors import GpkError
+from ....pipeline.microbatch import is_auto
+from ....pipeline.schedules import build_schedule, device_of
+from ...keras_internals import compile_config, compile_loss_class
+from ...layer_graph import TracedModel, stage_starts, trace
+from ...measuring.recorder import StepRecorder
+from ..strategies import JaxStrategy
+from .pipeline_figures import figures, stage_memory, tensor_bytes
+from .schedule_runner import ScheduleRunner, StepReport, split
+from .stage_functions import StageFunctions
+
+TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
+SERIAL_REPEATS = 3  # passes with one task at a time, whose task times feed the simulated view
+
+
+class PipelineParallel(JaxStrategy):
+    """Stages on devices, one compiled forward and backward each, run in schedule order (an
+    interleaved schedule puts `virtual_stages` stages on each device, round robin).
+
+    >>> exp.run(strategy="pipeline", devices=2, schedule="gpipe", micro_batches=4, backend="jax")
+    """
+
+    method = (
+        "the copies across the cuts (jax.device_put of activations and their gradients) inside "
+        "the timed steps' tasks, median per step"
+    )
+
+    def __init__(self, spec: Any, devices: list[Any]) -> None:
+        super().__init__(spec, devices)
+        if is_auto(spec.micro_batches):
+            raise GpkError(
+                "micro_batches='auto' is measured on TensorFlow only for now; give a number, "
+                "e.g. micro_batches=4, or use backend='tensorflow'"
+            )
+        self.stages: list[StageFunctions] = []
+        self.reports: list[StepReport] = []
+        self.figures: dict[str, Any] = {}
+
+    def describe(self) -> str:
+        return "jax.device_put across the cuts (one compiled program per stage pass)"
+
+    def prepare(self, model: keras.Model) -> None:
+        """The stages are cut, placed and checked against the memory budget in `train`."""
+
+    def train(
+        self, model: keras.Model, batches: Any, steps_per_epoch: int, recorder: StepRecorder
+    ) -> None:
+        """Cut the model, place the stages, then every step of every epoch in schedule order;
+        the trained weights end in the user's model."""
+        spec = self.spec
+        recorder.before_timing()  # balance="time" is timed before the first step
+        traced = trace(model)
+        first_x, first_y = batches[0]
+        micro_batches = spec.micro_batches or 1
+        k, chunks = len(self.devices), spec.virtual_stages
+        sample = split(first_x, micro_batches)[0]
+        starts = stage_starts(
+            traced,
+            k,
+            chunks,
+            spec.balance,
+            lambda: call_times(traced, sample),
+            tensor_bytes,
+        )
+        self.traced = traced
+        self.stages = _stages(model, traced, starts, self.devices, micro_batches, spec.recompute)
+        self.schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
+        self.state_bytes = _state_bytes(self.stages)
+        self.micro_batch = sample
+        if spec.memory_budget is not None:
+            from ...budget import check_budget  # noqa: PLC0415
+
+            check_budget(
+                stage_memory(self.stages, traced, self.schedule, sample),
+                spec.memory_budget,
+                "split the model over more devices",
+            )
+        self.runner = ScheduleRunner(self.stages, self.schedule, micro_batches, _feeder(traced))
+        self.first_batch = (first_x, first_y)
+        timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
+        try:
+            recorder.train_begin()
+            step_index = 0
+            for epoch in range(spec.training.epochs):
+                recorder.epoch_begin()
+                losses = []
+                for step in range(steps_per_epoch):
+                    x, y = batches[epoch * steps_per_epoch + step]
+                    report = self.runner.step(x, y, timed=step_index in timed)
+                    self.reports.append(report)
+                    losses.append(report.loss)
+                    recorder.step_end()
+                    step_index += 1
+                recorder.epoch_end({"loss": sum(losses) / len(losses)})
+        finally:
+            for stage in self.stages:
+                stage.copy_back()
+
+    def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Any:
+        """Each task alone, a few times, on the first batch (the simulated view), then the
+        weights put back: the measurement must not train the model."""
+        return self._measure_alone
+
+    def _measure_alone(self) -> dict[str, Any]:
+        kept = [
+            (s.trainable, s.non_trainable, s.optimizer_state, s.accumulated) for s in self.stages
+        ]
+        try:
+            alone = [
+                self.runner.step(*self.first_batch, serial=True) for _ in range(SERIAL_REPEATS)
+            ]
+        finally:
+            self.runner.close()
+            for stage, state in zip(self.stages, kept, strict=True):
+                stage.trainable, stage.non_trainable, stage.optimizer_state, stage.accumulated = (
+                    state
+                )
+        self.figures = figures(
+            self.stages,
+            self.traced,
+            self.schedule,
+            self.reports + alone,
+            self.spec,
+            self.micro_batch,
+        )
+        return {"comm_time_s": self.figures.pop("comm_time_s")}
+
+    def result_fields(
+        self, model: keras.Model, measured: dict[str, Any] | None, step_time_s: float | None
+    ) -> dict[str, Any]:
+        figures = dict(self.figures)
+        comm_time = (measured or {}).get("comm_time_s")
+        cut_bytes = figures.get("cut_bytes") or []
+        return {
+            "micro_batches": self.spec.micro_batches or 1,
+            "comm_bytes": sum(cut_bytes) if cut_bytes else None,
+            "comm_time_s": comm_time,
+            "comm_share": comm_time / step_time_s
+            if step_time_s and comm_time is not None
+            else None,
+            "extra": {
+                **figures,
+                "stage_tasks": "compiled (jax.jit), backward recomputes forward"
+                if self.spec.recompute
+                else "compiled (jax.jit), forward keeps its VJP for the backward",
+                "state_bytes": self.state_bytes,
+                "parameter_bytes": sum(_nbytes(s.trainable) for s in self.stages),
+                "memory": stage_memory(self.stages, self.traced, self.schedule, self.micro_batch),
+                "comm_method": self.method,
+            },
+        }
+
+
+def _stages(
+    model: keras.Model,
+    traced: TracedModel,
+    starts: list[int],
+    devices: list[Any],
+    micro_batches: int,
+    recompute: bool,
+) -> list[StageFunctions]:
+    """Each slice of the graph with its weights on its device and its own optimizer."""
+    bounds = [0, *starts, len(traced.graph.calls)]
+    count = len(bounds) - 1
+    loss = _loss(model, traced)
+    return [
+        StageFunctions(
+            index,
+            devices[device_of(index, len(devices))],
+            traced.graph.stage(bounds[index], bounds[index + 1]),
+            traced,
+            type(model.optimizer).from_config(model.optimizer.get_config()),
+            loss if index == count - 1 else None,
+            micro_batches,
+            recompute,
+        )
+        for index in range(count)
+    ]
+
+
+def _loss(model: keras.Model, traced: TracedModel):
+    """The model's compiled loss (strings, objects, one per output), as the last stage needs it:
+    (targets, the values by tensor name) -> the micro-batch's mean loss."""
+    config = compile_config(model)
+    compiled = compile_loss_class()(
+        config.get("loss", model.loss),
+        config.get("loss_weights"),
+        output_names=getattr(model, "output_names", None),
+    )
+
+    def loss(y: Any, values: dict[str, Any]) -> Any:
+        predictions = keras.tree.pack_sequence_as(
+            traced.outputs, [values[name] for name in traced.graph.sinks]
+        )
+        with keras.StatelessScope():  # its trackers must not be assigned inside jax.jit
+            return compiled(y, predictions)
+
+    return loss
+
+
+def _feeder(traced: TracedModel):
+    sources = traced.graph.sources
+
+    def feed(x: Any) -> dict[str, Any]:
+        given = keras.tree.flatten(x)
+        if len(given) != len(sources):
+            raise GpkError(
+                f"the data gives {len(given)} input tensor(s) but the model takes "
+                f"{len(sources)} ({', '.join(sources)}); give x in the structure of the "
+                "model's inputs"
+            )
+        return dict(zip(sources, given, strict=True))
+
+    return feed
+
+
+def call_times(traced: TracedModel, sample: Any, repeats: int = 3) -> list[float]:
+    """Each call's forward and backward time on real values, compiled, the best of a few."""
+    values = _feeder(traced)(sample)
+    times = []
+    for call in traced.graph.calls:
+        single = keras.Model(
+            [traced.tensors[t] for t in call.inputs], [traced.tensors[t] for t in call.outputs]
+        )
+        trainable = [v.value for v in single.trainable_variables]
+        others = [v.value for v in single.non_trainable_variables]
+        args = [values[t] for t in call.inputs]
+
+        def total(trainable, args, single=single, others=others):
+            outputs, _ = single.stateless_call(trainable, others, args, training=True)
+            return sum(
+                jax.numpy.sum(o)
+                for o in keras.tree.flatten(outputs)
+                if jax.numpy.issubdtype(o.dtype, jax.numpy.floating)
+            )
+
+        step = jax.jit(jax.value_and_grad(total))
+        best = float("inf")
+        for _ in range(repeats + 1):  # the first call compiles
+            began = time.perf_counter()
+            jax.block_until_ready(step(trainable, args))
+            best = min(best, time.perf_counter() - began)
+        times.append(best)
+        outputs, _ = single.stateless_call(trainable, others, args, training=False)
+        values.update(dict(zip(call.outputs, keras.tree.flatten(outputs), strict=True)))
+    return times
+
+
+def _state_bytes(stages: list[StageFunctions]) -> dict[str, int]:
+    from ..device_setup import device_names  # noqa: PLC0415
+
+    held: dict[str, int] = {}
+    for stage in stages:
+        name = device_names([stage.device])[0]
+        held[name] = (
+            held.get(name, 0)
+            + _nbytes(stage.trainable)
+            + _nbytes(stage.non_trainable)
+            + _nbytes(stage.optimizer_state)
+        )
+    return held
+
+
+def _nbytes(values: list[Any]) -> int:
+    return sum(int(v.nbytes) for v in values)

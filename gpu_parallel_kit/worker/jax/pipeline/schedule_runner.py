@@ -1,0 +1,288 @@
+"""Run one global batch through the JAX stages in schedule order, one thread per device.
+
+Every device thread executes exactly its list of tasks from `pipeline.schedules.build_schedule`,
+the lists the TensorFlow engine runs: a forward takes what crosses into its stage, moves it onto
+the stage's device (`jax.device_put`: the transfer across the cut) and sends on what crosses
+out; a backward takes the gradients of what its stage sent, moves them likewise and sends the
+gradients of what it received back upstream; a W task (zb-h1) adds the weights' half. After its
+last task each stage applies its summed gradients once. JAX dispatches asynchronously, so an
+untimed step only orders the work; a timed one waits for each task's results to stamp its end.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from ....pipeline.schedules import Schedule, device_of, execution_order, splits_backward
+from .stage_functions import StageFunctions
+
+MAILBOX_POLL_S = 0.5
+
+
+class PipelineAborted(Exception):
+    """Another device failed; this one stops waiting for messages that will never come."""
+
+
+class Mailbox:
+    """Messages between device threads, keyed by (kind, receiving stage, micro-batch)."""
+
+    def __init__(self) -> None:
+        self._messages: dict[tuple, Any] = {}
+        self._condition = threading.Condition()
+        self._aborted = False
+
+    def put(self, key: tuple, value: Any) -> None:
+        with self._condition:
+            self._messages[key] = value
+            self._condition.notify_all()
+
+    def get(self, key: tuple) -> Any:
+        with self._condition:
+            while key not in self._messages:
+                if self._aborted:
+                    raise PipelineAborted()
+                self._condition.wait(MAILBOX_POLL_S)
+            return self._messages.pop(key)
+
+    def abort(self) -> None:
+        with self._condition:
+            self._aborted = True
+            self._condition.notify_all()
+
+
+@dataclass
+class TaskRecord:
+    """What one task did: when (seconds from the step's start) and how many bytes it moved."""
+
+    stage: int
+    kind: str
+    micro_batch: int
+    start: float
+    end: float
+    transfer_s: float = 0.0  # the copy across the cut that began the task
+    bytes_in: int = 0
+    call_s: float = 0.0  # inside the stage's compiled pass: the task's own work
+    device: int | None = None
+
+
+@dataclass
+class StepReport:
+    """One step's loss, tasks (when timed), bytes over each cut, and peak live micro-batches."""
+
+    loss: float
+    tasks: list[TaskRecord] = field(default_factory=list)
+    cut_bytes: list[int] = field(default_factory=list)  # per cut: activations + their gradients
+    peak_live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
+    update_s: list[float] = field(default_factory=list)  # per device: its stages' updates
+    serial: bool = False  # the tasks ran one at a time (their times are uncontended)
+    duration_s: float = 0.0
+
+
+@dataclass
+class _DeviceStep:
+    """What one device's thread reports of a step."""
+
+    losses: list[Any] = field(default_factory=list)  # the last stage's objectives
+    records: list[TaskRecord] = field(default_factory=list)
+    activations_in: dict[int, int] = field(default_factory=dict)
+    gradients_in: dict[int, int] = field(default_factory=dict)
+    peak_live: dict[int, int] = field(default_factory=dict)
+    update_s: float = 0.0
+
+
+class ScheduleRunner:
+    """Executes the schedule for each global batch on the stages; one thread per device, living
+    as long as the runner.
+
+    Args:
+        stages: every model stage, in the model's order (several per device when interleaved).
+        schedule: each device's tasks (`pipeline.schedules.build_schedule`).
+        micro_batches: M, the parts each global batch is split into.
+        feed: a micro-batch of x -> the model's input tensors by name.
+    """
+
+    def __init__(
+        self, stages: list[StageFunctions], schedule: Schedule, micro_batches: int, feed: Any
+    ) -> None:
+        self.stages = stages
+        self.schedule = schedule
+        self.devices = len(schedule)
+        self.micro_batches = micro_batches
+        self.feed = feed
+        self.split = splits_backward(schedule)
+        self._pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="gpk-device")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def step(self, x: Any, y: Any, timed: bool = False, serial: bool = False) -> StepReport:
+        """One global batch, its updates finished when it returns. `serial` runs the tasks one
+        at a time in this thread, each waited for: its time is then its own."""
+        mailbox = Mailbox()
+        clock = time.perf_counter()
+        xs = [self.feed(part) for part in split(x, self.micro_batches)]
+        ys = split(y, self.micro_batches)
+        runs = [
+            self._device_tasks(device, xs, ys, mailbox, clock, timed or serial)
+            for device in range(self.devices)
+        ]
+        results = self._serially(runs) if serial else self._concurrently(runs, mailbox)
+        jax.block_until_ready([s.trainable for s in self.stages])
+        duration = time.perf_counter() - clock
+        n = len(self.stages)
+        activations_in = [sum(r.activations_in.get(s, 0) for r in results) for s in range(n)]
+        gradients_in = [sum(r.gradients_in.get(s, 0) for r in results) for s in range(n)]
+        return StepReport(
+            loss=float(sum(float(loss) for r in results for loss in r.losses)),
+            tasks=[record for r in results for record in r.records],
+            # Cut c lies between stages c and c+1: activations go down it, their gradients back.
+            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(n - 1)],
+            peak_live=[max(r.peak_live.get(s, 0) for r in results) for s in range(n)],
+            update_s=[r.update_s for r in results],
+            serial=serial,
+            duration_s=duration,
+        )
+
+    def _concurrently(self, runs: list[Generator], mailbox: Mailbox) -> list[_DeviceStep]:
+        futures = [self._pool.submit(_drain, run, mailbox) for run in runs]
+        results, errors = [], []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except BaseException as error:  # noqa: BLE001 - re-raised below, the real cause first
+                errors.append(error)
+        if errors:
+            raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])
+        return results
+
+    def _serially(self, runs: list[Generator]) -> list[_DeviceStep]:
+        for task in execution_order(self.schedule, len(self.stages)):
+            next(runs[device_of(task.stage, self.devices)])
+        return [_drain(run, None) for run in runs]
+
+    def _device_tasks(
+        self, device: int, xs, ys, mailbox: Mailbox, clock: float, timed: bool
+    ) -> Generator[None, None, _DeviceStep]:
+        """One device's step, pausing after each task."""
+        last = len(self.stages) - 1
+        held = [s for s in self.stages if device_of(s.index, self.devices) == device]
+        saved: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its backward
+        later: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its W task
+        result = _DeviceStep()
+        whole = "B" if self.split else "BW"
+        for task in self.schedule[device]:
+            stage = self.stages[task.stage]
+            key = (task.stage, task.micro_batch)
+            moved = called = 0.0
+            size = 0
+            out: Any = None
+            if task.kind == "F":
+                incoming = (
+                    xs[task.micro_batch]
+                    if task.stage == 0
+                    else mailbox.get(("act", task.stage, task.micro_batch))
+                )
+                start = time.perf_counter()  # a task's time starts once its input is here
+                received = jax.device_put(incoming, stage.device)  # the copy across the cut
+                y = (
+                    None
+                    if stage.loss_fn is None
+                    else jax.device_put(ys[task.micro_batch], stage.device)
+                )
+                if timed:
+                    jax.block_until_ready(received)
+                moved = time.perf_counter() - start
+                called = time.perf_counter()
+                out, objective, saved[key] = stage.forward(received, y)
+                live = sum(1 for s, _ in [*saved, *later] if s == task.stage)
+                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
+                size = _nbytes(incoming) if task.stage else 0
+                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+                if task.stage == last:
+                    result.losses.append(objective)
+                    out = objective
+                else:
+                    mailbox.put(("act", task.stage + 1, task.micro_batch), out)
+            elif task.kind == "B":
+                kept = saved.pop(key)
+                incoming = (
+                    {}
+                    if task.stage == last
+                    else mailbox.get(("grad", task.stage, task.micro_batch))
+                )
+                start = time.perf_counter()
+                upstream = jax.device_put(incoming, stage.device)
+                if timed:
+                    jax.block_until_ready(upstream)
+                moved = time.perf_counter() - start
+                called = time.perf_counter()
+                out, for_weight = stage.backward(kept, upstream, whole)
+                if self.split:
+                    later[key] = for_weight
+                size = _nbytes(incoming)
+                result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0) + size
+                if task.stage > 0:
+                    mailbox.put(("grad", task.stage - 1, task.micro_batch), out)
+                else:
+                    out = stage.accumulated
+            else:  # W: the weights' half of a split backward, nothing to receive or send
+                start = called = time.perf_counter()
+                kept, upstream = later.pop(key)
+                stage.backward(kept, upstream, "W")
+                out = stage.accumulated
+            if timed:
+                jax.block_until_ready(out)  # the task ends when its work does
+                now = time.perf_counter()
+                result.records.append(
+                    TaskRecord(
+                        task.stage,
+                        task.kind,
+                        task.micro_batch,
+                        start - clock,
+                        now - clock,
+                        moved,
+                        size,
+                        now - called,
+                        device,
+                    )
+                )
+            yield
+        start = time.perf_counter()
+        for stage in held:
+            stage.apply()
+        if timed:
+            jax.block_until_ready([s.trainable for s in held])
+        result.update_s = time.perf_counter() - start
+        return result
+
+
+def _drain(run: Generator, mailbox: Mailbox | None) -> _DeviceStep:
+    """Run a device's remaining tasks; its result is the generator's return value."""
+    try:
+        while True:
+            next(run)
+    except StopIteration as finished:
+        return finished.value
+    except BaseException:
+        if mailbox is not None:
+            mailbox.abort()  # the other devices would otherwise wait for this one forever
+        raise
+
+
+def split(batch: Any, parts: int) -> list[Any]:
+    """A batch (an array, or a tuple or dict of them) as `parts` micro-batches."""
+    flat = [np.split(np.asarray(a), parts) for a in jax.tree.leaves(batch)]
+    structure = jax.tree.structure(batch)
+    return [jax.tree.unflatten(structure, [pieces[i] for pieces in flat]) for i in range(parts)]
+
+
+def _nbytes(tensors: dict[str, Any]) -> int:
+    return sum(int(np.prod(t.shape)) * t.dtype.itemsize for t in tensors.values())

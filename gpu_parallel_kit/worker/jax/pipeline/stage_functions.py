@@ -1,0 +1,246 @@
+"""One pipeline stage on JAX: its slice of the graph, its weights on its device, and its passes
+compiled once each.
+
+A stage calls the user's own layers statelessly: a functional sub-model over the traced graph's
+tensors (`keras.Model(received, computed)`, the layers shared with the user's model) runs through
+`stateless_call`, taking the weights as arguments, so no layer is rebuilt from its config. The
+stage's trainable and non-trainable values, its optimizer's variables (a copy of the model's
+optimizer, built over the stage's variables) and its summed gradients are JAX arrays committed to
+the stage's device; every compiled pass therefore runs there.
+
+The backward is `jax.vjp` of the forward. With `recompute=True` (the default) the forward keeps
+nothing but its inputs and the backward compiles the forward and its pullback together, so it
+recomputes the forward, as `jax.checkpoint` around the stage would; with `recompute=False` the
+forward returns its pullback (the VJP's residuals, a pytree), held until the backward. Split
+(zb-h1), B computes only the received tensors' gradients and W only the weights'; XLA drops the
+other half of each. See `docs/strategies/pipeline.md`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import keras
+
+from ....errors import GpkError
+from ....pipeline.graph import StageCut
+from ...layer_graph import ELSEWHERE, TracedModel
+
+LossFn = Callable[[Any, dict[str, Any]], Any]
+
+
+class StageFunctions:
+    """One stage's weights on its device and its compiled passes.
+
+    Args:
+        index: the stage's position in the model, from 0.
+        device: the JAX device it lives on.
+        cut: its share of the graph (`pipeline.graph.StageCut`).
+        traced: the model's graph (`worker/layer_graph.TracedModel`).
+        optimizer: a fresh copy of the model's optimizer, for this stage alone.
+        loss_fn: (targets, the values by tensor name) -> the micro-batch's mean loss, on the
+            last stage; None elsewhere.
+        micro_batches: M; each micro-batch's objective is divided by it, so the gradients summed
+            over the micro-batches are those of the global batch's mean.
+        recompute: whether the backward recomputes the forward (else the forward keeps its VJP).
+    """
+
+    def __init__(
+        self,
+        index: int,
+        device: Any,
+        cut: StageCut,
+        traced: TracedModel,
+        optimizer: keras.optimizers.Optimizer,
+        loss_fn: LossFn | None,
+        micro_batches: int,
+        recompute: bool,
+    ) -> None:
+        self.index, self.device, self.cut = index, device, cut
+        self.loss_fn, self.micro_batches, self.recompute = loss_fn, micro_batches, recompute
+        self.model = keras.Model(
+            [traced.tensors[t] for t in cut.used],
+            [traced.tensors[t] for t in cut.computed],
+            name=f"stage_{index}",
+        )
+        self.optimizer = optimizer
+        optimizer.build(self.model.trainable_variables)
+        self.trainable = self._placed(self.model.trainable_variables)
+        self.non_trainable = self._placed(self.model.non_trainable_variables)
+        self.optimizer_state = self._placed(optimizer.variables)
+        # Floating tensors carry gradients; token ids and masks ride along without.
+        self.floating = {n for n in (*cut.received, *cut.computed) if _floating(traced, n)}
+        # Stage 0's inputs are the data: nothing upstream wants their gradient.
+        self.differentiated = tuple(n for n in cut.used if n in self.floating and index > 0)
+        self._zeros = jax.jit(lambda tree: jax.tree.map(jnp.zeros_like, tree))
+        self.accumulated = self._zeros(self.trainable)
+        self._forward = jax.jit(self._forward_values)
+        self._kept_forward = jax.jit(self._forward_and_pullback)
+        self._backward = {
+            kind: jax.jit(self._recomputed_backward(kind)) for kind in ("BW", "B", "W")
+        }
+        self._kept_backward = {
+            kind: jax.jit(self._kept_pullback(kind)) for kind in ("BW", "B", "W")
+        }
+        self._apply = jax.jit(self._update)
+
+    def _placed(self, variables: list[Any]) -> list[jax.Array]:
+        return [jax.device_put(v.value, self.device) for v in variables]
+
+    @property
+    def variables(self) -> list[Any]:
+        """The user's variables this stage trains and keeps (weights, then statistics)."""
+        return [*self.model.trainable_variables, *self.model.non_trainable_variables]
+
+    # The pure functions, traced once each by jax.jit.
+
+    def _objective(self, trainable, non_trainable, received, y):
+        """((floating computed tensors, own objective), (other computed tensors, new state))."""
+        inputs = [received[n] for n in self.cut.used]
+        outputs, state, losses = self.model.stateless_call(
+            trainable, non_trainable, inputs, training=True, return_losses=True
+        )
+        computed = dict(zip(self.cut.computed, keras.tree.flatten(outputs), strict=True))
+        objective = sum((jnp.sum(loss) for loss in losses), jnp.float32(0.0))
+        if self.loss_fn is not None:
+            objective = objective + self.loss_fn(y, {**received, **computed})
+        objective = objective / self.micro_batches
+        floating = [computed[n] for n in self.cut.computed if n in self.floating]
+        others = [computed[n] for n in self.cut.computed if n not in self.floating]
+        return (floating, objective), (others, state)
+
+    def _pullback(self, trainable, non_trainable, received, y):
+        def differentiable(trainable, wrt):
+            return self._objective(trainable, non_trainable, {**received, **wrt}, y)
+
+        wrt = {n: received[n] for n in self.differentiated}
+        return jax.vjp(differentiable, trainable, wrt, has_aux=True)
+
+    def _forward_values(self, trainable, non_trainable, received, y):
+        (floating, objective), (others, state) = self._objective(
+            trainable, non_trainable, received, y
+        )
+        return self._computed(floating, others), objective, state
+
+    def _forward_and_pullback(self, trainable, non_trainable, received, y):
+        (floating, objective), pullback, (others, state) = self._pullback(
+            trainable, non_trainable, received, y
+        )
+        return self._computed(floating, others), objective, state, (pullback, (floating, objective))
+
+    def _computed(self, floating: list, others: list) -> dict[str, Any]:
+        made = iter(floating), iter(others)
+        return {n: next(made[n not in self.floating]) for n in self.cut.computed}
+
+    def _cotangent(self, outputs, upstream):
+        """What the pullback is given: the computed tensors' gradients from downstream (zeros
+        where none came), and 1 for the objective."""
+        floating, objective = outputs
+        names = [n for n in self.cut.computed if n in self.floating]
+        grads = [
+            upstream[n] if n in upstream else jnp.zeros_like(value)
+            for n, value in zip(names, floating, strict=True)
+        ]
+        return grads, jnp.ones_like(objective)
+
+    def _recomputed_backward(self, kind: str):
+        def backward(trainable, non_trainable, received, y, upstream, accumulated):
+            outputs, pullback, _ = self._pullback(trainable, non_trainable, received, y)
+            return self._gradients(kind, pullback, self._cotangent(outputs, upstream), accumulated)
+
+        return backward
+
+    def _kept_pullback(self, kind: str):
+        def backward(pullback, outputs, upstream, accumulated):
+            return self._gradients(kind, pullback, self._cotangent(outputs, upstream), accumulated)
+
+        return backward
+
+    def _gradients(self, kind, pullback, cotangent, accumulated):
+        weights, received = pullback(cotangent)
+        summed = jax.tree.map(jnp.add, accumulated, weights)
+        return {"BW": (received, summed), "B": (received, None), "W": (None, summed)}[kind]
+
+    def _update(self, optimizer_state, accumulated, trainable):
+        trainable, optimizer_state = self.optimizer.stateless_apply(
+            optimizer_state, accumulated, trainable
+        )
+        return trainable, optimizer_state, jax.tree.map(jnp.zeros_like, accumulated)
+
+    # The tasks the runner calls, on values already on this stage's device.
+
+    def forward(self, received: dict[str, Any], y: Any) -> tuple[dict[str, Any], Any, Any]:
+        """(what crosses out of the stage by name, the objective, what the backward needs);
+        the stage's statistics advance once, here."""
+        before = self.non_trainable
+        if self.recompute:
+            computed, objective, state = self._forward(self.trainable, before, received, y)
+            saved: Any = (before, received, y)
+        else:
+            computed, objective, state, saved = self._kept_forward(
+                self.trainable, before, received, y
+            )
+        self.non_trainable = state
+        return self.sent(received, computed), objective, saved
+
+    def sent(self, received: dict[str, Any], computed: dict[str, Any]) -> dict[str, Any]:
+        """What crosses out: its computed tensors and those it passes through."""
+        return {n: computed[n] if n in computed else received[n] for n in self.cut.sent}
+
+    def backward(self, saved: Any, upstream: dict[str, Any], kind: str) -> tuple[Any, Any]:
+        """The gradients of what the stage received, by name, to send upstream (None for W);
+        its weights' gradients join the sum (not for B of a split backward). `kind`: "BW" the
+        whole backward, "B" the received tensors' half, "W" the weights'. Returns (gradients to
+        send, what W needs)."""
+        computed_upstream = {n: g for n, g in upstream.items() if n in self.cut.computed}
+        if self.recompute:
+            before, received, y = saved
+            grads, summed = self._backward[kind](
+                self.trainable, before, received, y, computed_upstream, self.accumulated
+            )
+        else:
+            pullback, outputs = saved
+            grads, summed = self._kept_backward[kind](
+                pullback, outputs, computed_upstream, self.accumulated
+            )
+        if summed is not None:
+            self.accumulated = summed
+        if grads is None:
+            return None, (saved, upstream)
+        # A tensor passed through adds its downstream gradient to its own.
+        sent_back = dict(grads)
+        for name in self.cut.passed_through:
+            if name in upstream and name in self.floating:
+                own = sent_back.get(name)
+                sent_back[name] = upstream[name] if own is None else own + upstream[name]
+        return sent_back, (saved, upstream)
+
+    def apply(self) -> None:
+        """The summed gradients applied once, by this stage's optimizer; the sum starts again."""
+        self.trainable, self.optimizer_state, self.accumulated = self._apply(
+            self.optimizer_state, self.accumulated, self.trainable
+        )
+
+    def copy_back(self) -> None:
+        """The trained values into the user's variables (and the optimizer's own copy)."""
+        values = [*self.trainable, *self.non_trainable]
+        for variable, value in zip(self.variables, values, strict=True):
+            variable.assign(jax.device_get(value))
+
+
+def _floating(traced: TracedModel, name: str) -> bool:
+    dtype = keras.backend.standardize_dtype(traced.tensors[name].dtype)
+    return jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
+
+
+def refuse_layers(index: int, cut: StageCut, error: Exception) -> GpkError:
+    """The sentence for a stage whose layers cannot run statelessly under jax.jit."""
+    calls = cut.calls
+    layers = f"layer {calls[0]!r}" if len(calls) == 1 else f"layers {calls[0]!r} to {calls[-1]!r}"
+    return GpkError(
+        f"stage {index}'s {layers} cannot be run as a pipeline stage on JAX "
+        f"({type(error).__name__} there), so the model cannot be cut into stages; use {ELSEWHERE}"
+    )
