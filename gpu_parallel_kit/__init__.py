@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .api import Experiment
     from .comparison import Comparison
     from .errors import GpkError
+    from .planning import Plans, search
     from .runs.description.device_choice import list_devices
     from .runs.results.run_result import RunResult
     from .store import history
@@ -28,6 +29,8 @@ _LAZY = {
     "Experiment": ".api",
     "Comparison": ".comparison",
     "GpkError": ".errors",
+    "Plans": ".planning",
+    "search": ".planning",
     "list_devices": ".runs.description.device_choice",
     "RunResult": ".runs.results.run_result",
     "history": ".store",
@@ -52,11 +55,13 @@ __all__ = [
     "Experiment",
     "GPUCluster",
     "GpkError",
+    "Plans",
     "RunResult",
     "history",
     "history_comparison",
     "list_devices",
     "plan_memory",
+    "search",
 ]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from .backends import backend_record
 from .comparison import Comparison, remember_counter
 from .errors import GpkError
+from .planning import search_experiment
 from .runner import run_grid, run_isolated, with_gate
 from .runs.description.accuracy_target import parse_target
 from .runs.description.device_choice import plan_devices
@@ -310,17 +311,19 @@ class Experiment:
         results = [merge_rounds(rows) if rows else next(not_started) for rows in done]
         return Comparison(results, counter=self.counted_step)
 
+    def search(self, gpus: Any, global_batch: int, **options: Any) -> Any:
+        """`gpk.search` on this model and one sample of its data; `options` are its keywords."""
+        return search_experiment(self, gpus, global_batch, **options)
+
     def count_ahead(self) -> None:
-        """Count the training step now, in the background, for a projection after the next
-        comparison (`runs/scheduling/step_counting.CountAhead`): its first run waits at the training
-        gate until the count is done, so nothing is timed beside it."""
+        """Count the step now, in the background, for the next comparison's projection
+        (`runs/scheduling/step_counting.CountAhead`); its first run waits for the count."""
         if self._counting is None:
             self._counting = CountAhead(self._count_step)
 
     def counted_step(self, experiment_id: str) -> dict[str, Any] | str:
-        """This experiment's training step counted by the compiler (FLOPs and bytes at two batch
-        sizes, per layer), for projections onto GPUs: from the run log when counted before,
-        else in a short child process, then logged. One sentence when it cannot be counted."""
+        """This experiment's step counted by the compiler for projections (from the run log, else
+        a short child, then logged); one sentence when it cannot be counted."""
         if experiment_id != self.experiment_id:
             return f"experiment {experiment_id} is not this one's; its step was not counted"
         if self._counting is not None:
@@ -335,10 +338,7 @@ class Experiment:
         counts = WorkCounts(self.log)
         stored = counts.by_key(key)
         if stored is None:
-            print(
-                f"Counting the training step of {self.model.name} for the projection (once)",
-                flush=True,
-            )
+            print(f"Counting the step of {self.model.name} for the projection (once)", flush=True)
             try:
                 stored = json.dumps(count_in_child(spec, batches))
             except RuntimeError as error:
@@ -388,8 +388,7 @@ class Experiment:
 
 
 def _loaded_cluster(cluster: Any) -> Any:
-    """A named cluster's file, read for a strategy that runs several processes (the others
-    ignore `cluster=`, as they ignore `workers=`), so a bad one is refused before any run."""
+    """A named cluster's file, read (so checked) before any run of a multi-process strategy."""
     if cluster is None:
         return None
     from .cluster.config import load_cluster

@@ -67,6 +67,16 @@ MAY_IMPORT: dict[str, set[str]] = {
         "analysis.tables",
     },
     "cluster": {"errors", "runs.description", "runs.processes", "runs.results"},
+    # The plan search's caller side: a sample's shapes, the count's child, the ranked plans.
+    "planning": {
+        "errors",
+        "pipeline",
+        "strategies",
+        "runs.description",
+        "runs.processes",
+        "analysis.cost_model",
+        "plots",
+    },
     "worker": {
         "errors",
         "version",
@@ -111,6 +121,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "runner",
         "store",
         "comparison",
+        "planning",
     },
     "options": {
         "errors",
@@ -134,6 +145,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "api",
         "comparison",
         "options",
+        "planning",
     },
     "notebook": {
         "errors",
@@ -148,6 +160,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "api",
         "comparison",
         "options",
+        "planning",
     },
     "": {
         "errors",
@@ -158,6 +171,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "comparison",
         "notebook",
         "analysis.cost_model",
+        "planning",
     },
 }
 HEAVY = ("tensorflow", "keras", "jax")

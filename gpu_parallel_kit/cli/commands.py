@@ -152,7 +152,8 @@ def _load_npz(path: Path, option: str = "--data") -> tuple[Any, Any]:
 
 def _no_command(args: argparse.Namespace) -> int:
     raise UsageError(
-        "choose a command: devices, run, compare, demo, history, plan or worker (see gpk --help)"
+        "choose a command: devices, run, compare, demo, history, plan, search or worker (see gpk "
+        "--help)"
     )
 
 
@@ -224,6 +225,17 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from ..options.plan import planned
 
     print(format_plan(planned(args)))
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from ..options.search import keywords, sample_from_text
+    from ..planning import search
+
+    options = keywords(args)  # the cluster, batch and sample checked before any import
+    sample = sample_from_text(args.inputs)
+    plans = search(_model(args.model), sample, **options)
+    print(plans.text(args.top))
     return 0
 
 
@@ -302,5 +314,6 @@ HANDLERS = {
     "demo": _cmd_demo,
     "history": _cmd_history,
     "plan": _cmd_plan,
+    "search": _cmd_search,
     "worker": _cmd_worker,
 }

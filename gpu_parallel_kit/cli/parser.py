@@ -12,6 +12,7 @@ from typing import Any
 from ..options.argtypes import fraction
 from ..options.plan import PLAN
 from ..options.projection import PROJECTION
+from ..options.search import SEARCH
 from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, Flag
 from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from ..strategies import BACKENDS
@@ -126,6 +127,7 @@ def build_parser(
         "--once", action="store_true", help="exit after one run instead of serving the next"
     )
     _add_plan(commands, handlers["plan"])
+    _add_search(commands, handlers["search"])
     history = _add(
         commands,
         "history",
@@ -149,6 +151,30 @@ def _add_plan(commands: Any, handler: Callable) -> None:
         epilog="Example: gpk plan --params 7e9 --devices 8 64 --gpu h100",
     )
     _add_options(plan, PLAN)
+
+
+def _add_search(commands: Any, handler: Callable) -> None:
+    search = _add(
+        commands,
+        "search",
+        handler,
+        "which data × fsdp × tensor × pipeline plan fits a GPU cluster and is fastest",
+        "Count one sample's training step of the model without allocating its weights (once; "
+        "kept in the user's cache folder), then rank every data × fsdp × tensor × pipeline plan "
+        "on the cluster by its modelled step time, those that fit each GPU's memory first, and "
+        "say why the best wins. Nothing is trained.",
+        epilog="Example: gpk search --model mymodels:build_gpt --inputs token_ids=2048:int32 "
+        "padding_mask=2048:int32 --device a100 --nodes 16 --per-node 8 --inside nvlink3 "
+        "--between net400g --global-batch 512",
+    )
+    search.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="module:function naming a zero-argument function that returns a Keras model, a "
+        "built-in model or a saved .keras file",
+    )
+    _add_options(search, SEARCH)
 
 
 _OUT_HELP = "folder for the report (table.csv, table.md and the figures as PNG)"

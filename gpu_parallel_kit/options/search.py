@@ -1,0 +1,149 @@
+"""The plan search's options of `gpk search` and `%gpk search`, written once: the cluster, the
+batch, the precision, one sample of the inputs, and the structure a model may not say.
+
+Both front ends build their parsers from these rows and call `gpk.search` with `keywords`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.training_precision import PRECISIONS
+from ..errors import GpkError
+from .argtypes import positive
+from .flag import Flag
+
+SEARCH: tuple[Flag, ...] = (
+    Flag(
+        "--inputs",
+        "one sample of the model's inputs, as NAME=SHAPE[:DTYPE] items (token_ids=2048:int32 "
+        "padding_mask=2048:int32) or one SHAPE[:DTYPE] (32x32x3); DTYPE defaults to float32",
+        goes_to="search",
+        nargs="+",
+        metavar="INPUT",
+        default=None,
+    ),  # fmt: skip
+    Flag(
+        "--device",
+        "the GPU: a100, h100 or h200; default: %(default)s",
+        goes_to="search",
+        default="h100",
+    ),  # fmt: skip
+    Flag("--nodes", "nodes; default: %(default)s", goes_to="search", type=positive, default=1),
+    Flag(
+        "--per-node",
+        "GPUs per node; default: %(default)s",
+        goes_to="search",
+        type=positive,
+        default=8,
+    ),  # fmt: skip
+    Flag(
+        "--inside",
+        "the link inside a node (nvlink3, nvlink4, pcie4, ...); default: the GPU's usual NVLink",
+        goes_to="search",
+        default=None,
+    ),  # fmt: skip
+    Flag(
+        "--between",
+        "the network between nodes (net100g, net200g, net400g); default: %(default)s",
+        goes_to="search",
+        default="net400g",
+    ),  # fmt: skip
+    Flag(
+        "--global-batch",
+        "samples per step over the whole cluster",
+        goes_to="search",
+        type=positive,
+        metavar="B",
+        default=None,
+    ),  # fmt: skip
+    Flag(
+        "--precision",
+        "bf16, fp16, mixed or fp32; default: %(default)s",
+        goes_to="search",
+        choices=PRECISIONS,
+        default="bf16",
+    ),  # fmt: skip
+    Flag(
+        "--optimizer",
+        "adam, adamw, sgd, momentum, ...; default: %(default)s",
+        goes_to="search",
+        default="adam",
+    ),  # fmt: skip
+    Flag(
+        "--blocks",
+        "the model's repeated blocks, where it does not say them",
+        goes_to="search",
+        type=positive,
+        default=None,
+    ),  # fmt: skip
+    Flag(
+        "--hidden",
+        "the model's width, where it does not say it",
+        goes_to="search",
+        type=positive,
+        default=None,
+    ),  # fmt: skip
+    Flag(
+        "--heads",
+        "attention heads, where the model does not say them",
+        goes_to="search",
+        type=positive,
+        default=None,
+    ),  # fmt: skip
+    Flag(
+        "--top", "plans shown; default: %(default)s", goes_to="search", type=positive, default=5
+    ),  # fmt: skip
+)
+_STRUCTURE = ("blocks", "hidden", "heads")
+_ITEM = re.compile(r"^(?:(?P<name>[A-Za-z_][\w]*)=)?(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>\w+))?$")
+
+
+def sample_from_text(items: list[str] | None) -> Any:
+    """One sample's `(shape, dtype)` pairs from `--inputs` items: a dict when they are named,
+    else one pair (or a list of pairs)."""
+    if not items:
+        raise GpkError(
+            "--inputs is missing; give one sample's shape, e.g. --inputs "
+            "token_ids=2048:int32 padding_mask=2048:int32, or --inputs 32x32x3"
+        )
+    pairs = []
+    for item in items:
+        found = _ITEM.match(item)
+        if found is None:
+            raise GpkError(
+                f"--inputs item {item!r} is not NAME=SHAPE[:DTYPE]; write e.g. "
+                "token_ids=2048:int32 or 32x32x3"
+            )
+        shape = tuple(int(d) for d in found["shape"].split("x"))
+        pairs.append((found["name"], (shape, found["dtype"] or "float32")))
+    names = [name for name, _ in pairs]
+    if all(names):
+        return dict(pairs)
+    if any(names):
+        raise GpkError("--inputs items are named and unnamed at once; name all of them or none")
+    return pairs[0][1] if len(pairs) == 1 else [pair for _, pair in pairs]
+
+
+def keywords(parsed: argparse.Namespace) -> dict[str, Any]:
+    """`gpk.search`'s keywords but `model` and `inputs`, from a parsed command line."""
+    if parsed.global_batch is None:
+        raise GpkError("--global-batch is missing; give the samples per step, e.g. 512")
+    cluster = GPUCluster(
+        device=parsed.device,
+        nodes=parsed.nodes,
+        per_node=parsed.per_node,
+        inside=parsed.inside,
+        between=parsed.between,
+    )
+    given = {k: getattr(parsed, k) for k in _STRUCTURE if getattr(parsed, k) is not None}
+    return {
+        "gpus": cluster,
+        "global_batch": parsed.global_batch,
+        "precision": parsed.precision,
+        "optimizer": parsed.optimizer,
+        **given,
+    }

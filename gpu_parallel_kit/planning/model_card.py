@@ -1,0 +1,62 @@
+"""A counted step made the plan search's `ModelCard`: the count's parameters and FLOPs per
+sample, the structure the model says (or the user gives), and the activations of one block
+from the count's activations by layer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis.cost_model.plan_search import ModelCard
+from ..errors import GpkError, whole_number
+from .sample_inputs import sequence_of
+
+STRUCTURE = ("blocks", "hidden", "heads")
+
+
+def model_card(
+    count: dict[str, Any],
+    spec: Any,
+    precision: str,
+    optimizer: Any,
+    name: str,
+    **given: int | None,
+) -> ModelCard:
+    """The card of a counted step (`worker/jax/plan_count.py`'s answer, one sample counted).
+
+    `given` holds `blocks=`, `hidden=`, `heads=` and `sequence=` the user passed; each wins over
+    what the model says. One sentence names the keywords still missing."""
+    said = count.get("structure") or {}
+    figures = {k: given.get(k) if given.get(k) is not None else said.get(k) for k in STRUCTURE}
+    sequence = given.get("sequence") or sequence_of(spec)
+    missing = [k for k in STRUCTURE if figures[k] is None] + (["sequence"] if not sequence else [])
+    if missing:
+        keywords = ", ".join(f"{k}=" for k in missing)
+        raise GpkError(
+            f"{name} does not say its {', '.join(missing)} (neither a keras-hub backbone nor a "
+            f"model with several attention layers); pass {keywords} to gpk.search"
+        )
+    blocks, hidden, heads = (whole_number(figures[k], k) for k in STRUCTURE)
+    sequence = whole_number(sequence, "sequence")
+    return ModelCard(
+        parameters=float(count["parameters"]),
+        layers=blocks,
+        hidden=hidden,
+        heads=heads,
+        sequence=sequence,
+        flops_per_sample=float(count["flops"]),
+        activation_bytes=block_activations(count, blocks),
+        precision=precision,
+        optimizer=optimizer,
+    )
+
+
+def block_activations(count: dict[str, Any], blocks: int) -> float:
+    """What backpropagation keeps of one block per sample: the mean of the blocks' entries in
+    the count's activations by layer, else the whole step's kept bytes over the blocks (which
+    then carries the embeddings' and the head's share too)."""
+    by_layer = count.get("by_layer") or {}
+    names = (count.get("structure") or {}).get("block_names") or []
+    kept = [by_layer[n] for n in names if n in by_layer]
+    if kept:
+        return float(sum(kept)) / len(kept)
+    return float(count.get("kept_bytes", 0.0)) / blocks

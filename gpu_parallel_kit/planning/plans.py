@@ -1,0 +1,164 @@
+"""`Plans`: the answer of a plan search, every plan of a model on a cluster, ranked.
+
+Fitting plans come first, fastest first. `table` holds one row per plan; `best`, `top(n)`,
+`explain()` and `plot()` read it, and a notebook shows the leading plans.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.plan_search import ModelCard, Plan
+from ..errors import GpkError
+from .explanation import AXES, explain, gigabytes, nothing_fits, seconds
+
+PLAN_COLUMNS = tuple(f.name for f in fields(Plan))
+TIME_COLUMNS = (
+    "step_time_s",
+    "step_time_low_s",
+    "step_time_high_s",
+    "model_tflops_per_device",
+    "mfu",
+)
+MEMORY_COLUMNS = (
+    "params_bytes",
+    "grads_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "memory_bytes",
+    "fits",
+)
+PART_COLUMNS = ("compute_s", "comm:tensor_s", "comm:data_s", "comm:stages_s", "bubble_s")
+COLUMNS = (*PLAN_COLUMNS, *TIME_COLUMNS, *MEMORY_COLUMNS, "bound", *PART_COLUMNS, "bubble_source")
+SHOWN = 5  # plans a notebook or a terminal shows
+
+
+@dataclass(frozen=True)
+class RankedPlan(Plan):
+    """A `Plan` with its row of the table: `best.step_time_s`, `best.row["memory_bytes"]`."""
+
+    row: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        row = self.__dict__.get("row") or {}
+        if name in row:
+            return row[name]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+
+
+class Plans:
+    """Every data × fsdp × tensor × pipeline plan of one model on one cluster, ranked.
+
+    Args:
+        rows: the ranked rows (`plan_search.rank`, refined), fitting first, fastest first.
+        card: the model's counted figures.
+        cluster: the cluster the plans run on.
+        global_batch: samples per step.
+        room: the bytes of each GPU the plans may fill.
+        name: the model's name, for titles.
+        note: how the figures were made (the count, the replayed pipelines).
+    """
+
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        card: ModelCard,
+        cluster: GPUCluster,
+        global_batch: int,
+        room: float,
+        name: str = "the model",
+        note: str = "",
+    ) -> None:
+        self.table = pd.DataFrame(rows, columns=list(COLUMNS))
+        self._rows = rows
+        self.card, self.cluster, self.global_batch = card, cluster, global_batch
+        self.room, self.name, self.note = room, name, note
+
+    @property
+    def fitting(self) -> pd.DataFrame:
+        """The plans that fit, fastest first."""
+        return self.table[self.table["fits"]]
+
+    @property
+    def best(self) -> RankedPlan:
+        """The fastest plan that fits; GpkError, one sentence, when none does."""
+        if not self._rows or not self._rows[0]["fits"]:
+            raise GpkError(self._nothing_fits())
+        row = self._rows[0]
+        return RankedPlan(**{c: row[c] for c in PLAN_COLUMNS}, row=dict(row))
+
+    def top(self, n: int = SHOWN) -> pd.DataFrame:
+        """The `n` fastest plans that fit (fewer when fewer fit)."""
+        return self.fitting.head(n)
+
+    def explain(self) -> str:
+        """Why the best plan beats the runners-up, in a few sentences from the table's figures."""
+        return explain(self._rows, self.cluster, self.room)
+
+    def plot(self) -> Any:
+        """Step time against memory per GPU for every plan, the usable memory as a line, the
+        best marked (`plots/plan_search.py`)."""
+        from ..plots.plan_search import plans_figure
+
+        return plans_figure(self.table, self.room, self.title)
+
+    @property
+    def title(self) -> str:
+        return (
+            f"{self.name} on {self.cluster.label}, global batch {self.global_batch}, "
+            f"{self.card.precision}"
+        )
+
+    def _nothing_fits(self) -> str:
+        return nothing_fits(self._rows, self.cluster, self.room)
+
+    def _shown(self, n: int = SHOWN) -> pd.DataFrame:
+        """The leading plans as text cells: sizes in GB, times in s or ms."""
+        top = self.top(n)
+        sizes = zip(top["micro_batch_size"], top["micro_batches"], strict=True)
+        shown = top[list(AXES) + ["sharding"]].copy()
+        shown["micro-batch"] = [f"{b} × {m}" for b, m in sizes]
+        shown["schedule"] = top["schedule"]
+        shown["recompute"] = top["checkpointing"]
+        shown["step"] = top["step_time_s"].map(seconds)
+        shown["MFU"] = top["mfu"].map("{:.0%}".format)
+        shown["memory/GPU"] = top["memory_bytes"].map(gigabytes)
+        shown["bound"] = top["bound"]
+        return shown.reset_index(drop=True)
+
+    def _heading(self) -> str:
+        fit = int(self.table["fits"].sum())
+        return (
+            f"Plans for {self.title}: {fit} of {len(self.table)} fit in "
+            f"{gigabytes(self.room)} per GPU"
+        )
+
+    def text(self, n: int = SHOWN) -> str:
+        """The heading, the `n` leading plans and why the best wins, as a terminal shows them."""
+        if not self.table["fits"].any():
+            return self._heading() + "\n" + self._nothing_fits()
+        lines = [self._heading(), self._shown(n).to_string(index=False), self.explain()]
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        heading = f"<p><b>{html.escape(self._heading())}</b></p>"
+        if not self.table["fits"].any():
+            return heading + f"<p>{html.escape(self._nothing_fits())}</p>"
+        table = self._shown().to_html(index=False, border=0)
+        words = html.escape(self.explain())
+        note = f"<p><small>{html.escape(self.note)}</small></p>" if self.note else ""
+        return (
+            f'<div style="max-width: 1200px">{heading}{table}'
+            f'<p style="max-width: 1100px">{words}</p>{note}</div>'
+        )

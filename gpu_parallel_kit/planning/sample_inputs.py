@@ -1,0 +1,95 @@
+"""One sample of a model's inputs, as the count takes it: a `(shape, dtype)` pair per array.
+
+A user gives one sample (an array, or a dict or list of arrays, as `fit` takes a batch of them,
+without the batch axis); an experiment gives its data. Only shapes and dtypes cross into the
+counting child, so a sample of a 2,048-token sequence is a few kilobytes whatever the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import GpkError
+from ..runs.description.nested_arrays import flatten, unflatten, width
+from ..runs.description.sources import DataSource, array_structures
+from ..runs.description.synthetic_data import synthetic_spec
+
+Spec = Any  # a (shape, dtype) pair, or a dict or list of them
+
+
+def sample_spec(inputs: Any) -> Spec:
+    """`(shape, dtype)` pairs of one sample: an array-like, a `(shape, dtype)` pair, or a dict or
+    list of either, e.g. `{"token_ids": np.zeros(2048, "int32"), "padding_mask": ...}`."""
+    if inputs is None:
+        raise GpkError(
+            "inputs= is missing; give one sample of the model's inputs, e.g. "
+            "inputs={'token_ids': np.zeros(2048, 'int32'), 'padding_mask': np.ones(2048, 'int32')}"
+        )
+    if _is_pair(inputs):
+        return (tuple(int(d) for d in inputs[0]), str(np.dtype(inputs[1])))
+    if isinstance(inputs, dict) and all(_is_pair(v) for v in inputs.values()):
+        return {str(k): sample_spec(v) for k, v in inputs.items()}
+    structure, leaves = flatten(inputs, "inputs")
+    pairs = [_pair(label, array) for label, array in leaves]
+    spec = unflatten(structure, pairs)
+    return list(spec) if isinstance(spec, tuple) else spec
+
+
+def experiment_sample(data: DataSource) -> Spec:
+    """One sample of an experiment's training data: its arrays' shapes and dtypes without the
+    sample axis, or a built-in set's."""
+    if data.kind == "synthetic":
+        shape = synthetic_spec(data.name)
+        return (tuple(shape.input_shape), "int32" if shape.integer_inputs else "float32")
+    if data.kind != "arrays":
+        raise GpkError(
+            f"the experiment's data comes from {data.name}, a dataset builder, whose samples "
+            "are not known before it runs; call gpk.search(model=..., inputs=one_sample, ...) "
+            "with one sample instead"
+        )
+    structure = array_structures(data)[0]
+    loaded = [np.load(path, mmap_mode="r") for path in data.paths[: width(structure)]]
+    spec = unflatten(structure, [(tuple(x.shape[1:]), str(x.dtype)) for x in loaded])
+    return list(spec) if isinstance(spec, tuple) and structure[0] != "array" else spec
+
+
+def sequence_of(spec: Spec) -> int | None:
+    """The sequence length: the first axis of the first input that has one."""
+    for shape, _ in _pairs(spec):
+        if shape:
+            return int(shape[0])
+    return None
+
+
+def describe(spec: Spec) -> str:
+    """ "token_ids (2048,) int32, padding_mask (2048,) int32": how a sentence names a sample."""
+    if isinstance(spec, dict):
+        return ", ".join(f"{k} {tuple(v[0])} {v[1]}" for k, v in spec.items())
+    return ", ".join(f"{tuple(shape)} {dtype}" for shape, dtype in _pairs(spec))
+
+
+def _pairs(spec: Spec) -> list[tuple[tuple[int, ...], str]]:
+    if isinstance(spec, dict):
+        return [spec[k] for k in spec]
+    if isinstance(spec, list):
+        return list(spec)
+    return [spec]
+
+
+def _is_pair(value: Any) -> bool:
+    """A `(shape, dtype)` pair as the count takes it, e.g. `((2048,), "int32")`."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], tuple | list)
+        and all(isinstance(d, int) and not isinstance(d, bool) for d in value[0])
+        and isinstance(value[1], str | np.dtype | type)
+    )
+
+
+def _pair(label: str, array: np.ndarray) -> tuple[tuple[int, ...], str]:
+    if array.dtype.kind not in "biuf":
+        raise GpkError(f"{label} has dtype {array.dtype}; give numbers (ints, floats or bools)")
+    return tuple(int(d) for d in array.shape), str(array.dtype)

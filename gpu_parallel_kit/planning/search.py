@@ -1,0 +1,161 @@
+"""`gpk.search`: which data × fsdp × tensor × pipeline plan of a model fits a cluster and is
+fastest, and why.
+
+The model's step is counted once for one sample (`step_count.py`, kept for later searches), made
+a card (`model_card.py`), every plan of it sized and timed on the cluster
+(`analysis/cost_model/plan_search.py`), the leading plans' pipelines replayed
+(`bubble_refinement.py`), and the rows handed back as `Plans`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.plan_search import RESERVE, ModelCard, rank
+from ..analysis.cost_model.training_precision import state_bytes, training_precision
+from ..errors import GpkError, whole_number
+from ..runs.description.sources import ModelSource, model_source
+from .bubble_refinement import refine
+from .model_card import model_card
+from .plans import Plans
+from .sample_inputs import experiment_sample, sample_spec
+from .step_count import counted_step
+
+
+def search(
+    model: Any,
+    inputs: Any,
+    gpus: GPUCluster,
+    global_batch: int,
+    precision: str = "bf16",
+    optimizer: str = "adam",
+    *,
+    blocks: int | None = None,
+    hidden: int | None = None,
+    heads: int | None = None,
+    sequence: int | None = None,
+    reserve: float = RESERVE,
+    progress: bool = True,
+) -> Plans:
+    """Rank every plan of `model` on the cluster `gpus` at `global_batch` samples a step.
+
+    The step is counted for one sample without allocating the model's weights (minutes for a
+    model of hundreds of billions of parameters, shown as it goes, and kept in the user's cache
+    folder so the next search of the same model, on any cluster or batch, is instant).
+
+    Args:
+        model: a function that builds the Keras model (as `Experiment` takes), a built-in name
+            or a `.keras` file.
+        inputs: ONE sample of the model's inputs, without the batch axis: an array, or a dict
+            or list of arrays, e.g. `{"token_ids": np.zeros(2048, "int32"), ...}`.
+        gpus: the cluster, a `gpk.GPUCluster`.
+        global_batch: samples per training step, over the whole cluster.
+        precision: "bf16", "fp16" or "mixed" (16-bit weights and gradients, fp32 master weights
+            and optimizer state), or "fp32".
+        optimizer: adam, adamw, sgd, momentum, ... (what the memory counts of its state).
+        blocks, hidden, heads, sequence: the model's repeated blocks, width, attention heads
+            and tokens per sample, where the model does not say them (a keras-hub backbone
+            does).
+        reserve: the share of each GPU's memory kept free for the framework.
+        progress: show the count's progress.
+
+    Returns:
+        `Plans`: `.table`, `.best`, `.top(n)`, `.explain()`, `.plot()`.
+
+    Example: `gpk.search(model=build_gpt, inputs={"token_ids": np.zeros(2048, "int32"),
+    "padding_mask": np.ones(2048, "int32")}, gpus=gpk.GPUCluster("a100", nodes=16),
+    global_batch=512)`.
+    """
+    spec = sample_spec(inputs)
+    source = model_source(model)
+    builder = model if callable(model) else None
+    return _search(source, builder, spec, gpus, global_batch, precision, optimizer,
+                   dict(blocks=blocks, hidden=hidden, heads=heads, sequence=sequence),
+                   reserve, progress)  # fmt: skip
+
+
+def search_experiment(
+    experiment: Any, gpus: GPUCluster, global_batch: int, **options: Any
+) -> Plans:
+    """`search` on an experiment's own model and one sample of its data; `options` are
+    `search`'s keywords (`precision`, `optimizer`, `blocks`, ...)."""
+    spec = experiment_sample(experiment.data)
+    structure = {k: options.pop(k, None) for k in ("blocks", "hidden", "heads", "sequence")}
+    return _search(
+        experiment.model,
+        None,
+        spec,
+        gpus,
+        global_batch,
+        options.pop("precision", "bf16"),
+        options.pop("optimizer", "adam"),
+        structure,
+        options.pop("reserve", RESERVE),
+        options.pop("progress", True),
+        unknown=options,
+    )
+
+
+def plans_of(
+    card: ModelCard,
+    gpus: GPUCluster,
+    global_batch: int,
+    reserve: float = RESERVE,
+    name: str = "the model",
+    note: str = "",
+) -> Plans:
+    """Every plan of a counted `card` on `gpus`, ranked, the leading pipelines replayed."""
+    rows = rank(card, gpus, global_batch, reserve=reserve)
+    replayed = refine(rows, card, lambda row: _stage_link(gpus, row))
+    room = gpus.device.memory_bytes * (1 - reserve)
+    said = f"the {replayed} leading pipelined plans' bubbles simulated, the others' closed form"
+    note = "; ".join(t for t in (note, said if replayed else "") if t)
+    return Plans(rows, card, gpus, global_batch, room, name=name, note=note)
+
+
+def _search(
+    source: ModelSource,
+    builder: Any,
+    spec: Any,
+    gpus: Any,
+    global_batch: int,
+    precision: str,
+    optimizer: str,
+    structure: dict[str, Any],
+    reserve: float,
+    progress: bool,
+    unknown: dict[str, Any] | None = None,
+) -> Plans:
+    if unknown:
+        raise GpkError(
+            f"search() got {', '.join(repr(k) for k in unknown)}, which it does not take; use "
+            "precision=, optimizer=, blocks=, hidden=, heads=, sequence=, reserve= or progress="
+        )
+    if not isinstance(gpus, GPUCluster):
+        raise GpkError(
+            f"gpus={gpus!r} is not a cluster; give gpk.GPUCluster(device='a100', nodes=16, "
+            "per_node=8, inside='nvlink3', between='net400g')"
+        )
+    whole_number(global_batch, "global_batch")
+    record = training_precision(precision)
+    state_bytes(optimizer, precision)
+    if not 0 <= reserve < 1:
+        raise GpkError(f"reserve={reserve} must lie in [0, 1); e.g. 0.1 keeps a tenth free")
+    for key, value in structure.items():
+        if value is not None:
+            whole_number(value, key)
+    count = counted_step(source, builder, spec, record.policy, optimizer, progress)
+    card = model_card(count, spec, record.name, optimizer, source.name, **structure)
+    how = "kept from an earlier count" if count.get("cached") else "counted now"
+    found_in = (count.get("structure") or {}).get("found_in")
+    said = f"read off its {found_in}" if found_in and structure.get("blocks") is None else "given"
+    note = (
+        f"{source.name}: {card.parameters:,.0f} parameters, {card.layers} blocks ({said}), one "
+        f"sample's step {how} under {record.policy}"
+    )
+    return plans_of(card, gpus, global_batch, reserve, name=source.name, note=note)
+
+
+def _stage_link(cluster: GPUCluster, row: dict[str, Any]) -> Any:
+    return cluster.links(data=row["data"], tensor=row["tensor"], stages=row["stages"])["stages"]

@@ -1,0 +1,180 @@
+"""One sample's training step counted for a plan search: in a short child on the JAX server
+(`worker/jax/plan_count.py`), shown as it goes, and kept, so the next search is instant.
+
+A count is kept as a small JSON file in the user's cache folder (`$GPK_CACHE_DIR`, else
+`$XDG_CACHE_HOME/gpu_parallel_kit`, else `~/.cache/gpu_parallel_kit`), named by what it
+depends on: the model's definition (the pickled builder, and its module's source when it is
+pickled by reference), the sample's shapes and dtypes, the precision and the optimizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import GpkError
+from ..runs.description.sources import ModelSource
+from ..runs.processes.progress_bars import in_widget
+
+# The counting child's entry point, named as text: the caller never imports the worker
+# (tests/planning/test_step_count.py checks that it exists).
+PLAN_COUNT_ENTRY = "gpu_parallel_kit.worker.jax.plan_count:count_for_plans"
+COUNT_TIMEOUT_S = 3600.0  # GPT-3 175 B takes about 3 min on two cores; a larger model longer
+POLL_S = 0.5
+_counted: dict[str, dict[str, Any]] = {}  # this process's counts: a second search reads no file
+
+
+def cache_folder() -> Path:
+    """Where counts are kept across sessions."""
+    given = os.environ.get("GPK_CACHE_DIR")
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpu_parallel_kit"
+
+
+def count_key(source: ModelSource, builder: Any, spec: Any, policy: str, optimizer: Any) -> str:
+    """What a count depends on, as 32 hexadecimal digits."""
+    digest = hashlib.sha256()
+    sample = json.dumps(spec, sort_keys=True)  # a dict's order and tuple or list alike
+    for part in (source.kind, source.name, sample, policy, repr(optimizer)):
+        digest.update(str(part).encode())
+        digest.update(b"\0")
+    digest.update(source.payload)
+    digest.update(_module_source(builder).encode())
+    return digest.hexdigest()[:32]
+
+
+def counted_step(
+    source: ModelSource,
+    builder: Any,
+    spec: Any,
+    policy: str,
+    optimizer: Any,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """The count (`worker/jax/plan_count.count_for_plans`'s answer, with "cached" saying whether
+    it was kept from before): from this process, from the cache folder, else counted now."""
+    key = count_key(source, builder, spec, policy, optimizer)
+    if key in _counted:
+        return {**_counted[key], "cached": True}
+    path = cache_folder() / "plan_counts" / f"{key}.json"
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        found = None
+    if found is None:
+        found = _count_in_child(source, spec, policy, optimizer, progress)
+        _save(path, found)
+        cached = False
+    else:
+        cached = True
+    _counted[key] = found
+    return {**found, "cached": cached}
+
+
+def _count_in_child(
+    source: ModelSource, spec: Any, policy: str, optimizer: Any, progress: bool
+) -> dict[str, Any]:
+    from ..runs.processes.child_process import start_child, stop_child
+
+    shown = _Shown(source.name, progress)
+    try:
+        process, receiver = start_child(
+            PLAN_COUNT_ENTRY, source, spec, policy, optimizer, backend="jax"
+        )
+    except RuntimeError as error:
+        shown.close()
+        raise GpkError(
+            f"the step of {source.name} could not be counted: the JAX worker did not start "
+            f"({error}); install JAX (pip install jax) to search plans"
+        ) from None
+    started = time.monotonic()
+    try:
+        while True:
+            if time.monotonic() - started > COUNT_TIMEOUT_S:
+                raise GpkError(
+                    f"counting the step of {source.name} took over {COUNT_TIMEOUT_S:g} s; give "
+                    "a shorter sample or fewer blocks"
+                )
+            if not receiver.poll(POLL_S):
+                shown.tick()
+                continue
+            message = receiver.recv()
+            if message[0] == "phase":
+                shown.phase(message[1])
+                continue
+            succeeded, answer = message
+            if not succeeded:
+                raise GpkError(f"the step of {source.name} could not be counted: {answer}")
+            return answer
+    except EOFError:
+        raise GpkError(
+            f"the process counting the step of {source.name} ended without answering; the "
+            "machine may be out of memory"
+        ) from None
+    finally:
+        shown.close()
+        receiver.close()
+        stop_child(process)
+
+
+class _Shown:
+    """The count's progress: a bar of elapsed seconds and the phase where a line can be redrawn
+    (a notebook's widget, a terminal), else a line when it starts and one when it ends."""
+
+    def __init__(self, name: str, enabled: bool) -> None:
+        self._bar, self._started, self._lines = None, time.monotonic(), False
+        text = f"Counting one step of {name} (once; kept for later searches)"
+        if enabled and (in_widget() or sys.stdout.isatty()):
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=None, desc=text, bar_format="{desc}: {elapsed} {postfix}")
+        elif enabled:
+            print(text, flush=True)
+            self._lines = True
+
+    def phase(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(text)
+
+    def tick(self) -> None:
+        if self._bar is not None:
+            self._bar.refresh()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._lines:
+            print(f"Counted in {time.monotonic() - self._started:.0f} s", flush=True)
+            self._lines = False
+
+
+def _save(path: Path, count: dict[str, Any]) -> None:
+    """Written whole or not at all: a search interrupted while writing leaves no half file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(count, default=str))
+        partial.replace(path)
+    except OSError:  # a read-only home: the count stays this process's alone
+        pass
+
+
+def _module_source(builder: Any) -> str:
+    """The source of the builder's module, so an edit to a builder pickled by reference (one
+    a module defines) counts again; "" when there is none to read."""
+    module = inspect.getmodule(builder) if builder is not None else None
+    if module is None or getattr(module, "__name__", "") == "__main__":
+        return ""
+    try:
+        return inspect.getsource(module)
+    except (OSError, TypeError):
+        return ""

@@ -1,0 +1,100 @@
+"""What a plan search needs of the user's model, counted in a short child on JAX: one sample's
+training step (`abstract_count.count_abstract`, no weight allocated) and the model's structure,
+its repeated blocks, width and heads, read off the model where it says them.
+
+keras-hub backbones say them (`num_layers`, `hidden_dim`, `num_heads` or `num_query_heads`, and
+`transformer_layers`); another model's blocks are its attention layers, found by their
+`num_heads`, when it has several. What is not found is left out, for the caller to ask for.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..work_count import answer
+
+
+def count_for_plans(
+    source: Any, inputs: Any, precision: str, optimizer: str | None, sender: Any
+) -> None:
+    """The child's entry: send ("phase", text) while it works, then (True, the count) or
+    (False, one sentence). `inputs` are `(shape, dtype)` per sample, as `count_abstract` takes."""
+
+    def count() -> dict[str, Any]:
+        from ..compiling import load_model
+        from .abstract_count import count_abstract
+
+        built: list[Any] = []
+
+        def build() -> Any:
+            model = load_model(source)
+            built.append(model)
+            return model
+
+        sender.send(("phase", "tracing and compiling one step"))
+        counted = count_abstract(build, inputs, 1, precision=precision, optimizer=optimizer)
+        kept = counted.pop("activations")
+        return {
+            **counted,
+            "kept_bytes": kept["kept_bytes"],
+            "by_layer": kept["by_layer"],
+            "structure": structure(built[-1]),
+        }
+
+    answer(sender, count)
+
+
+def structure(model: Any) -> dict[str, Any]:
+    """The blocks a pipeline cuts between, the width and the heads: "blocks", "hidden",
+    "heads", "block_names" (the layers whose activations are a block's), and "found_in"."""
+    layers = _every_layer(model)
+    for layer in layers:
+        heads = getattr(layer, "num_heads", None) or getattr(layer, "num_query_heads", None)
+        blocks, hidden = getattr(layer, "num_layers", None), getattr(layer, "hidden_dim", None)
+        if all(isinstance(v, int) for v in (heads, blocks, hidden)):
+            names = [b.name for b in getattr(layer, "transformer_layers", [])]
+            return {
+                "blocks": blocks,
+                "hidden": hidden,
+                "heads": heads,
+                "block_names": names,
+                "found_in": type(layer).__name__,
+            }
+    attention = [
+        layer
+        for layer in layers
+        if isinstance(getattr(layer, "num_heads", None), int) and hasattr(layer, "key_dim")
+    ]
+    if len(attention) < 2:
+        return {}
+    first = attention[0]
+    return {
+        "blocks": len(attention),
+        "hidden": int(first.num_heads * first.key_dim),
+        "heads": int(first.num_heads),
+        "block_names": _repeated_names(layers, len(attention)),
+        "found_in": f"{len(attention)} {type(first).__name__} layers",
+    }
+
+
+def _every_layer(model: Any) -> list[Any]:
+    """The model and every layer inside it, depth first."""
+    found, stack = [], [model]
+    while stack:
+        layer = stack.pop(0)
+        found.append(layer)
+        stack[:0] = list(getattr(layer, "layers", None) or getattr(layer, "_layers", None) or [])
+    return found
+
+
+def _repeated_names(layers: list[Any], count: int) -> list[str]:
+    """Names of `count` layers numbered alike ("block_0" … "block_11"): the blocks, when the
+    model wraps each in a layer of its own; [] when it does not."""
+    groups: dict[str, list[str]] = {}
+    for layer in layers:
+        match = re.fullmatch(r"(.*)_\d+", layer.name)
+        if match:
+            groups.setdefault(match.group(1), []).append(layer.name)
+    named = [names for names in groups.values() if len(names) == count]
+    return named[0] if len(named) == 1 else []
