@@ -1,0 +1,116 @@
+"""Published large-model training runs against the plan search's projection of the same plans.
+
+    python benchmarks/published_runs.py [--recount] [--markdown]
+
+With `--recount`, counts every published model by depth (`worker/jax/depth_scaling.py`: keras-hub's
+`GPT2Backbone` with a tied language-model head, at one and two blocks of full width, one
+sequence, `mixed_bfloat16`) and writes the cards to
+`gpu_parallel_kit/analysis/cost_model/published_cards.json`; TensorFlow is kept out of the
+process (keras-hub would import it). Then prints, for every run of
+`analysis/cost_model/published_runs.py`, the reported throughput, the kit's projection of the same
+plan in the paper's counting, their ratio, whether the plan fits, and the kit's best plan with
+the step-time parts that make it faster. `--markdown` prints the table of
+`docs/published-runs.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from gpu_parallel_kit.analysis.cost_model import published_runs
+
+
+class _NoTensorFlow:
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def recount() -> None:
+    """Count every published model by depth and store the cards."""
+    sys.meta_path.insert(0, _NoTensorFlow())
+    os.environ["KERAS_BACKEND"] = "jax"
+    from gpu_parallel_kit.worker.jax.depth_scaling import DEPTHS, gpt_card
+
+    cards, seconds = {}, {}
+    for key in published_runs.card_keys():
+        started = time.perf_counter()
+        cards[key] = gpt_card(**published_runs.card_config(key))
+        seconds[key] = round(time.perf_counter() - started, 1)
+        print(f"counted {key} in {seconds[key]} s", flush=True)
+    stored = {
+        "counted": "keras-hub GPT2Backbone with a tied language-model head, one sequence, "
+        f"mixed_bfloat16, forward and backward, counted at depths {DEPTHS} and extrapolated",
+        "cards": cards,
+        "count_s": seconds,
+    }
+    published_runs.CARDS.write_text(json.dumps(stored, indent=1) + "\n")
+    published_runs.stored_cards.cache_clear()
+
+
+def plan_text(row: dict) -> str:
+    schedule = "" if row["schedule"] == "-" else f" {row['schedule']}"
+    return (
+        f"d{row['data']} t{row['tensor']} p{row['stages']} mb{row['micro_batch_size']}"
+        f"{schedule} {row.get('recompute', row['checkpointing'])}"
+        + ("" if row["sharding"] == "none" else f" {row['sharding']}")
+    )
+
+
+def print_table(rows: list[dict]) -> None:
+    for row in rows:
+        best = row["best"]
+        print(
+            f"{row['name']:42s} {plan_text(row):30s} published {row['published_tflops']:6.1f} "
+            f"kit {row['kit_tflops_per_gpu']:6.1f} ratio {row['ratio']:.2f} "
+            f"({row['ratio_low']:.2f}-{row['ratio_high']:.2f}) "
+            f"{row['memory_gb']:5.1f} GB{'' if row['fits'] else ' (does not fit)'} "
+            f"{row['bound']}"
+        )
+        if best:
+            print(
+                f"{'':42s} best: {plan_text(best):30s} {row['best_step_s']:.2f} s against "
+                f"{row['kit_step_s']:.2f} s: {row['why']}"
+            )
+        else:
+            print(f"{'':42s} best: none; {row['why']}")
+
+
+def print_markdown(rows: list[dict]) -> None:
+    print("| run | plan | published TFLOP/s | kit TFLOP/s | kit ÷ published (band) | memory GB "
+          "| kit's best plan | its step against the run's |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        best = row["best"]
+        fits = f"{row['memory_gb']:.0f}" + ("" if row["fits"] else " (over)")
+        better = plan_text(best) if best else "none"
+        why = f"{row['best_step_s']:.2f} s vs {row['kit_step_s']:.2f} s: " if best else ""
+        print(
+            f"| {row['name']} | {plan_text(row)} | {row['published_tflops']:.1f} "
+            f"| {row['kit_tflops_per_gpu']:.1f} | {row['ratio']:.2f} "
+            f"({row['ratio_low']:.2f}–{row['ratio_high']:.2f}) | {fits} | {better} "
+            f"| {why}{row['why']} |"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recount", action="store_true", help="count the models again")
+    parser.add_argument("--markdown", action="store_true", help="print the docs' table")
+    args = parser.parse_args(argv)
+    if args.recount:
+        recount()
+    rows = published_runs.runs_table()
+    (print_markdown if args.markdown else print_table)(rows)
+    ratios = [row["ratio"] for row in rows]
+    print(f"kit ÷ published: {min(ratios):.2f} to {max(ratios):.2f} over {len(rows)} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

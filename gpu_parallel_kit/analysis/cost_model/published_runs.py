@@ -1,0 +1,306 @@
+"""Published large-model training runs, and the plan search's projection of each run's plan.
+
+Each `PublishedRun` holds a run as its paper reports it: the model, the GPUs and their network,
+the plan, and the throughput in the paper's own counting (with the recomputed forward, 96·…,
+or without, 72·…). `project` sizes and times that same plan with `plan_search` on a matching
+`GPUCluster`, converts the kit's step into the paper's units, and ranks every plan of the model
+to compare the kit's best with the one used. The models' cards are counted by depth
+(`worker/jax/depth_scaling.py`) and stored in `published_cards.json`, which
+`benchmarks/published_runs.py` writes. Sources and checks: `docs/published-runs.md`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ...errors import GpkError
+from .gpu_cluster import GPUCluster
+from .plan_search import NO_PIPELINE, ModelCard, Plan, memory, rank, step_time
+
+CARDS = Path(__file__).with_name("published_cards.json")
+PLAN_FIELDS = tuple(field.name for field in fields(Plan))
+PARTS = ("compute_s", "comm:tensor_s", "comm:data_s", "comm:stages_s", "bubble_s")
+SELENE = "DGX A100 80 GB nodes: NVLink 3 and NVSwitch inside, 8 × 200 Gb/s HDR InfiniBand"
+NARAYANAN = "Narayanan et al., SC 2021 (arXiv 2104.04473), Table 1"
+KORTHIKANTI = "Korthikanti et al., MLSys 2023 (arXiv 2205.05198), Tables 3 and 5"
+SMITH = "Smith et al., 2022 (arXiv 2201.11990), MT-NLG, throughput table"
+BLOOM = "BigScience, 2022 (arXiv 2211.05100), section 3.4; BLOOM model card"
+# Jean Zay's A100 nodes: four 100 Gb/s Omni-Path links per node of 8, so 50 Gb/s a GPU (~90 %)
+OMNIPATH = {"name": "opa-4x100g", "bandwidth_gb_s": 5.6, "latency_us": 5.0,
+            "source": "Jean Zay: 4 × 100 Gb/s Omni-Path per 8-GPU node, ~90 %"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published training run: model, GPUs, plan and reported throughput.
+
+    Args:
+        name: how tables name the run.
+        source: the paper and its table.
+        layers, hidden, heads, sequence, vocabulary: the GPT's config.
+        parameters: the published parameter count.
+        gpus, per_node, between, network: the GPUs (A100 80 GB), GPUs per node, the kit's link
+            between nodes (a preset or a dict) and the network as the paper names it.
+        data, tensor, stages, micro_batch_size, global_batch: the plan.
+        schedule: the kit's schedule of the run's pipeline ("-" without one).
+        virtual_stages: the interleaved schedule's chunks per device (1 otherwise).
+        recompute: "full", "selective" or "none".
+        sharding: "none", or "zero-1" where the optimizer state was sharded.
+        tflops_per_gpu: the reported TFLOP/s per GPU, or None when a time is reported.
+        iteration_s: the reported seconds per iteration, or None.
+        recomputed_counted: whether the paper's FLOPs count the recomputed forward (96·…).
+        unchecked: the figures not checked against the paper's text here.
+    """
+
+    name: str
+    source: str
+    layers: int
+    hidden: int
+    heads: int
+    sequence: int
+    vocabulary: int
+    parameters: float
+    gpus: int
+    per_node: int
+    between: str | dict
+    network: str
+    data: int
+    tensor: int
+    stages: int
+    micro_batch_size: int
+    global_batch: int
+    schedule: str
+    virtual_stages: int
+    recompute: str
+    sharding: str
+    tflops_per_gpu: float | None
+    iteration_s: float | None
+    recomputed_counted: bool
+    unchecked: str = ""
+
+    @property
+    def card_key(self) -> str:
+        """The stored card's key: "L24-h2304-a24-s2048-V51200"."""
+        return f"L{self.layers}-h{self.hidden}-a{self.heads}-s{self.sequence}-V{self.vocabulary}"
+
+
+def _narayanan(size, heads, hidden, layers, tensor, stages, gpus, batch, tflops):
+    return PublishedRun(
+        f"Megatron-LM {size} B", NARAYANAN, layers, hidden, heads, 2048, 51200, size * 1e9,
+        gpus, 8, "net200g", SELENE, gpus // (tensor * stages), tensor, stages, 1, batch,
+        "1f1b" if stages > 1 else NO_PIPELINE, 1, "full", "none", tflops, None, True,
+        "micro-batch size (1 assumed) and schedule (1F1B assumed): not in Table 1",
+    )  # fmt: skip
+
+
+def _korthikanti(size, heads, hidden, layers, stages, gpus, batch, micro, seconds, recompute):
+    # Their times are read in MFU's counting (72·…), whatever the recomputation.
+    method = "full recomputation" if recompute == "full" else "selective + sequence parallel"
+    return PublishedRun(
+        f"Korthikanti {size} B, {method}", KORTHIKANTI, layers, hidden, heads, 2048, 51200,
+        size * 1e9, gpus, 8, "net200g", SELENE, gpus // (8 * stages), 8, stages, micro, batch,
+        "1f1b" if stages > 1 else NO_PIPELINE, 1, recompute, "none", None, seconds,
+        False, "schedule (1F1B assumed): not checked",
+    )  # fmt: skip
+
+
+def _smith(nodes, seconds):
+    gpus = 8 * nodes
+    return PublishedRun(
+        f"MT-NLG 530 B, {gpus} GPUs", SMITH, 105, 20480, 128, 2048, 51200, 530e9, gpus, 8,
+        "net200g", SELENE, gpus // 280, 8, 35, 1, 1920, "1f1b", 1, "full", "none", None,
+        seconds, True, "micro-batch size (1 assumed) and schedule (1F1B assumed): not checked",
+    )  # fmt: skip
+
+
+RUNS: tuple[PublishedRun, ...] = (
+    _narayanan(1.7, 24, 2304, 24, 1, 1, 32, 512, 137),
+    _narayanan(3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
+    _narayanan(7.5, 32, 4096, 36, 4, 1, 128, 512, 142),
+    _narayanan(18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
+    _narayanan(39.1, 64, 8192, 48, 8, 2, 512, 1536, 138),
+    _narayanan(76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    _narayanan(145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148),
+    _narayanan(310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    _narayanan(529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
+    _narayanan(1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
+    _korthikanti(22, 64, 6144, 48, 1, 8, 4, 4, 1.42, "full"),
+    _korthikanti(22, 64, 6144, 48, 1, 8, 4, 4, 1.10, "selective"),
+    _korthikanti(175, 96, 12288, 96, 8, 64, 64, 1, 18.13, "full"),
+    _korthikanti(175, 96, 12288, 96, 8, 64, 64, 1, 13.75, "selective"),
+    _korthikanti(530, 128, 20480, 105, 35, 280, 280, 1, 49.05, "full"),
+    _korthikanti(530, 128, 20480, 105, 35, 280, 280, 1, 37.83, "selective"),
+    _korthikanti(1000, 160, 25600, 128, 64, 512, 512, 1, 94.42, "full"),
+    _korthikanti(1000, 160, 25600, 128, 64, 512, 512, 1, 71.49, "selective"),
+    _smith(280, 60.1),
+    _smith(350, 50.2),
+    _smith(420, 44.4),
+    PublishedRun(
+        "BLOOM 176 B",
+        BLOOM,
+        70,
+        14336,
+        112,
+        2048,
+        250880,
+        176.247e9,
+        384,
+        8,
+        OMNIPATH,
+        "Jean Zay: A100 80 GB, NVLink inside, 4 × 100 Gb/s Omni-Path per node",
+        8,
+        4,
+        12,
+        2,
+        2048,
+        "1f1b",
+        1,
+        "full",
+        "zero-1",
+        150,
+        None,
+        True,
+        "micro-batch size 2, global batch 2,048, full recomputation, the 96·… counting and "
+        "the schedule: from BigScience's training notes, not checked here",
+    ),  # fmt: skip
+)
+
+
+def card_config(key: str) -> dict[str, int]:
+    """`gpt_card`'s arguments for a stored card's key: a GPT with a 4·h MLP."""
+    run = next((r for r in RUNS if r.card_key == key), None)
+    if run is None:
+        raise GpkError(f"no published run has the model {key!r}; use one of {card_keys()}")
+    return {
+        "layers": run.layers, "hidden": run.hidden, "heads": run.heads,
+        "intermediate": 4 * run.hidden, "sequence": run.sequence, "vocabulary": run.vocabulary,
+    }  # fmt: skip
+
+
+def card_keys() -> list[str]:
+    """Each published model once, in the order of `RUNS`."""
+    return list(dict.fromkeys(run.card_key for run in RUNS))
+
+
+@functools.lru_cache(maxsize=1)
+def stored_cards() -> dict[str, dict[str, Any]]:
+    """The counted cards, by key, as `benchmarks/published_runs.py` stored them."""
+    return json.loads(CARDS.read_text())["cards"]
+
+
+def card(run: PublishedRun) -> ModelCard:
+    """The run's model as counted by depth."""
+    cards = stored_cards()
+    if run.card_key not in cards:
+        raise GpkError(
+            f"{CARDS.name} has no card {run.card_key!r}; run benchmarks/published_runs.py "
+            "--recount to count it"
+        )
+    return ModelCard(**cards[run.card_key])
+
+
+def cluster(run: PublishedRun) -> GPUCluster:
+    """A cluster of A100 80 GB nodes like the run's: NVLink 3 inside, its network between."""
+    return GPUCluster("a100", run.gpus // run.per_node, run.per_node, between=run.between)
+
+
+def plan(run: PublishedRun) -> Plan:
+    """The run's plan as the plan search names it; selective recomputation is "none"."""
+    micro_batches = run.global_batch // (run.data * run.micro_batch_size)
+    return Plan(
+        run.data, run.tensor, run.stages, run.sharding, run.micro_batch_size, micro_batches,
+        run.schedule, run.virtual_stages, "full" if run.recompute == "full" else "none",
+    )  # fmt: skip
+
+
+def published_flops(run: PublishedRun) -> float:
+    """FLOPs of one iteration in the paper's counting (Narayanan et al.):
+    (96 or 72)·B·s·L·h²·(1 + s/6h + V/16Lh)."""
+    B, s, L, h, V = run.global_batch, run.sequence, run.layers, run.hidden, run.vocabulary
+    factor = 96 if run.recomputed_counted else 72
+    return factor * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
+
+
+def published_tflops(run: PublishedRun) -> float:
+    """The reported TFLOP/s per GPU, or the reported iteration's, in the paper's counting."""
+    if run.tflops_per_gpu is not None:
+        return run.tflops_per_gpu
+    return published_flops(run) / (run.iteration_s * run.gpus) / 1e12
+
+
+def project(run: PublishedRun, best: bool = True) -> dict[str, Any]:
+    """The kit's projection of the run's own plan, in the paper's units, and its best plan.
+
+    Returns a dict: the plan's fields, "kit_step_s" (the step time at the efficiency band's
+    likely end), "kit_tflops_per_gpu" (the paper's FLOPs over that step), "published_tflops"
+    and "published_step_s", "ratio" (kit ÷ published throughput), "ratio_low" and
+    "ratio_high" (at the efficiency band's low and high ends), "memory_gb" and "fits"
+    (within 90 % of 80 GB), "bound", the step's parts, and with `best`, "best" (the kit's
+    fastest plan that fits, as `rank` gives it) and "why" (its parts against the run's).
+    """
+    model, gpus, used = card(run), cluster(run), plan(run)
+    timed = step_time(model, used, gpus)
+    parts = memory(model, used)
+    total = sum(parts.values())
+    kit = published_flops(run) / (timed["step_time_s"] * run.gpus) / 1e12
+    published = published_tflops(run)
+    row: dict[str, Any] = {
+        "name": run.name,
+        "source": run.source,
+        **{field: getattr(used, field) for field in PLAN_FIELDS},
+        "recompute": run.recompute,
+        "kit_step_s": timed["step_time_s"],
+        "published_step_s": published_flops(run) / (published * 1e12 * run.gpus),
+        "kit_tflops_per_gpu": kit,
+        "published_tflops": published,
+        "ratio": kit / published,
+        # the band's slow end (low efficiency) and fast end, as ratios too
+        "ratio_low": timed["step_time_s"] / timed["step_time_high_s"] * kit / published,
+        "ratio_high": timed["step_time_s"] / timed["step_time_low_s"] * kit / published,
+        "memory_gb": total / 1e9,
+        "fits": total <= gpus.device.memory_bytes * 0.9,
+        "bound": timed["bound"],
+        **{part: timed[part] for part in PARTS},
+    }
+    if best:
+        row.update(_best(model, gpus, run, row))
+    return row
+
+
+def _best(model: ModelCard, gpus: GPUCluster, run: PublishedRun, used: dict) -> dict[str, Any]:
+    """The kit's fastest plan that fits, and why it is faster than the run's."""
+    try:
+        ranked = rank(model, gpus, run.global_batch)
+    except GpkError as error:  # no plan divides the model's blocks and the batch
+        return {"best": None, "best_step_s": None, "why": str(error)}
+    fastest = next((r for r in ranked if r["fits"]), None)
+    if fastest is None:
+        return {"best": None, "best_step_s": None, "why": "no plan fits"}
+    return {
+        "best": {k: fastest[k] for k in PLAN_FIELDS},
+        "best_step_s": fastest["step_time_s"],
+        "why": _why(used, fastest),
+    }
+
+
+def _why(used: dict[str, Any], best: dict[str, Any]) -> str:
+    """The best plan's step against the run's, part by part, the largest change first."""
+    changes = sorted(((best[p] - used[p], p[:-2]) for p in PARTS), key=lambda c: -abs(c[0]))
+    said = [f"{name} {delta:+.2f} s" for delta, name in changes if abs(delta) >= 0.005]
+    if not said:
+        return "the same step"
+    return ", ".join(said[:3])
+
+
+def runs_table(best: bool = True) -> list[dict[str, Any]]:
+    """`project` of every published run, in the order of `RUNS`."""
+    return [project(run, best) for run in RUNS]
+
+
+def as_record(run: PublishedRun) -> dict[str, Any]:
+    """The run as plain data."""
+    return asdict(run)
