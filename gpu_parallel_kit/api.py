@@ -45,6 +45,7 @@ from .runs.scheduling.step_counting import (
 )
 from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, check_backend
+from .strategies.processes import check_workers
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -230,6 +231,7 @@ class Experiment:
         backend = one_backend(backend) or self.backend
         check_strategy(strategy)
         record = check_backend(backend, strategy)
+        check_workers(record, backend, given.get("workers"))
         if record.processes:
             given["cluster"] = _loaded_cluster(given.get("cluster"))
         return RunSpec(
@@ -246,7 +248,8 @@ class Experiment:
                 target=target,
                 deterministic=deterministic,
             ),
-            mode=mode or record.default_mode,
+            # Keras's own fit wherever the strategy trains with it on this backend
+            mode=mode or ("fit" if backend in record.fit_on else record.default_mode),
             all_reduce=all_reduce,
             steps_per_execution=steps_per_execution,
             jit_compile=jit_compile,

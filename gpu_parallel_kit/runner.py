@@ -35,7 +35,6 @@ from .runs.scheduling import training_gate
 from .runs.scheduling.comparison_rounds import new_run_id
 from .runs.scheduling.resident_rounds import prepared_together, round_spec
 from .runs.scheduling.started_ahead import StartedAhead, entry_for
-from .strategies import strategy_record
 
 # A cancel Event has no file descriptor to wait on, so while one is given the wait wakes this
 # often to look at it: well under the 2 s a cancel may take.
@@ -60,8 +59,7 @@ def run_isolated(
     With `ahead`, the run takes its process from there if it was started ahead, and once it
     has trained, starts `then` (the caller's next run) ahead, beside its own after-training work.
     """
-    several = strategy_record(spec.strategy).processes
-    if several and spec.cluster is not None:
+    if spec.several_processes and spec.cluster is not None:
         return run_on_cluster(spec, on_event, cancel)
     watch = _Watch(spec, on_event or (lambda event: None), cancel)
     # Only a run that holds the gate once trained may have the next start beside it: a run
@@ -169,7 +167,7 @@ def with_gate(spec: RunSpec) -> RunSpec:
     """`spec` with the caller's training gate, where its after-training work may overlap the
     next run's start: one process on devices other than GPUs
     (`runs/scheduling/training_gate.py`)."""
-    if strategy_record(spec.strategy).processes or not training_gate.overlaps(spec.devices.kind):
+    if spec.several_processes or not training_gate.overlaps(spec.devices.kind):
         return spec
     return dataclasses.replace(spec, gate=training_gate.gate_path())
 

@@ -13,6 +13,7 @@ TENSORFLOW = Backend(
     run_entry="gpu_parallel_kit.worker.tensorflow.run:worker_main",
     discovery_entry="gpu_parallel_kit.worker.tensorflow.device_setup:discover_with_tensorflow",
     cluster_entry="gpu_parallel_kit.cluster.local:launch_local_cluster",
+    member_entry="gpu_parallel_kit.worker.tensorflow.member:run_member",
     server=None,
     splits_gpus=True,
     custom_loop=True,

@@ -17,11 +17,12 @@ import os
 import signal
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..runs.description.run_spec import RunSpec
 from ..runs.processes.child_process import die_with_parent, parent_emitter
-from ..runs.processes.entry_points import MEMBER_ENTRY, entry_point
+from ..runs.processes.entry_points import entry_point, member_entry
 from ..runs.processes.failure_reasons import classify_exit
 from ..runs.results.run_result import RunResult
 from .config import local_workers
@@ -65,7 +66,7 @@ def _run_cluster(spec: RunSpec, emit: Any) -> RunResult:
                 status="failed",
                 reason=(
                     f"local workers need a loopback-only network and this system refused one "
-                    f"({error.strerror or error}); TensorFlow's servers would listen on every "
+                    f"({error.strerror or error}); the workers' servers would listen on every "
                     f"interface: set {OPEN_PORTS_VARIABLE}=1 to accept that, or name a cluster"
                 ),
             )
@@ -91,7 +92,7 @@ def _start_member(spec: RunSpec, addresses: tuple[str, ...], index: int) -> _Mem
         die_with_parent()
         code = 0
         try:
-            entry_point(MEMBER_ENTRY)(spec, addresses, index, writer.send)
+            entry_point(member_entry(spec.backend))(spec, addresses, index, writer.send)
         except BaseException:  # noqa: BLE001 - the launcher sees the exit code
             traceback.print_exc()
             code = 1
@@ -111,13 +112,43 @@ def _follow(members: list[_Member], reports: WorkerReports) -> None:
                 message = reader.recv()
             except (EOFError, OSError):
                 code = _exit_code(member)
-                reports.ended(member.index, *classify_exit(code, reports.phases[member.index]))
+                if not _blame_stopped(members, member, reports):
+                    reports.ended(member.index, *classify_exit(code, reports.phases[member.index]))
             else:
                 reports.handle(member.index, message)
             if member.index in reports.results:
                 _reap(member)
         for index in reports.stragglers():
             _stop(members[index])
+
+
+def _blame_stopped(members: list[_Member], ended: _Member, reports: WorkerReports) -> bool:
+    """A worker that ended while a peer is stopped (SIGSTOP, a debugger) ended because of it:
+    JAX's distributed service ends every worker once one stops sending heartbeats. The row then
+    names the stopped one; it is killed. Whether any was found."""
+    stopped = [
+        m for m in members if m is not ended and m.index in reports.pending and _is_stopped(m.pid)
+    ]
+    for peer in stopped:
+        reports.ended(
+            peer.index,
+            "timeout",
+            f"the worker process was stopped while {reports.phases[peer.index]} and no longer "
+            "answered its peers",
+        )
+        _stop(peer)
+    if stopped:
+        reports.ended(ended.index, "cancelled", "ended when a peer stopped answering")
+    return bool(stopped)
+
+
+def _is_stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (Linux: its state in /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] in ("T", "t")
 
 
 def _exit_code(member: _Member) -> int:

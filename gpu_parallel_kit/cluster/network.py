@@ -99,6 +99,24 @@ def listening_addresses(pid: int | str = "self") -> list[tuple[str, int]]:
     return found
 
 
+def listening_report() -> dict[str, object]:
+    """Where this process's servers can be reached from, for a worker's row (Linux: read from
+    /proc; empty elsewhere)."""
+    try:
+        listening = listening_addresses()
+        interfaces = network_interfaces()
+    except OSError:
+        return {}
+    return {
+        "listening": [
+            f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+            for address, port in listening
+        ],
+        "network_interfaces": interfaces,
+        "reachable_from_network": reachable_from_network(listening, interfaces),
+    }
+
+
 def _decode_address(text: str, size: int) -> str:
     """/proc/net/tcp writes addresses as native-endian 32-bit words in hex."""
     raw = bytes.fromhex(text)
@@ -112,8 +130,8 @@ def reachable_from_network(listening: list[tuple[str, int]], interfaces: list[st
     address, or to a wildcard address in a namespace that has more than loopback."""
     loopback_only = set(interfaces) <= {"lo"}
     for address, _ in listening:
-        if address in ("127.0.0.1", "::1") or address.startswith("127."):
-            continue
+        if address in ("127.0.0.1", "::1") or address.startswith(("127.", "::ffff:127.")):
+            continue  # loopback, IPv6's form of IPv4's loopback (gloo's sockets) included
         if address in ("0.0.0.0", "::") and loopback_only:
             continue
         return True

@@ -6,6 +6,7 @@ gradients all-reduced every step (tf.distribute's MirroredStrategy; Keras's `Dat
 
 from __future__ import annotations
 
+from .processes import WORKERS, workers_option
 from .record import Strategy
 
 DATA = Strategy(
@@ -19,5 +20,8 @@ DATA = Strategy(
     all_reduce=True,
     measures_comm=True,
     color="tab:blue",
+    options=(WORKERS,),
+    plan=workers_option,
+    over_processes=frozenset({"jax"}),
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_data",
 )

@@ -28,6 +28,7 @@ from ..sharding.layout import Layout, Placement
 from ..sharding.traffic import DATA, Traffic, full_bytes, tensor_traffic
 from .batches import check_batch
 from .option import Option, whole
+from .processes import WORKERS, workers_option
 from .record import GridCell, Strategy
 from .tensor import LAYOUT_MAP, MESH, OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
 
@@ -60,6 +61,7 @@ FSDP_OPTIONS = (
         f"shard the weights of at least this many bytes, 0 for all; default: {MIN_SHARD_BYTES}",
         metavar="BYTES",
     ),
+    WORKERS,
 )
 
 
@@ -81,6 +83,7 @@ def fsdp_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "mesh": None if mesh is None else tuple(mesh) if isinstance(mesh, list) else mesh,
         "layout_map": _own_refused(check_layout_map(options.get("layout_map"))),
         "min_shard_bytes": check_min_shard_bytes(options.get("min_shard_bytes")),
+        **workers_option(options),
     }
 
 
@@ -96,8 +99,8 @@ def _own_refused(layout_map: Any) -> Any:
 
 def check_fsdp(spec: RunSpec) -> None:
     """Every device on the data axis unless a mesh says otherwise; the batch splits over it."""
-    mesh = spec.mesh if spec.mesh is not None else (spec.devices.count, 1)
-    spec.options["mesh"] = check_mesh(mesh, spec.devices.count)
+    mesh = spec.mesh if spec.mesh is not None else (spec.replicas, 1)  # every worker's devices
+    spec.options["mesh"] = check_mesh(mesh, spec.replicas)
     spec.options["layout_map"] = _own_refused(check_layout_map(spec.layout_map))
     spec.options["min_shard_bytes"] = check_min_shard_bytes(spec.min_shard_bytes)
     check_batch(spec.global_batch, spec.mesh[0])
@@ -182,6 +185,7 @@ FSDP = Strategy(
     columns=("mesh", "state_bytes"),
     options=FSDP_OPTIONS,
     plan=fsdp_options,
+    over_processes=frozenset({"jax"}),
     check=check_fsdp,
     in_grid=_in_grid,
     label=_label,

@@ -1,7 +1,9 @@
 """`multiworker`: data parallelism over several processes or hosts
-(tf.distribute's MultiWorkerMirroredStrategy), locally in a private network or on a named cluster.
+(tf.distribute's MultiWorkerMirroredStrategy; on JAX, Keras's `DataParallel` over one mesh of every
+process's devices), locally in a private network or on a named cluster.
 
 >>> exp.run(strategy="multiworker", workers=2, devices=1)
+>>> exp.compare(["multiworker"], [1], workers=2, backend=["tensorflow", "jax"])
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError, whole_number
-from .option import Option, positive
+from .option import Option
+from .processes import WORKERS
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
@@ -20,16 +23,12 @@ if TYPE_CHECKING:
 MULTIWORKER_ALL_REDUCE = ("auto", "ring", "nccl")
 
 
+# Backends whose multi-worker runs train with Keras's own fit (JAX); TensorFlow's need the
+# kit's explicit loop.
+FIT_ON = frozenset({"jax"})
+
 MULTIWORKER_OPTIONS = (
-    Option(
-        "workers",
-        positive,
-        None,
-        "worker processes started on this machine, each with the run's devices; default: 2, "
-        "or the cluster's count with cluster",
-        metavar="W",
-        absent=1,
-    ),
+    WORKERS,
     Option(
         "cluster",
         str,
@@ -57,18 +56,25 @@ def check_multiworker(spec: RunSpec) -> None:
             f"workers={w} but the cluster {spec.cluster.source or ''} lists "
             f"{len(spec.cluster.workers)}; drop workers= or make them agree"
         )
+    if spec.cluster is not None and spec.backend in FIT_ON:
+        raise GpkError(
+            f"cluster= runs multi-worker training on backend='tensorflow' for now, not "
+            f"{spec.backend!r}; drop cluster= to train on local workers, or use "
+            "backend='tensorflow'"
+        )
     if spec.all_reduce not in MULTIWORKER_ALL_REDUCE:
         raise GpkError(
             f"all_reduce={spec.all_reduce!r} is not available with strategy='multiworker'; "
             f"use one of {', '.join(MULTIWORKER_ALL_REDUCE)}"
         )
-    if spec.mode != "explicit":
+    if spec.mode != "explicit" and spec.backend not in FIT_ON:
         raise GpkError(
             f"mode={spec.mode!r} is not available with strategy='multiworker' (Keras's fit "
             "fails under MultiWorkerMirroredStrategy); use mode='explicit'"
         )
     # A named cluster's hosts plan their own devices; this check is theirs then.
-    if spec.devices.kind == "cpu" and spec.devices.count > 1 and spec.cluster is None:
+    on_cpu = spec.devices.kind == "cpu" and spec.backend not in FIT_ON
+    if on_cpu and spec.devices.count > 1 and spec.cluster is None:
         raise GpkError(
             f"devices={spec.devices.count} per worker needs GPUs: on the CPU "
             "MultiWorkerMirroredStrategy trains one replica per worker; use "
@@ -90,13 +96,9 @@ MULTIWORKER = Strategy(
     summary="data parallelism over several processes or hosts",
     worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.multiworker:MultiWorkerEngine",
+        "jax": "gpu_parallel_kit.worker.jax.strategies:DataParallel",
     },
-    missing={
-        "jax": (
-            "multi-worker training runs through TensorFlow's MultiWorkerMirroredStrategy; use "
-            "backend='tensorflow'"
-        ),
-    },
+    fit_on=FIT_ON,
     all_reduce=True,
     measures_comm=True,
     processes=True,

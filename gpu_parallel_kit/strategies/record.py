@@ -60,6 +60,8 @@ class Strategy:
     layout: bool = False  # shards layers over a (data, model) mesh: mesh and layout_map apply
     splits_state: bool = False  # each device holds part of the model's state, not all of it
     processes: bool = False  # several worker processes (a launcher, or a named cluster)
+    # backends on which `workers=` spreads it over processes, one mesh over all their devices
+    over_processes: frozenset[str] = frozenset()
     runnable: bool = True  # False: a cost-model projection only
     default_mode: str = "fit"  # the loop a run takes unless mode= says otherwise
     color: str = "tab:purple"  # matplotlib colour, the same in every figure

@@ -14,6 +14,7 @@ from ..errors import GpkError
 from .batches import check_batch
 from .option import Option
 from .option import mesh as mesh_shape
+from .processes import WORKERS, workers_option
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
@@ -111,13 +112,14 @@ def tensor_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "mesh": None if mesh is None else tuple(mesh) if isinstance(mesh, list) else mesh,
         "layout_map": check_layout_map(options.get("layout_map")),
+        **workers_option(options),
     }
 
 
 def check_tensor(spec: RunSpec) -> None:
     """The mesh fits the devices and the batch splits over its data axis; the layout parses."""
     if spec.mesh is not None:
-        spec.options["mesh"] = check_mesh(spec.mesh, spec.devices.count)
+        spec.options["mesh"] = check_mesh(spec.mesh, spec.replicas)  # every worker's devices
     spec.options["layout_map"] = check_layout_map(spec.layout_map)
     data, _ = spec.mesh_shape
     check_batch(spec.global_batch, data)
@@ -150,8 +152,9 @@ TENSOR = Strategy(
     splits_state=True,
     color="tab:cyan",
     columns=("mesh", "state_bytes"),
-    options=(MESH, LAYOUT_MAP),
+    options=(MESH, LAYOUT_MAP, WORKERS),
     plan=tensor_options,
+    over_processes=frozenset({"jax"}),
     check=check_tensor,
     in_grid=_in_grid,
     label=_label,

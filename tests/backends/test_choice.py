@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("fake_machine")
     [
         ({}, dict(strategy="tensor", devices=2), "tensorflow.*use backend='jax'"),
         (JAX, dict(strategy="model", devices=2), "pipeline stages run on TensorFlow"),
-        (JAX, dict(strategy="multiworker", devices=1), "MultiWorkerMirroredStrategy"),
+        ({}, dict(strategy="data", devices=1, workers=2), "'multiworker' on backend='tens"),
         (JAX, dict(strategy="data", devices=2, mode="explicit"), "use mode='fit'"),
         (JAX, dict(strategy="data", devices=2, all_reduce="ring"), "XLA chooses"),
         (JAX, dict(strategy="tensor", devices=4, mesh=(2, 3)), "holds 6 devices"),

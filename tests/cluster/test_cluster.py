@@ -63,7 +63,7 @@ def test_bad_multiworker_plans_are_one_sentence(plan, message):
 
 def test_workers_belong_to_multiworker_only():
     spec = small_mlp_experiment().plan("data", 2)
-    with pytest.raises(gpk.GpkError, match="workers=3 applies to strategy='multiworker' only"):
+    with pytest.raises(gpk.GpkError, match="workers=3 spreads strategy='data' over processes on"):
         dataclasses.replace(spec, options={"workers": 3})
     with pytest.raises(gpk.GpkError, match="all_reduce='ring' is for strategy='multiworker'"):
         small_mlp_experiment().run("data", 2, all_reduce="ring")

@@ -22,6 +22,7 @@ from ...strategies import (
     option_owners,
     strategy_record,
 )
+from ...strategies.processes import check_workers
 from .accuracy_target import Target
 from .communication_reuse import MeasuredComm
 from .device_choice import DevicePlan
@@ -198,6 +199,7 @@ class RunSpec:
         check_tune(self.tune, self.steps_per_execution, self.jit_compile, self.measure_comm)
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
+        check_workers(record, self.backend, self.options.get("workers"))
         record.check(self)
         if not record.stages:  # a pipeline splits its batch into micro-batches instead
             check_batch(self.global_batch, self.replicas)
@@ -255,9 +257,9 @@ class RunSpec:
 
     @property
     def mesh_shape(self) -> tuple[int, int]:
-        """(data, model) devices of a tensor-parallel run; every device on the model axis by
-        default."""
-        return self.mesh if self.mesh is not None else (1, self.devices.count)
+        """(data, model) devices of a tensor-parallel run, over every worker's devices; every
+        device on the model axis by default."""
+        return self.mesh if self.mesh is not None else (1, self.replicas)
 
     def _mesh_label(self) -> str:
         return "x".join(map(str, self.mesh_shape)) if strategy_record(self.strategy).layout else ""
@@ -266,6 +268,11 @@ class RunSpec:
     def replicas(self) -> int:
         """Model copies trained in step: the devices of every worker."""
         return self.devices.count * self.workers
+
+    @property
+    def several_processes(self) -> bool:
+        """Whether its workers are processes of their own: a launcher's, or a named cluster's."""
+        return strategy_record(self.strategy).processes or self.workers > 1
 
     @property
     def global_batch(self) -> int:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...backends import JAX, TENSORFLOW
+from ...backends import JAX, TENSORFLOW, backend_record
 
 # What the fork server imports once for every child: the worker, and with it TensorFlow
 # (worker/tensorflow/fork_server.py).
@@ -24,12 +24,13 @@ PRELOAD = "gpu_parallel_kit.worker.tensorflow.fork_server"
 RUN_ENTRY = TENSORFLOW.run_entry
 LOCAL_CLUSTER_ENTRY = TENSORFLOW.cluster_entry
 DISCOVERY_ENTRY = TENSORFLOW.discovery_entry
-MEMBER_ENTRY = "gpu_parallel_kit.worker.tensorflow.member:run_member"
+MEMBER_ENTRY = TENSORFLOW.member_entry
 SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.tensorflow.member:served_member_main"
 # JAX runs: Keras on JAX, no TensorFlow; started from the JAX server
 # (runs/processes/server_client.py).
 JAX_RUN_ENTRY = JAX.run_entry
 JAX_DISCOVERY_ENTRY = JAX.discovery_entry
+JAX_MEMBER_ENTRY = JAX.member_entry
 JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax.server:serve"
 # A step's work counted for a projection (worker/work_count.py): a short child, on demand.
 WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.jax.work_count:count_with_jax"
@@ -42,6 +43,7 @@ ENTRIES = (
     SERVED_MEMBER_ENTRY,
     JAX_RUN_ENTRY,
     JAX_DISCOVERY_ENTRY,
+    JAX_MEMBER_ENTRY,
     JAX_SERVER_ENTRY,
     WORK_COUNT_JAX_ENTRY,
     WORK_COUNT_TF_ENTRY,
@@ -51,6 +53,7 @@ __all__ = [
     "DISCOVERY_ENTRY",
     "ENTRIES",
     "JAX_DISCOVERY_ENTRY",
+    "JAX_MEMBER_ENTRY",
     "JAX_RUN_ENTRY",
     "JAX_SERVER_ENTRY",
     "LOCAL_CLUSTER_ENTRY",
@@ -63,6 +66,7 @@ __all__ = [
     "enter",
     "entry_point",
     "main_module_hidden",
+    "member_entry",
 ]
 _starting = threading.Lock()
 
@@ -71,6 +75,14 @@ def entry_point(name: str) -> Callable[..., Any]:
     """The function `"module:function"` names, imported here (in the child)."""
     module, _, function = name.partition(":")
     return getattr(importlib.import_module(module), function)
+
+
+def member_entry(backend: str) -> str:
+    """The entry point of one worker process of a run of several, on `backend`."""
+    entry = backend_record(backend).member_entry
+    if entry is None:
+        raise ValueError(f"backend {backend!r} runs no worker processes of its own")
+    return entry
 
 
 def enter(entry: str, args: tuple[Any, ...], sender: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...errors import GpkError
 from ...strategies import GridCell, check_backend, strategy_record
+from ...strategies.processes import for_comparison
 from ..description.device_choice import plan_devices
 from ..description.run_spec import RunSpec, check_strategy
 from .servers_ahead import warm
@@ -75,12 +76,13 @@ def plan_grid(
             count = choice if isinstance(choice, int) else len(choice)
             kind = functools.partial(_device_kind, choice, backend)
             if record.in_grid(GridCell(count, options, kind)):
-                specs.append(plan_one(strategy, choice, **options))
+                # workers= and cluster= go to the strategies that always run in processes
+                specs.append(plan_one(strategy, choice, **for_comparison(record, options)))
     if any(strategy_record(s.strategy).baseline for s in specs):
         return specs
     baseline = next((s for s in strategies if strategy_record(s).baseline), None)
     if baseline is not None:
-        specs.insert(0, plan_one(baseline, 1, **options))
+        specs.insert(0, plan_one(baseline, 1, **for_comparison(strategy_record(baseline), options)))
     return specs
 
 

@@ -35,7 +35,7 @@ def waits_for_turns(spec: RunSpec) -> bool:
     return (
         spec.backend in record.fit_on
         and spec.mode == "fit"
-        and not record.processes
+        and not spec.several_processes
         and spec.gate is not None
         and training.validation is None
         and training.target is None

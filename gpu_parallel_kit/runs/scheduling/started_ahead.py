@@ -11,7 +11,6 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from ...backends import backend_record
-from ...strategies import strategy_record
 from ..description.run_spec import RunSpec
 from ..processes.child_process import ROUND_WORD, WorkerNotStarted, end_of, start_child, stop_child
 
@@ -23,7 +22,7 @@ SHARE_TIMEOUT_S = 30.0
 def entry_for(spec: RunSpec) -> str:
     """The worker entry point of a run on this machine."""
     record = backend_record(spec.backend)
-    if record.cluster_entry is not None and strategy_record(spec.strategy).processes:
+    if record.cluster_entry is not None and spec.several_processes:
         return record.cluster_entry
     return record.run_entry
 

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from ..keras_internals import private
 
 
@@ -22,3 +25,32 @@ def set_seed_without_tensorflow(seed: int) -> None:
     global_state.set_global_attribute(generator_name, None)
     random.seed(seed)
     np.random.seed(seed)
+
+
+def place_initial_values_from_host() -> None:
+    """Keras on JAX places each variable's value with `jax.device_put`, which in JAX 0.10.2
+    builds a broken array (its shards unreadable) when the value is a JAX array on one device
+    and the placement replicates it over several processes' devices; a NumPy value is placed
+    right. From here on such a value is handed over as NumPy. For a worker process of a run over
+    several; within one process nothing changes."""
+    import jax  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    module = "keras.src.backend.jax.distribution_lib"
+    original = private(module, "distribute_tensor")
+    if getattr(original, "from_host", False):
+        return
+
+    def distribute_tensor(tensor: Any, layout: Any) -> Any:
+        target = getattr(layout, "backend_layout", layout)
+        if (
+            isinstance(tensor, jax.Array)
+            and not isinstance(tensor, jax.core.Tracer)
+            and not getattr(target, "is_fully_addressable", True)
+            and tensor.is_fully_addressable
+        ):
+            tensor = np.asarray(tensor)
+        return original(tensor, layout)
+
+    distribute_tensor.from_host = True  # type: ignore[attr-defined]
+    importlib.import_module(module).distribute_tensor = distribute_tensor

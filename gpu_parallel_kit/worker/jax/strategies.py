@@ -209,7 +209,10 @@ class DataParallel(JaxStrategy):
 
     def __init__(self, spec: RunSpec, devices: list[Any]) -> None:
         super().__init__(spec, devices)
-        self.distribution = keras.distribution.DataParallel(devices=devices)
+        # Each worker process feeds its own rows (worker/jax/member.py): Keras shards only tf.data.
+        self.distribution = keras.distribution.DataParallel(
+            devices=devices, auto_shard_dataset=False
+        )
 
     @property
     def data_axis(self) -> int:
@@ -269,7 +272,9 @@ class TensorParallel(JaxStrategy):
         self.layout = self.derive(layers, own)
         check_divides(self.layout, {DATA_AXIS: data, MODEL_AXIS: model_axis})
         self.distribution = keras.distribution.ModelParallel(
-            layout_map=layout_map(self.layout, mesh), batch_dim_name=DATA_AXIS
+            layout_map=layout_map(self.layout, mesh),
+            batch_dim_name=DATA_AXIS,
+            auto_shard_dataset=False,  # each worker process feeds its own rows, as above
         )
         return super().build(builder, sample)
 

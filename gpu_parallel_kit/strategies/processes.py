@@ -1,0 +1,65 @@
+"""Runs over several processes: the `workers` option and who takes it.
+
+`multiworker` always runs in processes of its own. On JAX, `data`, `fsdp` and `tensor` take
+`workers=` too (`Strategy.over_processes`): W local processes, each with the run's devices, form
+one mesh through `jax.distributed`. A comparison passes `workers=` to `multiworker` rows only.
+
+>>> exp.run(strategy="fsdp", devices=1, workers=2, backend="jax")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GpkError, whole_number
+from .option import Option, positive
+
+if TYPE_CHECKING:
+    from .record import Strategy
+
+WORKERS = Option(
+    "workers",
+    positive,
+    None,
+    "worker processes started on this machine, each with the run's devices (on JAX one mesh "
+    "over all of them); default: 1, 2 for multiworker, or the cluster's count with cluster",
+    metavar="W",
+    absent=1,
+)
+# The options a comparison gives only to the strategies that always run in processes.
+PROCESS_OPTIONS = ("workers", "cluster")
+
+
+def workers_option(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`workers` as a run holds it: 1 unless given."""
+    workers = options.get("workers")
+    return {"workers": 1 if workers is None else workers}
+
+
+def for_comparison(record: Strategy, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A comparison's options as one of its rows takes them: `workers=` and `cluster=` apply to
+    the strategies that always run in processes, the others run in one."""
+    if record.processes:
+        return dict(options)
+    return {name: value for name, value in options.items() if name not in PROCESS_OPTIONS}
+
+
+def check_workers(record: Strategy, backend: str, workers: Any) -> None:
+    """`workers=` where the strategy spreads over processes on this backend; else one sentence."""
+    if workers is None or workers == 1 or record.processes:
+        return
+    whole_number(workers, "workers", hint="e.g. 2")
+    if backend in record.over_processes:
+        return
+    takers = sorted(record.over_processes)
+    if takers:
+        raise GpkError(
+            f"workers={workers} spreads strategy={record.name!r} over processes on "
+            f"backend={takers[0]!r}; use it there, or strategy='multiworker' on "
+            f"backend={backend!r}"
+        )
+    raise GpkError(
+        f"strategy={record.name!r} does not run over several processes (workers={workers}); "
+        "drop workers=, or use 'data', 'fsdp' or 'tensor' with backend='jax'"
+    )

@@ -1,0 +1,165 @@
+"""One worker process of a JAX run over several processes: `jax.distributed` first, then the usual
+run, on one mesh of every process's devices.
+
+Entered by the local launcher (`cluster/local.py`, by name: the JAX record's `member_entry`) in a
+process forked from the JAX server, where JAX is imported but its runtime not started. Each worker
+feeds its own rows of every global batch (Keras shards only tf.data across processes), so the
+workers together train on the batches a single device would.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported, as in run.py
+
+import dataclasses  # noqa: E402
+import hashlib  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import multihost_utils  # noqa: E402
+
+from ...cluster.network import listening_report  # noqa: E402
+from ...runs.description.run_spec import RunSpec  # noqa: E402
+from ...runs.results.run_result import RunResult  # noqa: E402
+from ..skeleton import run_in_this_process  # noqa: E402
+from .device_setup import configure_jax_devices, device_names, peak_memory, with_flag  # noqa: E402
+from .feed import OrderedBatches  # noqa: E402
+from .keras_internals import place_initial_values_from_host  # noqa: E402
+from .run import JaxRun, make_strategy  # noqa: E402
+
+# A run over processes ends within these bounds when a worker dies or hangs (docs: multi-worker).
+JOIN_TIMEOUT_S = 60  # every worker has joined the coordinator by then
+HEARTBEAT_TIMEOUT_S = 30  # a worker silent this long is dead to the others (JAX's default: 100)
+SHUTDOWN_TIMEOUT_S = 10  # the workers' goodbye at the end
+COLLECTIVE_TIMEOUT_S = 60  # a collective whose peers do not arrive fails then
+
+
+def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Callable) -> None:
+    """Train as worker `index` of `spec.workers`, the first address being the coordinator's;
+    events and the result go to `send`."""
+    join(addresses[0], spec.workers, index)
+    place_initial_values_from_host()
+
+    def emit(**event: Any) -> None:
+        send({**event, "worker": index})
+
+    def report_and_exit(result: RunResult) -> None:
+        emit(event="result", result=result.to_dict())
+        os._exit(0)
+
+    # The chief saves the weights, gathered from every worker after training (ProcessRun.measure).
+    member = dataclasses.replace(spec, save_weights=None)
+    run = ProcessRun(member, index, spec.save_weights if index == 0 else None)
+    report_and_exit(run_in_this_process(member, emit, report_and_exit, run))
+
+
+def join(coordinator: str, workers: int, index: int) -> None:
+    """`jax.distributed.initialize`, before anything starts JAX's runtime; the coordinator (in
+    worker 0) listens on `coordinator` only, a loopback address for local workers."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = with_flag(
+        flags, f"--xla_cpu_collective_timeout_seconds={COLLECTIVE_TIMEOUT_S}"
+    )
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=workers,
+        process_id=index,
+        coordinator_bind_address=coordinator,
+        initialization_timeout=JOIN_TIMEOUT_S,
+        heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S,
+        shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S,
+    )
+
+
+def process_rows(global_batch: int, devices: int, data: int, workers: int, index: int) -> slice:
+    """The rows of each global batch that worker `index` feeds: those of the data-axis positions
+    its devices hold, on a (data, devices / data) mesh laid out in worker order.
+
+    >>> process_rows(8, devices=4, data=4, workers=2, index=1)
+    slice(4, 8, None)
+    >>> process_rows(8, devices=4, data=1, workers=2, index=1)  # the batch replicated
+    slice(0, 8, None)
+    """
+    model = devices // data
+    local = devices // workers
+    first, last = (index * local) // model, ((index + 1) * local - 1) // model
+    share = global_batch // data
+    return slice(first * share, (last + 1) * share)
+
+
+class ProcessRun(JaxRun):
+    """A JAX run in one of several processes: the mesh over every worker's devices, this
+    worker's rows of each batch, and its memory, listening sockets and weights' digest."""
+
+    def __init__(self, spec: RunSpec, index: int, save_to: str | None) -> None:
+        super().__init__(spec)
+        self.index = index
+        self.save_to = save_to
+        self.digest = ""
+
+    def set_up_devices(self) -> tuple[str, ...]:
+        spec = self.spec
+        configure_jax_devices(spec.devices, spec.training.deterministic)
+        self.local = jax.local_devices()
+        self.devices = jax.devices()  # every worker's, worker 0's first
+        mine = self.devices[self.index * len(self.local) : (self.index + 1) * len(self.local)]
+        if mine != self.local:
+            raise RuntimeError(
+                f"worker {self.index}'s devices are not at its place in the mesh: {mine} against "
+                f"{self.local}"
+            )
+        self.strategy = make_strategy(spec, self.devices)
+        return device_names(self.local)
+
+    def prepare_data(self) -> int:
+        steps = super().prepare_data()
+        self.global_batches = self.batches
+        rows = process_rows(
+            self.spec.global_batch,
+            len(self.devices),
+            self.strategy.data_axis,
+            self.spec.workers,
+            self.index,
+        )
+        whole = self.global_batches
+        self.batches = OrderedBatches(whole.x, whole.y, whole.order[:, rows])
+        return steps
+
+    def prepare_measurement(self, model: keras.Model) -> None:
+        """Communication is timed on the whole first global batch, as every worker holds it."""
+        mine, self.batches = self.batches, self.global_batches
+        try:
+            super().prepare_measurement(model)
+        finally:
+            self.batches = mine
+
+    def measure(self, model: keras.Model) -> None:
+        """The communication, then every weight gathered from all workers (each takes part):
+        its digest, which every worker's row carries, and the chief's saved copy."""
+        super().measure(model)
+        weights = [
+            np.asarray(multihost_utils.process_allgather(v.value, tiled=True))
+            for v in model.weights
+        ]
+        digest = hashlib.sha256()
+        for weight in weights:
+            digest.update(np.ascontiguousarray(weight).tobytes())
+        self.digest = digest.hexdigest()[:16]
+        if self.save_to:
+            np.savez(self.save_to, *weights)
+
+    def peak_memory(self) -> tuple[dict[str, int], str]:
+        return peak_memory(self.spec.devices.kind, self.local)
+
+    def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
+        fields = super().result_fields(model, step_time_s)
+        extra = fields["extra"]
+        extra.update(**listening_report(), worker_index=self.index, weights_digest=self.digest)
+        if "comm_method" in extra:
+            extra["comm_method"] += f"; across {self.spec.workers} worker processes (gloo)"
+        return fields
