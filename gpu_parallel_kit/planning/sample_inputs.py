@@ -34,7 +34,7 @@ def sample_spec(inputs: Any) -> Spec:
     structure, leaves = flatten(inputs, "inputs")
     pairs = [_pair(label, array) for label, array in leaves]
     spec = unflatten(structure, pairs)
-    return list(spec) if isinstance(spec, tuple) else spec
+    return list(spec) if structure[0] in ("list", "tuple") else spec
 
 
 def experiment_sample(data: DataSource) -> Spec:
@@ -52,7 +52,7 @@ def experiment_sample(data: DataSource) -> Spec:
     structure = array_structures(data)[0]
     loaded = [np.load(path, mmap_mode="r") for path in data.paths[: width(structure)]]
     spec = unflatten(structure, [(tuple(x.shape[1:]), str(x.dtype)) for x in loaded])
-    return list(spec) if isinstance(spec, tuple) and structure[0] != "array" else spec
+    return list(spec) if structure[0] in ("list", "tuple") else spec
 
 
 def sequence_of(spec: Spec) -> int | None:

@@ -1,0 +1,91 @@
+"""`gpk.search` on the caller's side: the sample, the checks made before counting, the count kept
+for the next search, the card read off the count (the counting child stood in for by `COUNT`)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.planning.model_card import model_card
+from gpu_parallel_kit.planning.sample_inputs import sample_spec, sequence_of
+from gpu_parallel_kit.planning.step_count import PLAN_COUNT_ENTRY
+
+from .conftest import COUNT
+
+TOKENS = {"token_ids": np.zeros(32, "int32"), "padding_mask": np.ones(32, "int32")}
+CLUSTER = gpk.GPUCluster("a100", nodes=2, per_node=8)
+
+
+def build():  # never called here: the counting child is stood in for
+    raise AssertionError("the model is built in the counting child only")
+
+
+def test_one_sample_becomes_shapes_and_dtypes():
+    spec = sample_spec(TOKENS)
+    assert spec == {"padding_mask": ((32,), "int32"), "token_ids": ((32,), "int32")}
+    assert sequence_of(spec) == 32
+    assert sample_spec(np.zeros((16, 8), "float32")) == ((16, 8), "float32")
+    assert sample_spec([np.zeros(4), np.zeros((2, 3))]) == [((4,), "float64"), ((2, 3), "float64")]
+    assert sample_spec({"x": ((2048,), "int32")}) == {"x": ((2048,), "int32")}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(gpus="a100"), "gpus='a100' is not a cluster; give gpk.GPUCluster("),
+        (dict(global_batch=0), "global_batch=0"),
+        (dict(precision="int8"), "precision='int8' is not known"),
+        (dict(optimizer="adamax"), "optimizer='adamax' is not known"),
+        (dict(inputs=None), "inputs= is missing"),
+        (dict(blocks=0), "blocks=0"),
+    ],
+)
+def test_bad_input_is_one_sentence_before_any_count(counted, change, message):
+    asked = {**dict(model=build, inputs=TOKENS, gpus=CLUSTER, global_batch=64), **change}
+    with pytest.raises(GpkError, match=message.replace("(", r"\(")):
+        gpk.search(**asked)
+    assert counted == []
+
+
+def test_the_count_is_kept_so_the_next_search_counts_nothing(counted, tmp_path):
+    first = gpk.search(build, TOKENS, CLUSTER, 64, progress=False)
+    again = gpk.search(build, TOKENS, gpk.GPUCluster("h100", nodes=1), 32, progress=False)
+    assert len(counted) == 1 and counted[0][2] == "mixed_bfloat16"
+    assert "counted now" in first.note and "kept from an earlier count" in again.note
+    kept = list((tmp_path / "cache" / "plan_counts").glob("*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["parameters"] == COUNT["parameters"]
+    gpk.search(build, TOKENS, CLUSTER, 64, precision="fp32", progress=False)
+    assert [c[2] for c in counted] == ["mixed_bfloat16", "float32"]  # another key
+
+
+def test_the_card_comes_from_the_count_and_the_structure_the_model_says(counted):
+    found = gpk.search(build, TOKENS, CLUSTER, 64, progress=False)
+    card = found.card
+    assert (card.layers, card.hidden, card.heads, card.sequence) == (4, 64, 4, 32)
+    assert card.parameters == COUNT["parameters"] and card.flops_per_sample == COUNT["flops"]
+    assert card.activation_bytes == np.mean([COUNT["by_layer"][n] for n in
+                                             COUNT["structure"]["block_names"]])  # fmt: skip
+    assert found.best.fits and "read off its GPT2Backbone" in found.note
+
+
+def test_a_model_that_does_not_say_its_structure_names_the_keywords():
+    count = {**COUNT, "structure": {}}
+    with pytest.raises(GpkError) as raised:
+        model_card(count, ((32,), "int32"), "bf16", "adam", "mymodels.build")
+    sentence = str(raised.value)
+    assert "pass blocks=, hidden=, heads= to gpk.search" in sentence
+    card = model_card(count, ((32,), "int32"), "bf16", "adam", "m", blocks=4, hidden=64, heads=4)
+    assert card.activation_bytes == COUNT["kept_bytes"] / 4  # no block names: the whole over L
+
+
+def test_the_counting_entry_point_exists():
+    module, _, function = PLAN_COUNT_ENTRY.partition(":")
+    path = pathlib.Path(gpk.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    names = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+    assert function in names
