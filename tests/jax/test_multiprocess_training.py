@@ -79,3 +79,5 @@ def test_workers_listen_on_loopback_only(runs):
     assert "loopback only" in row.extra["network_isolation"]
     assert row.extra["network_interfaces"] == ["lo"]
     assert row.extra["listening"] and row.extra["reachable_from_network"] is False
+    loopback = ("127.", "[::1]", "[::ffff:127.")
+    assert all(address.startswith(loopback) for address in row.extra["listening"])

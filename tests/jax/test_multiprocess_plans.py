@@ -1,0 +1,58 @@
+"""Runs over several processes, planned: who takes `workers=`, the whole mesh, the row's devices,
+and which rows of each batch a worker feeds. No process is started."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.runs.scheduling.comparison_grid import plan_grid
+from gpu_parallel_kit.worker.jax.member import process_rows
+from tests.builders import small_mlp_experiment
+
+pytestmark = pytest.mark.usefixtures("fake_machine")
+
+
+def test_a_jax_run_over_workers_spans_every_workers_devices():
+    exp = small_mlp_experiment(backend="jax")
+    spec = exp.plan("tensor", 2, workers=2, mesh=(2, 2))
+    assert (spec.workers, spec.replicas, spec.mesh_shape) == (2, 4, (2, 2))
+    assert spec.several_processes and spec.result_identity()["devices"] == 4
+    assert exp.plan("fsdp", 1, workers=2).mesh_shape == (2, 1)
+    assert exp.plan("multiworker", 1, workers=2).mode == "fit"
+    assert not exp.plan("data", 2).several_processes
+
+
+@pytest.mark.parametrize(
+    ("backend", "strategy", "message"),
+    [
+        ("jax", "pipeline", "strategy='pipeline' does not run over several processes"),
+        ("jax", "single", "strategy='single' does not run over several processes"),
+        ("tensorflow", "data", "over processes on backend='jax'.*'multiworker' on"),
+    ],
+)
+def test_workers_where_a_strategy_cannot_spread_is_one_sentence(backend, strategy, message):
+    with pytest.raises(GpkError, match=message) as error:
+        small_mlp_experiment(backend=backend).plan(strategy, 2, workers=2)
+    assert "\n" not in str(error.value)
+
+
+def test_a_comparison_gives_workers_to_multiworker_rows_only():
+    exp = small_mlp_experiment(backend="jax")
+    specs = plan_grid(exp.plan, ["data", "multiworker"], [1, 2], {"workers": 2, "backend": "jax"})
+    workers = {(s.strategy, s.devices.count): s.workers for s in specs}
+    assert workers == {("data", 1): 1, ("data", 2): 1, ("multiworker", 1): 2}
+
+
+@pytest.mark.parametrize(
+    ("devices", "data", "expected"),
+    [
+        (2, 2, [slice(0, 16), slice(16, 32)]),  # data: each worker its half
+        (4, 2, [slice(0, 16), slice(16, 32)]),  # mesh 2x2: a data row per worker
+        (4, 4, [slice(0, 16), slice(16, 32)]),  # mesh 4x1: two data rows per worker
+        (2, 1, [slice(0, 32), slice(0, 32)]),  # mesh 1x2: the batch whole for both
+        (4, 1, [slice(0, 32), slice(0, 32)]),
+    ],
+)
+def test_each_worker_feeds_the_rows_its_devices_hold(devices, data, expected):
+    assert [process_rows(32, devices, data, 2, i) for i in (0, 1)] == expected
