@@ -1,4 +1,5 @@
-"""The `%gpk` line magic: devices, run, compare, panel, history, virtual and plan, as in the CLI.
+"""The `%gpk` line magic: devices, run, compare, panel, history, virtual, plan and search, as in
+the CLI.
 
 Each sub-command is a small function with its own `magic_arguments` parser: it parses, builds a
 `Request` (or calls the API directly), and displays what comes back. A bad argument or a plan the
@@ -24,6 +25,7 @@ from ..options.request import Request
 from ..runs.description.device_choice import list_devices, virtual_device_limit
 from ..runs.description.sources import model_source
 from ..store import history as run_history
+from .names import resolve_model
 from .options import (
     compare_options,
     help_option,
@@ -32,6 +34,7 @@ from .options import (
     projection_options,
     request_from,
     run_options,
+    search_options,
     training,
 )
 from .views import ShownComparison, show_run
@@ -161,6 +164,28 @@ def plan(shell: Any, args: argparse.Namespace) -> Any:
     return planned(args)
 
 
+@magic_arguments("gpk search")
+@help_option
+@search_options
+def search(shell: Any, args: argparse.Namespace) -> Any:
+    """Which data × fsdp × tensor × pipeline plan fits a cluster and is fastest (returns Plans).
+
+    The step is counted once for one sample, without allocating the weights, and kept for later
+    searches (gpk.search). `--inputs` names one sample in this notebook, or gives its shapes
+    (token_ids=2048:int32 padding_mask=2048:int32). Example, in a cell::
+
+        %gpk search build_gpt --inputs sample --device a100 --nodes 16 --global-batch 512
+    """
+    from ..options.search import keywords, sample_from_text  # noqa: PLC0415
+    from ..planning import search as search_plans  # noqa: PLC0415
+
+    options = keywords(args)
+    names = args.inputs or []
+    held = len(names) == 1 and names[0] in shell.user_ns
+    sample = shell.user_ns[names[0]] if held else sample_from_text(names)
+    return search_plans(resolve_model(args.model, shell.user_ns), sample, **options)
+
+
 COMMANDS: dict[str, Handler] = {
     "devices": devices,
     "run": run,
@@ -169,6 +194,7 @@ COMMANDS: dict[str, Handler] = {
     "history": history,
     "virtual": virtual,
     "plan": plan,
+    "search": search,
 }
 
 

@@ -18,6 +18,7 @@ from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.request import Request
 from ..options.request import request_from as request_with
+from ..options.search import SEARCH
 from ..options.table import COMPARE, HISTORY, RUN, TRAINING, Flag
 from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from .names import resolve_data, resolve_model, resolve_validation
@@ -89,6 +90,13 @@ def projection_options(func: Callable) -> Callable:
 def plan_options(func: Callable) -> Callable:
     """Decorator: the memory planner's options (`options/plan.py`)."""
     return _apply(func, _decorators(PLAN))
+
+
+def search_options(func: Callable) -> Callable:
+    """Decorator: the plan search's model (a name in this notebook) and options
+    (`options/search.py`); `--inputs` may also name one sample held in the notebook."""
+    model = argument("model", help="a function in this notebook that returns a Keras model")
+    return model(_apply(func, _decorators(SEARCH)))
 
 
 def history_options(func: Callable) -> Callable:
