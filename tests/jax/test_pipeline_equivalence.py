@@ -105,3 +105,15 @@ def test_micro_batches_auto_is_refused_on_jax(experiment):
     result = experiment.run("pipeline", 2, micro_batches="auto")
     assert result.status == "failed"
     assert "micro_batches='auto'" in result.reason and "micro_batches=4" in result.reason
+
+
+def test_one_comparison_holds_both_backends_pipelines(experiment):
+    cmp = experiment.compare(
+        ["pipeline"], [2], backend=["tensorflow", "jax"], schedule="1f1b", micro_batches=4
+    )
+    table = cmp.table
+    assert sorted(table["backend"]) == ["jax", "tensorflow"]
+    assert (table["status"] == "ok").all(), list(table["reason"])
+    # The same cut on both backends: the same bytes cross it, the same bubble is predicted.
+    assert table["comm_bytes"].nunique() == 1 and table["bubble_theoretical"].nunique() == 1
+    assert table["bubble_fraction"].notna().all()

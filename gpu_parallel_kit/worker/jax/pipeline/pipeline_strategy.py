@@ -54,8 +54,8 @@ class PipelineParallel(JaxStrategy):
                 "e.g. micro_batches=4, or use backend='tensorflow'"
             )
         self.stages: list[StageFunctions] = []
-        self.reports: list[StepReport] = []
-        self.figures: dict[str, Any] = {}
+        self.reports: list[StepReport] = []  # the training steps'
+        self.alone: list[StepReport] = []  # the passes with one task at a time, after training
 
     def describe(self) -> str:
         return "jax.device_put across the cuts (one compiled program per stage pass)"
@@ -127,7 +127,7 @@ class PipelineParallel(JaxStrategy):
             (s.trainable, s.non_trainable, s.optimizer_state, s.accumulated) for s in self.stages
         ]
         try:
-            alone = [
+            self.alone = [
                 self.runner.step(*self.first_batch, serial=True) for _ in range(SERIAL_REPEATS)
             ]
         finally:
@@ -136,22 +136,24 @@ class PipelineParallel(JaxStrategy):
                 stage.trainable, stage.non_trainable, stage.optimizer_state, stage.accumulated = (
                     state
                 )
-        self.figures = figures(
-            self.stages,
-            self.traced,
-            self.schedule,
-            self.reports + alone,
-            self.spec,
-            self.micro_batch,
-        )
-        return {"comm_time_s": self.figures.pop("comm_time_s")}
+        return {}
 
     def result_fields(
         self, model: keras.Model, measured: dict[str, Any] | None, step_time_s: float | None
     ) -> dict[str, Any]:
-        figures = dict(self.figures)
-        comm_time = (measured or {}).get("comm_time_s")
-        cut_bytes = figures.get("cut_bytes") or []
+        """The schedule's figures from the timed steps (and the passes alone, when measured:
+        the simulated view), the stages, and memory by part per device."""
+        self.runner.close()
+        found = figures(
+            self.stages,
+            self.traced,
+            self.schedule,
+            self.reports + self.alone,
+            self.spec,
+            self.micro_batch,
+        )
+        comm_time = found.pop("comm_time_s")
+        cut_bytes = found["cut_bytes"]
         return {
             "micro_batches": self.spec.micro_batches or 1,
             "comm_bytes": sum(cut_bytes) if cut_bytes else None,
@@ -160,7 +162,7 @@ class PipelineParallel(JaxStrategy):
             if step_time_s and comm_time is not None
             else None,
             "extra": {
-                **figures,
+                **found,
                 "stage_tasks": "compiled (jax.jit), backward recomputes forward"
                 if self.spec.recompute
                 else "compiled (jax.jit), forward keeps its VJP for the backward",
