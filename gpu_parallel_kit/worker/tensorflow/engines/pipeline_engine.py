@@ -8,7 +8,6 @@ over micro-batches, applied once per batch); BatchNormalization sees micro-batch
 from __future__ import annotations
 
 import contextlib
-import statistics
 from typing import Any
 
 import keras
@@ -19,17 +18,16 @@ from ....pipeline.schedules import (
     Task,
     build_schedule,
     device_of,
-    micro_batch_count,
     splits_backward,
 )
-from ....pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
 from ...keras_internals import compile_config
 from ...measuring.recorder import StepRecorder
+from ...pipeline_timeline import busy_and_idle, schedule_figures
 from ..keras_internals import compile_loss_class
 from .base import Engine
 from .curve import curve_and_choice, serial_curve
 from .stage_memory import activation_bytes_per_micro_batch, check_stages
-from .stage_runner import PipelineRunner, StepReport, TaskRecord, split, stage_tasks
+from .stage_runner import PipelineRunner, StepReport, split, stage_tasks
 from .stages import (
     Stage,
     TracedModel,
@@ -44,9 +42,6 @@ from .stages import (
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
 SERIAL_REPEATS = 3  # untimed-by-others passes whose task times feed the simulated view
-# The planned chart: a backward costs about two forwards; split, its halves one each.
-PLANNED_DURATION = {"F": 1.0, "B": 2.0}
-PLANNED_SPLIT_DURATION = {"F": 1.0, "B": 1.0, "W": 1.0}
 
 
 class PipelineEngine(Engine):
@@ -224,48 +219,15 @@ def _figures(
     spec: Any,
     sample: tf.Tensor,
 ) -> dict[str, Any]:
-    """Timeline, bubble (measured, simulated, theoretical), bytes across cuts, memory per stage."""
-    k, n = len(schedule), len(stages)  # devices, model stages (more when interleaved)
-    micro_batches = micro_batch_count(schedule)  # auto's choice too
+    """Timeline, bubble (measured, simulated, theoretical), bytes across cuts
+    (`worker/pipeline_timeline.py`), and memory per stage."""
+    n = len(stages)
     timed = [r.tasks for r in reports if r.tasks and not r.serial]
-    measured = [_records_as_dicts(tasks, step) for step, tasks in enumerate(timed)]
-    alone = [r for r in reports if r.serial]
-    durations = _median_durations([r.tasks for r in alone])
-    simulated = simulate(schedule, lambda t: durations[(t.stage, t.kind)]) if alone else []
-    updates = [statistics.median(r.update_s[d] for r in alone) for d in range(k)] if alone else []
-    planned_cost = PLANNED_SPLIT_DURATION if splits_backward(schedule) else PLANNED_DURATION
-    chunk = 1.0 / spec.virtual_stages  # an interleaved chunk is 1/v of a device's share
-    planned = simulate(schedule, lambda t: planned_cost[t.kind] * chunk)
-    measured_bubbles = [_measured_bubble(tasks, k) for tasks in timed]
     activation_bytes = activation_bytes_per_micro_batch(stages, traced, sample)
     trained = [r for r in reports if not r.serial]
     peak_live = [max(r.peak_live[s] for r in trained) for s in range(n)] if trained else [0] * n
     return {
-        "timeline": [row for step in measured for row in step],
-        "planned_timeline": [_timed_as_dict(t) for t in planned],
-        "simulated_timeline": [_timed_as_dict(t) for t in simulated],
-        "bubble_fraction": statistics.median(measured_bubbles) if measured_bubbles else None,
-        "bubble_simulated": bubble_fraction(simulated, k) if simulated else None,
-        "bubble_theoretical": theoretical_bubble(
-            spec.schedule, k, micro_batches, spec.virtual_stages
-        ),
-        "virtual_stages": spec.virtual_stages,
-        # Each device applies its stages' updates after its last task: the step ends with the
-        # last update.
-        "simulated_step_time_s": max(
-            max(t.end for t in simulated if t.device == d) + updates[d] for d in range(k)
-        )
-        if simulated
-        else None,
-        "cut_bytes": trained[-1].cut_bytes if trained else [],
-        "cut_time_s": _cut_times(timed, n),
-        **_overheads([r for r in reports if r.tasks and not r.serial], alone),
-        # Copies across cuts only: stage 0's copy of its input is feeding, not communication.
-        "comm_time_s": statistics.median(
-            sum(t.transfer_s for t in tasks if (t.stage, t.kind) != (0, "F")) for tasks in timed
-        )
-        if timed
-        else None,
+        **schedule_figures(schedule, reports, spec),
         "stages": [
             {
                 "stage": s.index,
@@ -277,107 +239,8 @@ def _figures(
                 "variable_devices": sorted(variable_devices(s)),
                 "peak_live_micro_batches": peak_live[s.index],
                 "activation_bytes_held": peak_live[s.index] * activation_bytes[s.index],
-                **_busy_and_idle(timed, s.index),
+                **busy_and_idle(timed, s.index),
             }
             for s in stages
         ],
     }
-
-
-def _overheads(trained: list[StepReport], alone: list[StepReport]) -> dict[str, float | None]:
-    """What the engine costs beyond the work: per task, its time minus the time inside its
-    forward or backward call and minus its copies across the cut (median over the tasks of the
-    timed steps, and of the serial passes where each task ran alone); per step, the time outside
-    every task (splitting the batch, waiting, the updates), and the work alone (the serial
-    passes' task times and, of that, the calls'), medians over the steps."""
-
-    def per_task(reports: list[StepReport]) -> float | None:
-        values = [t.end - t.start - t.call_s - t.transfer_s for r in reports for t in r.tasks]
-        return statistics.median(values) if values else None
-
-    def outside(report: StepReport) -> float:
-        span = max(t.end for t in report.tasks) - min(t.start for t in report.tasks)
-        return report.duration_s - span
-
-    return {
-        "task_overhead_s": per_task(trained),
-        "task_overhead_alone_s": per_task(alone),
-        "outside_tasks_s": statistics.median(outside(r) for r in trained) if trained else None,
-        "work_alone_s": statistics.median(sum(t.end - t.start for t in r.tasks) for r in alone)
-        if alone
-        else None,
-        "calls_alone_s": statistics.median(sum(t.call_s for t in r.tasks) for r in alone)
-        if alone
-        else None,
-    }
-
-
-def _busy_and_idle(timed: list[list[TaskRecord]], stage: int) -> dict[str, float | None]:
-    """Median over the timed steps of the stage's working time and of the rest of the step."""
-    if not timed:
-        return {"busy_s": None, "idle_s": None}
-    busy = [sum(t.end - t.start for t in tasks if t.stage == stage) for tasks in timed]
-    spans = [max(t.end for t in tasks) - min(t.start for t in tasks) for tasks in timed]
-    return {
-        "busy_s": statistics.median(busy),
-        "idle_s": statistics.median(span - b for span, b in zip(spans, busy, strict=True)),
-    }
-
-
-def _cut_times(timed: list[list[TaskRecord]], stages: int) -> list[float | None]:
-    """Per cut, the median per step of the time spent copying across it: activations into the
-    next stage's forwards, gradients into this stage's backwards."""
-    if not timed:
-        return [None] * (stages - 1)
-    return [
-        statistics.median(
-            sum(t.transfer_s for t in tasks if (t.stage, t.kind) in ((cut + 1, "F"), (cut, "B")))
-            for tasks in timed
-        )
-        for cut in range(stages - 1)
-    ]
-
-
-KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight"}
-
-
-def _records_as_dicts(tasks: list[TaskRecord], step: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "step": step,
-            "device": t.stage if t.device is None else t.device,
-            "stage": t.stage,
-            "micro_batch": t.micro_batch,
-            "kind": KIND_NAMES[t.kind],
-            "start": t.start,
-            "end": t.end,
-            "transfer_s": t.transfer_s,  # the copy across the cut that began the task
-        }
-        for t in tasks
-    ]
-
-
-def _timed_as_dict(task) -> dict[str, Any]:
-    return {
-        "device": task.device,
-        "stage": task.stage,
-        "micro_batch": task.micro_batch,
-        "kind": KIND_NAMES[task.kind],
-        "start": task.start,
-        "end": task.end,
-    }
-
-
-def _median_durations(timed: list[list[TaskRecord]]) -> dict[tuple[int, str], float]:
-    samples: dict[tuple[int, str], list[float]] = {}
-    for tasks in timed:
-        for t in tasks:
-            samples.setdefault((t.stage, t.kind), []).append(t.end - t.start)
-    return {key: statistics.median(values) for key, values in samples.items()}
-
-
-def _measured_bubble(tasks: list[TaskRecord], stages: int) -> float:
-    """Idle share of the devices over the step, from the real task times."""
-    span = max(t.end for t in tasks) - min(t.start for t in tasks)
-    busy = sum(t.end - t.start for t in tasks)
-    return max(0.0, 1.0 - busy / (stages * span)) if span > 0 else 0.0
