@@ -141,3 +141,15 @@ def test_a_model_that_cannot_be_cut_is_one_sentence(model, devices, said):
     result = small_experiment(model, steps_per_epoch=2, backend="jax").run("pipeline", devices)
     assert result.status == "failed" and said in result.reason, result.reason
     assert "\n" not in result.reason and "Traceback" not in result.reason
+
+
+def test_a_model_over_the_per_device_budget_fits_once_split():
+    budget = 3 * 2**19  # 1.5 MiB: under the whole model's 3.2 MiB of states, over a stage's
+    experiment = small_experiment(builders.wide_mlp, steps_per_epoch=2, backend="jax")
+    single, split = experiment.compare(["single", "pipeline"], [4], memory_budget=budget).results
+    assert single.status == "oom"
+    assert split.status == "ok", split.reason
+    devices = split.extra["memory"]["devices"]
+    assert len(devices) == 4
+    assert max(sum(parts.values()) for parts in devices.values()) <= budget
+    assert sum(split.extra["state_bytes"].values()) > budget  # the whole would not have fit

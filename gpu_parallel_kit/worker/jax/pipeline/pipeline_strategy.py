@@ -22,6 +22,7 @@ import keras
 from ....errors import GpkError
 from ....pipeline.microbatch import is_auto
 from ....pipeline.schedules import build_schedule, device_of
+from ...budget import check_budget
 from ...keras_internals import compile_config, compile_loss_class
 from ...layer_graph import TracedModel, stage_starts, trace
 from ...measuring.recorder import StepRecorder
@@ -88,14 +89,8 @@ class PipelineParallel(JaxStrategy):
         self.schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
         self.state_bytes = _state_bytes(self.stages)
         self.micro_batch = sample
-        if spec.memory_budget is not None:
-            from ...budget import check_budget  # noqa: PLC0415
-
-            check_budget(
-                stage_memory(self.stages, traced, self.schedule, sample),
-                spec.memory_budget,
-                "split the model over more devices",
-            )
+        # Each device's stages against the budget, before the first step compiles anything.
+        check_budget(stage_memory(self.stages, traced, self.schedule, sample), spec.memory_budget)
         self.runner = ScheduleRunner(self.stages, self.schedule, micro_batches, _feeder(traced))
         self.first_batch = (first_x, first_y)
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))

@@ -18,6 +18,9 @@ other half of each. See `docs/strategies/pipeline.md`.
 
 from __future__ import annotations
 
+import functools
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +33,30 @@ from ....pipeline.graph import StageCut
 from ...layer_graph import ELSEWHERE, TracedModel
 
 LossFn = Callable[[Any, dict[str, Any]], Any]
+
+
+def _layers_named(task: Callable) -> Callable:
+    """A stage's pass that fails in Python while its layers are traced or differentiated
+    refuses the model in one sentence naming them; the error itself goes to the worker's
+    stderr. JAX's runtime errors (out of memory among them) pass unchanged."""
+
+    @functools.wraps(task)
+    def run(self, *args: Any) -> Any:
+        try:
+            return task(self, *args)
+        except (GpkError, jax.errors.JaxRuntimeError, MemoryError):
+            raise
+        except Exception as error:  # noqa: BLE001 - named below, its text kept on stderr
+            traceback.print_exc(file=sys.stderr)
+            first, last = self.cut.calls[0], self.cut.calls[-1]
+            layers = f"layer {first!r}" if first == last else f"layers {first!r} to {last!r}"
+            raise GpkError(
+                f"stage {self.index}'s {layers} cannot be run as a pipeline stage on JAX "
+                f"({type(error).__name__} in its {task.__name__} pass), so the model cannot be "
+                f"cut into stages; use {ELSEWHERE}"
+            ) from None
+
+    return run
 
 
 class StageFunctions:
@@ -172,6 +199,7 @@ class StageFunctions:
 
     # The tasks the runner calls, on values already on this stage's device.
 
+    @_layers_named
     def forward(self, received: dict[str, Any], y: Any) -> tuple[dict[str, Any], Any, Any]:
         """(what crosses out of the stage by name, the objective, what the backward needs);
         the stage's statistics advance once, here."""
@@ -190,6 +218,7 @@ class StageFunctions:
         """What crosses out: its computed tensors and those it passes through."""
         return {n: computed[n] if n in computed else received[n] for n in self.cut.sent}
 
+    @_layers_named
     def backward(self, saved: Any, upstream: dict[str, Any], kind: str) -> tuple[Any, Any]:
         """The gradients of what the stage received, by name, to send upstream (None for W);
         its weights' gradients join the sum (not for B of a split backward). `kind`: "BW" the
@@ -234,13 +263,3 @@ class StageFunctions:
 def _floating(traced: TracedModel, name: str) -> bool:
     dtype = keras.backend.standardize_dtype(traced.tensors[name].dtype)
     return jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
-
-
-def refuse_layers(index: int, cut: StageCut, error: Exception) -> GpkError:
-    """The sentence for a stage whose layers cannot run statelessly under jax.jit."""
-    calls = cut.calls
-    layers = f"layer {calls[0]!r}" if len(calls) == 1 else f"layers {calls[0]!r} to {calls[-1]!r}"
-    return GpkError(
-        f"stage {index}'s {layers} cannot be run as a pipeline stage on JAX "
-        f"({type(error).__name__} there), so the model cannot be cut into stages; use {ELSEWHERE}"
-    )
