@@ -1,4 +1,5 @@
-"""Runs over several processes: the `workers` option and who takes it.
+"""Runs over several processes: the `workers` option, who takes it, and which rows of each
+batch a worker feeds.
 
 `multiworker` always runs in processes of its own. On JAX, `data`, `fsdp` and `tensor` take
 `workers=` too (`Strategy.over_processes`): W local processes, each with the run's devices, form
@@ -63,3 +64,19 @@ def check_workers(record: Strategy, backend: str, workers: Any) -> None:
         f"strategy={record.name!r} does not run over several processes (workers={workers}); "
         "drop workers=, or use 'data', 'fsdp' or 'tensor' with backend='jax'"
     )
+
+
+def process_rows(global_batch: int, devices: int, data: int, workers: int, index: int) -> slice:
+    """The rows of each global batch that worker `index` feeds: those of the data-axis positions
+    its devices hold, on a (data, devices / data) mesh laid out in worker order.
+
+    >>> process_rows(8, devices=4, data=4, workers=2, index=1)
+    slice(4, 8, None)
+    >>> process_rows(8, devices=4, data=1, workers=2, index=1)  # the batch replicated
+    slice(0, 8, None)
+    """
+    model = devices // data
+    local = devices // workers
+    first, last = (index * local) // model, ((index + 1) * local - 1) // model
+    share = global_batch // data
+    return slice(first * share, (last + 1) * share)

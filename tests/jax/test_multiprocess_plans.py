@@ -7,7 +7,7 @@ import pytest
 
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.runs.scheduling.comparison_grid import plan_grid
-from gpu_parallel_kit.worker.jax.member import process_rows
+from gpu_parallel_kit.strategies.processes import process_rows
 from tests.builders import small_mlp_experiment
 
 pytestmark = pytest.mark.usefixtures("fake_machine")

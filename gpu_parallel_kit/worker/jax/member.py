@@ -26,6 +26,7 @@ from jax.experimental import multihost_utils  # noqa: E402
 from ...cluster.network import listening_report  # noqa: E402
 from ...runs.description.run_spec import RunSpec  # noqa: E402
 from ...runs.results.run_result import RunResult  # noqa: E402
+from ...strategies.processes import process_rows  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
 from .device_setup import configure_jax_devices, device_names, peak_memory, with_flag  # noqa: E402
 from .feed import OrderedBatches  # noqa: E402
@@ -74,22 +75,6 @@ def join(coordinator: str, workers: int, index: int) -> None:
         heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S,
         shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S,
     )
-
-
-def process_rows(global_batch: int, devices: int, data: int, workers: int, index: int) -> slice:
-    """The rows of each global batch that worker `index` feeds: those of the data-axis positions
-    its devices hold, on a (data, devices / data) mesh laid out in worker order.
-
-    >>> process_rows(8, devices=4, data=4, workers=2, index=1)
-    slice(4, 8, None)
-    >>> process_rows(8, devices=4, data=1, workers=2, index=1)  # the batch replicated
-    slice(0, 8, None)
-    """
-    model = devices // data
-    local = devices // workers
-    first, last = (index * local) // model, ((index + 1) * local - 1) // model
-    share = global_batch // data
-    return slice(first * share, (last + 1) * share)
 
 
 class ProcessRun(JaxRun):
