@@ -62,8 +62,8 @@ PIPELINE_OPTIONS = (
         "recompute",
         bool,
         True,
-        "compiled stage tasks whose backward recomputes the forward; off: stage tasks run "
-        "eagerly, each forward's tape kept for its backward",
+        "compiled stage tasks whose backward recomputes the forward; off: each forward keeps "
+        "what its backward needs (TensorFlow: eager tasks and their tape; JAX: the VJP)",
     ),
 )
 

@@ -64,6 +64,9 @@ class PipelineParallel(JaxStrategy):
     def prepare(self, model: keras.Model) -> None:
         """The stages are cut, placed and checked against the memory budget in `train`."""
 
+    def prepare_measurement(self, model: keras.Model) -> None:
+        """Nothing to read off the whole model: each stage reports its own figures."""
+
     def train(
         self, model: keras.Model, batches: Any, steps_per_epoch: int, recorder: StepRecorder
     ) -> None:
