@@ -24,7 +24,8 @@ MAGIC_ONLY = {"model", "--data", "--validation"}
 def _cli(command: str) -> argparse.ArgumentParser:
     parser = build_parser(
         dict.fromkeys(
-            ["", "devices", "run", "compare", "demo", "history", "worker", "plan"], lambda args: 0
+            ["", "devices", "run", "compare", "demo", "history", "worker", "plan", "search"],
+            lambda args: 0,
         )
     )
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
