@@ -108,8 +108,8 @@ def tensor_bytes(tensor: keras.KerasTensor) -> int:
 
 
 def array_devices(stage: Any) -> set[str]:
-    """Where the stage's weights, statistics and optimizer state really are."""
-    arrays = [*stage.trainable, *stage.non_trainable, *stage.optimizer_state]
+    """Where the stage's weights, statistics, gradient sums and optimizer state really are."""
+    arrays = [*stage.trainable, *stage.non_trainable, *stage.accumulated, *stage.optimizer_state]
     return {name for a in arrays for name in device_names(list(a.devices()))}
 
 

@@ -102,16 +102,11 @@ class StageFunctions:
         self.floating = {n for n in (*cut.received, *cut.computed) if _floating(traced, n)}
         # Stage 0's inputs are the data: nothing upstream wants their gradient.
         self.differentiated = tuple(n for n in cut.used if n in self.floating and index > 0)
-        self._zeros = jax.jit(lambda tree: jax.tree.map(jnp.zeros_like, tree))
-        self.accumulated = self._zeros(self.trainable)
-        self._forward = jax.jit(self._forward_values)
-        self._kept_forward = jax.jit(self._forward_and_pullback)
-        self._backward = {
-            kind: jax.jit(self._recomputed_backward(kind)) for kind in ("BW", "B", "W")
-        }
-        self._kept_backward = {
-            kind: jax.jit(self._kept_pullback(kind)) for kind in ("BW", "B", "W")
-        }
+        self.accumulated = [jnp.zeros_like(v) for v in self.trainable]
+        # Compiled when first called, once each: a stage runs one micro-batch shape.
+        self._forward = jax.jit(self._forward_values if recompute else self._forward_and_pullback)
+        backward = self._recomputed_backward if recompute else self._kept_pullback
+        self._backward = {kind: jax.jit(backward(kind)) for kind in ("BW", "B", "W")}
         self._apply = jax.jit(self._update)
 
     def _placed(self, variables: list[Any]) -> list[jax.Array]:
@@ -204,13 +199,9 @@ class StageFunctions:
         """(what crosses out of the stage by name, the objective, what the backward needs);
         the stage's statistics advance once, here."""
         before = self.non_trainable
-        if self.recompute:
-            computed, objective, state = self._forward(self.trainable, before, received, y)
-            saved: Any = (before, received, y)
-        else:
-            computed, objective, state, saved = self._kept_forward(
-                self.trainable, before, received, y
-            )
+        computed, objective, state, *kept = self._forward(self.trainable, before, received, y)
+        # Recomputed: the inputs and the statistics the forward began from; else the pullback.
+        saved = (before, received, y) if self.recompute else kept[0]
         self.non_trainable = state
         return self.sent(received, computed), objective, saved
 
@@ -225,16 +216,8 @@ class StageFunctions:
         whole backward, "B" the received tensors' half, "W" the weights'. Returns (gradients to
         send, what W needs)."""
         computed_upstream = {n: g for n, g in upstream.items() if n in self.cut.computed}
-        if self.recompute:
-            before, received, y = saved
-            grads, summed = self._backward[kind](
-                self.trainable, before, received, y, computed_upstream, self.accumulated
-            )
-        else:
-            pullback, outputs = saved
-            grads, summed = self._kept_backward[kind](
-                pullback, outputs, computed_upstream, self.accumulated
-            )
+        head = (self.trainable, *saved) if self.recompute else saved
+        grads, summed = self._backward[kind](*head, computed_upstream, self.accumulated)
         if summed is not None:
             self.accumulated = summed
         if grads is None:
@@ -254,7 +237,7 @@ class StageFunctions:
         )
 
     def copy_back(self) -> None:
-        """The trained values into the user's variables (and the optimizer's own copy)."""
+        """The trained weights and statistics into the user's own variables."""
         values = [*self.trainable, *self.non_trainable]
         for variable, value in zip(self.variables, values, strict=True):
             variable.assign(jax.device_get(value))
