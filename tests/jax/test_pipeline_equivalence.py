@@ -101,10 +101,18 @@ def test_timeline_bubble_bytes_and_memory_are_reported(experiment):
     assert row["schedule"] == "gpipe" and row["bubble_theoretical"] == pytest.approx(3 / 7)
 
 
-def test_micro_batches_auto_is_refused_on_jax(experiment):
-    result = experiment.run("pipeline", 2, micro_batches="auto")
-    assert result.status == "failed"
-    assert "micro_batches='auto'" in result.reason and "micro_batches=4" in result.reason
+def test_auto_chooses_m_from_the_curve_measured_on_jax(experiment, reference, tmp_path):
+    path = tmp_path / "auto.npz"
+    result = experiment.run(
+        "pipeline", 4, schedule="zb-h1", micro_batches="auto", save_weights=str(path)
+    )
+    assert result.ok, result.reason
+    choice = result.extra["microbatch_choice"]
+    assert choice["auto"] and result.micro_batches == choice["micro_batches"]
+    sizes = {point["size"] for point in result.extra["microbatch_curve"]["points"]}
+    assert result.global_batch in sizes and len(sizes) > 1  # the whole batch and M's shares
+    # Whichever M it chose, the gradients are the global batch's: one device's weights.
+    assert largest_difference(saved_weights(path), reference) <= TOLERANCE
 
 
 def test_one_comparison_holds_both_backends_pipelines(experiment):

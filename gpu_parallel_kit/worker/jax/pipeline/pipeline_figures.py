@@ -4,6 +4,7 @@ its memory by part per device, beside the schedule's figures (`worker/pipeline_t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -53,11 +54,14 @@ def figures(
     return found
 
 
-def stage_memory(stages: list[Any], traced: Any, schedule: Schedule, sample: Any) -> dict:
+def stage_memory(
+    stages: list[Any], traced: Any, schedule: Schedule | None = None, sample: Any = None
+) -> dict:
     """Each device's parts under the pipeline: its stages' arrays and optimizer state
     (measured), one gradient sum per weight (measured: the arrays the stage keeps), and the
-    activations of the micro-batches its schedule keeps in flight at most (modelled)."""
-    per_micro_batch = activation_bytes(stages, traced, sample)
+    activations of the micro-batches its schedule keeps in flight at most (modelled; not known
+    before the micro-batches are chosen, without a `schedule`)."""
+    per_micro_batch = activation_bytes(stages, traced, sample) if schedule else []
     devices: dict[str, dict[str, float]] = {}
     for stage in stages:
         parts = devices.setdefault(
@@ -67,6 +71,9 @@ def stage_memory(stages: list[Any], traced: Any, schedule: Schedule, sample: Any
         parts["params_bytes"] += _nbytes([*stage.trainable, *stage.non_trainable])
         parts["grads_bytes"] += _nbytes(stage.accumulated)
         parts["optimizer_bytes"] += _nbytes(stage.optimizer_state)
+        if schedule is None:
+            parts["activations_bytes"] = math.nan
+            continue
         tasks = [t for device in schedule for t in device if t.stage == stage.index]
         parts["activations_bytes"] += float(
             max_live_micro_batches(tasks) * per_micro_batch[stage.index]
@@ -80,6 +87,8 @@ def stage_memory(stages: list[Any], traced: Any, schedule: Schedule, sample: Any
             "activations_bytes": (
                 "modelled: each stage's layer outputs for the micro-batches its schedule keeps "
                 "in flight at most"
+                if schedule is not None
+                else "not known before the micro-batches are chosen"
             ),
         },
     }

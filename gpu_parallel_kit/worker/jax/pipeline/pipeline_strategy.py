@@ -20,13 +20,15 @@ import jax
 import keras
 
 from ....errors import GpkError
-from ....pipeline.microbatch import is_auto
-from ....pipeline.schedules import build_schedule, device_of
+from ....pipeline.microbatch import Choice, Curve, candidates, is_auto
+from ....pipeline.schedules import build_schedule, device_of, micro_batch_count, splits_backward
 from ...budget import check_budget
 from ...keras_internals import compile_config, compile_loss_class
 from ...layer_graph import TracedModel, stage_starts, trace
 from ...measuring.recorder import StepRecorder
+from ...microbatch_choice import serial_curve
 from ..strategies import JaxStrategy
+from .measured_curve import choose_micro_batches
 from .pipeline_figures import figures, stage_memory, tensor_bytes
 from .schedule_runner import ScheduleRunner, StepReport, split
 from .stage_functions import StageFunctions
@@ -49,14 +51,11 @@ class PipelineParallel(JaxStrategy):
 
     def __init__(self, spec: Any, devices: list[Any]) -> None:
         super().__init__(spec, devices)
-        if is_auto(spec.micro_batches):
-            raise GpkError(
-                "micro_batches='auto' is measured on TensorFlow only for now; give a number, "
-                "e.g. micro_batches=4, or use backend='tensorflow'"
-            )
-        self.stages: list[StageFunctions] = []
         self.reports: list[StepReport] = []  # the training steps'
         self.alone: list[StepReport] = []  # the passes with one task at a time, after training
+        self.stages: list[StageFunctions] = []
+        self.curve: Curve | None = None  # the micro-batch curve, where M was chosen from one
+        self.choice: Choice | None = None
 
     def describe(self) -> str:
         return "jax.device_put across the cuts (one compiled program per stage pass)"
@@ -70,37 +69,16 @@ class PipelineParallel(JaxStrategy):
     def train(
         self, model: keras.Model, batches: Any, steps_per_epoch: int, recorder: StepRecorder
     ) -> None:
-        """Cut the model, place the stages, then every step of every epoch in schedule order;
-        the trained weights end in the user's model."""
-        spec = self.spec
-        recorder.before_timing()  # balance="time" is timed before the first step
-        traced = trace(model)
-        first_x, first_y = batches[0]
-        micro_batches = spec.micro_batches or 1
-        k, chunks = len(self.devices), spec.virtual_stages
-        sample = split(first_x, micro_batches)[0]
-        starts = stage_starts(
-            traced,
-            k,
-            chunks,
-            spec.balance,
-            lambda: call_times(traced, sample),
-            tensor_bytes,
-        )
-        self.traced = traced
-        self.stages = _stages(model, traced, starts, self.devices, micro_batches, spec.recompute)
-        self.schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
-        self.state_bytes = _state_bytes(self.stages)
-        self.micro_batch = sample
-        # Each device's stages against the budget, before the first step compiles anything.
-        check_budget(stage_memory(self.stages, traced, self.schedule, sample), spec.memory_budget)
-        self.runner = ScheduleRunner(self.stages, self.schedule, micro_batches, _feeder(traced))
-        self.first_batch = (first_x, first_y)
-        timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
+        """Cut the model, place the stages, choose M where asked, then every step of every
+        epoch in schedule order; the trained weights end in the user's model."""
+        recorder.before_timing()  # the curve and balance="time" are timed before the first step
+        self.first_batch = batches[0]
         try:
+            self._place(model)
+            timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
             recorder.train_begin()
             step_index = 0
-            for epoch in range(spec.training.epochs):
+            for epoch in range(self.spec.training.epochs):
                 recorder.epoch_begin()
                 losses = []
                 for step in range(steps_per_epoch):
@@ -114,6 +92,37 @@ class PipelineParallel(JaxStrategy):
         finally:
             for stage in self.stages:
                 stage.copy_back()
+
+    def _place(self, model: keras.Model) -> None:
+        """The stages cut and placed, held against the memory budget (their states, then with
+        the activations the schedule keeps in flight), M chosen, the runner made."""
+        spec, (first_x, first_y) = self.spec, self.first_batch
+        traced = self.traced = trace(model)
+        feed = _feeder(traced)
+        auto = is_auto(spec.micro_batches)
+        micro_batches = 1 if auto else spec.micro_batches or 1
+        k, chunks = len(self.devices), spec.virtual_stages
+        sample = split(first_x, micro_batches)[0]  # auto: balanced on the whole batch
+        starts = stage_starts(
+            traced, k, chunks, spec.balance, lambda: call_times(traced, sample), tensor_bytes
+        )
+        self.stages = _stages(model, traced, starts, self.devices, micro_batches, spec.recompute)
+        self.state_bytes = _state_bytes(self.stages)
+        check_budget(stage_memory(self.stages, traced), spec.memory_budget)  # before any timing
+        first = candidates(spec.schedule, k, spec.global_batch, chunks)[0]
+        split_backward = splits_backward(build_schedule(spec.schedule, k, first, chunks))
+        self.curve, self.choice = choose_micro_batches(
+            spec, self.stages, feed, first_x, first_y, split_backward
+        )
+        if self.choice is not None:
+            micro_batches = self.choice.micro_batches
+        for stage in self.stages:
+            stage.set_micro_batches(micro_batches)
+        self.schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
+        self.micro_batch = split(first_x, micro_batches)[0]
+        memory = stage_memory(self.stages, traced, self.schedule, self.micro_batch)
+        check_budget(memory, spec.memory_budget)
+        self.runner = ScheduleRunner(self.stages, self.schedule, micro_batches, feed)
 
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Any:
         """Each task alone, a few times, on the first batch (the simulated view), then the
@@ -152,8 +161,14 @@ class PipelineParallel(JaxStrategy):
         )
         comm_time = found.pop("comm_time_s")
         cut_bytes = found["cut_bytes"]
+        curve, choice = self.curve, self.choice
+        if curve is None and self.alone:  # one micro-batch, nothing chosen: the passes' curve
+            curve, choice = serial_curve(self.spec, self.alone, cut_bytes)
+        if curve is not None:
+            found["microbatch_curve"] = curve.to_dict()
+            found["microbatch_choice"] = choice.to_dict()
         return {
-            "micro_batches": self.spec.micro_batches or 1,
+            "micro_batches": micro_batch_count(self.schedule),  # auto's choice, or the user's M
             "comm_bytes": sum(cut_bytes) if cut_bytes else None,
             "comm_time_s": comm_time,
             "comm_share": comm_time / step_time_s

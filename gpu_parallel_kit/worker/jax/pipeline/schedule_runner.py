@@ -204,7 +204,7 @@ class ScheduleRunner:
                 out, objective, saved[key] = stage.forward(received, y)
                 live = sum(1 for s, _ in [*saved, *later] if s == task.stage)
                 result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
-                size = _nbytes(incoming) if task.stage else 0
+                size = nbytes(incoming) if task.stage else 0
                 result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
                 if task.stage == last:
                     result.losses.append(objective)
@@ -227,7 +227,7 @@ class ScheduleRunner:
                 out, for_weight = stage.backward(kept, upstream, whole)
                 if self.split:
                     later[key] = for_weight
-                size = _nbytes(incoming)
+                size = nbytes(incoming)
                 result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0) + size
                 if task.stage > 0:
                     mailbox.put(("grad", task.stage - 1, task.micro_batch), out)
@@ -284,5 +284,5 @@ def split(batch: Any, parts: int) -> list[Any]:
     return [jax.tree.unflatten(structure, [pieces[i] for pieces in flat]) for i in range(parts)]
 
 
-def _nbytes(tensors: dict[str, Any]) -> int:
+def nbytes(tensors: dict[str, Any]) -> int:
     return sum(int(np.prod(t.shape)) * t.dtype.itemsize for t in tensors.values())

@@ -71,7 +71,7 @@ class StageFunctions:
         loss_fn: (targets, the values by tensor name) -> the micro-batch's mean loss, on the
             last stage; None elsewhere.
         micro_batches: M; each micro-batch's objective is divided by it, so the gradients summed
-            over the micro-batches are those of the global batch's mean.
+            over the micro-batches are those of the global batch's mean (`set_micro_batches`).
         recompute: whether the backward recomputes the forward (else the forward keeps its VJP).
     """
 
@@ -87,7 +87,8 @@ class StageFunctions:
         recompute: bool,
     ) -> None:
         self.index, self.device, self.cut = index, device, cut
-        self.loss_fn, self.micro_batches, self.recompute = loss_fn, micro_batches, recompute
+        self.loss_fn, self.recompute = loss_fn, recompute
+        self.set_micro_batches(micro_batches)
         self.model = keras.Model(
             [traced.tensors[t] for t in cut.used],
             [traced.tensors[t] for t in cut.computed],
@@ -109,6 +110,12 @@ class StageFunctions:
         self._backward = {kind: jax.jit(backward(kind)) for kind in ("BW", "B", "W")}
         self._apply = jax.jit(self._update)
 
+    def set_micro_batches(self, micro_batches: int) -> None:
+        """The M each micro-batch's objective is divided by: an argument of the compiled
+        passes, so the micro-batch curve's traces serve training at the M it chooses."""
+        self.micro_batches = micro_batches
+        self.m = jax.device_put(jnp.float32(micro_batches), self.device)
+
     def _placed(self, variables: list[Any]) -> list[jax.Array]:
         return [jax.device_put(v.value, self.device) for v in variables]
 
@@ -119,7 +126,7 @@ class StageFunctions:
 
     # The pure functions, traced once each by jax.jit.
 
-    def _objective(self, trainable, non_trainable, received, y):
+    def _objective(self, trainable, non_trainable, received, y, m):
         """((floating computed tensors, own objective), (other computed tensors, new state))."""
         inputs = [received[n] for n in self.cut.used]
         outputs, state, losses = self.model.stateless_call(
@@ -129,27 +136,27 @@ class StageFunctions:
         objective = sum((jnp.sum(loss) for loss in losses), jnp.float32(0.0))
         if self.loss_fn is not None:
             objective = objective + self.loss_fn(y, {**received, **computed})
-        objective = objective / self.micro_batches
+        objective = objective / m
         floating = [computed[n] for n in self.cut.computed if n in self.floating]
         others = [computed[n] for n in self.cut.computed if n not in self.floating]
         return (floating, objective), (others, state)
 
-    def _pullback(self, trainable, non_trainable, received, y):
+    def _pullback(self, trainable, non_trainable, received, y, m):
         def differentiable(trainable, wrt):
-            return self._objective(trainable, non_trainable, {**received, **wrt}, y)
+            return self._objective(trainable, non_trainable, {**received, **wrt}, y, m)
 
         wrt = {n: received[n] for n in self.differentiated}
         return jax.vjp(differentiable, trainable, wrt, has_aux=True)
 
-    def _forward_values(self, trainable, non_trainable, received, y):
+    def _forward_values(self, trainable, non_trainable, received, y, m):
         (floating, objective), (others, state) = self._objective(
-            trainable, non_trainable, received, y
+            trainable, non_trainable, received, y, m
         )
         return self._computed(floating, others), objective, state
 
-    def _forward_and_pullback(self, trainable, non_trainable, received, y):
+    def _forward_and_pullback(self, trainable, non_trainable, received, y, m):
         (floating, objective), pullback, (others, state) = self._pullback(
-            trainable, non_trainable, received, y
+            trainable, non_trainable, received, y, m
         )
         return self._computed(floating, others), objective, state, (pullback, (floating, objective))
 
@@ -169,8 +176,8 @@ class StageFunctions:
         return grads, jnp.ones_like(objective)
 
     def _recomputed_backward(self, kind: str):
-        def backward(trainable, non_trainable, received, y, upstream, accumulated):
-            outputs, pullback, _ = self._pullback(trainable, non_trainable, received, y)
+        def backward(trainable, non_trainable, received, y, m, upstream, accumulated):
+            outputs, pullback, _ = self._pullback(trainable, non_trainable, received, y, m)
             return self._gradients(kind, pullback, self._cotangent(outputs, upstream), accumulated)
 
         return backward
@@ -199,9 +206,10 @@ class StageFunctions:
         """(what crosses out of the stage by name, the objective, what the backward needs);
         the stage's statistics advance once, here."""
         before = self.non_trainable
-        computed, objective, state, *kept = self._forward(self.trainable, before, received, y)
+        m = self.m
+        computed, objective, state, *kept = self._forward(self.trainable, before, received, y, m)
         # Recomputed: the inputs and the statistics the forward began from; else the pullback.
-        saved = (before, received, y) if self.recompute else kept[0]
+        saved = (before, received, y, m) if self.recompute else kept[0]
         self.non_trainable = state
         return self.sent(received, computed), objective, saved
 

@@ -16,8 +16,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from ....pipeline.microbatch import Choice, Curve, CurvePoint, candidates, choose, is_auto, sizes
+from ....pipeline.microbatch import Choice, Curve, CurvePoint
 from ....runs.description.run_spec import RunSpec
+from ...microbatch_choice import curve_and_choice as choose_from_curve
+from ...microbatch_choice import serial_curve as serial_curve
 from .stage_runner import _nbytes, _wait_for
 from .stages import Stage
 
@@ -33,51 +35,14 @@ def curve_and_choice(
     x: Any,
     y: Any,
 ) -> tuple[Curve | None, Choice | None]:
-    """The curve at the sizes the run's schedule could use (and the user's own M's size), and
-    the M whose simulated step is shortest, or the user's M with what auto would pick. None for
-    both when there is nothing to choose (naive, M=1): the curve's one point, each task at the
-    whole batch, is then `serial_curve`'s, from the passes the simulated view times anyway."""
-    k, chunks, batch = spec.devices.count, spec.virtual_stages, spec.global_batch
-    given = spec.micro_batches
-    if candidates(spec.schedule, k, batch, chunks) == (1,) and (
-        is_auto(given) or given in (None, 1)
-    ):
-        return None, None
-    wanted = set(sizes(spec.schedule, k, batch, chunks))
-    if not is_auto(spec.micro_batches):
-        wanted.add(batch // (spec.micro_batches or 1))
+    """The curve and the M chosen from it (`worker/microbatch_choice.py`), each stage's `tasks`
+    timed alone here."""
     split = any(task.split for task in tasks)
-    curve = measure_curve(stages, tasks, feed, x, y, sorted(wanted, reverse=True), split)
-    given = 1 if given is None else given
-    choice = choose(curve, spec.schedule, k, batch, chunks, given=given)
-    if choice.measure_again:  # M's within noise of each other: more rounds of theirs alone
-        again = sorted({batch // m for m in choice.measure_again}, reverse=True)
-        curve = measure_curve(stages, tasks, feed, x, y, again, split, curve)
-        choice = choose(curve, spec.schedule, k, batch, chunks, given=given)
-    return curve, choice
 
+    def measure(sizes: list[int], earlier: Curve | None) -> Curve:
+        return measure_curve(stages, tasks, feed, x, y, sizes, split, earlier)
 
-def serial_curve(spec: RunSpec, alone: list[Any], cut_bytes: list[int]) -> tuple[Curve, Choice]:
-    """The whole-batch curve of a one-micro-batch run from its serial passes (`StepReport`s
-    whose tasks ran one at a time), copies across a cut apart, and its trivial choice."""
-    samples: dict[tuple[int, str], list[float]] = {}
-    copies = [0.0, 0.0]
-    for report in alone:
-        for t in report.tasks:
-            samples.setdefault((t.stage, t.kind), []).append(t.end - t.start - t.transfer_s)
-            copies[0] += t.transfer_s
-            copies[1] += t.bytes_in
-    batch = spec.global_batch
-    points = tuple(
-        CurvePoint(stage, kind, batch, max(0.0, min(values)))
-        for (stage, kind), values in sorted(samples.items())
-    )
-    # A cut's bytes per step are its activations and their gradients: half each way.
-    crossing = tuple(b / 2 / batch for b in cut_bytes)
-    curve = Curve(points, crossing, copies[0] / copies[1] if copies[1] else 0.0, 0.0)
-    k, chunks = spec.devices.count, spec.virtual_stages
-    given = 1 if spec.micro_batches is None else spec.micro_batches
-    return curve, choose(curve, spec.schedule, k, batch, chunks, given=given)
+    return choose_from_curve(spec, measure)
 
 
 def measure_curve(
