@@ -6,6 +6,7 @@ gradients all-reduced every step (tf.distribute's MirroredStrategy; Keras's `Dat
 
 from __future__ import annotations
 
+from .plan_axes import DATA as DATA_AXIS
 from .processes import WORKERS, workers_option
 from .record import Strategy
 
@@ -24,4 +25,6 @@ DATA = Strategy(
     plan=workers_option,
     over_processes=frozenset({"jax"}),
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_data",
+    plan_axis=DATA_AXIS,
+    plan_sharding="none",
 )

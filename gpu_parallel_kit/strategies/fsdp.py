@@ -28,6 +28,7 @@ from ..sharding.layout import Layout, Placement
 from ..sharding.traffic import DATA, Traffic, full_bytes, tensor_traffic
 from .batches import check_batch
 from .option import Option, whole
+from .plan_axes import DATA as PLAN_DATA
 from .processes import WORKERS, workers_option
 from .record import GridCell, Strategy
 from .tensor import LAYOUT_MAP, MESH, OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
@@ -190,4 +191,6 @@ FSDP = Strategy(
     in_grid=_in_grid,
     label=_label,
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_fsdp",
+    plan_axis=PLAN_DATA,
+    plan_sharding="fsdp",
 )

@@ -15,6 +15,7 @@ from ..pipeline.microbatch import candidates, check_micro_batches, is_auto
 from ..pipeline.schedules import SCHEDULES, check_plan, default_schedule, default_virtual_stages
 from .option import Option, balance, positive
 from .option import micro_batches as micro_batch_count
+from .plan_axes import STAGES
 from .record import Strategy
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ PIPELINE = Strategy(
     check=check_pipeline,
     label=_label,
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_pipeline",
+    plan_axis=STAGES,
 )
 
 DATA_PIPELINE = Strategy(

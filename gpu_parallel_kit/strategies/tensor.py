@@ -14,6 +14,7 @@ from ..errors import GpkError
 from .batches import check_batch
 from .option import Option
 from .option import mesh as mesh_shape
+from .plan_axes import TENSOR as TENSOR_AXIS
 from .processes import WORKERS, workers_option
 from .record import GridCell, Strategy
 
@@ -159,4 +160,5 @@ TENSOR = Strategy(
     in_grid=_in_grid,
     label=_label,
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_tensor",
+    plan_axis=TENSOR_AXIS,
 )

@@ -1,0 +1,265 @@
+"""A searched plan's shape, scaled down to run here: which strategy, on how many devices, with
+which options, and what was scaled to get there.
+
+The plan keeps its tensor and stages where the devices here allow, and gives up replicas (its
+data axis). Each axis is run by the strategy whose record names it (`Strategy.plan_axis`, and
+`plan_sharding` for the data axis's sharding); a sharding no record trains (zero-1, zero-2) runs
+as whole replicas, and the shape says so. Pure logic: `Experiment.run_plan` asks it.
+
+>>> plan = dict(data=16, tensor=8, stages=1, sharding="zero-1", micro_batch_size=1,
+...             micro_batches=32, schedule="-", virtual_stages=1, checkpointing="none")
+>>> scaled = scale_plan(plan, devices=8, batch=16, backend="jax")
+>>> scaled.strategy, scaled.options["mesh"], scaled.scaled[0]
+('tensor', (1, 8), 'data 16 -> 1')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..analysis.cost_model.plan_search import Plan
+from ..errors import GpkError, whole_number
+from ..pipeline.schedules import check_plan
+from ..strategies import runnable
+from ..strategies.plan_axes import DATA, PLAN_AXES, STAGES, TENSOR
+from ..strategies.record import Strategy
+
+PLAN_FIELDS = tuple(f.name for f in fields(Plan))  # data, tensor, stages, sharding, ...
+MIN_BLOCKS = 2  # a scaled model keeps at least two blocks, so blocks still follow blocks
+RECOMPUTE = "recompute"  # the option of a strategy whose backward recomputes its forward
+MESH = "mesh"  # the option of a strategy laid out on a (data, model) mesh
+NO_CHECKPOINTING = "none"  # the plan search's word for keeping every activation
+
+
+@dataclass(frozen=True)
+class ScaledPlan:
+    """One plan's shape as it runs here.
+
+    Args:
+        strategy: the strategy that runs it.
+        devices: devices here.
+        backend: the backend that runs it.
+        options: the strategy's options (`mesh`, `schedule`, `micro_batches`, ...).
+        shape: the plan's fields as they run here (`data`, `tensor`, `stages`, ...).
+        blocks: the blocks the model is rebuilt with; None keeps the model as it is.
+        scaled: what changed, one phrase each ("data 64 -> 2", "blocks 40 -> 4").
+    """
+
+    strategy: str
+    devices: int
+    backend: str
+    options: dict[str, Any] = field(default_factory=dict)
+    shape: dict[str, Any] = field(default_factory=dict)
+    blocks: int | None = None
+    scaled: tuple[str, ...] = ()
+
+    @property
+    def said(self) -> str:
+        """ "data 64 -> 2; blocks 40 -> 4": what the row's `scaled` column holds."""
+        return "; ".join(self.scaled) or "nothing"
+
+
+def plan_fields(plan: Any) -> dict[str, Any]:
+    """The plan's fields from a `RankedPlan`, a row of `Plans.table` or a mapping."""
+    row = getattr(plan, "row", None)
+    source = row if isinstance(row, Mapping) and row else plan
+    getter = source.get if hasattr(source, "get") else lambda k: getattr(source, k, None)
+    found = {k: getter(k) for k in PLAN_FIELDS}
+    missing = [k for k, v in found.items() if v is None]
+    if missing:
+        raise GpkError(
+            f"the plan has no {', '.join(missing)}; give plans.best, a row of plans.table or "
+            "plans.top(3)"
+        )
+    for key in (k for k in PLAN_FIELDS if _integral(found[k]) or k in PLAN_AXES):
+        found[key] = whole_number(int(found[key]) if _integral(found[key]) else found[key], key)
+    return found
+
+
+def scale_plan(
+    plan: Any,
+    devices: int,
+    batch: int,
+    backend: str,
+    model_blocks: int | None = None,
+    heads: int | None = None,
+    blocks: int | None = None,
+) -> ScaledPlan:
+    """`plan`'s shape on `devices` devices here at `batch` samples a step.
+
+    Args:
+        plan: a `RankedPlan`, a row of `Plans.table` or a mapping of the plan's fields.
+        devices: the devices here the plan may use.
+        batch: the global batch here.
+        backend: the experiment's backend; a strategy it lacks runs on one that has it.
+        model_blocks: the blocks of the model here, when it can be rebuilt with fewer (a
+            keras-hub backbone); None runs it as it is.
+        heads: the model's attention heads, which the tensor axis must divide.
+        blocks: the blocks to rebuild it with; default the fewest the stages take.
+
+    Raises:
+        GpkError: a shape no backend runs yet, or one these devices, batch or model cannot
+            hold, in one sentence, before any work.
+    """
+    fields_ = plan_fields(plan)
+    whole_number(devices, "devices")
+    whole_number(batch, "batch_size")
+    data, tensor, stages = fields_[DATA], fields_[TENSOR], fields_[STAGES]
+    pipeline, layered = _axis_record(STAGES), _axis_record(TENSOR)
+    if stages > 1 and tensor > 1 and MESH not in pipeline.option_names():
+        raise GpkError(
+            f"tensor {tensor} × stages {stages} needs a pipeline whose stages split their layers "
+            "over a mesh, which no backend runs yet; run a plan of tensor 1 or stages 1, e.g. "
+            "plans.fitting.query('tensor == 1 or stages == 1').head(3)"
+        )
+    tensor_here = _largest_divisor(tensor, devices)
+    stages_here = _largest_divisor(stages, devices // tensor_here)
+    if heads is not None and heads % tensor_here:
+        raise GpkError(
+            f"tensor {tensor_here} does not divide the model's {heads} attention heads; give "
+            f"the experiment a model whose heads are a multiple of {tensor_here}"
+        )
+    # A pipeline here runs one replica unless its stages take a mesh.
+    room = devices // (tensor_here * stages_here)
+    room = 1 if stages_here > 1 and MESH not in pipeline.option_names() else room
+    data_here = max(d for d in range(1, min(data, room) + 1) if batch % d == 0)
+    record, sharding, words = _data_record(fields_["sharding"], data_here, tensor_here, stages_here)
+    if stages_here > 1:
+        record = pipeline
+    elif tensor_here > 1 and not record.layout:
+        record = layered
+    shape = {**fields_, DATA: data_here, TENSOR: tensor_here, STAGES: stages_here}
+    shape["sharding"] = sharding
+    options: dict[str, Any] = {MESH: (data_here, tensor_here)} if record.layout else {}
+    micro_batches = 1
+    if stages_here > 1:
+        options.update(_pipeline_options(fields_, stages_here, batch, data_here))
+        micro_batches = options["micro_batches"]
+        if MESH in record.option_names():
+            options[MESH] = (data_here, tensor_here)
+    else:
+        shape["virtual_stages"] = 1
+    shape["micro_batches"] = micro_batches
+    shape["micro_batch_size"] = batch // (data_here * micro_batches)
+    recompute = fields_["checkpointing"] != NO_CHECKPOINTING
+    if RECOMPUTE in record.option_names():
+        options[RECOMPUTE] = recompute
+    else:
+        shape["checkpointing"] = NO_CHECKPOINTING
+    backend_here = backend if record.offered_on(backend) else next(iter(record.worker_classes))
+    searched = data * fields_["micro_batches"] * fields_["micro_batch_size"]
+    scaled = [
+        f"{label} {was} -> {now}"
+        for label, was, now in (
+            (DATA, data, data_here),
+            ("global batch", searched, batch),
+            (TENSOR, tensor, tensor_here),
+            (STAGES, stages, stages_here),
+            # one stage: the plan's micro-batches are gradient accumulation, not run here
+            ("accumulation" if stages_here == 1 else "micro-batches",
+             fields_["micro_batches"], micro_batches),
+            ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
+            ("backend", backend, backend_here),
+        )
+        if was != now
+    ]  # fmt: skip
+    if sharding != fields_["sharding"]:
+        scaled.insert(2, f"{fields_['sharding']} run as {words}")
+    depth = _blocks_here(model_blocks, blocks, stages_here * shape["virtual_stages"], scaled)
+    return ScaledPlan(
+        strategy=record.name,
+        devices=data_here * tensor_here * stages_here,
+        backend=backend_here,
+        options=options,
+        shape=shape,
+        blocks=depth,
+        scaled=tuple(scaled),
+    )
+
+
+def _axis_record(axis: str) -> Strategy:
+    return next(r for r in runnable() if r.plan_axis == axis)
+
+
+def _data_record(sharding: str, data: int, tensor: int, stages: int) -> tuple[Strategy, str, str]:
+    """The strategy of the data axis, the sharding it trains and how a row says it: the record
+    that trains `sharding`, else whole replicas (a record of the data axis that splits no
+    state); one device of one replica is the baseline run."""
+    replicas = next(r for r in runnable() if r.plan_axis == DATA and not r.splits_state)
+    trains = next((r for r in runnable() if r.plan_sharding == sharding), None)
+    if trains is None or stages > 1 or data * tensor == 1:
+        trains = replicas
+    words = "replicated" if trains is replicas else str(trains.plan_sharding)
+    if data * tensor == 1:
+        return next(r for r in runnable() if r.baseline), str(replicas.plan_sharding), words
+    return trains, str(trains.plan_sharding), words
+
+
+def _pipeline_options(
+    fields_: Mapping[str, Any], stages: int, batch: int, data: int
+) -> dict[str, Any]:
+    """The pipeline's schedule, chunks and micro-batches here: the plan's count of micro-batches
+    where the batch here splits into it and the schedule takes it, else the nearest below."""
+    schedule, chunks, wanted = (
+        fields_["schedule"],
+        fields_["virtual_stages"],
+        fields_["micro_batches"],
+    )
+    replica = batch // data
+    for count in range(min(wanted, replica), 0, -1):
+        if replica % count:
+            continue
+        try:
+            check_plan(schedule, stages, count, chunks)
+        except GpkError:
+            continue
+        return {"schedule": schedule, "micro_batches": count, "virtual_stages": chunks}
+    raise GpkError(
+        f"the batch here ({batch}) splits into no micro-batch count that {schedule} takes on "
+        f"{stages} stages; give the experiment a batch_size of a multiple of {stages * 2}, "
+        f"e.g. {stages * 4}"
+    )
+
+
+def _blocks_here(
+    model_blocks: int | None, blocks: int | None, unit: int, scaled: list[str]
+) -> int | None:
+    """The blocks the model is rebuilt with: `blocks`, else the fewest multiple of the stages'
+    chunks (`unit`) of at least `MIN_BLOCKS`; None keeps the model (not rebuildable, or already
+    as small)."""
+    if model_blocks is None:
+        if blocks is not None:
+            raise GpkError(
+                f"blocks={blocks} asks to rebuild the model with fewer blocks, which the kit can "
+                "do for a keras-hub backbone only (its config's num_layers); drop blocks="
+            )
+        scaled.append("model as it is (not a keras-hub backbone)")
+        return None
+    if blocks is not None:
+        whole_number(blocks, "blocks")
+        if blocks % unit:
+            raise GpkError(
+                f"blocks={blocks} does not split over {unit} stage chunks; use a multiple of "
+                f"{unit}, e.g. {unit * max(1, blocks // unit)}"
+            )
+        target = blocks
+    else:
+        target = unit * -(-MIN_BLOCKS // unit)
+    if target >= model_blocks:
+        return None
+    scaled.append(f"blocks {model_blocks} -> {target}")
+    return target
+
+
+def _largest_divisor(n: int, limit: int) -> int:
+    return max(d for d in range(1, max(1, min(n, limit)) + 1) if n % d == 0)
+
+
+def _integral(value: Any) -> bool:
+    """A whole number a DataFrame row holds as numpy's int64 or a float of a whole value."""
+    try:
+        return not isinstance(value, bool | str) and float(value) == int(value)
+    except (TypeError, ValueError):
+        return False
