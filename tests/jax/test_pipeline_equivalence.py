@@ -8,6 +8,9 @@ About 40 s on 2 cores: each run is a JAX worker of 2-4 s, the MLP's reference tr
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import pytest
 
 import gpu_parallel_kit as gpk
@@ -72,7 +75,7 @@ def test_every_schedule_trains_the_weights_of_one_device(
         assert stage["variable_devices"] == [f"/cpu:{stage['stage'] % devices}"]
 
 
-def test_timeline_bubble_bytes_and_memory_are_reported(experiment):
+def test_timeline_bubble_bytes_and_memory_are_reported(experiment, tmp_path):
     result = experiment.run("pipeline", 4, schedule="gpipe", micro_batches=4)
     assert result.ok, result.reason
     first_step = result.timeline[result.timeline["step"] == 0]
@@ -97,6 +100,9 @@ def test_timeline_bubble_bytes_and_memory_are_reported(experiment):
     assert sorted(memory) == ["/cpu:0", "/cpu:1", "/cpu:2", "/cpu:3"]
     assert all(parts["activations_bytes"] > 0 for parts in memory.values())
     assert len(result.plot_timeline().axes) == 3
+    trace = json.loads(pathlib.Path(result.save_trace(str(tmp_path / "run.json"))).read_text())
+    kinds = {event.get("cat") for event in trace["traceEvents"]}
+    assert {"forward", "backward", "communication"} <= kinds  # tasks, and copies across cuts
     row = gpk.Comparison([result]).table.iloc[0]
     assert row["schedule"] == "gpipe" and row["bubble_theoretical"] == pytest.approx(3 / 7)
 
