@@ -13,7 +13,7 @@ from typing import Any
 from .backends import backend_record
 from .comparison import Comparison, remember_counter
 from .errors import GpkError
-from .planning import search_experiment
+from .planning import PlanRuns, search_experiment
 from .runner import run_grid, run_isolated, with_gate
 from .runs.description.accuracy_target import parse_target
 from .runs.description.device_choice import plan_devices
@@ -50,7 +50,7 @@ from .strategies.processes import check_workers
 DEFAULT_TIMEOUT_S = 600.0
 
 
-class Experiment:
+class Experiment(PlanRuns):
     """A model, its data and how to train it; runs it under different strategies and devices.
 
     >>> exp = Experiment(model="mlp", data="tabular", batch_size=256, epochs=1)

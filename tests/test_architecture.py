@@ -76,6 +76,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "runs.processes",
         "analysis.cost_model",
         "plots",
+        "comparison",  # a plan's shape run here comes back as a Comparison
     },
     "worker": {
         "errors",

@@ -5,7 +5,8 @@ the model's card, the ranked plans and why the best wins. The arithmetic itself 
 lives in `analysis/cost_model/plan_search.py`.
 """
 
+from .plan_runs import PlanRuns
 from .plans import Plans, RankedPlan
 from .search import plans_of, search, search_experiment
 
-__all__ = ["Plans", "RankedPlan", "plans_of", "search", "search_experiment"]
+__all__ = ["PlanRuns", "Plans", "RankedPlan", "plans_of", "search", "search_experiment"]

@@ -1,0 +1,170 @@
+"""A searched plan's shape run here, scaled down: `Experiment.run_plan` and `compare_plans`.
+
+Each plan is mapped to a strategy, devices and options (`scaled_plan.py`) and every refusal said
+before the first run; the model, a keras-hub backbone, is rebuilt with fewer blocks in the
+worker (`worker/depth_scaled_model.py`), its depth read off the plan search's count of it. The
+rows come back as a `Comparison` whose table adds the plan's columns as they ran and `scaled`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.cost_model.training_precision import training_precision
+from ..comparison import Comparison
+from ..errors import GpkError, whole_number
+from ..runs.description.device_choice import discover_physical_devices, virtual_device_limit
+from ..runs.description.pickled_functions import pickled
+from ..runs.description.sources import ModelSource
+from ..strategies import resolve
+from .sample_inputs import experiment_sample
+from .scaled_plan import PLAN_FIELDS, ScaledPlan, scale_plan
+from .step_count import counted_step
+
+# The worker's loader of a model at another depth, named as text: the caller never imports it.
+LOAD_WITH_BLOCKS = "gpu_parallel_kit.worker.depth_scaled_model:load_with_blocks"
+SCALED = "scaled"  # the column that says what was scaled
+PLAN = "plan"  # the key of a run's `extra` that holds the plan's shape as it ran
+COUNT_PRECISION, COUNT_OPTIMIZER = "bf16", "adam"  # as `search`'s defaults: one count serves both
+
+
+class PlanRuns:
+    """`Experiment`'s runs of searched plans (`gpk.search`'s `Plans`), scaled down to here."""
+
+    def run_plan(
+        self,
+        plan: Any,
+        devices: int | None = None,
+        *,
+        blocks: int | None = None,
+        cancel: threading.Event | None = None,
+        **options: Any,
+    ) -> Comparison:
+        """Run one searched plan's shape here, scaled down: the same tensor and stages where the
+        devices allow, fewer replicas, a keras-hub backbone rebuilt with fewer blocks.
+
+        Args:
+            plan: `plans.best`, a row of `plans.table` or a mapping of a plan's fields.
+            devices: the devices here the plan may take; default every device this machine
+                offers (its GPUs, else `GPK_MAX_VIRTUAL` virtual devices).
+            blocks: the blocks to rebuild the model with; default the fewest its stages take.
+            cancel: an event that stops the run.
+            **options: `run()`'s other keywords (`measure_comm`, `tune`, ...).
+
+        Returns:
+            A `Comparison` of one row; its table's `data`, `tensor` and `stages` are the shape
+            that ran, and `scaled` says what changed, e.g. "data 64 -> 2; blocks 40 -> 2".
+        """
+        return self.compare_plans([plan], devices, blocks=blocks, cancel=cancel, **options)
+
+    def compare_plans(
+        self,
+        plans: Any,
+        devices: int | None = None,
+        *,
+        blocks: int | None = None,
+        cancel: threading.Event | None = None,
+        **options: Any,
+    ) -> Comparison:
+        """Run several searched plans' shapes here, one after another, as `run_plan` runs one;
+        every plan is checked, and refused in one sentence, before the first runs.
+
+        Args:
+            plans: `plans.top(3)` (a DataFrame of `Plans.table` rows), or a list of plans.
+            devices, blocks, cancel, **options: as `run_plan` takes them.
+        """
+        rows = plan_rows(plans)
+        here = devices_here(self.backend) if devices is None else whole_number(devices, "devices")
+        depth, heads = self._model_depth()
+        batch = self.training.batch_size
+        shapes = [scale_plan(r, here, batch, self.backend, depth, heads, blocks) for r in rows]
+        specs = [self._plan_spec(shape, options) for shape in shapes]
+        results = []
+        for shape, spec in zip(shapes, specs, strict=True):
+            result = self._execute(spec, cancel)
+            extra = {**result.extra, PLAN: {**shape.shape, SCALED: shape.said}}
+            results.append(dataclasses.replace(result, extra=extra))
+        return PlanComparison(results, counter=self.counted_step)
+
+    def _plan_spec(self, shape: ScaledPlan, options: Mapping[str, Any]) -> Any:
+        given = {**shape.options, **options}
+        spec = self.plan(
+            shape.strategy, shape.devices, backend=shape.backend, scaling="strong", **given
+        )
+        if shape.blocks is None:
+            return spec
+        return dataclasses.replace(spec, model=depth_scaled(self.model, shape.blocks))
+
+    def _model_depth(self) -> tuple[int | None, int | None]:
+        """The blocks of the experiment's model when the worker can rebuild it with fewer, and
+        its heads, from the plan search's count of it (kept, so a second ask is instant)."""
+        try:
+            spec = experiment_sample(self.data)
+            policy = training_precision(COUNT_PRECISION).policy
+            count = counted_step(self.model, None, spec, policy, COUNT_OPTIMIZER, False)
+        except GpkError:
+            return None, None
+        heads = (count.get("structure") or {}).get("heads")
+        return count.get("depth"), heads
+
+
+class PlanComparison(Comparison):
+    """A `Comparison` of plans run here: its table adds each plan's fields as they ran (`data`,
+    `tensor`, `stages`, `sharding`, ...) and `scaled`, after `devices`."""
+
+    @property
+    def table(self) -> pd.DataFrame:
+        table = super().table
+        shapes = [r.extra.get(PLAN) or {} for r in self.results]
+        added = [c for c in (*PLAN_FIELDS, SCALED) if c not in table.columns or c == SCALED]
+        at = list(table.columns).index("devices") + 1
+        for offset, column in enumerate(added):
+            table.insert(at + offset, column, [shape.get(column) for shape in shapes])
+        return table
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthScaled:
+    """A model builder for the worker: the experiment's model rebuilt with `blocks` blocks."""
+
+    source: ModelSource
+    blocks: int
+
+    def __call__(self) -> Any:
+        return resolve(LOAD_WITH_BLOCKS)(self.source, self.blocks)
+
+
+def depth_scaled(source: ModelSource, blocks: int) -> ModelSource:
+    """`source` as a builder of the same model with `blocks` blocks."""
+    name = f"{source.name} ({blocks} blocks)"
+    return ModelSource(kind="builder", name=name, payload=pickled(DepthScaled(source, blocks),
+                       "model builder", name))  # fmt: skip
+
+
+def plan_rows(plans: Any) -> list[Any]:
+    """The plans given: one (`plans.best`, a row, a mapping), a DataFrame's rows, or a list."""
+    if isinstance(plans, pd.DataFrame):
+        found = [row for _, row in plans.iterrows()]
+    elif isinstance(plans, pd.Series | Mapping) or hasattr(plans, "row"):
+        found = [plans]
+    elif isinstance(plans, list | tuple):
+        found = list(plans)
+    else:
+        raise GpkError(
+            f"plans={type(plans).__name__} is not a plan; give plans.best, plans.top(3) or a "
+            "list of rows of plans.table"
+        )
+    if not found:
+        raise GpkError("no plan to run: the table given is empty; give plans.top(3)")
+    return found
+
+
+def devices_here(backend: str) -> int:
+    """Every device this machine offers a run: its GPUs, else the virtual devices' limit."""
+    gpus = [d for d in discover_physical_devices(backend) if d.kind == "gpu"]
+    return len(gpus) or virtual_device_limit()

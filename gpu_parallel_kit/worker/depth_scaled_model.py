@@ -1,0 +1,60 @@
+"""A keras-hub model rebuilt with fewer (or more) blocks: the same block, `num_layers` changed.
+
+A keras-hub backbone says its depth in its config (`num_layers`), and a task built on one (a
+`CausalLM`) or a functional model that calls one holds its backbone's config; `from_config` with
+another `num_layers` then builds the same model at another depth. The plan search counts a deep backbone from two shallow ones
+(`jax/depth_scaling.py`), and a plan's shape runs here on a shallow copy (`Experiment.run_plan`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..errors import GpkError
+from ..runs.description.sources import ModelSource
+
+BLOCKS_KEY = "num_layers"  # how a keras-hub backbone's config names its blocks
+
+
+def depth_of(model: Any) -> int | None:
+    """The blocks `model`'s config says (its own, or its backbone's); None when it says none."""
+    found = _blocks_config(model.get_config())
+    return None if found is None else int(found[BLOCKS_KEY])
+
+
+def with_blocks(model: Any, blocks: int) -> Any:
+    """`model` built again from its config with `blocks` blocks, compiled as it was."""
+    config = copy.deepcopy(model.get_config())
+    found = _blocks_config(config)
+    if found is None:
+        raise GpkError(
+            f"{type(model).__name__} does not say its blocks in its config (num_layers); only a "
+            "keras-hub backbone, or a task built on one, can be rebuilt with fewer"
+        )
+    found[BLOCKS_KEY] = blocks
+    rebuilt = type(model).from_config(config)
+    if getattr(model, "compiled", False):
+        rebuilt.compile_from_config(model.get_compile_config())
+    return rebuilt
+
+
+def load_with_blocks(source: ModelSource, blocks: int) -> Any:
+    """The experiment's model, loaded and rebuilt with `blocks` blocks."""
+    from .compiling import load_model
+
+    return with_blocks(load_model(source), blocks)
+
+
+def _blocks_config(config: Any) -> dict[str, Any] | None:
+    """The first dict in `config` that holds `num_layers`: the config itself, a task's backbone,
+    or a backbone layer of a functional model that wraps one."""
+    if isinstance(config, dict):
+        if isinstance(config.get(BLOCKS_KEY), int):
+            return config
+        parts: Any = config.values()
+    elif isinstance(config, list | tuple):
+        parts = config
+    else:
+        return None
+    return next((found for part in parts if (found := _blocks_config(part)) is not None), None)

@@ -1,0 +1,85 @@
+"""A searched plan's shape run here (`planning/plan_runs.py`): one real run of a tiny keras-hub
+GPT-2 on JAX, rebuilt with fewer blocks, and the refusals, said before any work."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.analysis.cost_model.plan_search import Plan
+from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.planning import step_count
+from tests import hub_models
+
+from .conftest import COUNT
+
+# What the plan search's count says of `hub_models.gpt2`: two blocks, two heads, rebuildable.
+GPT2_COUNT = {**COUNT, "structure": {**COUNT["structure"], "blocks": 2, "heads": 2}, "depth": 2}
+TENSOR_PLAN = Plan(8, 2, 1, "zero-1", 2, 4, "-", 1, "none")
+
+
+@pytest.fixture
+def gpt2_counted(monkeypatch, tmp_path):
+    """The plan search's count of the experiment's model, without its child; the calls made."""
+    calls = []
+
+    def count(source, spec, policy, optimizer, progress):
+        calls.append(source.name)
+        return dict(GPT2_COUNT)
+
+    monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(step_count, "_count_in_child", count)
+    monkeypatch.setattr(step_count, "_counted", {})
+    return calls
+
+
+def gpt2_experiment(**options):
+    return gpk.Experiment(
+        model=hub_models.gpt2,
+        data=hub_models.tokens("gpt2", samples=32),
+        batch_size=8,
+        steps_per_epoch=3,
+        backend="jax",
+        measure_comm=False,
+        progress=False,
+        **options,
+    )
+
+
+@pytest.mark.slow  # about 15 s on two cores: the JAX server's start and one tensor run
+def test_a_tensor_plan_runs_scaled_down_and_its_row_says_so(gpt2_counted):
+    plan = dataclasses.asdict(TENSOR_PLAN)
+    ran = gpt2_experiment().run_plan(plan, devices=4, blocks=1)
+    (result,) = ran.results
+    assert result.ok, result.reason
+    assert result.strategy == "tensor" and result.devices == 4 and result.mesh == "2x2"
+    row = ran.table.iloc[0]
+    assert (row["data"], row["tensor"], row["stages"]) == (2, 2, 1)
+    assert row["sharding"] == "none" and row["micro_batch_size"] == 4
+    said = row["scaled"].split("; ")
+    assert said[:2] == ["data 8 -> 2", "global batch 64 -> 8"]
+    assert "zero-1 run as replicated" in said and said[-1] == "blocks 2 -> 1"
+    assert gpt2_counted == [hub_models.gpt2.__module__ + ".gpt2"]
+
+
+def test_a_plan_no_backend_runs_is_refused_before_any_run(gpt2_counted, fake_machine):
+    three_d = dataclasses.replace(TENSOR_PLAN, stages=2, schedule="1f1b")
+    plans = [dataclasses.asdict(TENSOR_PLAN), dataclasses.asdict(three_d)]
+    with pytest.raises(GpkError, match="tensor 2 × stages 2 needs a pipeline"):
+        gpt2_experiment().compare_plans(plans, devices=8)
+    assert fake_machine.specs == []
+
+
+def test_compare_plans_runs_each_plan_and_tables_their_shapes(gpt2_counted, fake_machine):
+    pipelined = Plan(4, 1, 2, "none", 1, 8, "1f1b", 1, "full")
+    plans = [dataclasses.asdict(TENSOR_PLAN), dataclasses.asdict(pipelined)]
+    compared = gpt2_experiment().compare_plans(plans, devices=4)
+    tensor, pipeline = fake_machine.specs
+    assert tensor.mesh == (2, 2) and "blocks)" not in tensor.model.name  # already two
+    assert pipeline.devices.count == 2 and pipeline.recompute and pipeline.micro_batches == 8
+    table = compared.table
+    assert list(table["stages"]) == [1, 2] and list(table["data"]) == [2, 1]
+    assert table.columns.get_loc("scaled") > table.columns.get_loc("devices")
+    assert all(isinstance(text, str) and text for text in table["scaled"])
