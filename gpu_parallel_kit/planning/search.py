@@ -148,6 +148,9 @@ def _search(
     count = counted_step(source, builder, spec, record.policy, optimizer, progress)
     card = model_card(count, spec, record.name, optimizer, source.name, **structure)
     how = "kept from an earlier count" if count.get("cached") else "counted now"
+    if count.get("depths"):  # a keras-hub backbone: `worker/jax/plan_count.py` counts by depth
+        low, high = count["depths"]
+        how += f" at {low} and {high} blocks and extrapolated to {card.layers}"
     found_in = (count.get("structure") or {}).get("found_in")
     said = f"read off its {found_in}" if found_in and structure.get("blocks") is None else "given"
     note = (

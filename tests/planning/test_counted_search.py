@@ -37,3 +37,4 @@ def test_a_gpt2_backbone_is_counted_read_and_ranked(tmp_path, monkeypatch):
     fitting = found.table[found.table["fits"]]
     assert found.best.step_time_s == fitting["step_time_s"].min()
     assert "read off its GPT2Backbone" in found.note
+    assert f"at 1 and 2 blocks and extrapolated to {LAYERS}" in found.note  # counted by depth

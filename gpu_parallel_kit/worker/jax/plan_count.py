@@ -5,6 +5,10 @@ its repeated blocks, width and heads, read off the model where it says them.
 keras-hub backbones say them (`num_layers`, `hidden_dim`, `num_heads` or `num_query_heads`, and
 `transformer_layers`); another model's blocks are its attention layers, found by their
 `num_heads`, when it has several. What is not found is left out, for the caller to ask for.
+
+A model whose config says its blocks (`num_layers`: a keras-hub backbone, or a task on one) is
+counted by depth (`depth_scaling.count_by_depth`): at one and two blocks, the figures read at its
+own depth off the line through them, seconds where the whole model takes minutes.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ def count_for_plans(
 
     def count() -> dict[str, Any]:
         from ..compiling import load_model
+        from ..depth_scaled_model import depth_of
         from .abstract_count import count_abstract
 
         built: list[Any] = []
@@ -32,6 +37,9 @@ def count_for_plans(
             built.append(model)
             return model
 
+        by_depth = _by_depth(source, inputs, precision, optimizer, sender)
+        if by_depth is not None:
+            return by_depth
         sender.send(("phase", "tracing and compiling one step"))
         counted = count_abstract(build, inputs, 1, precision=precision, optimizer=optimizer)
         kept = counted.pop("activations")
@@ -40,9 +48,48 @@ def count_for_plans(
             "kept_bytes": kept["kept_bytes"],
             "by_layer": kept["by_layer"],
             "structure": structure(built[-1]),
+            "depth": depth_of(built[-1]),  # what a plan run here may rebuild; None: kept as is
         }
 
     answer(sender, count)
+
+
+def _by_depth(
+    source: Any, inputs: Any, precision: str, optimizer: str | None, sender: Any
+) -> dict[str, Any] | None:
+    """The count of a model whose config says its blocks, by depth; None for another model, or
+    one too shallow to gain (the model is built once, its weights deferred, to read it)."""
+    import keras
+
+    from ..compiling import load_model
+    from ..depth_scaled_model import depth_of, with_blocks
+    from .depth_scaling import DEPTHS, count_by_depth
+
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            model = load_model(source)
+            blocks, said = depth_of(model), structure(model)
+    except Exception:  # a builder that compiles, say: the whole model is counted instead
+        return None
+    if blocks is None or blocks <= max(DEPTHS) or not said:
+        return None
+    sender.send(("phase", f"tracing and compiling the step at {DEPTHS[0]} and {DEPTHS[1]} blocks"))
+    counted = count_by_depth(
+        lambda depth: with_blocks(model, depth),
+        inputs,
+        1,
+        blocks,
+        precision=precision,
+        optimizer=optimizer,
+    )
+    kept, per_block = counted.pop("activations"), counted["per_block"]["kept_bytes"]
+    return {
+        **counted,
+        "kept_bytes": kept["kept_bytes"],
+        "by_layer": dict.fromkeys(said.get("block_names") or [], per_block),
+        "structure": said,
+        "depth": blocks,
+    }
 
 
 def structure(model: Any) -> dict[str, Any]:
