@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from .work_count import _cost, _kernels
+
 # The attention the trace holds: keras-hub's layers call Keras's `MultiHeadAttention` math (the
 # scores, their softmax and its dropout, each an (a, s, s) tensor per sample) unless a flash
 # kernel is enabled, which JAX on CPU never is.
@@ -61,6 +63,7 @@ def count_abstract(
 
     Returns:
         A dict: "flops" and "bytes" per step (XLA's cost analysis of the compiled step),
+        "kernels" (its launching instructions, `work_count._kernels`),
         "parameters", "optimizer" (its class, None when left out), "activations" (see
         `activations`), "attention" (the one the trace holds), "lower_s", "compile_s".
     """
@@ -100,9 +103,7 @@ def count_abstract(
         lowered_s = time.perf_counter() - started
         compiled = lowered.compile()
         compile_s = time.perf_counter() - started - lowered_s
-        cost = compiled.cost_analysis()
-        if isinstance(cost, list | tuple):  # older JAX: one dict per computation
-            cost = cost[0] if cost else {}
+        cost = {**_cost(compiled), "kernels": _kernels(compiled)}
 
         def forward(trainable: Any, rest: Any) -> Any:
             frozen, metrics, optimizer_vars, x, y = rest
@@ -112,8 +113,7 @@ def count_abstract(
         sequence = next((v.shape[1] for v in jax.tree.leaves(x) if v.ndim >= 2), None)
         kept = activations(forward, state[0], (state[1], state[3], state[2], x, y), sequence)
     return {
-        "flops": float(cost.get("flops", 0.0)),
-        "bytes": float(cost.get("bytes accessed", 0.0)),
+        **cost,
         "parameters": int(sum(math.prod(v.shape) for v in model.trainable_variables)),
         "optimizer": type(model.optimizer).__name__ if updated else None,
         "precision": precision,

@@ -19,7 +19,7 @@ from ...errors import GpkError, whole_number
 from .abstract_count import count_abstract
 
 DEPTHS = (1, 2)  # blocks of the two counted models
-LINEAR = ("flops", "bytes", "parameters")
+LINEAR = ("flops", "bytes", "parameters", "kernels")
 LINEAR_ACTIVATIONS = ("saved_bytes", "kept_bytes")
 
 
@@ -42,10 +42,10 @@ def count_by_depth(
         **options: `count_abstract`'s other arguments (precision, targets, optimizer, loss).
 
     Returns:
-        A dict: "flops", "bytes", "parameters" and "activations" ("saved_bytes", "kept_bytes",
-        "by_kind") at `layers` blocks; "per_block", the same figures for one block (the
-        line's slope); "depths", "layers", "batch", "optimizer", "precision", "attention" and
-        "count_s" (the two counts' wall time).
+        A dict: "flops", "bytes", "parameters", "kernels" and "activations" ("saved_bytes",
+        "kept_bytes", "by_kind") at `layers` blocks; "per_block", the same figures for one
+        block (the line's slope); "depths", "layers", "batch", "optimizer", "precision",
+        "attention" and "count_s" (the two counts' wall time).
     """
     whole_number(layers, "layers")
     whole_number(batch, "batch")
