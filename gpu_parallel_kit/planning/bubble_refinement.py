@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.cost_model.plan_search import ModelCard
+from ..analysis.cost_model.plan_search import ModelCard, bound
 from ..pipeline.schedules import build_schedule
 from ..pipeline.simulation import makespan, simulate
 
@@ -62,8 +62,5 @@ def _replay(row: dict[str, Any], card: ModelCard, link: Any) -> None:
     row["comm:stages_s"] = 0.0
     row["model_tflops_per_device"] *= before / row["step_time_s"]
     row["mfu"] *= before / row["step_time_s"]
-    row["bound"] = max(_PARTS, key=lambda part: row[f"{part}_s"])
+    row["bound"] = bound(row)
     row["bubble_source"] = SIMULATED
-
-
-_PARTS = ("compute", "comm:tensor", "comm:data", "comm:stages", "bubble")

@@ -12,15 +12,19 @@ from dataclasses import fields
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.plan_search import Plan
+from ..analysis.cost_model.plan_search import PARTS, Plan
 from ..strategies.plan_axes import DATA, PLAN_AXES, STAGES, TENSOR
 
 Row = Mapping[str, Any]
 AXES = (DATA, TENSOR, STAGES)  # as "data × tensor × stages" reads
 PLAN_FIELDS = tuple(f.name for f in fields(Plan))
-PARTS = ("compute", "comm:tensor", "comm:data", "comm:stages", "bubble")
+# Two steps closer than this share of the best's tie: the closed form is not finer, and the
+# table's three significant figures would show the same time.
+TIE = 0.005
 _PART_WORDS = {
     "compute": "compute",
+    "memory-bandwidth": "memory bandwidth (weights and activations read and written)",
+    "launches": "kernel launches (the small kernels' launch floor)",
     "comm:tensor": "tensor all-reduces",
     "comm:data": "exposed gradient all-reduce",
     "comm:stages": "sends between stages",
@@ -70,6 +74,7 @@ def explain(rows: Sequence[Row], cluster: GPUCluster, room: float) -> str:
         others.append((f"The fastest with tensor {other_tensor['tensor']}", other_tensor))
     for label, row in others:
         said.append(_against(label, row, best, cluster))
+    said = [sentence for sentence in said if sentence]
     faster = next(
         (r for r in rows if not r["fits"] and r["step_time_s"] < best["step_time_s"]), None
     )
@@ -82,10 +87,13 @@ def explain(rows: Sequence[Row], cluster: GPUCluster, room: float) -> str:
 
 
 def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
-    """How `row` differs from `best`, how much longer it takes and which part grows most."""
+    """How `row` differs from `best`, how much longer it takes and which part grows most; for
+    a row that ties with `best`, what else tells them apart ("" when nothing does)."""
     changed = [f for f in PLAN_FIELDS if row[f] != best[f]]
     differs = ", ".join(f"{f.replace('_', ' ')} {row[f]}" for f in changed) or "the same shape"
     extra = row["step_time_s"] - best["step_time_s"]
+    if extra <= TIE * best["step_time_s"]:
+        return _tie(label, differs, row, best)
     growth = {part: row[f"{part}_s"] - best[f"{part}_s"] for part in PARTS}
     part = max(growth, key=growth.get)
     sentence = f"{label} ({differs}) takes {seconds(row['step_time_s'])}, {seconds(extra)} more"
@@ -103,6 +111,18 @@ def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
                 f"{where}"
             )
     return sentence + "."
+
+
+def _tie(label: str, differs: str, row: Row, best: Row) -> str:
+    """A row as fast as the best within `TIE`: the memory it needs instead, or "" when that is
+    the same too."""
+    mine, theirs = gigabytes(row["memory_bytes"]), gigabytes(best["memory_bytes"])
+    if mine == theirs:
+        return ""
+    return (
+        f"{label} ({differs}) ties with it at {seconds(row['step_time_s'])} (within "
+        f"{TIE:.1%}) and needs {mine} per GPU where the best needs {theirs}."
+    )
 
 
 def _link(cluster: GPUCluster, row: Row, axis: str) -> Any:

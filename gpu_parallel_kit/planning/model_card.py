@@ -1,12 +1,12 @@
 """A counted step made the plan search's `ModelCard`: the count's parameters and FLOPs per
-sample, the structure the model says (or the user gives), and the activations of one block
-from the count's activations by layer."""
+sample, the structure the model says (or the user gives), the activations of one block from
+the count's activations by layer, and the kernels one block launches from the compiled step's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.cost_model.plan_search import ModelCard
+from ..analysis.cost_model.plan_search import KERNELS_PER_BLOCK, ModelCard
 from ..errors import GpkError, whole_number
 from .sample_inputs import sequence_of
 
@@ -47,6 +47,7 @@ def model_card(
         activation_bytes=block_activations(count, blocks),
         precision=precision,
         optimizer=optimizer,
+        kernels_per_block=block_kernels(count, blocks),
     )
 
 
@@ -60,3 +61,15 @@ def block_activations(count: dict[str, Any], blocks: int) -> float:
     if kept:
         return float(sum(kept)) / len(kept)
     return float(count.get("kept_bytes", 0.0)) / blocks
+
+
+def block_kernels(count: dict[str, Any], blocks: int) -> float:
+    """The kernels one block launches per micro-batch: the slope of a count by depth (what one
+    more block adds to the compiled step), else the whole step's over the blocks (which then
+    carries the embeddings', the head's and the update's too), else Megatron-LM's
+    `KERNELS_PER_BLOCK` for a count made before kernels were counted."""
+    slope = (count.get("per_block") or {}).get("kernels")
+    if slope is not None and slope > 0:
+        return float(slope)
+    kernels = count.get("kernels") or 0
+    return float(kernels) / blocks if kernels > 0 else KERNELS_PER_BLOCK

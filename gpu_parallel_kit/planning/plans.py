@@ -35,7 +35,12 @@ MEMORY_COLUMNS = (
     "fits",
 )
 PART_COLUMNS = ("compute_s", "comm:tensor_s", "comm:data_s", "comm:stages_s", "bubble_s")
-COLUMNS = (*PLAN_COLUMNS, *TIME_COLUMNS, *MEMORY_COLUMNS, "bound", *PART_COLUMNS, "bubble_source")
+# The compute part's terms: it is the largest of them (`plan_search.step_time`).
+COMPUTE_COLUMNS = ("flops_s", "memory-bandwidth_s", "launches_s")
+COLUMNS = (
+    *(*PLAN_COLUMNS, *TIME_COLUMNS, *MEMORY_COLUMNS, "bound"),
+    *(*PART_COLUMNS, *COMPUTE_COLUMNS, "bubble_source"),
+)
 SHOWN = 5  # plans a notebook or a terminal shows
 
 

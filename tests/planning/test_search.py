@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
+from gpu_parallel_kit.analysis.cost_model.plan_search import KERNELS_PER_BLOCK
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.planning.model_card import model_card
 from gpu_parallel_kit.planning.sample_inputs import sample_spec, sequence_of
@@ -82,6 +83,15 @@ def test_a_model_that_does_not_say_its_structure_names_the_keywords():
     assert "pass blocks=, hidden=, heads= to gpk.search" in sentence
     card = model_card(count, ((32,), "int32"), "bf16", "adam", "m", blocks=4, hidden=64, heads=4)
     assert card.activation_bytes == COUNT["kept_bytes"] / 4  # no block names: the whole over L
+
+
+def test_the_kernels_per_block_come_from_the_count_else_megatrons():
+    spec = ((32,), "int32")
+    by_depth = {**COUNT, "kernels": 900, "per_block": {"kernels": 190}}
+    assert model_card(by_depth, spec, "bf16", "adam", "m").kernels_per_block == 190
+    whole = {**COUNT, "kernels": 900}
+    assert model_card(whole, spec, "bf16", "adam", "m").kernels_per_block == 900 / 4
+    assert model_card(COUNT, spec, "bf16", "adam", "m").kernels_per_block == KERNELS_PER_BLOCK
 
 
 def test_the_counting_entry_point_exists():

@@ -4,7 +4,8 @@ Pure arithmetic on a `ModelCard` (a model's counted figures) and a `GPUCluster`.
 ZeRO (`training_precision.model_state_bytes`: mixed-precision Adam's 2 + 2 + 12 bytes per
 parameter, fp32's 4 + 4 + 8, the optimizer's sharded by zero-1, the gradients too by zero-2,
 everything by fsdp) and Korthikanti et al.'s activations; the step is
-closed-form: compute on the roofline, each axis's collectives on the link `cluster.links()`
+closed-form: compute on the roofline (`roofline.py`'s max(flops / peak, bytes / bandwidth) /
+efficiency, floored by kernels · launch), each axis's collectives on the link `cluster.links()`
 places them on, and the schedule's bubble. docs/planning.md gives the formulas and sources.
 """
 
@@ -20,9 +21,15 @@ from ...pipeline.schedules import INTERLEAVED, ONE_F_ONE_B, ZB_H1
 from ...pipeline.simulation import theoretical_bubble
 from .gpu_cluster import GPUCluster
 from .hardware_presets import Interconnect
-from .roofline import DEFAULT_EFFICIENCY, Efficiency
+from .roofline import DEFAULT_EFFICIENCY, LAUNCH_S, Efficiency
 from .step_time_model import ring_all_reduce_s
-from .training_precision import StateBytes, model_state_bytes, state_bytes, training_precision
+from .training_precision import (
+    SHARDED_BY_DATA,
+    StateBytes,
+    model_state_bytes,
+    state_bytes,
+    training_precision,
+)
 
 SHARDINGS = ("none", "zero-1", "zero-2", "fsdp")
 CHECKPOINTING = ("none", "full")
@@ -30,6 +37,14 @@ PIPELINE_SCHEDULES = (ONE_F_ONE_B.name, INTERLEAVED.name, ZB_H1.name)
 NO_PIPELINE = "-"  # the schedule of a plan with one stage: gradient accumulation
 VIRTUAL_STAGES = 2  # interleaved's chunks per device, as Megatron-LM's runs mostly used
 RESERVE = 0.1  # of a device's memory kept for the framework, buffers and fragmentation
+# Kernels one Transformer block launches per micro-batch when the count does not say: Megatron-LM's
+# fused forward is 12 (2 layer norms, the QKV, projection and two MLP matmuls, the two batched
+# attention matmuls, the fused scale-mask-softmax, two bias-dropout-adds, the bias-GeLU), and the
+# backward launches about twice as many (Shoeybi et al. 2019; Korthikanti et al. 2022).
+KERNELS_PER_BLOCK = 36.0
+# The compute part's three terms (`step_time`), and the bound each names when it rules.
+COMPUTE_TERMS = {"flops": "compute", "memory-bandwidth": "memory-bandwidth", "launches": "launches"}
+PARTS = ("compute", "comm:tensor", "comm:data", "comm:stages", "bubble")
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,8 @@ class ModelCard:
         precision: the training precision ("bf16", "fp16", "mixed", "fp32"), as
             `training_precision` names it.
         optimizer: the optimizer's name (adam, sgd, ...) or its bytes of state per parameter.
+        kernels_per_block: kernels one block launches per micro-batch, forward and backward (the
+            counted step's, else Megatron-LM's `KERNELS_PER_BLOCK`): the launch floor.
     """
 
     parameters: float
@@ -58,9 +75,15 @@ class ModelCard:
     activation_bytes: float
     precision: str = "bf16"
     optimizer: str | float = "adam"
+    kernels_per_block: float = KERNELS_PER_BLOCK
 
     def __post_init__(self) -> None:
         state_bytes(self.optimizer, self.precision)  # one sentence for an unknown name
+        if not self.kernels_per_block > 0:
+            raise GpkError(
+                f"kernels_per_block={self.kernels_per_block} must be above 0; e.g. "
+                f"{KERNELS_PER_BLOCK:g}, Megatron-LM's fused block"
+            )
 
     @functools.cached_property
     def state(self) -> StateBytes:
@@ -78,6 +101,24 @@ class ModelCard:
         """One sample's activations across a cut, or a tensor collective's message: 2·s·h at
         16 bits."""
         return self.state.activation * self.sequence * self.hidden
+
+    def moved_bytes(self, tensor: int, stages: int, micro_batch_size: int) -> float:
+        """Bytes one device moves through its memory for one micro-batch of its stage: its shard
+        of the weights read once in the forward and twice in the backward (the input's and the
+        weights' gradients), its gradients written, and its blocks' kept activations written in
+        the forward and read in the backward (Williams et al.'s roofline traffic, as
+        `roofline.py` counts it; docs/planning.md)."""
+        shard = self.parameters / (tensor * stages)
+        weights = shard * (3 * self.state.params + self.state.grads)
+        kept = _block_activations(self, tensor, "none") * self.layers / stages
+        return weights + 2 * kept * micro_batch_size
+
+    def update_bytes(self, plan: Plan) -> float:
+        """Bytes the optimizer's update moves on one device once a step: the optimizer state of
+        its slice read and written, that slice's gradients read and weights written."""
+        shard = self.parameters / (plan.tensor * plan.stages)
+        slice_ = shard / (plan.data if SHARDED_BY_DATA[plan.sharding][2] else 1)
+        return slice_ * (2 * self.state.optimizer + self.state.grads + self.state.params)
 
 
 @dataclass(frozen=True)
@@ -145,6 +186,7 @@ def step_time(
     # Full recomputation runs each forward twice: a third more work (a forward is 1/3 of it).
     flops = model_flops * (4 / 3 if plan.checkpointing == "full" else 1.0)
     peak = cluster.device.peak_flops(training_precision(card.precision).peak)
+    terms = _compute_terms(card, plan, cluster, flops / peak)
     tensor_s = _tensor_comm_s(card, plan, links["tensor"])
     data_s = _data_comm_s(card, plan, links["data"])
     sends_s = _stage_sends_s(card, plan, links["stages"])
@@ -157,7 +199,8 @@ def step_time(
     found: dict[str, float] = {}
     parts: dict[str, float] = {}
     for end in ("likely", "low", "high"):
-        compute = flops / (peak * efficiency.at(end))
+        share = efficiency.at(end)
+        compute = max(terms["flops"] / share, terms["memory-bandwidth"] / share, terms["launches"])
         busy = compute + tensor_s
         idle = busy * bubble / (1 - bubble)
         # The gradients' collectives overlap the backward (about 2/3 of the compute).
@@ -171,16 +214,29 @@ def step_time(
                 "comm:stages": sends_s,
                 "bubble": idle,
             }
-    best = max(parts, key=parts.get)
-    return {
+    likely = efficiency.at("likely")
+    row = {
         "step_time_s": found["likely"],
         "step_time_low_s": found["high"],  # the high efficiency gives the short step
         "step_time_high_s": found["low"],
         "model_tflops_per_device": model_flops / found["likely"] / 1e12,
         "mfu": model_flops / found["likely"] / peak,
-        "bound": best,
         **{f"{name}_s": seconds for name, seconds in parts.items()},
+        "flops_s": terms["flops"] / likely,
+        "memory-bandwidth_s": terms["memory-bandwidth"] / likely,
+        "launches_s": terms["launches"],
     }
+    return {**row, "bound": bound(row)}
+
+
+def bound(row: dict[str, float | str]) -> str:
+    """What bounds a row's step: its largest part, the compute part named by the term that
+    rules it ("compute" for the FLOPs, "memory-bandwidth" for the bytes, "launches" for the
+    kernels' floor)."""
+    largest = max(PARTS, key=lambda part: row[f"{part}_s"])
+    if largest != "compute":
+        return largest
+    return COMPUTE_TERMS[max(COMPUTE_TERMS, key=lambda term: row[f"{term}_s"])]
 
 
 def rank(
@@ -191,7 +247,7 @@ def rank(
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
 ) -> list[dict[str, float | int | str | bool]]:
     """Every plan as a row (`Plan`'s fields, `memory`, `step_time`, `memory_bytes`, `fits`),
-    those that fit first, each group fastest first."""
+    those that fit first, each group fastest first (of two as fast, the leaner first)."""
     if not 0 <= reserve < 1:
         raise GpkError(f"reserve={reserve} must lie in [0, 1); e.g. 0.1 keeps a tenth free")
     room = cluster.device.memory_bytes * (1 - reserve)
@@ -207,7 +263,7 @@ def rank(
             f"and a global batch of {global_batch} over {cluster.gpus} GPUs; use a global batch "
             f"that is a multiple of {cluster.gpus}"
         )
-    rows.sort(key=lambda r: (not r["fits"], r["step_time_s"]))
+    rows.sort(key=lambda r: (not r["fits"], r["step_time_s"], r["memory_bytes"]))
     return rows
 
 
@@ -229,6 +285,25 @@ def _schedules(card: ModelCard, stages: int, micro_batches: int) -> Iterator[tup
     chunks = VIRTUAL_STAGES
     if card.layers % (stages * chunks) == 0 and micro_batches % stages == 0:
         yield INTERLEAVED.name, chunks
+
+
+def _compute_terms(
+    card: ModelCard, plan: Plan, cluster: GPUCluster, flops_s: float
+) -> dict[str, float]:
+    """One device's step on the roofline before the efficiency: the FLOPs at peak, the bytes at
+    the memory's bandwidth, and the kernels' launch floor (full recomputation runs each
+    forward twice: its weights are read once more and its kernels launched again)."""
+    recompute = plan.checkpointing == "full"
+    per_micro_batch = card.moved_bytes(plan.tensor, plan.stages, plan.micro_batch_size)
+    if recompute:
+        per_micro_batch += card.parameters / (plan.tensor * plan.stages) * card.state.params
+    moved = per_micro_batch * plan.micro_batches + card.update_bytes(plan)
+    kernels = card.kernels_per_block * card.layers / plan.stages * plan.micro_batches
+    return {
+        "flops": flops_s,
+        "memory-bandwidth": moved / cluster.device.memory_bandwidth_bytes_s,
+        "launches": kernels * (4 / 3 if recompute else 1.0) * LAUNCH_S,
+    }
 
 
 def _in_flight(plan: Plan) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
@@ -98,11 +100,58 @@ def test_plans_that_fit_come_first_fastest_first(cluster):
     assert best["memory_bytes"] <= 0.9 * 80e9
     assert best["step_time_low_s"] <= best["step_time_s"] <= best["step_time_high_s"]
     assert 0 < best["mfu"] < 0.6 and best["bound"] in (
-        "compute", "comm:tensor", "comm:data", "comm:stages", "bubble",
+        "compute", "memory-bandwidth", "launches", "comm:tensor", "comm:data", "comm:stages",
+        "bubble",
     )  # fmt: skip
     # A replica of 6.7 B parameters with Adam (107 GB) fits no 80 GB A100.
     assert not any(r["fits"] for r in rows if r["tensor"] * r["stages"] == 1 and
                    r["sharding"] == "none")  # fmt: skip
+
+
+def _gpt(hidden, heads, layers, sequence):
+    """Megatron's GPT card of a width, heads, blocks and sequence."""
+    return ModelCard(
+        parameters=12 * hidden**2 * layers, layers=layers, hidden=hidden, heads=heads,
+        sequence=sequence, flops_per_sample=72 * sequence * layers * hidden**2,
+        activation_bytes=sequence * hidden * 34 + 5 * heads * sequence**2,
+    )  # fmt: skip
+
+
+def test_the_compute_part_is_the_largest_of_flops_bytes_and_launches(cluster):
+    for row in rank(CARD, cluster, global_batch=256)[:50]:
+        terms = [row["flops_s"], row["memory-bandwidth_s"], row["launches_s"]]
+        assert row["compute_s"] == pytest.approx(max(terms))
+
+
+def test_a_tiny_model_on_many_tensor_ways_waits_on_memory_or_launches():
+    tiny, four = _gpt(64, 8, 4, 32), GPUCluster("a100", nodes=1, per_node=4)
+    timed = step_time(tiny, plan(tensor=4, micro_batches=8), four)
+    assert timed["bound"] in ("memory-bandwidth", "launches")
+    assert timed["compute_s"] > 10 * timed["flops_s"]
+    # Wide, short samples, one at a time: the weights read every micro-batch rule the compute.
+    wide = step_time(_gpt(4096, 32, 4, 32), plan(tensor=4, micro_batches=8), four)
+    assert wide["bound"] == "memory-bandwidth"
+    assert wide["memory-bandwidth_s"] > max(wide["flops_s"], wide["launches_s"])
+
+
+def test_a_gpt3_plan_is_bound_by_its_flops_not_its_bytes_or_launches():
+    gpt3 = _gpt(12288, 96, 96, 2048)
+    nodes = GPUCluster("a100", nodes=128, per_node=8)
+    used = plan(data=8, tensor=8, stages=16, micro_batches=192, schedule="1f1b")
+    timed = step_time(gpt3, used, nodes)
+    assert timed["flops_s"] > 2 * max(timed["memory-bandwidth_s"], timed["launches_s"])
+    assert timed["bound"] not in ("memory-bandwidth", "launches")
+
+
+def test_the_bytes_moved_are_the_weights_thrice_the_gradients_once_and_activations_twice():
+    none = CARD.moved_bytes(tensor=2, stages=4, micro_batch_size=0)
+    state = CARD.state
+    assert none == pytest.approx(CARD.parameters / 8 * (3 * state.params + state.grads))
+    one = CARD.moved_bytes(tensor=2, stages=4, micro_batch_size=1)
+    kept = memory(CARD, plan(tensor=2, stages=4, micro_batches=4, schedule="1f1b"))
+    assert one - none == pytest.approx(2 * kept["activations_bytes"] / 4)  # of 4 in flight
+    with pytest.raises(GpkError, match="kernels_per_block=0"):
+        dataclasses.replace(CARD, kernels_per_block=0)
 
 
 def test_a_batch_no_plan_divides_is_one_sentence(cluster):
