@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..quiet_start import native_stderr_filtered
 from ..work_count import answer
 
 
@@ -51,7 +52,9 @@ def count_for_plans(
             "depth": depth_of(built[-1]),  # what a plan run here may rebuild; None: kept as is
         }
 
-    answer(sender, count)
+    # keras-hub imports TensorFlow: its start-up chatter stays out of the notebook's stderr.
+    with native_stderr_filtered():
+        answer(sender, count)
 
 
 def _by_depth(
