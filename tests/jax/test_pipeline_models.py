@@ -1,9 +1,9 @@
 """`pipeline` on JAX beyond a chain of Dense layers: a Transformer block's residual streams, a
-nested subclassed block (one unit, never rebuilt from its config), a keras-hub GPT-2 backbone cut
-between its own layers, BatchNormalization's micro-batch statistics, Dropout's masks through a
-recomputed backward, and the refusals, each one sentence.
+nested subclassed block (one unit, never rebuilt from its config), several inputs and outputs,
+a keras-hub GPT-2 backbone cut between its own layers, BatchNormalization's micro-batch
+statistics, Dropout's masks through a recomputed backward, and the refusals, each one sentence.
 
-About 60 s on 2 cores (GPT-2's runs are the longest, about 10 s each).
+About 90 s on 2 cores (the Transformer block's three runs take about 25 s, GPT-2's two 15 s).
 """
 
 from __future__ import annotations
@@ -61,6 +61,26 @@ def test_a_subclassed_block_is_one_unit_its_config_never_rebuilt(tmp_path):
         experiment, tmp_path, [dict(devices=2, schedule="gpipe", micro_batches=2)]
     )
     assert [s["layers"] for s in result.extra["stages"]] == [["hidden_block"], ["head"]]
+
+
+def _two_outputs():
+    x, y = builders.small_data()
+    return x, (y, x[:, :1] * 2.0)
+
+
+@pytest.mark.parametrize(
+    ("model", "data"),
+    [
+        (builders.two_input_model, builders.two_input_arrays),  # a dict of inputs
+        (builders.two_output_model, _two_outputs),  # one loss per output, weighted
+    ],
+    ids=["two-inputs", "two-outputs"],
+)
+def test_several_inputs_or_outputs_train_like_one_device(tmp_path, model, data):
+    experiment = gpk.Experiment(
+        model=model, data=data(), batch_size=32, steps_per_epoch=2, backend="jax", progress=False
+    )
+    _equals_one_device(experiment, tmp_path, [dict(devices=2, schedule="1f1b", micro_batches=2)])
 
 
 @pytest.mark.skipif(

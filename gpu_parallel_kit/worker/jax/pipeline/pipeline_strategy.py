@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import keras
+import numpy as np
 
 from ....errors import GpkError
 from ....pipeline.microbatch import Choice, Curve, candidates, is_auto
@@ -106,7 +107,9 @@ class PipelineParallel(JaxStrategy):
         starts = stage_starts(
             traced, k, chunks, spec.balance, lambda: call_times(traced, sample), tensor_bytes
         )
-        self.stages = _stages(model, traced, starts, self.devices, micro_batches, spec.recompute)
+        self.stages = _stages(
+            model, traced, starts, self.devices, micro_batches, spec.recompute, first_y
+        )
         self.state_bytes = _state_bytes(self.stages)
         check_budget(stage_memory(self.stages, traced), spec.memory_budget)  # before any timing
         first = candidates(spec.schedule, k, spec.global_batch, chunks)[0]
@@ -194,11 +197,13 @@ def _stages(
     devices: list[Any],
     micro_batches: int,
     recompute: bool,
+    y: Any,
 ) -> list[StageFunctions]:
-    """Each slice of the graph with its weights on its device and its own optimizer."""
+    """Each slice of the graph with its weights on its device and its own optimizer; the last
+    with the model's loss, built on the targets `y`."""
     bounds = [0, *starts, len(traced.graph.calls)]
     count = len(bounds) - 1
-    loss = _loss(model, traced)
+    loss = _loss(model, traced, y)
     return [
         StageFunctions(
             index,
@@ -214,9 +219,10 @@ def _stages(
     ]
 
 
-def _loss(model: keras.Model, traced: TracedModel):
+def _loss(model: keras.Model, traced: TracedModel, y: Any):
     """The model's compiled loss (strings, objects, one per output), as the last stage needs it:
-    (targets, the values by tensor name) -> the micro-batch's mean loss."""
+    (targets, the values by tensor name) -> the micro-batch's mean loss. Built here on one
+    sample of the targets `y`, so its per-output trackers exist before any tracing."""
     config = compile_config(model)
     compiled = compile_loss_class()(
         config.get("loss", model.loss),
@@ -224,12 +230,20 @@ def _loss(model: keras.Model, traced: TracedModel):
         output_names=getattr(model, "output_names", None),
     )
 
+    def predictions(values: list[Any]) -> Any:
+        return keras.tree.pack_sequence_as(traced.outputs, values)
+
+    sinks = [traced.tensors[name] for name in traced.graph.sinks]
+    dtype = keras.backend.standardize_dtype
+    blank = [np.zeros((1, *(d or 1 for d in t.shape[1:])), dtype(t.dtype)) for t in sinks]
+    compiled.build(keras.tree.map_structure(lambda a: np.asarray(a)[:1], y), predictions(blank))
+
     def loss(y: Any, values: dict[str, Any]) -> Any:
-        predictions = keras.tree.pack_sequence_as(
-            traced.outputs, [values[name] for name in traced.graph.sinks]
-        )
-        with keras.StatelessScope():  # its trackers must not be assigned inside jax.jit
-            return compiled(y, predictions)
+        # The trackers read fresh zeros, not their arrays: a jitted pass captures no constant
+        # from another device, and their updates are dropped with the scope.
+        fresh = [(v, jax.numpy.zeros(v.shape, v.dtype)) for v in compiled.variables]
+        with keras.StatelessScope(state_mapping=fresh):
+            return compiled(y, predictions([values[name] for name in traced.graph.sinks]))
 
     return loss
 
