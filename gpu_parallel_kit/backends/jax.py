@@ -13,6 +13,7 @@ JAX = Backend(
     discovery_entry="gpu_parallel_kit.worker.jax.device_setup:discover_with_jax",
     cluster_entry="gpu_parallel_kit.cluster.local:launch_local_cluster",
     member_entry="gpu_parallel_kit.worker.jax.member:run_member",
+    served_entry="gpu_parallel_kit.worker.jax.member:served_member_main",
     server="gpu_parallel_kit.runs.processes.server_client:jax_server",
     shards_layers=True,
     xla_always=True,

@@ -14,6 +14,7 @@ TENSORFLOW = Backend(
     discovery_entry="gpu_parallel_kit.worker.tensorflow.device_setup:discover_with_tensorflow",
     cluster_entry="gpu_parallel_kit.cluster.local:launch_local_cluster",
     member_entry="gpu_parallel_kit.worker.tensorflow.member:run_member",
+    served_entry="gpu_parallel_kit.worker.tensorflow.member:served_member_main",
     server=None,
     splits_gpus=True,
     custom_loop=True,

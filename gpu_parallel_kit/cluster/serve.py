@@ -1,7 +1,8 @@
 """`gpk worker`: the one program started on each host of a named cluster.
 
 It joins the coordinator (the notebook or `gpk` that starts runs), receives each run, trains it as
-worker `index` in a fresh process (its own devices, its own collectives), relays that process's
+worker `index` in a fresh process of the run's backend (its own devices, its own collectives;
+TensorFlow's MultiWorkerMirroredStrategy, or one `jax.distributed` mesh), relays that process's
 events and result, and kills it when the coordinator aborts the run or goes away. Between runs it
 reconnects, so one `gpk worker` per host serves a whole comparison.
 """
@@ -21,7 +22,7 @@ from ..errors import GpkError
 from ..runs.description.device_choice import discover_physical_devices
 from ..runs.description.run_spec import RunSpec
 from ..runs.processes.child_process import start_child, stop_child
-from ..runs.processes.entry_points import SERVED_MEMBER_ENTRY
+from ..runs.processes.entry_points import served_entry
 from ..runs.processes.failure_reasons import classify_exit
 from ..runs.results.run_result import RunResult
 from .config import ClusterSpec
@@ -96,7 +97,8 @@ def _serve_connection(
         say(f"run {spec.run_id}: {spec.strategy} on {spec.workers} workers")
         try:
             spec = dataclasses.replace(
-                spec, devices=plan_on_this_host(spec.devices, discover_physical_devices())
+                spec,
+                devices=plan_on_this_host(spec.devices, discover_physical_devices(spec.backend)),
             )
         except GpkError as error:  # e.g. more devices than this host has
             result = RunResult(**spec.result_identity(), status="failed", reason=str(error))
@@ -112,7 +114,9 @@ def _run_member(
     spec: RunSpec, cluster: ClusterSpec, index: int, connection: Connection
 ) -> RunResult | None:
     """Train in a fresh process, relaying its messages; the row when it ended without one."""
-    process, receiver = start_child(SERVED_MEMBER_ENTRY, spec, cluster.workers, index)
+    process, receiver = start_child(
+        served_entry(spec.backend), spec, cluster.workers, index, backend=spec.backend
+    )
     phase = "starting"
     try:
         while True:

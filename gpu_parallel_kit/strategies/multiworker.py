@@ -56,12 +56,6 @@ def check_multiworker(spec: RunSpec) -> None:
             f"workers={w} but the cluster {spec.cluster.source or ''} lists "
             f"{len(spec.cluster.workers)}; drop workers= or make them agree"
         )
-    if spec.cluster is not None and spec.backend in FIT_ON:
-        raise GpkError(
-            f"cluster= runs multi-worker training on backend='tensorflow' for now, not "
-            f"{spec.backend!r}; drop cluster= to train on local workers, or use "
-            "backend='tensorflow'"
-        )
     if spec.all_reduce not in MULTIWORKER_ALL_REDUCE:
         raise GpkError(
             f"all_reduce={spec.all_reduce!r} is not available with strategy='multiworker'; "

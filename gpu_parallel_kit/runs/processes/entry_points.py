@@ -25,12 +25,13 @@ RUN_ENTRY = TENSORFLOW.run_entry
 LOCAL_CLUSTER_ENTRY = TENSORFLOW.cluster_entry
 DISCOVERY_ENTRY = TENSORFLOW.discovery_entry
 MEMBER_ENTRY = TENSORFLOW.member_entry
-SERVED_MEMBER_ENTRY = "gpu_parallel_kit.worker.tensorflow.member:served_member_main"
+SERVED_MEMBER_ENTRY = TENSORFLOW.served_entry
 # JAX runs: Keras on JAX, no TensorFlow; started from the JAX server
 # (runs/processes/server_client.py).
 JAX_RUN_ENTRY = JAX.run_entry
 JAX_DISCOVERY_ENTRY = JAX.discovery_entry
 JAX_MEMBER_ENTRY = JAX.member_entry
+JAX_SERVED_MEMBER_ENTRY = JAX.served_entry
 JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax.server:serve"
 # A step's work counted for a projection (worker/work_count.py): a short child, on demand.
 WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.jax.work_count:count_with_jax"
@@ -44,6 +45,7 @@ ENTRIES = (
     JAX_RUN_ENTRY,
     JAX_DISCOVERY_ENTRY,
     JAX_MEMBER_ENTRY,
+    JAX_SERVED_MEMBER_ENTRY,
     JAX_SERVER_ENTRY,
     WORK_COUNT_JAX_ENTRY,
     WORK_COUNT_TF_ENTRY,
@@ -55,6 +57,7 @@ __all__ = [
     "JAX_DISCOVERY_ENTRY",
     "JAX_MEMBER_ENTRY",
     "JAX_RUN_ENTRY",
+    "JAX_SERVED_MEMBER_ENTRY",
     "JAX_SERVER_ENTRY",
     "LOCAL_CLUSTER_ENTRY",
     "MEMBER_ENTRY",
@@ -67,6 +70,7 @@ __all__ = [
     "entry_point",
     "main_module_hidden",
     "member_entry",
+    "served_entry",
 ]
 _starting = threading.Lock()
 
@@ -82,6 +86,14 @@ def member_entry(backend: str) -> str:
     entry = backend_record(backend).member_entry
     if entry is None:
         raise ValueError(f"backend {backend!r} runs no worker processes of its own")
+    return entry
+
+
+def served_entry(backend: str) -> str:
+    """The entry point of one worker process on a named cluster's host, on `backend`."""
+    entry = backend_record(backend).served_entry
+    if entry is None:
+        raise ValueError(f"backend {backend!r} serves no named cluster")
     return entry
 
 

@@ -1,7 +1,8 @@
 """One worker process of a JAX run over several processes: `jax.distributed` first, then the usual
 run, on one mesh of every process's devices.
 
-Entered by the local launcher (`cluster/local.py`, by name: the JAX record's `member_entry`) in a
+Entered by the local launcher (`cluster/local.py`, by name: the JAX record's `member_entry`), and
+by `gpk worker` on a named cluster's hosts (`cluster/serve.py`: the record's `served_entry`), in a
 process forked from the JAX server, where JAX is imported but its runtime not started. Each worker
 feeds its own rows of every global batch (Keras shards only tf.data across processes), so the
 workers together train on the batches a single device would.
@@ -13,8 +14,10 @@ import os
 
 os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported, as in run.py
 
+import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import hashlib  # noqa: E402
+import re  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -24,67 +27,73 @@ import numpy as np  # noqa: E402
 from jax.experimental import multihost_utils  # noqa: E402
 
 from ...cluster.network import listening_report  # noqa: E402
+from ...errors import GpkError  # noqa: E402
 from ...runs.description.run_spec import RunSpec  # noqa: E402
+from ...runs.processes.child_process import die_with_parent  # noqa: E402
 from ...runs.results.run_result import RunResult  # noqa: E402
 from ...strategies.processes import process_rows  # noqa: E402
+from ..line_filter import LineFilter  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
-from .device_setup import configure_jax_devices, device_names, peak_memory, with_flag  # noqa: E402
+from .device_setup import configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .feed import OrderedBatches  # noqa: E402
+from .joining import join  # noqa: E402
 from .keras_internals import place_initial_values_from_host  # noqa: E402
 from .run import JaxRun, make_strategy  # noqa: E402
 
-# A run over processes ends within these bounds when a worker dies or hangs (docs: multi-worker).
-JOIN_TIMEOUT_S = 60  # every worker has joined the coordinator by then
-HEARTBEAT_TIMEOUT_S = 30  # a worker silent this long is dead to the others (JAX's default: 100)
-SHUTDOWN_TIMEOUT_S = 10  # the workers' goodbye at the end
-COLLECTIVE_TIMEOUT_S = 60  # a collective whose peers do not arrive fails then
+# gloo says so on stdout each time a collective first connects its peers; nothing to act on.
+GLOO_CHATTER = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
 
 
 def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Callable) -> None:
     """Train as worker `index` of `spec.workers`, the first address being the coordinator's;
-    events and the result go to `send`."""
-    join(addresses[0], spec.workers, index)
-    place_initial_values_from_host()
+    events and the result go to `send`.
+
+    Shared by local workers and `gpk worker` on a named cluster's hosts (which plan their own
+    devices before they get here)."""
 
     def emit(**event: Any) -> None:
         send({**event, "worker": index})
 
+    quiet = LineFilter(1, GLOO_CHATTER)
+
     def report_and_exit(result: RunResult) -> None:
         emit(event="result", result=result.to_dict())
+        if result.ok:  # every worker leaves together: none sees the coordinator vanish first
+            with contextlib.suppress(Exception):
+                jax.distributed.shutdown()
+        quiet.close()
         os._exit(0)
+
+    try:
+        joined = join(addresses, spec.workers, index, named=spec.cluster is not None)
+    except GpkError as error:  # the host's variables disagree with the cluster file
+        report_and_exit(RunResult(**spec.result_identity(), status="failed", reason=str(error)))
+    place_initial_values_from_host()
 
     # The chief saves the weights, gathered from every worker after training (ProcessRun.measure).
     member = dataclasses.replace(spec, save_weights=None)
-    run = ProcessRun(member, index, spec.save_weights if index == 0 else None)
+    run = ProcessRun(member, index, spec.save_weights if index == 0 else None, joined.source)
     report_and_exit(run_in_this_process(member, emit, report_and_exit, run))
 
 
-def join(coordinator: str, workers: int, index: int) -> None:
-    """`jax.distributed.initialize`, before anything starts JAX's runtime; the coordinator (in
-    worker 0) listens on `coordinator` only, a loopback address for local workers."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    os.environ["XLA_FLAGS"] = with_flag(
-        flags, f"--xla_cpu_collective_timeout_seconds={COLLECTIVE_TIMEOUT_S}"
-    )
-    jax.distributed.initialize(
-        coordinator_address=coordinator,
-        num_processes=workers,
-        process_id=index,
-        coordinator_bind_address=coordinator,
-        initialization_timeout=JOIN_TIMEOUT_S,
-        heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S,
-        shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S,
-    )
+def served_member_main(spec: RunSpec, workers: tuple[str, ...], index: int, sender: Any) -> None:
+    """Entry point of `gpk worker`'s training process on JAX: its own process group, so stopping
+    it takes everything it started."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    die_with_parent()  # the parent is the JAX server, which ends with `gpk worker`
+    run_member(spec, workers, index, sender.send)
 
 
 class ProcessRun(JaxRun):
     """A JAX run in one of several processes: the mesh over every worker's devices, this
     worker's rows of each batch, and its memory, listening sockets and weights' digest."""
 
-    def __init__(self, spec: RunSpec, index: int, save_to: str | None) -> None:
+    def __init__(self, spec: RunSpec, index: int, save_to: str | None, joined_by: str) -> None:
         super().__init__(spec)
         self.index = index
         self.save_to = save_to
+        self.joined_by = joined_by
         self.digest = ""
 
     def set_up_devices(self) -> tuple[str, ...]:
@@ -144,7 +153,12 @@ class ProcessRun(JaxRun):
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
         fields = super().result_fields(model, step_time_s)
         extra = fields["extra"]
-        extra.update(**listening_report(), worker_index=self.index, weights_digest=self.digest)
+        extra.update(
+            **listening_report(),
+            worker_index=self.index,
+            weights_digest=self.digest,
+            joined_by=self.joined_by,
+        )
         if "comm_method" in extra:
             extra["comm_method"] += f"; across {self.spec.workers} worker processes (gloo)"
         return fields
