@@ -2,7 +2,7 @@
 
 Each plan is mapped to a strategy, devices and options (`scaled_plan.py`) and every refusal said
 before the first run; the model, a keras-hub backbone, is rebuilt with fewer blocks in the
-worker (`worker/depth_scaled_model.py`), its depth read off the plan search's count of it. The
+worker (`worker/depth_scaled_model.py`), its depth read first in a short child. The
 rows come back as a `Comparison` whose table adds the plan's columns as they ran and `scaled`.
 """
 
@@ -15,22 +15,22 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis.cost_model.training_precision import training_precision
 from ..comparison import Comparison
 from ..errors import GpkError, whole_number
 from ..runs.description.device_choice import discover_physical_devices, virtual_device_limit
 from ..runs.description.pickled_functions import pickled
 from ..runs.description.sources import ModelSource
+from ..runs.processes.child_process import start_child, stop_child
 from ..strategies import resolve
-from .sample_inputs import experiment_sample
 from .scaled_plan import PLAN_FIELDS, ScaledPlan, scale_plan
-from .step_count import counted_step
 
 # The worker's loader of a model at another depth, named as text: the caller never imports it.
 LOAD_WITH_BLOCKS = "gpu_parallel_kit.worker.depth_scaled_model:load_with_blocks"
+MODEL_DEPTH_ENTRY = "gpu_parallel_kit.worker.depth_scaled_model:model_depth"
+DEPTH_TIMEOUT_S = 300.0  # a model built with its weights deferred: seconds, even a large one
+_DEPTHS: dict[ModelSource, tuple[int | None, int | None]] = {}  # this process's reads
 SCALED = "scaled"  # the column that says what was scaled
 PLAN = "plan"  # the key of a run's `extra` that holds the plan's shape as it ran
-COUNT_PRECISION, COUNT_OPTIMIZER = "bf16", "adam"  # as `search`'s defaults: one count serves both
 
 
 class PlanRuns:
@@ -80,8 +80,10 @@ class PlanRuns:
         """
         rows = plan_rows(plans)
         here = devices_here(self.backend) if devices is None else whole_number(devices, "devices")
-        depth, heads = self._model_depth()
         batch = self.training.batch_size
+        for row in rows:  # what no backend runs is refused before the model is read
+            scale_plan(row, here, batch, self.backend)
+        depth, heads = self._model_depth()
         shapes = [scale_plan(r, here, batch, self.backend, depth, heads, blocks) for r in rows]
         specs = [self._plan_spec(shape, options) for shape in shapes]
         results = []
@@ -102,15 +104,10 @@ class PlanRuns:
 
     def _model_depth(self) -> tuple[int | None, int | None]:
         """The blocks of the experiment's model when the worker can rebuild it with fewer, and
-        its heads, from the plan search's count of it (kept, so a second ask is instant)."""
-        try:
-            spec = experiment_sample(self.data)
-            policy = training_precision(COUNT_PRECISION).policy
-            count = counted_step(self.model, None, spec, policy, COUNT_OPTIMIZER, False)
-        except GpkError:
-            return None, None
-        heads = (count.get("structure") or {}).get("heads")
-        return count.get("depth"), heads
+        its heads: read in a short child, once per model."""
+        if self.model not in _DEPTHS:
+            _DEPTHS[self.model] = read_depth(self.model, self.backend)
+        return _DEPTHS[self.model]
 
 
 class PlanComparison(Comparison):
@@ -121,10 +118,17 @@ class PlanComparison(Comparison):
     def table(self) -> pd.DataFrame:
         table = super().table
         shapes = [r.extra.get(PLAN) or {} for r in self.results]
-        added = [c for c in (*PLAN_FIELDS, SCALED) if c not in table.columns or c == SCALED]
         at = list(table.columns).index("devices") + 1
-        for offset, column in enumerate(added):
-            table.insert(at + offset, column, [shape.get(column) for shape in shapes])
+        for column in (*PLAN_FIELDS, SCALED):
+            values = [shape.get(column) for shape in shapes]
+            if column not in table.columns:
+                table.insert(at, column, values)
+                at += 1
+                continue
+            # A column the runs fill for some strategies only (a pipeline's schedule): the
+            # plan's own value where a run left it blank.
+            blank = table[column].isna() | (table[column].astype(str) == "")
+            table[column] = table[column].astype(object).where(~blank, values)
         return table
 
 
@@ -162,6 +166,22 @@ def plan_rows(plans: Any) -> list[Any]:
     if not found:
         raise GpkError("no plan to run: the table given is empty; give plans.top(3)")
     return found
+
+
+def read_depth(source: ModelSource, backend: str) -> tuple[int | None, int | None]:
+    """(blocks, heads) a model's config says, read in a child that builds it with its weights
+    deferred; (None, None) when the child cannot tell."""
+    process, receiver = start_child(MODEL_DEPTH_ENTRY, source, backend=backend)
+    try:
+        if not receiver.poll(DEPTH_TIMEOUT_S):
+            return None, None
+        succeeded, found = receiver.recv()
+    except EOFError:
+        return None, None
+    finally:
+        receiver.close()
+        stop_child(process)
+    return (found["depth"], found["heads"]) if succeeded else (None, None)
 
 
 def devices_here(backend: str) -> int:

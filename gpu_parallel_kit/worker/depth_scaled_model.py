@@ -2,8 +2,9 @@
 
 A keras-hub backbone says its depth in its config (`num_layers`), and a task built on one (a
 `CausalLM`) or a functional model that calls one holds its backbone's config; `from_config` with
-another `num_layers` then builds the same model at another depth. The plan search counts a deep backbone from two shallow ones
-(`jax/depth_scaling.py`), and a plan's shape runs here on a shallow copy (`Experiment.run_plan`).
+another `num_layers` then builds the same model at another depth. The plan search counts a deep
+backbone from two shallow ones (`jax/depth_scaling.py`), and a plan's shape runs here on a
+shallow copy (`Experiment.run_plan`), its depth and heads read first (`model_depth`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..errors import GpkError
 from ..runs.description.sources import ModelSource
+from .work_count import answer
 
 BLOCKS_KEY = "num_layers"  # how a keras-hub backbone's config names its blocks
 
@@ -21,6 +23,32 @@ def depth_of(model: Any) -> int | None:
     """The blocks `model`'s config says (its own, or its backbone's); None when it says none."""
     found = _blocks_config(model.get_config())
     return None if found is None else int(found[BLOCKS_KEY])
+
+
+def heads_of(model: Any) -> int | None:
+    """The attention heads beside the blocks in `model`'s config; None when it says none."""
+    found = _blocks_config(model.get_config()) or {}
+    heads = found.get("num_heads", found.get("num_query_heads"))
+    return heads if isinstance(heads, int) else None
+
+
+def model_depth(source: ModelSource, sender: Any) -> None:
+    """A child's entry: send (True, {"depth": blocks or None, "heads": heads or None}) of the
+    experiment's model, built with its weights deferred where its builder allows."""
+
+    def read() -> dict[str, Any]:
+        import keras
+
+        from .compiling import load_model
+
+        try:
+            with keras.StatelessScope(initialize_variables=False):
+                model = load_model(source)
+        except Exception:  # a builder that makes an optimizer, say: built as it is
+            model = load_model(source)
+        return {"depth": depth_of(model), "heads": heads_of(model)}
+
+    answer(sender, read)
 
 
 def with_blocks(model: Any, blocks: int) -> Any:

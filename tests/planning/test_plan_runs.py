@@ -1,5 +1,6 @@
 """A searched plan's shape run here (`planning/plan_runs.py`): one real run of a tiny keras-hub
-GPT-2 on JAX, rebuilt with fewer blocks, and the refusals, said before any work."""
+GPT-2 on JAX, its depth read in a child and rebuilt with fewer blocks, and the refusals, said
+before any work."""
 
 from __future__ import annotations
 
@@ -10,28 +11,24 @@ import pytest
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.analysis.cost_model.plan_search import Plan
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.planning import step_count
+from gpu_parallel_kit.planning import plan_runs
 from tests import hub_models
 
-from .conftest import COUNT
-
-# What the plan search's count says of `hub_models.gpt2`: two blocks, two heads, rebuildable.
-GPT2_COUNT = {**COUNT, "structure": {**COUNT["structure"], "blocks": 2, "heads": 2}, "depth": 2}
 TENSOR_PLAN = Plan(8, 2, 1, "zero-1", 2, 4, "-", 1, "none")
 
 
 @pytest.fixture
-def gpt2_counted(monkeypatch, tmp_path):
-    """The plan search's count of the experiment's model, without its child; the calls made."""
+def gpt2_read(monkeypatch):
+    """The child that reads the experiment's model replaced by what it says of
+    `hub_models.gpt2` (two blocks, two heads); the models it was asked about."""
     calls = []
 
-    def count(source, spec, policy, optimizer, progress):
+    def read(source, backend):
         calls.append(source.name)
-        return dict(GPT2_COUNT)
+        return 2, 2
 
-    monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(step_count, "_count_in_child", count)
-    monkeypatch.setattr(step_count, "_counted", {})
+    monkeypatch.setattr(plan_runs, "read_depth", read)
+    monkeypatch.setattr(plan_runs, "_DEPTHS", {})
     return calls
 
 
@@ -48,8 +45,8 @@ def gpt2_experiment(**options):
     )
 
 
-@pytest.mark.slow  # about 15 s on two cores: the JAX server's start and one tensor run
-def test_a_tensor_plan_runs_scaled_down_and_its_row_says_so(gpt2_counted):
+@pytest.mark.slow  # about 15 s on two cores: the JAX server, the model read, one tensor run
+def test_a_tensor_plan_runs_scaled_down_and_its_row_says_so():
     plan = dataclasses.asdict(TENSOR_PLAN)
     ran = gpt2_experiment().run_plan(plan, devices=4, blocks=1)
     (result,) = ran.results
@@ -61,18 +58,17 @@ def test_a_tensor_plan_runs_scaled_down_and_its_row_says_so(gpt2_counted):
     said = row["scaled"].split("; ")
     assert said[:2] == ["data 8 -> 2", "global batch 64 -> 8"]
     assert "zero-1 run as replicated" in said and said[-1] == "blocks 2 -> 1"
-    assert gpt2_counted == [hub_models.gpt2.__module__ + ".gpt2"]
 
 
-def test_a_plan_no_backend_runs_is_refused_before_any_run(gpt2_counted, fake_machine):
+def test_a_plan_no_backend_runs_is_refused_before_any_run(gpt2_read, fake_machine):
     three_d = dataclasses.replace(TENSOR_PLAN, stages=2, schedule="1f1b")
     plans = [dataclasses.asdict(TENSOR_PLAN), dataclasses.asdict(three_d)]
     with pytest.raises(GpkError, match="tensor 2 × stages 2 needs a pipeline"):
         gpt2_experiment().compare_plans(plans, devices=8)
-    assert fake_machine.specs == []
+    assert fake_machine.specs == [] and gpt2_read == []  # not even the model read
 
 
-def test_compare_plans_runs_each_plan_and_tables_their_shapes(gpt2_counted, fake_machine):
+def test_compare_plans_runs_each_plan_and_tables_their_shapes(gpt2_read, fake_machine):
     pipelined = Plan(4, 1, 2, "none", 1, 8, "1f1b", 1, "full")
     plans = [dataclasses.asdict(TENSOR_PLAN), dataclasses.asdict(pipelined)]
     compared = gpt2_experiment().compare_plans(plans, devices=4)
@@ -83,3 +79,4 @@ def test_compare_plans_runs_each_plan_and_tables_their_shapes(gpt2_counted, fake
     assert list(table["stages"]) == [1, 2] and list(table["data"]) == [2, 1]
     assert table.columns.get_loc("scaled") > table.columns.get_loc("devices")
     assert all(isinstance(text, str) and text for text in table["scaled"])
+    assert len(gpt2_read) == 1  # the model read once for both plans
