@@ -45,11 +45,6 @@ class PipelineParallel(JaxStrategy):
     >>> exp.run(strategy="pipeline", devices=2, schedule="gpipe", micro_batches=4, backend="jax")
     """
 
-    method = (
-        "the copies across the cuts (jax.device_put of activations and their gradients) inside "
-        "the timed steps' tasks, median per step"
-    )
-
     def __init__(self, spec: Any, devices: list[Any]) -> None:
         super().__init__(spec, devices)
         self.reports: list[StepReport] = []  # the training steps'
@@ -162,6 +157,7 @@ class PipelineParallel(JaxStrategy):
             self.spec,
             self.micro_batch,
         )
+        # The copies across the cuts inside this run's own timed tasks: never lent by a round.
         comm_time = found.pop("comm_time_s")
         cut_bytes = found["cut_bytes"]
         curve, choice = self.curve, self.choice
@@ -185,7 +181,6 @@ class PipelineParallel(JaxStrategy):
                 "state_bytes": self.state_bytes,
                 "parameter_bytes": sum(_nbytes(s.trainable) for s in self.stages),
                 "memory": stage_memory(self.stages, self.traced, self.schedule, self.micro_batch),
-                "comm_method": self.method,
             },
         }
 
