@@ -20,7 +20,7 @@ from ..errors import GpkError, whole_number
 from ..runs.description.device_choice import discover_physical_devices, virtual_device_limit
 from ..runs.description.pickled_functions import pickled
 from ..runs.description.sources import ModelSource
-from ..runs.processes.child_process import start_child, stop_child
+from ..runs.processes.child_process import RunInterrupted, start_child, stop_child
 from ..strategies import resolve
 from .scaled_plan import PLAN_FIELDS, ScaledPlan, scale_plan
 
@@ -76,7 +76,14 @@ class PlanRuns:
 
         Args:
             plans: `plans.top(3)` (a DataFrame of `Plans.table` rows), or a list of plans.
-            devices, blocks, cancel, **options: as `run_plan` takes them.
+            devices: as `run_plan` takes them.
+            blocks: as `run_plan` takes them.
+            cancel: an event that stops the run in hand and those after it; the rows of
+                those that ran are in `gpk.history()`.
+            **options: `run()`'s other keywords.
+
+        Returns:
+            A `Comparison`, one row per plan, as `run_plan` gives one.
         """
         rows = plan_rows(plans)
         here = devices_here(self.backend) if devices is None else whole_number(devices, "devices")
@@ -88,7 +95,12 @@ class PlanRuns:
         specs = [self._plan_spec(shape, options) for shape in shapes]
         results = []
         for shape, spec in zip(shapes, specs, strict=True):
-            result = self._execute(spec, cancel)
+            try:
+                result = self._execute(spec, cancel)
+            except RunInterrupted as interrupted:
+                raise KeyboardInterrupt(
+                    "run cancelled; its row is in gpk.history()"
+                ) from interrupted
             extra = {**result.extra, PLAN: {**shape.shape, SCALED: shape.said}}
             results.append(dataclasses.replace(result, extra=extra))
         return PlanComparison(results, counter=self.counted_step)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import GpkError
 from ..runs.description.sources import ModelSource
+from .quiet_start import native_stderr_filtered
 from .work_count import answer
 
 BLOCKS_KEY = "num_layers"  # how a keras-hub backbone's config names its blocks
@@ -41,11 +42,13 @@ def model_depth(source: ModelSource, sender: Any) -> None:
 
         from .compiling import load_model
 
-        try:
-            with keras.StatelessScope(initialize_variables=False):
+        # keras-hub imports TensorFlow: its start-up chatter stays out of the notebook.
+        with native_stderr_filtered():
+            try:
+                with keras.StatelessScope(initialize_variables=False):
+                    model = load_model(source)
+            except Exception:  # a builder that makes an optimizer, say: built as it is
                 model = load_model(source)
-        except Exception:  # a builder that makes an optimizer, say: built as it is
-            model = load_model(source)
         return {"depth": depth_of(model), "heads": heads_of(model)}
 
     answer(sender, read)
