@@ -150,23 +150,18 @@ def scale_plan(
         shape["checkpointing"] = NO_CHECKPOINTING
     backend_here = backend if record.offered_on(backend) else next(iter(record.worker_classes))
     searched = data * fields_["micro_batches"] * fields_["micro_batch_size"]
-    scaled = [
-        f"{label} {was} -> {now}"
-        for label, was, now in (
-            (DATA, data, data_here),
-            ("global batch", searched, batch),
-            (TENSOR, tensor, tensor_here),
-            (STAGES, stages, stages_here),
-            # one stage: the plan's micro-batches are gradient accumulation, not run here
-            ("accumulation" if stages_here == 1 else "micro-batches",
-             fields_["micro_batches"], micro_batches),
-            ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
-            ("backend", backend, backend_here),
-        )
-        if was != now
-    ]  # fmt: skip
+    scaled = _changes((DATA, data, data_here), ("global batch", searched, batch))
     if sharding != fields_["sharding"]:
-        scaled.insert(2, f"{fields_['sharding']} run as {words}")
+        scaled.append(f"{fields_['sharding']} run as {words}")
+    scaled += _changes(
+        (TENSOR, tensor, tensor_here),
+        (STAGES, stages, stages_here),
+        # one stage: the plan's micro-batches are gradient accumulation, not run here
+        ("accumulation" if stages_here == 1 else "micro-batches",
+         fields_["micro_batches"], micro_batches),
+        ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
+        ("backend", backend, backend_here),
+    )  # fmt: skip
     depth = _blocks_here(model_blocks, blocks, stages_here * shape["virtual_stages"], scaled)
     return ScaledPlan(
         strategy=record.name,
@@ -177,6 +172,11 @@ def scale_plan(
         blocks=depth,
         scaled=tuple(scaled),
     )
+
+
+def _changes(*pairs: tuple[str, Any, Any]) -> list[str]:
+    """ "data 64 -> 2" for each (label, was, now) that changed."""
+    return [f"{label} {was} -> {now}" for label, was, now in pairs if was != now]
 
 
 def _axis_record(axis: str) -> Strategy:
