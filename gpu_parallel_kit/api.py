@@ -231,9 +231,9 @@ class Experiment(PlanRuns):
         backend = one_backend(backend) or self.backend
         check_strategy(strategy)
         record = check_backend(backend, strategy)
-        check_workers(record, backend, given.get("workers"))
-        if record.processes:
+        if record.processes or given.get("cluster") is not None:
             given["cluster"] = _loaded_cluster(given.get("cluster"))
+        check_workers(record, backend, given.get("workers"), given.get("cluster"))
         return RunSpec(
             run_id=new_run_id(),
             experiment_id=self.experiment_id,

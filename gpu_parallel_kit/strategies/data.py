@@ -7,7 +7,7 @@ gradients all-reduced every step (tf.distribute's MirroredStrategy; Keras's `Dat
 from __future__ import annotations
 
 from .plan_axes import DATA as DATA_AXIS
-from .processes import WORKERS, workers_option
+from .processes import CLUSTER, WORKERS, workers_option
 from .record import Strategy
 
 DATA = Strategy(
@@ -21,7 +21,7 @@ DATA = Strategy(
     all_reduce=True,
     measures_comm=True,
     color="tab:blue",
-    options=(WORKERS,),
+    options=(WORKERS, CLUSTER),
     plan=workers_option,
     over_processes=frozenset({"jax"}),
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_data",

@@ -29,7 +29,7 @@ from ..sharding.traffic import DATA, Traffic, full_bytes, tensor_traffic
 from .batches import check_batch
 from .option import Option, whole
 from .plan_axes import DATA as PLAN_DATA
-from .processes import WORKERS, workers_option
+from .processes import CLUSTER, WORKERS, workers_option
 from .record import GridCell, Strategy
 from .tensor import LAYOUT_MAP, MESH, OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
 
@@ -63,6 +63,7 @@ FSDP_OPTIONS = (
         metavar="BYTES",
     ),
     WORKERS,
+    CLUSTER,
 )
 
 

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError, whole_number
-from .option import Option
-from .processes import WORKERS
+from .processes import CLUSTER, WORKERS
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
@@ -27,17 +26,7 @@ MULTIWORKER_ALL_REDUCE = ("auto", "ring", "nccl")
 # kit's explicit loop.
 FIT_ON = frozenset({"jax"})
 
-MULTIWORKER_OPTIONS = (
-    WORKERS,
-    Option(
-        "cluster",
-        str,
-        None,
-        'a JSON file {"worker": ["host1:23456", ...], "coordinator": "host0:23400"} naming the '
-        "hosts, where `gpk worker` runs; default: local workers",
-        metavar="FILE",
-    ),
-)
+MULTIWORKER_OPTIONS = (WORKERS, CLUSTER)
 
 
 def multiworker_options(options: Mapping[str, Any]) -> dict[str, Any]:

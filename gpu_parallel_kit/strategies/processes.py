@@ -2,10 +2,12 @@
 batch a worker feeds.
 
 `multiworker` always runs in processes of its own. On JAX, `data`, `fsdp` and `tensor` take
-`workers=` too (`Strategy.over_processes`): W local processes, each with the run's devices, form
-one mesh through `jax.distributed`. A comparison passes `workers=` to `multiworker` rows only.
+`workers=` and `cluster=` too (`Strategy.over_processes`): W local processes, or the hosts of a
+named cluster, each with the run's devices, form one mesh through `jax.distributed`. A
+comparison passes `workers=` and `cluster=` to `multiworker` rows only.
 
 >>> exp.run(strategy="fsdp", devices=1, workers=2, backend="jax")
+>>> exp.run(strategy="fsdp", devices=1, cluster="cluster.json", backend="jax")
 """
 
 from __future__ import annotations
@@ -28,13 +30,24 @@ WORKERS = Option(
     metavar="W",
     absent=1,
 )
+CLUSTER = Option(
+    "cluster",
+    str,
+    None,
+    'a JSON file {"worker": ["host1:23456", ...], "coordinator": "host0:23400"} naming the '
+    "hosts, where `gpk worker` runs; default: local workers",
+    metavar="FILE",
+)
 # The options a comparison gives only to the strategies that always run in processes.
 PROCESS_OPTIONS = ("workers", "cluster")
 
 
 def workers_option(options: Mapping[str, Any]) -> dict[str, Any]:
-    """`workers` as a run holds it: 1 unless given."""
-    workers = options.get("workers")
+    """`workers` as a run holds it: 1 unless given, or the count of a named cluster (already
+    loaded by the caller), which the run then holds too."""
+    workers, cluster = options.get("workers"), options.get("cluster")
+    if cluster is not None:
+        return {"workers": len(cluster.workers) if workers is None else workers, "cluster": cluster}
     return {"workers": 1 if workers is None else workers}
 
 
@@ -46,8 +59,11 @@ def for_comparison(record: Strategy, options: Mapping[str, Any]) -> dict[str, An
     return {name: value for name, value in options.items() if name not in PROCESS_OPTIONS}
 
 
-def check_workers(record: Strategy, backend: str, workers: Any) -> None:
-    """`workers=` where the strategy spreads over processes on this backend; else one sentence."""
+def check_workers(record: Strategy, backend: str, workers: Any, cluster: Any = None) -> None:
+    """`workers=` (or `cluster=`) where the strategy spreads over processes on this backend;
+    else one sentence."""
+    if cluster is not None and not record.processes:
+        _check_cluster(record, backend, workers, cluster)
     if workers is None or workers == 1 or record.processes:
         return
     whole_number(workers, "workers", hint="e.g. 2")
@@ -64,6 +80,25 @@ def check_workers(record: Strategy, backend: str, workers: Any) -> None:
         f"strategy={record.name!r} does not run over several processes (workers={workers}); "
         "drop workers=, or use 'data', 'fsdp' or 'tensor' with backend='jax'"
     )
+
+
+def _check_cluster(record: Strategy, backend: str, workers: Any, cluster: Any) -> None:
+    takers = sorted(record.over_processes)
+    if not takers:
+        raise GpkError(
+            f"strategy={record.name!r} does not run over several hosts (cluster=); drop "
+            "cluster=, or use 'multiworker', or 'data', 'fsdp' or 'tensor' with backend='jax'"
+        )
+    if backend not in record.over_processes:
+        raise GpkError(
+            f"cluster= spreads strategy={record.name!r} over hosts on backend={takers[0]!r}; "
+            f"use it there, or strategy='multiworker' on backend={backend!r}"
+        )
+    if workers is not None and workers != len(cluster.workers):
+        raise GpkError(
+            f"workers={workers} but the cluster {cluster.source or ''} lists "
+            f"{len(cluster.workers)}; drop workers= or make them agree"
+        )
 
 
 def process_rows(global_batch: int, devices: int, data: int, workers: int, index: int) -> slice:

@@ -15,7 +15,7 @@ from .batches import check_batch
 from .option import Option
 from .option import mesh as mesh_shape
 from .plan_axes import TENSOR as TENSOR_AXIS
-from .processes import WORKERS, workers_option
+from .processes import CLUSTER, WORKERS, workers_option
 from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ TENSOR = Strategy(
     splits_state=True,
     color="tab:cyan",
     columns=("mesh", "state_bytes"),
-    options=(MESH, LAYOUT_MAP, WORKERS),
+    options=(MESH, LAYOUT_MAP, WORKERS, CLUSTER),
     plan=tensor_options,
     over_processes=frozenset({"jax"}),
     check=check_tensor,

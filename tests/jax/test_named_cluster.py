@@ -1,6 +1,7 @@
 """JAX runs on a named cluster: two `gpk worker` processes on this machine (the cluster file names
 loopback addresses) join the starting process, form one `jax.distributed` mesh and train; the row
-comes back here. About 25 s on two shared cores: each worker starts its JAX server."""
+comes back here, for `multiworker` and for `fsdp`. About 30 s on two shared cores: each worker
+starts its JAX server."""
 
 from __future__ import annotations
 
@@ -32,20 +33,20 @@ def cluster_file(tmp_path, monkeypatch):
     return path
 
 
-def _start_worker(cluster_file, index, key=KEY):
+def _start_worker(cluster_file, index, key=KEY, once=False):
     # The builders travel by reference, so the workers need the tests importable, as a real host
     # needs the user's modules.
     env = {**os.environ, "GPK_CLUSTER_KEY": key, "PYTHONPATH": ROOT}
     return subprocess.Popen(
         [sys.executable, "-m", "gpu_parallel_kit.cli", "worker", "--cluster", str(cluster_file),
-         "--index", str(index), "--once", "--join-timeout", "60"],
+         "--index", str(index), "--join-timeout", "60", *(["--once"] if once else [])],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
 
-def test_gpk_workers_train_a_jax_run_after_turning_away_a_wrong_key(cluster_file):
+def test_gpk_workers_serve_jax_runs_after_turning_away_a_wrong_key(cluster_file):
     exp = small_experiment(small_mlp, backend="jax", steps_per_epoch=4, timeout=120)
-    intruder = _start_worker(cluster_file, 1, key="wrong")
+    intruder = _start_worker(cluster_file, 1, key="wrong", once=True)
     workers = []
 
     def start_workers_once_refused():
@@ -55,22 +56,23 @@ def test_gpk_workers_train_a_jax_run_after_turning_away_a_wrong_key(cluster_file
     starter = threading.Thread(target=start_workers_once_refused)
     starter.start()
     try:
-        result = exp.run(strategy="multiworker", devices=2, cluster=str(cluster_file))
+        data = exp.run(strategy="multiworker", devices=2, cluster=str(cluster_file))
         starter.join()
-        outputs = [w.communicate(timeout=60)[0] for w in workers]
+        fsdp = exp.run(strategy="fsdp", devices=1, cluster=str(cluster_file), min_shard_bytes=0)
         refused = intruder.communicate(timeout=10)[0]
     finally:
         starter.join()
         for w in (*workers, intruder):
             w.kill()
+    outputs = [w.communicate(timeout=30)[0] for w in workers]
     assert intruder.returncode == 2
     assert "refused this worker's key; set the same GPK_CLUSTER_KEY" in refused
-    assert result.ok, (result.reason, outputs)
-    assert (result.backend, result.workers, result.devices) == ("jax", 2, 4)
-    detail = result.extra["workers_detail"]
-    assert [d["status"] for d in detail] == ["ok", "ok"]
-    assert detail[0]["weights_digest"] == detail[1]["weights_digest"]
-    assert result.extra["joined_by"] == "the cluster file"
-    assert all(w.returncode == 0 for w in workers), outputs
+    for row, devices, mesh in ((data, 4, ""), (fsdp, 2, "2x1")):
+        assert row.ok, (row.reason, outputs)
+        assert (row.backend, row.workers, row.devices, row.mesh) == ("jax", 2, devices, mesh)
+        detail = row.extra["workers_detail"]
+        assert [d["status"] for d in detail] == ["ok", "ok"]
+        assert detail[0]["weights_digest"] == detail[1]["weights_digest"]
+        assert row.extra["joined_by"] == "the cluster file"
     assert "[Gloo]" not in "".join(outputs), outputs
-    assert result.run_id in set(gpk.history()["run_id"])
+    assert {data.run_id, fsdp.run_id} <= set(gpk.history()["run_id"])

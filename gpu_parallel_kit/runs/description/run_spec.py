@@ -199,7 +199,7 @@ class RunSpec:
         check_tune(self.tune, self.steps_per_execution, self.jit_compile, self.measure_comm)
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise GpkError(f"timeout={self.timeout_s} must be a positive number of seconds")
-        check_workers(record, self.backend, self.options.get("workers"))
+        check_workers(record, self.backend, self.options.get("workers"), self.cluster)
         record.check(self)
         if not record.stages:  # a pipeline splits its batch into micro-batches instead
             check_batch(self.global_batch, self.replicas)
@@ -272,7 +272,8 @@ class RunSpec:
     @property
     def several_processes(self) -> bool:
         """Whether its workers are processes of their own: a launcher's, or a named cluster's."""
-        return strategy_record(self.strategy).processes or self.workers > 1
+        record = strategy_record(self.strategy)
+        return record.processes or self.workers > 1 or self.cluster is not None
 
     @property
     def global_batch(self) -> int:
