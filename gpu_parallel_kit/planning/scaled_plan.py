@@ -2,9 +2,11 @@
 which options, and what was scaled to get there.
 
 The plan keeps its tensor and stages where the devices here allow, and gives up replicas (its
-data axis). Each axis is run by the strategy whose record names it (`Strategy.plan_axis`, and
-`plan_sharding` for the data axis's sharding); a sharding no record trains (zero-1, zero-2) runs
-as whole replicas, and the shape says so. Pure logic: `Experiment.run_plan` asks it.
+data axis). A plan with both a tensor axis and stages runs once the pipeline's record takes a
+mesh (each stage on a (data, tensor) sub-mesh), and is refused in one sentence until then. Each
+axis is run by the strategy whose record names it (`Strategy.plan_axis`, and `plan_sharding` for
+the data axis's sharding); a sharding no record trains (zero-1, zero-2) runs as whole replicas,
+and the shape says so. Pure logic: `Experiment.run_plan` asks it.
 
 >>> plan = dict(data=16, tensor=8, stages=1, sharding="zero-1", micro_batch_size=1,
 ...             micro_batches=32, schedule="-", virtual_stages=1, checkpointing="none")
@@ -121,10 +123,10 @@ def scale_plan(
             f"tensor {tensor_here} does not divide the model's {heads} attention heads; give "
             f"the experiment a model whose heads are a multiple of {tensor_here}"
         )
-    # A pipeline here runs one replica unless its stages take a mesh.
+    # A pipeline runs one replica unless its stages take a (data, tensor) mesh of their own.
     room = devices // (tensor_here * stages_here)
     room = 1 if stages_here > 1 and MESH not in pipeline.option_names() else room
-    data_here = max(d for d in range(1, min(data, room) + 1) if batch % d == 0)
+    data_here = _replicas(fields_, min(data, room), batch, stages_here)
     record, sharding, words = _data_record(fields_["sharding"], data_here, tensor_here, stages_here)
     if stages_here > 1:
         record = pipeline
@@ -132,12 +134,13 @@ def scale_plan(
         record = layered
     shape = {**fields_, DATA: data_here, TENSOR: tensor_here, STAGES: stages_here}
     shape["sharding"] = sharding
-    options: dict[str, Any] = {MESH: (data_here, tensor_here)} if record.layout else {}
+    one_stage = record.layout and stages_here == 1
+    options: dict[str, Any] = {MESH: (data_here, tensor_here)} if one_stage else {}
     micro_batches = 1
     if stages_here > 1:
         options.update(_pipeline_options(fields_, stages_here, batch, data_here))
         micro_batches = options["micro_batches"]
-        if MESH in record.option_names():
+        if data_here * tensor_here > 1:  # each stage on a (data, tensor) sub-mesh
             options[MESH] = (data_here, tensor_here)
     else:
         shape["virtual_stages"] = 1
@@ -172,6 +175,22 @@ def scale_plan(
         blocks=depth,
         scaled=tuple(scaled),
     )
+
+
+def _replicas(fields_: Mapping[str, Any], most: int, batch: int, stages: int) -> int:
+    """The most replicas, up to `most`, that split the batch here and, for a pipeline, leave
+    each replica a count of micro-batches its schedule takes (one replica at the least)."""
+    for data in range(most, 0, -1):
+        if batch % data:
+            continue
+        if stages == 1 or data == 1:
+            return data
+        try:
+            _pipeline_options(fields_, stages, batch, data)
+        except GpkError:
+            continue
+        return data
+    return 1
 
 
 def _changes(*pairs: tuple[str, Any, Any]) -> list[str]:

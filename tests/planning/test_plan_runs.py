@@ -60,11 +60,12 @@ def test_a_tensor_plan_runs_scaled_down_and_its_row_says_so():
     assert "zero-1 run as replicated" in said and said[-1] == "blocks 2 -> 1"
 
 
-def test_a_plan_no_backend_runs_is_refused_before_any_run(gpt2_read, fake_machine):
-    three_d = dataclasses.replace(TENSOR_PLAN, stages=2, schedule="1f1b")
-    plans = [dataclasses.asdict(TENSOR_PLAN), dataclasses.asdict(three_d)]
-    with pytest.raises(GpkError, match="tensor 2 × stages 2 needs a pipeline"):
-        gpt2_experiment().compare_plans(plans, devices=8)
+def test_a_plan_that_cannot_run_here_is_refused_before_any_run(gpt2_read, fake_machine):
+    # Three stages of interleaved chunks take multiples of 3 micro-batches; the batch is 8.
+    three_stages = Plan(1, 1, 3, "none", 1, 6, "interleaved", 2, "none")
+    plans = [dataclasses.asdict(TENSOR_PLAN), dataclasses.asdict(three_stages)]
+    with pytest.raises(GpkError, match="splits into no micro-batch count"):
+        gpt2_experiment().compare_plans(plans, devices=4)
     assert fake_machine.specs == [] and gpt2_read == []  # not even the model read
 
 
@@ -74,9 +75,11 @@ def test_compare_plans_runs_each_plan_and_tables_their_shapes(gpt2_read, fake_ma
     compared = gpt2_experiment().compare_plans(plans, devices=4)
     tensor, pipeline = fake_machine.specs
     assert tensor.mesh == (2, 2) and "blocks)" not in tensor.model.name  # already two
-    assert pipeline.devices.count == 2 and pipeline.recompute and pipeline.micro_batches == 8
     table = compared.table
-    assert list(table["stages"]) == [1, 2] and list(table["data"]) == [2, 1]
+    data = table["data"].iloc[1]  # a pipeline's replicas: where its stages take a mesh
+    assert pipeline.devices.count == 2 * data and pipeline.recompute
+    assert pipeline.micro_batches == 8 // data
+    assert list(table["stages"]) == [1, 2] and table["data"].iloc[0] == 2
     assert table.columns.get_loc("scaled") > table.columns.get_loc("devices")
     assert all(isinstance(text, str) and text for text in table["scaled"])
     assert len(gpt2_read) == 1  # the model read once for both plans

@@ -19,6 +19,8 @@ from gpu_parallel_kit.strategies import runnable, strategy_record
 from .conftest import gpt_card
 
 REPLICAS = Plan(16, 1, 1, "none", 1, 32, "-", 1, "none")
+PIPELINE = next(r for r in runnable() if r.plan_axis == "stages")
+MESHED = "mesh" in PIPELINE.option_names()  # stages on (data, tensor) sub-meshes
 
 
 def plan(**changes):
@@ -80,28 +82,47 @@ def test_a_strategy_the_backend_lacks_runs_on_one_that_has_it():
     assert f"backend tensorflow -> {shape.backend}" in shape.scaled
 
 
-def test_a_pipeline_keeps_its_stages_schedule_and_chunks_with_one_replica():
+def test_a_pipeline_keeps_its_stages_schedule_and_chunks():
     shape = scaled(stages=2, schedule="interleaved", virtual_stages=2, micro_batches=8,
                    checkpointing="full", sharding="zero-1")  # fmt: skip
-    assert record_of(shape).plan_axis == "stages" and shape.devices == 2
-    assert shape.options == {
+    data = shape.shape["data"]
+    assert record_of(shape).plan_axis == "stages" and shape.devices == 2 * data
+    assert data == (4 if MESHED else 1)  # replicas only where stages take a mesh
+    assert shape.options.get("mesh") == ((data, 1) if data > 1 else None)
+    assert {k: shape.options[k] for k in ("schedule", "virtual_stages", "recompute")} == {
         "schedule": "interleaved",
-        "micro_batches": 8,
         "virtual_stages": 2,
         "recompute": True,
     }
-    assert shape.shape["data"] == 1 and shape.shape["micro_batch_size"] == 2
+    assert shape.options["micro_batches"] == min(8, 16 // data)  # as many as a replica holds
+    assert data * shape.shape["micro_batches"] * shape.shape["micro_batch_size"] == 16
     assert shape.blocks == 4  # two stages of two chunks each
     assert "zero-1 run as replicated" in shape.scaled
 
 
 def test_a_pipelines_micro_batches_fit_the_batch_here_and_its_schedule():
     shape = scaled(batch=12, stages=4, schedule="1f1b", micro_batches=64)
-    assert shape.options["micro_batches"] == 12 and shape.options["recompute"] is False
-    assert "micro-batches 64 -> 12" in shape.scaled
+    replica = 12 // shape.shape["data"]
+    assert shape.options["micro_batches"] == replica and shape.options["recompute"] is False
+    assert f"micro-batches 64 -> {replica}" in shape.scaled
+    # interleaved takes multiples of its 4 stages: fewer replicas, so that one divides the batch
     interleaved = scaled(batch=12, stages=4, schedule="interleaved", virtual_stages=2,
                          micro_batches=64)  # fmt: skip
-    assert interleaved.options["micro_batches"] % 4 == 0  # interleaved takes multiples of 4
+    assert interleaved.options["micro_batches"] % 4 == 0
+    assert 12 % (interleaved.options["micro_batches"] * interleaved.shape["data"]) == 0
+
+
+def test_tensor_with_stages_waits_for_a_pipeline_on_sub_meshes():
+    three_d = dict(tensor=2, stages=2, schedule="1f1b", micro_batches=8)
+    if not MESHED:
+        with pytest.raises(GpkError, match="tensor 2 × stages 2 needs a pipeline") as refused:
+            scaled(**three_d)
+        assert "plans.fitting.query('tensor == 1 or stages == 1')" in str(refused.value)
+        return
+    shape = scaled(**three_d)
+    data = shape.shape["data"]
+    assert record_of(shape).plan_axis == "stages" and shape.options["mesh"] == (data, 2)
+    assert shape.devices == data * 2 * 2 <= 8
 
 
 def test_one_replica_on_one_device_is_the_baseline_and_checkpointing_is_said():
@@ -122,8 +143,6 @@ def test_a_model_the_kit_cannot_rebuild_runs_as_it_is():
 @pytest.mark.parametrize(
     "changes, arguments, words",
     [
-        ({"tensor": 8, "stages": 4, "schedule": "1f1b"}, {},
-         "tensor 8 × stages 4 needs a pipeline"),
         ({"tensor": 8}, {"heads": 12}, "does not divide the model's 12 attention heads"),
         ({"stages": 4, "schedule": "interleaved", "virtual_stages": 2, "micro_batches": 8},
          {"batch": 6}, "splits into no micro-batch count"),
