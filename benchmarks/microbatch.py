@@ -7,20 +7,30 @@ K=4 stages: naive, then gpipe and 1f1b with M="auto". Prints each run's simulate
 times measured alone, replayed on K devices), auto's choice and its reason, the curve's cost,
 and the per-sample cost against micro-batch size.
 
+With `--backend`, it runs instead naive and gpipe M=8 at K=4 on the conv stack, on TensorFlow
+and JAX in paired rounds (`microbatch_backends.py`), and prints each backend's simulated ratio
+gpipe ÷ naive and JAX's over TensorFlow's.
+
     .venv/bin/python benchmarks/microbatch.py            # GPK_QUICK=1 for fewer steps
+    .venv/bin/python benchmarks/microbatch.py --backend tensorflow jax --rounds 5
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import os
+from collections.abc import Sequence
 
 import numpy as np
+from microbatch_backends import BACKENDS, compare_backends
 
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.pipeline.microbatch import Curve
 
 QUICK = os.environ.get("GPK_QUICK") == "1"
 STEPS = 6 if QUICK else 12
+ROUNDS = 2 if QUICK else 5  # --backend's paired rounds
 
 
 def mlp():
@@ -47,16 +57,30 @@ def conv_stack():
     return model
 
 
-def experiment(builder, shape, batch):
+def experiment(builder, shape, batch, **options):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch * 4, *shape)).astype("float32")
     y = rng.integers(0, 10, batch * 4).astype("int32")
     return gpk.Experiment(
-        model=builder, data=(x, y), batch_size=batch, steps_per_epoch=STEPS, progress=False
+        model=builder,
+        data=(x, y),
+        batch_size=batch,
+        steps_per_epoch=STEPS,
+        progress=False,
+        **options,
     )
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parse(argv)
+    if args.backend is not None:
+        conv = functools.partial(experiment, conv_stack, (32, 32, 16), 64)
+        compare_backends(conv, args.backend or list(BACKENDS), args.rounds, args.json)
+        return
+    auto_choices()
+
+
+def auto_choices() -> None:
     for name, exp in [
         ("width-512 MLP", experiment(mlp, (64,), 256)),
         ("conv stack", experiment(conv_stack, (32, 32, 16), 64)),
@@ -83,6 +107,30 @@ def main() -> None:
             "  per-sample cost vs the whole batch's: "
             + ", ".join(f"{n}: {curve.per_sample(n) / whole:.2f}×" for n in curve.sizes)
         )
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="micro_batches='auto' against naive; with --backend, gpipe against naive "
+        "on TensorFlow and JAX side by side."
+    )
+    parser.add_argument(
+        "--backend",
+        nargs="*",
+        choices=BACKENDS,
+        help="run gpipe M=8 against naive at K=4 on the conv stack on these backends (none "
+        "named: both) instead of the auto choices",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=ROUNDS, help=f"--backend's paired rounds ({ROUNDS})"
+    )
+    parser.add_argument("--json", help="--backend: also write every round's figures here")
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds} is too few; use 1 or more (5 for a verdict)")
+    if args.backend is not None:
+        args.backend = list(dict.fromkeys(args.backend))
+    return args
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The runs of the pipeline schedules' comparison: the deep MLP and its data, the grid of
-(schedule, K, M) cases the kit accepts, and one table row per case from its RunResult."""
+(schedule, K, M, backend) cases the kit accepts, and one table row per case from its RunResult."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ WIDTH = 512  # --width: 512 gives about 2.5 M parameters; 1024 gives a micro-bat
 HIDDEN_LAYERS = 10  # + the output layer: 11 Dense layers
 ENGINES = {"compiled": True, "eager": False}  # recompute= of each engine
 SCHEDULES = ("naive", "gpipe", "1f1b")
+BACKENDS = ("tensorflow", "jax")
 
 
 def mlp_builder(width: int):
@@ -66,10 +67,13 @@ class Case:
     schedule: str  # naive | gpipe | 1f1b
     stages: int  # K: devices, one stage each
     micro_batches: int  # M
-    engine: str = "compiled"  # compiled (recompute) | eager (tape kept)
+    engine: str = "compiled"  # compiled (recompute) | eager (recompute=False: tape or VJP kept)
+    backend: str = "tensorflow"
 
     def __str__(self) -> str:
-        return f"{self.engine} {self.schedule} K={self.stages} M={self.micro_batches}"
+        return (
+            f"{self.backend} {self.engine} {self.schedule} K={self.stages} M={self.micro_batches}"
+        )
 
 
 @dataclass(frozen=True)
@@ -88,11 +92,13 @@ class Row:
     task_span_s: float | None = None  # median over timed steps: first task start to last end
     work_alone_s: float | None = None  # sum of all task times of a serial pass (each alone)
     task_overhead_s: float | None = None  # median per task: its time beyond its call and copies
+    task_overhead_alone_s: float | None = None  # the same in the serial passes, each task alone
     outside_s: float | None = None  # median per step: time outside every task
     activation_bytes: list[int] = field(default_factory=list)  # per stage, held at peak
     live: list[int] = field(default_factory=list)  # per stage: micro-batches held at once
     parameter_bytes: list[int] = field(default_factory=list)
     layers: list[int] = field(default_factory=list)  # layers per stage
+    stage_tasks: str = ""  # what ran the tasks, in the kit's words
 
     @classmethod
     def from_result(cls, case: Case, result: gpk.RunResult) -> Row:
@@ -111,11 +117,13 @@ class Row:
             task_span_s=_task_span(extra.get("timeline", [])),
             work_alone_s=extra.get("work_alone_s"),
             task_overhead_s=extra.get("task_overhead_s"),
+            task_overhead_alone_s=extra.get("task_overhead_alone_s"),
             outside_s=extra.get("outside_tasks_s"),
             activation_bytes=[s["activation_bytes_held"] for s in stages],
             live=[s["peak_live_micro_batches"] for s in stages],
             parameter_bytes=[s["parameter_bytes"] for s in stages],
             layers=[len(s["layers"]) for s in stages],
+            stage_tasks=extra.get("stage_tasks", ""),
         )
 
     @property
@@ -141,11 +149,13 @@ def plan_cases(
     stages: Sequence[int],
     micro_batches: Sequence[int],
     engines: Sequence[str] = ("compiled",),
+    backends: Sequence[str] = ("tensorflow",),
 ) -> tuple[list[Case], list[str]]:
     """Every case the kit accepts, in run order, and one line per case it refused.
 
     naive runs once per K, with M=1 (the kit refuses it with more micro-batches), as the baseline;
-    then gpipe and 1f1b side by side per M, so drift of the machine hits both alike.
+    then gpipe and 1f1b side by side per M, so drift of the machine hits both alike. Each case
+    runs on every backend back to back, for the same reason.
     """
     cases, refused = [], []
     for k in dict.fromkeys(stages):
@@ -155,6 +165,7 @@ def plan_cases(
             grid += [
                 Case(s, k, m, engine) for m in dict.fromkeys(micro_batches) for s in SCHEDULES[1:]
             ]
+        grid = [replace(case, backend=b) for case in grid for b in dict.fromkeys(backends)]
         for case in grid:
             try:
                 exp.plan(
@@ -163,6 +174,7 @@ def plan_cases(
                     schedule=case.schedule,
                     micro_batches=case.micro_batches,
                     recompute=ENGINES[case.engine],
+                    backend=case.backend,
                 )
             except gpk.GpkError as error:
                 refused.append(f"{case}: {error}")
@@ -183,24 +195,32 @@ def run_all(args: argparse.Namespace, folder: pathlib.Path) -> dict[str, Any]:
         progress=False,
         log=str(folder / "runs.sqlite"),  # keep the caller's own run log clean
     )
-    cases, refused = plan_cases(exp, args.stages, args.micro_batches, args.engine)
+    backends = list(dict.fromkeys(args.backend))
+    cases, refused = plan_cases(exp, args.stages, args.micro_batches, args.engine, backends)
     for line in refused:
         print(f"skipped (refused by the kit) {line}")
-    print(f"{len(cases) + 1} runs: the single-device baseline, then {len(cases)} pipelines\n")
-    single = _timed_run(exp, "single", 1, "single K=1", 0, len(cases) + 1)
+    total = len(cases) + len(backends)
+    print(
+        f"{total} runs: the single-device baseline on each backend, then {len(cases)} pipelines\n"
+    )
+    single = {
+        backend: _timed_run(exp, "single", 1, f"{backend} single K=1", i, total, backend=backend)
+        for i, backend in enumerate(backends)
+    }
     rows: list[Row] = []
     raw: list[dict[str, Any]] = []
-    for index, case in enumerate(cases, start=1):
+    for index, case in enumerate(cases, start=len(backends)):
         result = _timed_run(
             exp,
             "model",
             case.stages,
             str(case),
             index,
-            len(cases) + 1,
+            total,
             schedule=case.schedule,
             micro_batches=case.micro_batches,
             recompute=ENGINES[case.engine],
+            backend=case.backend,
         )
         rows.append(Row.from_result(case, result))
         raw.append(result.to_dict())  # with the timelines: the simulated one has task times
@@ -214,6 +234,6 @@ def _timed_run(
     result = exp.run(strategy=strategy, devices=devices, **plan)
     took = time.perf_counter() - began
     step = f"step {result.step_time_s * 1e3:.1f} ms" if result.ok else result.reason
-    print(f"[{index + 1:>2}/{total}] {label:<18} {result.status:<6} {step}  ({took:.1f} s)")
+    print(f"[{index + 1:>2}/{total}] {label:<34} {result.status:<6} {step}  ({took:.1f} s)")
     sys.stdout.flush()
     return result

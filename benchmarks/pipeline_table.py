@@ -1,10 +1,13 @@
-"""The pipeline schedules' table: plain numbers in, text out, and the notes printed under it."""
+"""The pipeline schedules' tables: plain numbers in, text out, and the notes printed under them.
+
+One table has a line per case; the other sets the engine's cost per task on each backend side
+by side, a line per (engine, schedule, K, M)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline_runs import Row
+from pipeline_runs import BACKENDS, Row
 from text_cells import fraction_cell, mib_cell, number_cell, ratio_cell
 
 CPU_STORY = (
@@ -26,10 +29,26 @@ LEGEND = (
     "those task times (medians per stage and kind over three passes), ending with each stage's "
     "measured update; no transfer time. act. held: bytes of the layer outputs of the "
     "micro-batches one stage holds at its peak (peak live micro-batches x one micro-batch's "
-    "outputs), max over stages; act. 1f1b/gpipe: 1f1b's figure over gpipe's at the same K and M."
+    "outputs), max over stages; act. 1f1b/gpipe: 1f1b's figure over gpipe's at the same K and M. "
+    "Every ratio is within one backend. engine eager is recompute=False: eager tasks with their "
+    "tapes kept on TensorFlow, compiled tasks whose forward keeps its VJP on JAX."
+)
+
+TASK_COST_LEGEND = (
+    "The engine's cost per task: a task's time beyond its forward or backward call and its copy "
+    "across the cut (the kit's task_overhead_s), median over the tasks of the timed steps "
+    "(training: stages sharing the cores) and of the serial passes (alone: one task at a time); "
+    "outside tasks: per step, the time outside every task (splitting the batch, the updates). "
+    "The two runners close a task's call at different points: TensorFlow's when the call "
+    "returns (and, for a forward, its outputs are ready), so its figure holds the runner's "
+    "bookkeeping after the call (sending on, counting live micro-batches, the device scope); "
+    "JAX's only at the task's end, after that bookkeeping and the wait for its results, so its "
+    "figure holds only what comes between the copy and the call, a few clock reads. Read the "
+    "JAX columns as what the runner adds before a call, not as its whole cost per task."
 )
 
 HEADER = (
+    "backend",
     "engine",
     "schedule",
     "K",
@@ -55,30 +74,29 @@ HEADER = (
 def table_lines(rows: Sequence[Row]) -> list[str]:
     """A Markdown table (readable as is in a terminal) with one line per case."""
     naive = {
-        (r.case.engine, r.case.stages): r
+        (r.case.backend, r.case.engine, r.case.stages): r
         for r in rows
         if r.case.schedule == "naive" and r.status == "ok"
     }
     gpipe = {
-        (r.case.engine, r.case.stages, r.case.micro_batches): r
+        (r.case.backend, r.case.engine, r.case.stages, r.case.micro_batches): r
         for r in rows
         if r.case.schedule == "gpipe" and r.status == "ok"
     }
     cells = [list(HEADER)]
     for r in rows:
         if r.status != "ok":
-            cells.append(
-                [r.case.engine, r.case.schedule, str(r.case.stages), str(r.case.micro_batches)]
-            )
-            cells[-1] += [f"{r.status}: {r.reason}"] + [""] * (len(HEADER) - 5)
+            cells.append(_case_cells(r) + [f"{r.status}: {r.reason}"])
+            cells[-1] += [""] * (len(HEADER) - len(cells[-1]))
             continue
-        base = naive.get((r.case.engine, r.case.stages))
-        twin = gpipe.get((r.case.engine, r.case.stages, r.case.micro_batches))
+        base = naive.get((r.case.backend, r.case.engine, r.case.stages))
+        twin = gpipe.get((r.case.backend, r.case.engine, r.case.stages, r.case.micro_batches))
         act_ratio = None
         if r.case.schedule == "1f1b" and twin and twin.peak_activation_bytes:
             act_ratio = r.peak_activation_bytes / twin.peak_activation_bytes
         cells.append(
             [
+                r.case.backend,
                 r.case.engine,
                 r.case.schedule,
                 str(r.case.stages),
@@ -100,7 +118,61 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
                 number_cell(act_ratio, "{:.2f}"),
             ]
         )
-    widths = [max(len(row[c]) for row in cells) for c in range(len(HEADER))]
+    return _markdown(cells)
+
+
+def task_cost_lines(rows: Sequence[Row]) -> list[str]:
+    """The engine's cost per task on each backend side by side, one line per (engine, schedule,
+    K, M): per task in training and alone, and outside tasks per step."""
+    backends = [b for b in BACKENDS if any(r.case.backend == b for r in rows)]
+    found = {(r.case.backend, *_key(r)): r for r in rows if r.status == "ok"}
+    header = ["engine", "schedule", "K", "M"]
+    for backend in backends:
+        header += [
+            f"{backend} per task, training µs",
+            f"{backend} per task, alone µs",
+            f"{backend} outside tasks ms",
+        ]
+    cells = [header]
+    for key in dict.fromkeys(_key(r) for r in rows):
+        sides = [found.get((backend, *key)) for backend in backends]
+        line = [key[0], key[1], str(key[2]), str(key[3])]
+        for side in sides:
+            line += [
+                number_cell(side and side.task_overhead_s, "{:.0f}", 1e6),
+                number_cell(side and side.task_overhead_alone_s, "{:.0f}", 1e6),
+                number_cell(side and side.outside_tasks_s, "{:.1f}", 1e3),
+            ]
+        cells.append(line)
+    return _markdown(cells)
+
+
+def stage_task_lines(rows: Sequence[Row]) -> list[str]:
+    """What ran each engine's tasks on each backend, in the kit's words."""
+    said = {
+        (r.case.backend, r.case.engine): r.stage_tasks
+        for r in rows
+        if r.status == "ok" and r.stage_tasks
+    }
+    return [f"{backend} {engine}: {text}" for (backend, engine), text in said.items()]
+
+
+def _key(r: Row) -> tuple[str, str, int, int]:
+    return (r.case.engine, r.case.schedule, r.case.stages, r.case.micro_batches)
+
+
+def _case_cells(r: Row) -> list[str]:
+    return [
+        r.case.backend,
+        r.case.engine,
+        r.case.schedule,
+        str(r.case.stages),
+        str(r.case.micro_batches),
+    ]
+
+
+def _markdown(cells: list[list[str]]) -> list[str]:
+    widths = [max(len(row[c]) for row in cells) for c in range(len(cells[0]))]
     lines = [_line(row, widths) for row in cells]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return lines
@@ -111,14 +183,14 @@ def _line(row: Sequence[str], widths: Sequence[int]) -> str:
 
 
 def stage_lines(rows: Sequence[Row]) -> list[str]:
-    """How the kit cut the model: layers and parameter bytes per stage, once per K."""
+    """How the kit cut the model: layers and parameter bytes per stage, once per backend and K."""
     lines, seen = [], set()
     for r in rows:
-        if r.status != "ok" or r.case.stages in seen:
+        if r.status != "ok" or (r.case.backend, r.case.stages) in seen:
             continue
-        seen.add(r.case.stages)
+        seen.add((r.case.backend, r.case.stages))
         parts = ", ".join(
             f"{n} layers / {mib_cell(b)}" for n, b in zip(r.layers, r.parameter_bytes, strict=True)
         )
-        lines.append(f"K={r.case.stages}: {parts}")
+        lines.append(f"{r.case.backend} K={r.case.stages}: {parts}")
     return lines
