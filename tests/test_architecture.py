@@ -77,6 +77,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "analysis.cost_model",
         "plots",
         "comparison",  # a plan's shape run here comes back as a Comparison
+        "backends",  # which backend splits a plan's layers over a mesh
     },
     "worker": {
         "errors",

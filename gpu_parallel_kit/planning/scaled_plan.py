@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..analysis.cost_model.plan_search import Plan
+from ..backends import backend as backend_record
 from ..errors import GpkError, whole_number
 from ..pipeline.schedules import check_plan
 from ..strategies import runnable
@@ -123,9 +124,11 @@ def scale_plan(
             f"tensor {tensor_here} does not divide the model's {heads} attention heads; give "
             f"the experiment a model whose heads are a multiple of {tensor_here}"
         )
-    # A pipeline runs one replica unless its stages take a (data, tensor) mesh of their own.
+    # A pipeline runs one replica unless its stages take a (data, tensor) mesh of their own, on
+    # a backend that shards layers (the experiment's, unless a tensor axis needs another).
     room = devices // (tensor_here * stages_here)
-    room = 1 if stages_here > 1 and MESH not in pipeline.option_names() else room
+    meshed = MESH in pipeline.option_names() and (tensor_here > 1 or _shards(backend))
+    room = 1 if stages_here > 1 and not meshed else room
     data_here = _replicas(fields_, min(data, room), batch, stages_here)
     record, sharding, words = _data_record(fields_["sharding"], data_here, tensor_here, stages_here)
     if stages_here > 1:
@@ -151,7 +154,8 @@ def scale_plan(
         options[RECOMPUTE] = recompute
     else:
         shape["checkpointing"] = NO_CHECKPOINTING
-    backend_here = backend if record.offered_on(backend) else next(iter(record.worker_classes))
+    offered = [name for name in record.worker_classes if _shards(name) or MESH not in options]
+    backend_here = backend if backend in offered else offered[0]
     searched = data * fields_["micro_batches"] * fields_["micro_batch_size"]
     scaled = _changes((DATA, data, data_here), ("global batch", searched, batch))
     if sharding != fields_["sharding"]:
@@ -175,6 +179,11 @@ def scale_plan(
         blocks=depth,
         scaled=tuple(scaled),
     )
+
+
+def _shards(backend: str) -> bool:
+    """Whether `backend` splits layers over a device mesh (`mesh=`)."""
+    return backend_record(backend).shards_layers
 
 
 def _replicas(fields_: Mapping[str, Any], most: int, batch: int, stages: int) -> int:

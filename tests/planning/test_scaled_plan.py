@@ -123,6 +123,14 @@ def test_tensor_with_stages_waits_for_a_pipeline_on_sub_meshes():
     data = shape.shape["data"]
     assert record_of(shape).plan_axis == "stages" and shape.options["mesh"] == (data, 2)
     assert shape.devices == data * 2 * 2 <= 8
+    moved = scaled(backend="tensorflow", **three_d)  # which splits no layers over a mesh
+    assert moved.backend == "jax" and "backend tensorflow -> jax" in moved.scaled
+
+
+def test_a_pipeline_on_a_backend_that_splits_no_layers_keeps_it_with_one_replica():
+    shape = scaled(backend="tensorflow", stages=2, schedule="1f1b", micro_batches=8)
+    assert shape.backend == "tensorflow" and shape.shape["data"] == 1
+    assert "mesh" not in shape.options and shape.devices == 2
 
 
 def test_one_replica_on_one_device_is_the_baseline_and_checkpointing_is_said():
