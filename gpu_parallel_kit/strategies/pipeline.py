@@ -15,8 +15,9 @@ from ..pipeline.microbatch import candidates, check_micro_batches, is_auto
 from ..pipeline.schedules import SCHEDULES, check_plan, default_schedule, default_virtual_stages
 from .option import Option, balance, positive
 from .option import micro_batches as micro_batch_count
-from .plan_axes import STAGES
-from .record import Strategy
+from .plan_axes import STAGES, mesh_label
+from .record import GridCell, Strategy
+from .tensor import LAYOUT_MAP, MESH, check_layout_map, check_mesh
 
 if TYPE_CHECKING:
     from ..runs.description.run_spec import RunSpec
@@ -66,6 +67,16 @@ PIPELINE_OPTIONS = (
         "compiled stage tasks whose backward recomputes the forward; off: each forward keeps "
         "what its backward needs (TensorFlow: eager tasks and their tape; JAX: the VJP)",
     ),
+    Option(
+        "stages",
+        positive,
+        None,
+        "stages the model is cut into; default: devices ÷ (data × model) of the mesh, or every "
+        "device",
+        metavar="K",
+    ),
+    MESH,
+    LAYOUT_MAP,
 )
 
 
@@ -73,6 +84,7 @@ def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """naive without micro-batches, gpipe when micro-batches (or "auto") are asked."""
     schedule = options.get("schedule")
     micro_batches = options.get("micro_batches")
+    mesh = options.get("mesh")
     if schedule is None:
         schedule = default_schedule(micro_batches)
     balance = options.get("balance", "params")
@@ -83,28 +95,80 @@ def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "recompute": options.get("recompute", True),
         # Interleaved puts two model chunks on each device unless told otherwise.
         "virtual_stages": options.get("virtual_stages") or default_virtual_stages(schedule),
+        # Each stage on a (data, model) sub-mesh (JAX): its layers split as `tensor` splits them.
+        "mesh": None if mesh is None else tuple(mesh),
+        "layout_map": check_layout_map(options.get("layout_map")),
+        "stages": options.get("stages"),
     }
 
 
+def stage_mesh(mesh: Any, devices: int, stages: int | None = None) -> tuple[int, int, int]:
+    """(stages, data, model): the devices as stages of (data, model) sub-meshes; without a
+    mesh, one device per stage."""
+    if mesh is None:
+        data = model = 1
+    else:
+        data, model = check_mesh(mesh, data_model(mesh))
+    per_stage = data * model
+    if devices % per_stage:
+        raise GpkError(
+            f"mesh={(data, model)} puts {per_stage} devices in each stage, which does not divide "
+            f"the run's {devices}; use devices={per_stage * max(2, devices // per_stage)} or a "
+            "mesh whose data × model divides the devices"
+        )
+    whole = devices // per_stage
+    if stages is not None and stages != whole:
+        raise GpkError(
+            f"stages={stages} of {per_stage} device(s) each need {stages * per_stage} devices but "
+            f"the run has {devices}; use devices={stages * per_stage} or stages={whole}"
+        )
+    return whole, data, model
+
+
+def data_model(mesh: Any) -> int:
+    """The devices of a (data, model) pair, for its own check (which says what is wrong)."""
+    try:
+        return int(mesh[0]) * int(mesh[1])
+    except (TypeError, ValueError, IndexError):
+        return 0
+
+
 def check_pipeline(spec: RunSpec) -> None:
-    """A known schedule, and micro-batches that split the global batch and suit it."""
+    """A known schedule, a mesh that divides the devices into stages, and micro-batches that
+    split the global batch (and each micro-batch over the mesh's data axis) and suit it."""
     if spec.schedule not in SCHEDULES:
         raise GpkError(
             f"schedule={spec.schedule!r} is not known; use one of {', '.join(SCHEDULES)}"
         )
+    stages, data, model = stage_mesh(spec.mesh, spec.devices.count, spec.options.get("stages"))
+    if spec.mesh is not None:
+        spec.options["mesh"] = (data, model)
+    spec.options["stages"] = stages
+    spec.options["layout_map"] = check_layout_map(spec.layout_map)
     m = check_micro_batches(spec.micro_batches)
     if is_auto(m):
         # The worker measures the curve and picks among these; none fitting is said here.
-        candidates(spec.schedule, spec.devices.count, spec.global_batch, spec.virtual_stages)
+        candidates(spec.schedule, stages, spec.global_batch // data, spec.virtual_stages)
         return
     # naive with M > 1, interleaved with M not a multiple of K, ... are refused here
-    check_plan(spec.schedule, spec.devices.count, m, spec.virtual_stages)
-    if spec.global_batch % m:
-        lower = spec.global_batch - spec.global_batch % m
+    check_plan(spec.schedule, stages, m, spec.virtual_stages)
+    if spec.global_batch % (m * data):
+        parts = m * data
+        lower = spec.global_batch - spec.global_batch % parts
+        over = f" of {data} samples' shares each (the mesh's data axis)" if data > 1 else ""
         raise GpkError(
-            f"batch_size={spec.global_batch} does not split into {m} micro-batches; use a "
-            f"multiple of {m}, e.g. {lower or m} or {lower + m}"
+            f"batch_size={spec.global_batch} does not split into {m} micro-batches{over}; use a "
+            f"multiple of {parts}, e.g. {lower or parts} or {lower + parts}"
         )
+
+
+def _in_grid(cell: GridCell) -> bool:
+    # A mesh of (data, model) runs on device counts it divides into two or more stages.
+    mesh = cell.plan.get("mesh")
+    if mesh is None:
+        return True
+    per_stage = data_model(mesh)
+    return per_stage > 0 and cell.count % per_stage == 0 and cell.count // per_stage > 1
 
 
 def _label(spec: RunSpec) -> str:
@@ -113,6 +177,9 @@ def _label(spec: RunSpec) -> str:
         label += " M=auto"
     elif spec.micro_batches and spec.micro_batches > 1:
         label += f" M={spec.micro_batches}"
+    if spec.mesh is not None:
+        data, model = spec.mesh
+        label += f" ({mesh_label(data=data, tensor=model, stages=spec.stages)})"
     return label
 
 
@@ -138,6 +205,7 @@ PIPELINE = Strategy(
     options=PIPELINE_OPTIONS,
     plan=pipeline_options,
     check=check_pipeline,
+    in_grid=_in_grid,
     label=_label,
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_pipeline",
     plan_axis=STAGES,

@@ -7,3 +7,28 @@ STAGES = "stages"  # the model cut into a pipeline
 DATA = "data"  # replicas, or shards of one (fsdp), each with its share of the batch
 
 PLAN_AXES = (TENSOR, STAGES, DATA)  # the order ranks are laid out in: tensor fastest
+
+_WORDS = {TENSOR: "tensor", STAGES: "pipeline", DATA: "data"}
+
+
+def mesh_label(**sizes: int) -> str:
+    """Which part of a mesh is which, outermost first, absent axes left out:
+    `mesh_label(data=2, tensor=2, stages=2)` is "pipeline 2 × tensor 2 × data 2"."""
+    kept = [f"{_WORDS[axis]} {sizes[axis]}" for axis in (STAGES, TENSOR, DATA) if sizes.get(axis)]
+    return " × ".join(kept)
+
+
+def plan_shape(plan_axis: str | None, devices: int, mesh: str = "") -> dict[str, int]:
+    """A run's devices as the plan axes' sizes (1 where an axis is absent): a (data, model) mesh
+    ("2x2") gives data and tensor, and the axis the strategy spreads over takes the rest.
+
+    >>> plan_shape(STAGES, 8, "2x2")
+    {'tensor': 2, 'stages': 2, 'data': 2}
+    """
+    sizes = dict.fromkeys(PLAN_AXES, 1)
+    if mesh:
+        sizes[DATA], sizes[TENSOR] = (int(n) for n in mesh.split("x"))
+    rest = max(devices // (sizes[DATA] * sizes[TENSOR]), 1)
+    if plan_axis is not None and not (mesh and plan_axis in (DATA, TENSOR)):
+        sizes[plan_axis] = rest if mesh else devices
+    return sizes

@@ -23,7 +23,7 @@ def curve_and_choice(spec: Any, measure: MeasureCurve) -> tuple[Curve | None, Ch
     the M whose simulated step is shortest, or the user's M with what auto would pick. None for
     both when there is nothing to choose (naive, M=1): the curve's one point, each task at the
     whole batch, is then `serial_curve`'s, from the passes the simulated view times anyway."""
-    k, chunks, batch = spec.devices.count, spec.virtual_stages, spec.global_batch
+    k, chunks, batch = pipeline_stages(spec), spec.virtual_stages, spec.global_batch
     given = spec.micro_batches
     if candidates(spec.schedule, k, batch, chunks) == (1,) and (
         is_auto(given) or given in (None, 1)
@@ -60,6 +60,11 @@ def serial_curve(spec: Any, alone: Sequence[Any], cut_bytes: list[int]) -> tuple
     # A cut's bytes per step are its activations and their gradients: half each way.
     crossing = tuple(b / 2 / batch for b in cut_bytes)
     curve = Curve(points, crossing, copies[0] / copies[1] if copies[1] else 0.0, 0.0)
-    k, chunks = spec.devices.count, spec.virtual_stages
+    k, chunks = pipeline_stages(spec), spec.virtual_stages
     given = 1 if spec.micro_batches is None else spec.micro_batches
     return curve, choose(curve, spec.schedule, k, batch, chunks, given=given)
+
+
+def pipeline_stages(spec: Any) -> int:
+    """K: the run's stages (devices ÷ the devices of a stage's mesh), one per device by default."""
+    return spec.options.get("stages") or spec.devices.count

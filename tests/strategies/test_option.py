@@ -104,7 +104,8 @@ def test_every_option_is_a_keyword_of_plan_a_flag_and_a_request_field():
 
 def test_strategies_sharing_an_option_agree_on_it():
     mesh = {r.name: next(o for o in r.options if o.name == "mesh") for r in option_owners("mesh")}
-    assert set(mesh) == {"tensor", "fsdp"}
+    assert set(mesh) == {"tensor", "fsdp", "pipeline"}
+    assert mesh["pipeline"] is mesh["tensor"]  # a stage's sub-mesh is tensor's (data, model)
     assert mesh["tensor"].default == mesh["fsdp"].default is None
     assert "model axis" in mesh["tensor"].help and "data axis" in mesh["fsdp"].help
 
@@ -117,13 +118,19 @@ def test_a_switch_on_by_default_reads_no_on_the_command_line():
 
 def test_a_run_holds_its_strategys_options_and_reads_others_as_absent():
     spec = small_mlp_experiment().plan("pipeline", 2, micro_batches=4, schedule="1f1b")
-    assert spec.options == {
-        "schedule": "1f1b",
-        "micro_batches": 4,
-        "balance": "params",
-        "recompute": True,
-        "virtual_stages": 1,
-    }
+    assert (
+        spec.options.items()
+        >= {
+            "schedule": "1f1b",
+            "micro_batches": 4,
+            "balance": "params",
+            "recompute": True,
+            "virtual_stages": 1,
+            "stages": 2,  # one device each, without a mesh
+            "mesh": None,
+            "layout_map": (),
+        }.items()
+    )
     assert (spec.schedule, spec.micro_batches, spec.workers, spec.mesh) == ("1f1b", 4, 1, None)
     data = small_mlp_experiment().plan("data", 2, micro_batches=4, schedule="1f1b")
     assert data.options == {"workers": 1} and (data.schedule, data.workers) == ("", 1)
@@ -144,7 +151,7 @@ def test_an_unknown_option_is_one_sentence_naming_the_nearest():
 
 def test_another_strategys_option_in_a_spec_is_one_sentence_naming_its_owners():
     spec = small_mlp_experiment().plan("data", 2)
-    with pytest.raises(gpk.GpkError, match="mesh=.2, 1. applies to strategy='tensor' or 'fsdp'"):
+    with pytest.raises(gpk.GpkError, match="mesh=.2, 1. applies to strategy=.*'tensor' or 'fsdp'"):
         dataclasses.replace(spec, options={"mesh": (2, 1)})
     with pytest.raises(gpk.GpkError, match="nope=1 is not an option of any strategy; drop it, or"):
         dataclasses.replace(spec, options={"nope": 1})

@@ -24,6 +24,7 @@ from .cell_text import (
     parse_number,
 )
 from .memory_by_part import COMPONENTS, fullest_components
+from .plan_columns import PLAN_COLUMNS, plan_cells
 from .readable_frame import RunFrame
 from .step_breakdown import effective_bandwidth, step_breakdown
 from .table_intervals import INTERVAL_COLUMNS, interval_cells, with_speedup_intervals
@@ -62,6 +63,7 @@ COLUMNS: tuple[str, ...] = (
 EXTRA_COLUMNS: tuple[str, ...] = (
     "backend",  # tensorflow (tf.distribute) | jax (keras.distribution): speedups stay within one
     "mesh",  # tensor parallel: data x model devices
+    *PLAN_COLUMNS,  # devices on each plan axis, as `Plans.table` names them
     "workers",
     "devices_per_worker",
     "scaling",
@@ -177,6 +179,7 @@ _INT_COLUMNS = (
     "epochs",
     "steps_per_epoch",
     "timed_steps",
+    *PLAN_COLUMNS,
 )
 # Speedups compare runs of one experiment on one backend: JAX rows against JAX's `single`.
 _BASELINE_GROUP = ("experiment_id", "backend")
@@ -244,7 +247,9 @@ def _row(result: RunResult) -> dict[str, object]:
         and name not in ("projected", "timed_steps", "comm_below_noise", *_TUNED_COLUMNS)
         and name not in INTERVAL_COLUMNS
         and name not in AUTO_COLUMNS
+        and name not in PLAN_COLUMNS
     }
+    row.update(plan_cells(result))
     row["micro_batches_auto"] = auto_note(result.extra.get("microbatch_choice") or {})
     row.update(_tuned_cells(result))
     row["timed_steps"] = len(result.step_times_s)

@@ -247,6 +247,12 @@ class RunSpec:
                 f"{display} run reads with TensorFlow, not installed here; pass (x, y) arrays or "
                 "a built-in set, or install TensorFlow (pip install -e '.[cpu]')"
             )
+        if not backend.shards_layers and self.options.get("mesh") is not None:
+            raise GpkError(
+                f"mesh={self.options['mesh']} splits layers over a (data, model) mesh, which "
+                f"{display} does not run for strategy={self.strategy!r}; drop mesh= or use "
+                "backend='jax'"
+            )
         if not backend.validates and (
             self.training.validation is not None or self.training.target is not None
         ):
@@ -262,7 +268,8 @@ class RunSpec:
         return self.mesh if self.mesh is not None else (1, self.replicas)
 
     def _mesh_label(self) -> str:
-        return "x".join(map(str, self.mesh_shape)) if strategy_record(self.strategy).layout else ""
+        laid_out = strategy_record(self.strategy).layout or self.options.get("mesh") is not None
+        return "x".join(map(str, self.mesh_shape)) if laid_out else ""
 
     @property
     def replicas(self) -> int:

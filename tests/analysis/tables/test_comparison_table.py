@@ -44,7 +44,8 @@ def test_columns_come_in_contract_order_then_extras():
         "comm_share", "comm_bytes", "projected",
     ]  # fmt: skip
     assert list(df.columns[len(COLUMNS) :]) == [
-        "backend", "mesh", "workers", "devices_per_worker", "scaling", "mode", "all_reduce",
+        "backend", "mesh", "data", "tensor", "stages", "workers", "devices_per_worker",
+        "scaling", "mode", "all_reduce",
         "device_kind", "epochs", "steps_per_epoch", "timed_steps", "startup_s",
         "training_time_s", "tune", "steps_per_execution", "jit_compile", "experiment_id",
         "created_at",
@@ -294,3 +295,17 @@ def test_communication_not_measured_is_said_in_words_never_zero():
     assert "not measured" in format_table(df) and "not measured" in markdown_table(df)
     assert list(compact_frame(df)["comm share"]) == ["", "not measured"]
     assert any("execution's time / its steps" in note for note in notes_lines(df))
+
+
+def test_every_row_says_its_devices_on_each_plan_axis():
+    rows = [
+        run("a", "single", 1, 100.0),
+        run("b", "data", 4, 300.0),
+        run("c", "tensor", 4, 200.0, mesh="2x2"),
+        run("d", "pipeline", 4, 200.0),
+        run("e", "pipeline", 8, 200.0, mesh="2x2"),
+    ]
+    table = comparison_table(rows)
+    shapes = [tuple(row) for row in table[["data", "tensor", "stages"]].itertuples(index=False)]
+    assert shapes == [(1, 1, 1), (4, 1, 1), (2, 2, 1), (1, 1, 4), (2, 2, 2)]
+    assert str(table["stages"].dtype) == "int64"

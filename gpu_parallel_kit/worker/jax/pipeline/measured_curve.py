@@ -107,8 +107,8 @@ def _one_pass(stages: list[StageFunctions], xs: dict[str, Any], ys: Any, split: 
     values = xs
     for stage in stages:
         start = time.perf_counter()
-        received = jax.block_until_ready(jax.device_put(values, stage.device))
-        target = None if stage.loss_fn is None else jax.device_put(ys, stage.device)
+        received = jax.block_until_ready(stage.placement.put_batch(values))
+        target = None if stage.loss_fn is None else stage.placement.put_batch(ys)
         copy = time.perf_counter() - start
         values, objective, saved[stage.index] = stage.forward(received, target)
         jax.block_until_ready((values, objective))
@@ -119,7 +119,7 @@ def _one_pass(stages: list[StageFunctions], xs: dict[str, Any], ys: Any, split: 
     upstream: dict[str, Any] = {}
     for stage in reversed(stages):
         start = time.perf_counter()
-        incoming = jax.block_until_ready(jax.device_put(upstream, stage.device))
+        incoming = jax.block_until_ready(stage.placement.put_batch(upstream))
         copy = time.perf_counter() - start
         upstream, later[stage.index] = stage.backward(
             saved.pop(stage.index), incoming, "B" if split else "BW"

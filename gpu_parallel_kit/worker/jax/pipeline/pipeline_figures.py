@@ -14,6 +14,7 @@ import numpy as np
 from ....pipeline.schedules import Schedule, max_live_micro_batches
 from ...pipeline_timeline import busy_and_idle, schedule_figures
 from ..device_setup import device_names
+from .stage_mesh import held_bytes
 
 
 def figures(
@@ -64,29 +65,39 @@ def stage_memory(
     per_micro_batch = activation_bytes(stages, traced, sample) if schedule else []
     devices: dict[str, dict[str, float]] = {}
     for stage in stages:
-        parts = devices.setdefault(
-            device_names([stage.device])[0],
-            {"params_bytes": 0, "grads_bytes": 0, "optimizer_bytes": 0, "activations_bytes": 0.0},
-        )
-        parts["params_bytes"] += _nbytes([*stage.trainable, *stage.non_trainable])
-        parts["grads_bytes"] += _nbytes(stage.accumulated)
-        parts["optimizer_bytes"] += _nbytes(stage.optimizer_state)
-        if schedule is None:
-            parts["activations_bytes"] = math.nan
-            continue
-        tasks = [t for device in schedule for t in device if t.stage == stage.index]
-        parts["activations_bytes"] += float(
-            max_live_micro_batches(tasks) * per_micro_batch[stage.index]
-        )
+        data = stage.placement.shape[0]
+        held = {
+            "params_bytes": held_bytes([*stage.trainable, *stage.non_trainable]),
+            "grads_bytes": held_bytes(stage.accumulated),
+            "optimizer_bytes": held_bytes(stage.optimizer_state),
+        }
+        activations = math.nan
+        if schedule is not None:
+            tasks = [t for device in schedule for t in device if t.stage == stage.index]
+            # Each data replica of the stage's mesh holds its share of every micro-batch.
+            activations = max_live_micro_batches(tasks) * per_micro_batch[stage.index] / data
+        for name in stage.placement.names:
+            parts = devices.setdefault(
+                name,
+                {
+                    "params_bytes": 0,
+                    "grads_bytes": 0,
+                    "optimizer_bytes": 0,
+                    "activations_bytes": 0.0,
+                },
+            )
+            for part, by_device in held.items():
+                parts[part] += by_device.get(name, 0)
+            parts["activations_bytes"] += float(activations)
     return {
         "devices": devices,
         "how": {
-            "params_bytes": "measured: the stage's arrays on its device",
-            "grads_bytes": "measured: the stage's gradient sums on its device",
-            "optimizer_bytes": "measured: the stage's optimizer state on its device",
+            "params_bytes": "measured: the stage's arrays (or their shards) on its device",
+            "grads_bytes": "measured: the stage's gradient sums (or their shards) on its device",
+            "optimizer_bytes": "measured: the stage's optimizer state (or shards) on its device",
             "activations_bytes": (
                 "modelled: each stage's layer outputs for the micro-batches its schedule keeps "
-                "in flight at most"
+                "in flight at most (a share of each over a stage's data axis)"
                 if schedule is not None
                 else "not known before the micro-batches are chosen"
             ),

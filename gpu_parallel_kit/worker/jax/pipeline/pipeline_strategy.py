@@ -4,9 +4,11 @@ stage pass, micro-batches run by the schedule's task lists (MPMD on one process)
 The stages are cut as on TensorFlow (`worker/layer_graph.py`: balance by parameters, time,
 positions or names), each stage's passes are compiled once on its device
 (`stage_functions.py`), and the same task lists the TensorFlow engine runs are executed by one
-thread per device (`schedule_runner.py`). The gradients of single-device training are summed over
-the micro-batches and applied once per batch by each stage's copy of the model's optimizer; the
-trained weights are copied back into the user's model.
+thread per device (`schedule_runner.py`). With `mesh=(data, model)` each stage lives on a
+sub-mesh of data × model devices, its layers split over the model axis as `tensor` splits them
+and its micro-batch over the data axis (`stage_mesh.py`). The gradients of single-device
+training are summed over the micro-batches and applied once per batch by each stage's copy of
+the model's optimizer; the trained weights are copied back into the user's model.
 
 >>> exp.run(strategy="pipeline", devices=4, schedule="1f1b", micro_batches=8, backend="jax")
 """
@@ -23,16 +25,19 @@ import numpy as np
 from ....errors import GpkError
 from ....pipeline.microbatch import Choice, Curve, candidates, is_auto
 from ....pipeline.schedules import build_schedule, device_of, micro_batch_count, splits_backward
+from ....sharding.layout import Layout
+from ....strategies.plan_axes import mesh_label
 from ...budget import check_budget
 from ...keras_internals import compile_config, compile_loss_class
 from ...layer_graph import TracedModel, stage_starts, trace
 from ...measuring.recorder import StepRecorder
-from ...microbatch_choice import serial_curve
+from ...microbatch_choice import pipeline_stages, serial_curve
 from ..strategies import JaxStrategy
 from .measured_curve import choose_micro_batches
 from .pipeline_figures import figures, stage_memory, tensor_bytes
 from .schedule_runner import ScheduleRunner, StepReport, split
 from .stage_functions import StageFunctions
+from .stage_mesh import StagePlacement, held_bytes, stage_groups, stage_layout, stage_traffic
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
 SERIAL_REPEATS = 3  # passes with one task at a time, whose task times feed the simulated view
@@ -43,6 +48,8 @@ class PipelineParallel(JaxStrategy):
     interleaved schedule puts `virtual_stages` stages on each device, round robin).
 
     >>> exp.run(strategy="pipeline", devices=2, schedule="gpipe", micro_batches=4, backend="jax")
+    >>> exp.run(strategy="pipeline", devices=8, mesh=(2, 2), schedule="1f1b", micro_batches=4,
+    ...         backend="jax")  # 2 stages of 2 × 2
     """
 
     def __init__(self, spec: Any, devices: list[Any]) -> None:
@@ -52,6 +59,7 @@ class PipelineParallel(JaxStrategy):
         self.stages: list[StageFunctions] = []
         self.curve: Curve | None = None  # the micro-batch curve, where M was chosen from one
         self.choice: Choice | None = None
+        self.layout: Layout | None = None  # the stages' tensor-parallel layout, on a mesh
 
     def describe(self) -> str:
         return "jax.device_put across the cuts (one compiled program per stage pass)"
@@ -97,13 +105,14 @@ class PipelineParallel(JaxStrategy):
         feed = _feeder(traced)
         auto = is_auto(spec.micro_batches)
         micro_batches = 1 if auto else spec.micro_batches or 1
-        k, chunks = len(self.devices), spec.virtual_stages
+        k, chunks = pipeline_stages(spec), spec.virtual_stages
+        placements = self._placements(model, k)  # a layout the mesh cannot split: refused here
         sample = split(first_x, micro_batches)[0]  # auto: balanced on the whole batch
         starts = stage_starts(
             traced, k, chunks, spec.balance, lambda: call_times(traced, sample), tensor_bytes
         )
         self.stages = _stages(
-            model, traced, starts, self.devices, micro_batches, spec.recompute, first_y
+            model, traced, starts, placements, micro_batches, spec.recompute, first_y
         )
         self.state_bytes = _state_bytes(self.stages)
         check_budget(stage_memory(self.stages, traced), spec.memory_budget)  # before any timing
@@ -121,6 +130,16 @@ class PipelineParallel(JaxStrategy):
         memory = stage_memory(self.stages, traced, self.schedule, self.micro_batch)
         check_budget(memory, spec.memory_budget)
         self.runner = ScheduleRunner(self.stages, self.schedule, micro_batches, feed)
+
+    def _placements(self, model: keras.Model, k: int) -> list[StagePlacement]:
+        """Each device's placement: itself, or a stage's (data, model) sub-mesh and layout."""
+        if self.spec.mesh is None:
+            return [StagePlacement([device]) for device in self.devices]
+        data, tensor = self.spec.mesh
+        groups = stage_groups(self.devices, k, data, tensor)
+        self.layout = stage_layout(self.spec, model, self.sample, groups[0])
+        axes = self.layout.axes_by_path()
+        return [StagePlacement(group, data, tensor, axes) for group in groups]
 
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Any:
         """Each task alone, a few times, on the first batch (the simulated view), then the
@@ -160,6 +179,7 @@ class PipelineParallel(JaxStrategy):
         # The copies across the cuts inside this run's own timed tasks: never lent by a round.
         comm_time = found.pop("comm_time_s")
         cut_bytes = found["cut_bytes"]
+        inside = self._mesh_fields(found)
         curve, choice = self.curve, self.choice
         if curve is None and self.alone:  # one micro-batch, nothing chosen: the passes' curve
             curve, choice = serial_curve(self.spec, self.alone, cut_bytes)
@@ -168,7 +188,7 @@ class PipelineParallel(JaxStrategy):
             found["microbatch_choice"] = choice.to_dict()
         return {
             "micro_batches": micro_batch_count(self.schedule),  # auto's choice, or the user's M
-            "comm_bytes": sum(cut_bytes) if cut_bytes else None,
+            "comm_bytes": sum(cut_bytes) + inside if cut_bytes else None,
             "comm_time_s": comm_time,
             "comm_share": comm_time / step_time_s
             if step_time_s and comm_time is not None
@@ -184,25 +204,46 @@ class PipelineParallel(JaxStrategy):
             },
         }
 
+    def _mesh_fields(self, found: dict[str, Any]) -> int:
+        """On a mesh: each stage's devices and what its tensor collectives move, the mesh's
+        parts named; returns the bytes those collectives move per step (0 without a mesh)."""
+        if self.layout is None:
+            return 0
+        data, tensor = self.spec.mesh
+        micro_batches = micro_batch_count(self.schedule)
+        total = 0
+        for stage, row in zip(self.stages, found["stages"], strict=True):
+            moved = stage_traffic(
+                self.layout, list(stage.cut.calls), data, self.spec.global_batch, micro_batches
+            )
+            row.update(devices=stage.placement.names, mesh=f"{data}x{tensor}", **moved)
+            total += moved["tensor_all_reduce_bytes"] + moved["data_all_reduce_bytes"]
+        found["mesh_axes"] = mesh_label(data=data, tensor=tensor, stages=pipeline_stages(self.spec))
+        found["tensor_all_reduce_bytes"] = sum(
+            r["tensor_all_reduce_bytes"] for r in found["stages"]
+        )
+        found["data_all_reduce_bytes"] = sum(r["data_all_reduce_bytes"] for r in found["stages"])
+        return total
+
 
 def _stages(
     model: keras.Model,
     traced: TracedModel,
     starts: list[int],
-    devices: list[Any],
+    placements: list[StagePlacement],
     micro_batches: int,
     recompute: bool,
     y: Any,
 ) -> list[StageFunctions]:
-    """Each slice of the graph with its weights on its device and its own optimizer; the last
-    with the model's loss, built on the targets `y`."""
+    """Each slice of the graph with its weights on its device (or sub-mesh) and its own
+    optimizer; the last with the model's loss, built on the targets `y`."""
     bounds = [0, *starts, len(traced.graph.calls)]
     count = len(bounds) - 1
     loss = _loss(model, traced, y)
     return [
         StageFunctions(
             index,
-            devices[device_of(index, len(devices))],
+            placements[device_of(index, len(placements))],
             traced.graph.stage(bounds[index], bounds[index + 1]),
             traced,
             type(model.optimizer).from_config(model.optimizer.get_config()),
@@ -292,18 +333,9 @@ def call_times(traced: TracedModel, sample: Any, repeats: int = 3) -> list[float
 
 
 def _state_bytes(stages: list[StageFunctions]) -> dict[str, int]:
-    from ..device_setup import device_names  # noqa: PLC0415
-
-    held: dict[str, int] = {}
-    for stage in stages:
-        name = device_names([stage.device])[0]
-        held[name] = (
-            held.get(name, 0)
-            + _nbytes(stage.trainable)
-            + _nbytes(stage.non_trainable)
-            + _nbytes(stage.optimizer_state)
-        )
-    return held
+    return held_bytes(
+        [a for s in stages for a in (*s.trainable, *s.non_trainable, *s.optimizer_state)]
+    )
 
 
 def _nbytes(values: list[Any]) -> int:

@@ -3,7 +3,8 @@
 Every device thread executes exactly its list of tasks from `pipeline.schedules.build_schedule`,
 the lists the TensorFlow engine runs: a forward takes what crosses into its stage, moves it onto
 the stage's device (`jax.device_put`: the transfer across the cut) and sends on what crosses
-out; a backward takes the gradients of what its stage sent, moves them likewise and sends the
+out; a backward takes the gradients of what its stage sent, moves them likewise (onto the
+stage's sub-mesh, split over its data axis, where it has one) and sends the
 gradients of what it received back upstream; a W task (zb-h1) adds the weights' half. After its
 last task each stage applies its summed gradients once. JAX dispatches asynchronously, so an
 untimed step only orders the work; a timed one waits for each task's results to stamp its end.
@@ -191,11 +192,11 @@ class ScheduleRunner:
                     else mailbox.get(("act", task.stage, task.micro_batch))
                 )
                 start = time.perf_counter()  # a task's time starts once its input is here
-                received = jax.device_put(incoming, stage.device)  # the copy across the cut
+                received = stage.placement.put_batch(incoming)  # the copy across the cut
                 y = (
                     None
                     if stage.loss_fn is None
-                    else jax.device_put(ys[task.micro_batch], stage.device)
+                    else stage.placement.put_batch(ys[task.micro_batch])
                 )
                 if timed:
                     jax.block_until_ready(received)
@@ -219,7 +220,7 @@ class ScheduleRunner:
                     else mailbox.get(("grad", task.stage, task.micro_batch))
                 )
                 start = time.perf_counter()
-                upstream = jax.device_put(incoming, stage.device)
+                upstream = stage.placement.put_batch(incoming)
                 if timed:
                     jax.block_until_ready(upstream)
                 moved = time.perf_counter() - start

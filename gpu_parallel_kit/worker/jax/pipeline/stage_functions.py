@@ -6,7 +6,8 @@ tensors (`keras.Model(received, computed)`, the layers shared with the user's mo
 `stateless_call`, taking the weights as arguments, so no layer is rebuilt from its config. The
 stage's trainable and non-trainable values, its optimizer's variables (a copy of the model's
 optimizer, built over the stage's variables) and its summed gradients are JAX arrays committed to
-the stage's device; every compiled pass therefore runs there.
+the stage's device, or sharded over its `(data, model)` sub-mesh (`stage_mesh.py`); every
+compiled pass therefore runs there.
 
 The backward is `jax.vjp` of the forward. With `recompute=True` (the default) the forward keeps
 nothing but its inputs and the backward compiles the forward and its pullback together, so it
@@ -31,6 +32,7 @@ import keras
 from ....errors import GpkError
 from ....pipeline.graph import StageCut
 from ...layer_graph import ELSEWHERE, TracedModel
+from .stage_mesh import StagePlacement
 
 LossFn = Callable[[Any, dict[str, Any]], Any]
 
@@ -64,7 +66,8 @@ class StageFunctions:
 
     Args:
         index: the stage's position in the model, from 0.
-        device: the JAX device it lives on.
+        placement: its devices: one, or a (data, model) sub-mesh and the shardings on it
+            (`stage_mesh.StagePlacement`).
         cut: its share of the graph (`pipeline.graph.StageCut`).
         traced: the model's graph (`worker/layer_graph.TracedModel`).
         optimizer: a fresh copy of the model's optimizer, for this stage alone.
@@ -78,7 +81,7 @@ class StageFunctions:
     def __init__(
         self,
         index: int,
-        device: Any,
+        placement: StagePlacement,
         cut: StageCut,
         traced: TracedModel,
         optimizer: keras.optimizers.Optimizer,
@@ -86,7 +89,8 @@ class StageFunctions:
         micro_batches: int,
         recompute: bool,
     ) -> None:
-        self.index, self.device, self.cut = index, device, cut
+        self.index, self.placement, self.cut = index, placement, cut
+        self.device = placement.device
         self.loss_fn, self.recompute = loss_fn, recompute
         self.set_micro_batches(micro_batches)
         self.model = keras.Model(
@@ -96,14 +100,18 @@ class StageFunctions:
         )
         self.optimizer = optimizer
         optimizer.build(self.model.trainable_variables)
-        self.trainable = self._placed(self.model.trainable_variables)
-        self.non_trainable = self._placed(self.model.non_trainable_variables)
-        self.optimizer_state = self._placed(optimizer.variables)
+        self.trainable = placement.put_weights(self.model.trainable_variables)
+        self.non_trainable = placement.put_weights(self.model.non_trainable_variables)
+        self.optimizer_state = placement.put_weights(
+            optimizer.variables, like=self.model.trainable_variables
+        )
         # Floating tensors carry gradients; token ids and masks ride along without.
         self.floating = {n for n in (*cut.received, *cut.computed) if _floating(traced, n)}
         # Stage 0's inputs are the data: nothing upstream wants their gradient.
         self.differentiated = tuple(n for n in cut.used if n in self.floating and index > 0)
         self.accumulated = [jnp.zeros_like(v) for v in self.trainable]
+        # On a sub-mesh the gradient sums keep their weights' shards, as GSPMD would not promise.
+        self._sum_shardings = placement.weights_like(self.model.trainable_variables)
         # Compiled when first called, once each: a stage runs one micro-batch shape.
         self._forward = jax.jit(self._forward_values if recompute else self._forward_and_pullback)
         backward = self._recomputed_backward if recompute else self._kept_pullback
@@ -114,10 +122,7 @@ class StageFunctions:
         """The M each micro-batch's objective is divided by: an argument of the compiled
         passes, so the micro-batch curve's traces serve training at the M it chooses."""
         self.micro_batches = micro_batches
-        self.m = jax.device_put(jnp.float32(micro_batches), self.device)
-
-    def _placed(self, variables: list[Any]) -> list[jax.Array]:
-        return [jax.device_put(v.value, self.device) for v in variables]
+        self.m = self.placement.put_scalar(jnp.float32(micro_batches))
 
     @property
     def variables(self) -> list[Any]:
@@ -191,13 +196,20 @@ class StageFunctions:
     def _gradients(self, kind, pullback, cotangent, accumulated):
         weights, received = pullback(cotangent)
         summed = jax.tree.map(jnp.add, accumulated, weights)
+        if self._sum_shardings is not None:
+            summed = jax.lax.with_sharding_constraint(summed, self._sum_shardings)
         return {"BW": (received, summed), "B": (received, None), "W": (None, summed)}[kind]
 
     def _update(self, optimizer_state, accumulated, trainable):
         trainable, optimizer_state = self.optimizer.stateless_apply(
             optimizer_state, accumulated, trainable
         )
-        return trainable, optimizer_state, jax.tree.map(jnp.zeros_like, accumulated)
+        cleared = jax.tree.map(jnp.zeros_like, accumulated)
+        if self._sum_shardings is not None:
+            trainable, cleared = jax.lax.with_sharding_constraint(
+                (trainable, cleared), (self._sum_shardings, self._sum_shardings)
+            )
+        return trainable, optimizer_state, cleared
 
     # The tasks the runner calls, on values already on this stage's device.
 
