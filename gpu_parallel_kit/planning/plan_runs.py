@@ -60,7 +60,13 @@ class PlanRuns:
             A `Comparison` of one row; its table's `data`, `tensor` and `stages` are the shape
             that ran, and `scaled` says what changed, e.g. "data 64 -> 2; blocks 40 -> 2".
         """
-        return self.compare_plans([plan], devices, blocks=blocks, cancel=cancel, **options)
+        rows = plan_rows(plan)
+        if len(rows) > 1:
+            raise GpkError(
+                f"run_plan runs one plan and was given {len(rows)}; pick one, e.g. "
+                "plans.top(3).iloc[0], or run them all with exp.compare_plans(...)"
+            )
+        return self.compare_plans(rows, devices, blocks=blocks, cancel=cancel, **options)
 
     def compare_plans(
         self,
@@ -166,10 +172,10 @@ def plan_rows(plans: Any) -> list[Any]:
     """The plans given: one (`plans.best`, a row, a mapping), a DataFrame's rows, or a list."""
     if isinstance(plans, pd.DataFrame):
         found = [row for _, row in plans.iterrows()]
-    elif isinstance(plans, pd.Series | Mapping) or hasattr(plans, "row"):
+    elif _is_plan(plans):
         found = [plans]
     elif isinstance(plans, list | tuple):
-        found = list(plans)
+        found = [row for each in plans for row in plan_rows(each)]
     else:
         raise GpkError(
             f"plans={type(plans).__name__} is not a plan; give plans.best, plans.top(3) or a "
@@ -178,6 +184,11 @@ def plan_rows(plans: Any) -> list[Any]:
     if not found:
         raise GpkError("no plan to run: the table given is empty; give plans.top(3)")
     return found
+
+
+def _is_plan(value: Any) -> bool:
+    """One plan: a `RankedPlan`, a row of `Plans.table` or a mapping of its fields."""
+    return isinstance(value, pd.Series | Mapping) or hasattr(value, "row")
 
 
 def read_depth(source: ModelSource, backend: str) -> tuple[int | None, int | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
 import pytest
 
 import gpu_parallel_kit as gpk
@@ -67,6 +68,14 @@ def test_a_plan_that_cannot_run_here_is_refused_before_any_run(gpt2_read, fake_m
     with pytest.raises(GpkError, match="splits into no micro-batch count"):
         gpt2_experiment().compare_plans(plans, devices=4)
     assert fake_machine.specs == [] and gpt2_read == []  # not even the model read
+
+
+def test_run_plan_takes_one_plan_a_one_row_table_too(gpt2_read, fake_machine):
+    table = pd.DataFrame([dataclasses.asdict(TENSOR_PLAN)] * 2)
+    with pytest.raises(GpkError, match="run_plan runs one plan and was given 2"):
+        gpt2_experiment().run_plan(table, devices=4)
+    ran = gpt2_experiment().run_plan(table.head(1), devices=4)
+    assert len(ran.results) == 1 and fake_machine.specs[0].mesh == (2, 2)
 
 
 def test_compare_plans_runs_each_plan_and_tables_their_shapes(gpt2_read, fake_machine):

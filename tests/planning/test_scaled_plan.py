@@ -187,3 +187,6 @@ def test_every_kind_of_plan_the_search_gives_is_read():
         assert int(getattr(row, "row", row)["tensor"]) % shape.shape["tensor"] == 0
     with pytest.raises(GpkError, match="no plan to run"):
         plan_rows(found.table.head(0))
+    assert len(plan_rows([found.table.head(2), found.best])) == 3  # a list's tables opened
+    with pytest.raises(GpkError, match="is not a plan"):
+        plan_rows([found.best, "1f1b"])
