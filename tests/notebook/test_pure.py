@@ -67,6 +67,7 @@ def test_a_request_is_the_apis_arguments():
         "balance": "params",
         "recompute": True,
         "virtual_stages": None,
+        "stages": None,  # a pipeline's: devices ÷ (data × model)
         "memory_budget": 64 * 2**20,
         "workers": None,
         "cluster": None,
