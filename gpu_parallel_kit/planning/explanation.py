@@ -30,6 +30,11 @@ _PART_WORDS = {
     "comm:stages": "sends between stages",
     "bubble": "pipeline bubble",
 }
+_FIELD_WORDS = {
+    "micro_batch_size": "micro-batch size",
+    "micro_batches": "micro-batches",
+    "virtual_stages": "virtual stages",
+}
 _AXIS_OF_PART = {f"comm:{axis}": axis for axis in PLAN_AXES}
 
 
@@ -90,7 +95,7 @@ def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
     """How `row` differs from `best`, how much longer it takes and which part grows most; for
     a row that ties with `best`, what else tells them apart ("" when nothing does)."""
     changed = [f for f in PLAN_FIELDS if row[f] != best[f]]
-    differs = ", ".join(f"{f.replace('_', ' ')} {row[f]}" for f in changed) or "the same shape"
+    differs = ", ".join(f"{_FIELD_WORDS.get(f, f)} {row[f]}" for f in changed) or "the same shape"
     extra = row["step_time_s"] - best["step_time_s"]
     if extra <= TIE * best["step_time_s"]:
         return _tie(label, differs, row, best)
@@ -99,7 +104,7 @@ def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
     sentence = f"{label} ({differs}) takes {seconds(row['step_time_s'])}, {seconds(extra)} more"
     if growth[part] <= 0:
         return sentence + "."
-    sentence += f": its {_PART_WORDS[part]} adds {seconds(growth[part])}"
+    sentence += f", {seconds(growth[part])} of it in its {_PART_WORDS[part]}"
     axis = _AXIS_OF_PART.get(part)
     if axis is not None:
         mine, theirs = _link(cluster, row, axis), _link(cluster, best, axis)
