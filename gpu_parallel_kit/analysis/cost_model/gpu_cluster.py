@@ -90,6 +90,20 @@ class GPUCluster:
                 f"({self.nodes} nodes of {self.per_node}); use at most {self.gpus}"
             )
 
+    def first(self, devices: int) -> GPUCluster:
+        """The cluster of its first `devices` GPUs (ranks fill a node before the next): a run
+        on fewer GPUs than the cluster has is placed there."""
+        self.check_devices(devices)
+        if devices != self.gpus and devices > self.per_node and devices % self.per_node:
+            raise GpkError(
+                f"devices={devices} fills no whole node of {self.per_node} GPUs; project onto "
+                f"a multiple of {self.per_node}, or at most {self.per_node}"
+            )
+        per_node = min(devices, self.per_node)
+        return GPUCluster(
+            self.device, devices // per_node, per_node, inside=self.inside, between=self.between
+        )
+
     def links(self, data: int, tensor: int, stages: int) -> dict[str, Interconnect | None]:
         """Each axis of a data × tensor × stages plan and the link its groups cross (None for an
         axis of one): tensor groups, the sends between neighbouring stages, data rings."""
@@ -143,6 +157,7 @@ def project_onto_cluster(
     )
     rows: dict[str, RunResult] = {}
     for link, counts in groups.items():
-        for row in project_results(results, link, counts, label=label, **options):
+        on_link = project_results(results, link, counts, label=label, cluster=cluster, **options)
+        for row in on_link:
             rows.setdefault(row.run_id, row)  # the projected single device, once
     return list(rows.values())

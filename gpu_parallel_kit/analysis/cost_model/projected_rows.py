@@ -39,6 +39,7 @@ from .measured_inputs import (
     measured_partition,
     parameter_bytes,
 )
+from .mesh_pipeline import is_mesh_run
 from .projected_compute import (
     Compute,
     ComputePlan,
@@ -74,6 +75,7 @@ class _Plan:
     hybrid_stages: int | None
     label: str  # experiment id suffix
     compute: ComputePlan = ComputePlan(mode="measured")  # counted work or measured time
+    cluster: Any = None  # a GPUCluster: each axis of a 3-D pipeline row on the link it crosses
 
 
 def project_results(
@@ -99,6 +101,7 @@ def project_results(
     calibrate: Any = None,
     global_batch: int | None = None,
     work: Mapping[str, Any] | None = None,
+    cluster: Any = None,
 ) -> list[RunResult]:
     """Projected rows for every experiment in `results` that has a finished single-device run.
 
@@ -112,6 +115,8 @@ def project_results(
     `micro_batches` and `cut_bytes_per_sample` override what the pipeline runs measured;
     `data_link` carries the data+model all-reduces (default: `preset`). `label` replaces the
     experiment id suffix. Measured rows are never changed; rows projected earlier are ignored.
+    `cluster`, a `GPUCluster` (`gpu_cluster.project_onto_cluster` passes it), places each axis
+    of a pipeline run on (data, model) sub-meshes on the link that axis crosses.
 
     Given `work` (experiment id -> `WorkCount`, or why there is none), compute is counted by
     default; `compute`, `precision`, `efficiency`, `calibrate`, `global_batch`: see
@@ -143,6 +148,7 @@ def project_results(
         hybrid_stages=hybrid_stages,
         label=label or _label(link, None if asked.fell_back else target, compute_scale),
         compute=asked,
+        cluster=cluster,
     )
     experiments: dict[tuple[str, str], list[RunResult]] = {}
     for result in results:
@@ -245,7 +251,7 @@ class _Experiment:
         """The split of a measured k-stage run, else k equal stages."""
         given = self.plan.cut_bytes
         for run in self.models:
-            if run.devices == k and run.extra.get("stages"):
+            if run.devices == k and run.extra.get("stages") and not is_mesh_run(run):
                 return measured_partition(run, k, given)
         if given is not None:
             note = f"{given:g} activation bytes per sample across each cut (given)"

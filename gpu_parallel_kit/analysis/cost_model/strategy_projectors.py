@@ -19,6 +19,7 @@ from ...errors import GpkError
 from ...runs.results.run_result import RunResult
 from ...strategies import Strategy
 from .hardware_presets import Interconnect
+from .mesh_pipeline import axis_links, is_mesh_run, mesh_pipeline, mesh_run
 from .step_time_model import (
     Prediction,
     Workload,
@@ -64,6 +65,39 @@ def project_pipeline(experiment: _Experiment, record: Strategy) -> list[RunResul
             p = pipeline(workload, part, plan.link, global_batch=batch, **options)
             key = f"{record.name}-{schedule}-m{m}-{k}"
             rows.append(experiment.row(p, key, note, schedule=schedule, micro_batches=m))
+    return rows + project_mesh_pipeline(experiment, record)
+
+
+def project_mesh_pipeline(experiment: _Experiment, record: Strategy) -> list[RunResult]:
+    """Each measured pipeline run on (data, model) sub-meshes at its own shape, when its device
+    count is asked: every axis's traffic on the link that axis crosses (`mesh_pipeline`)."""
+    plan, rows = experiment.plan, []
+    asked = plan.schedule is not None or plan.micro_batches is not None
+    for run in (r for r in experiment.models if is_mesh_run(r) and r.devices in plan.counts):
+        shape = mesh_run(run, plan.cut_bytes)
+        d, t, k = shape.data, shape.tensor, shape.partition.stages
+        own = (run.schedule, run.micro_batches or 1)
+        schedule, m = experiment.pipeline_configs()[0] if asked else own
+        sizes = {"data": d, "tensor": t, "stages": k}
+        links = axis_links(plan.cluster, plan.link, plan.reduce_link, sizes)
+        batch = experiment.batch(run.devices)
+        p, by_axis = mesh_pipeline(
+            experiment.workload_at(batch / m / d),  # one device's share of a micro-batch
+            shape,
+            links,
+            global_batch=batch,
+            micro_batches=m,
+            schedule=schedule,
+            overlap=plan.overlap,
+        )
+        key = f"{record.name}-{schedule}-m{m}-{d}x{t}x{k}"
+        row = experiment.row(
+            p, key, shape.note, schedule=schedule, micro_batches=m, mesh=f"{d}x{t}"
+        )
+        row.extra.update(by_axis)
+        row.extra["mesh_axes"] = run.extra["mesh_axes"]
+        row.extra["links"] = {axis: link and link.name for axis, link in links.items()}
+        rows.append(row)
     return rows
 
 
