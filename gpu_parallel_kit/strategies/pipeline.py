@@ -16,6 +16,7 @@ from ..pipeline.schedules import SCHEDULES, check_plan, default_schedule, defaul
 from .option import Option, balance, positive
 from .option import micro_batches as micro_batch_count
 from .plan_axes import STAGES, mesh_label
+from .processes import WORKERS, workers_option
 from .record import GridCell, Strategy
 from .tensor import LAYOUT_MAP, MESH, check_layout_map, check_mesh
 
@@ -77,6 +78,7 @@ PIPELINE_OPTIONS = (
     ),
     MESH,
     LAYOUT_MAP,
+    WORKERS,
 )
 
 
@@ -99,6 +101,7 @@ def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "mesh": None if mesh is None else tuple(mesh),
         "layout_map": check_layout_map(options.get("layout_map")),
         "stages": options.get("stages"),
+        **workers_option(options),
     }
 
 
@@ -140,7 +143,9 @@ def check_pipeline(spec: RunSpec) -> None:
         raise GpkError(
             f"schedule={spec.schedule!r} is not known; use one of {', '.join(SCHEDULES)}"
         )
-    stages, data, model = stage_mesh(spec.mesh, spec.devices.count, spec.options.get("stages"))
+    if spec.workers > 1:
+        check_over_processes(spec)
+    stages, data, model = stage_mesh(spec.mesh, spec.replicas, spec.options.get("stages"))
     if spec.mesh is not None:
         spec.options["mesh"] = (data, model)
     spec.options["stages"] = stages
@@ -162,6 +167,21 @@ def check_pipeline(spec: RunSpec) -> None:
         )
 
 
+def check_over_processes(spec: RunSpec) -> None:
+    """Every process cuts the model and splits the batch alike: nothing is chosen from one
+    process's own timings."""
+    if is_auto(spec.micro_batches):
+        raise GpkError(
+            f"micro_batches='auto' picks M from timings each of the {spec.workers} workers "
+            "would measure apart; give micro_batches a number, e.g. micro_batches=4"
+        )
+    if spec.balance == "time":
+        raise GpkError(
+            f"balance='time' cuts the model where timings each of the {spec.workers} workers "
+            "would measure apart fall; use balance='params' or name the cuts"
+        )
+
+
 def _in_grid(cell: GridCell) -> bool:
     # A mesh of (data, model) runs on device counts it divides into two or more stages.
     mesh = cell.plan.get("mesh")
@@ -172,7 +192,7 @@ def _in_grid(cell: GridCell) -> bool:
 
 
 def _label(spec: RunSpec) -> str:
-    label = f"{spec.strategy}×{spec.devices.count} {spec.schedule}"
+    label = f"{spec.strategy}×{spec.replicas} {spec.schedule}"
     if is_auto(spec.micro_batches):
         label += " M=auto"
     elif spec.micro_batches and spec.micro_batches > 1:
@@ -193,6 +213,8 @@ PIPELINE = Strategy(
     },
     stages=True,
     splits_state=True,
+    # Stages in the processes of their devices, the cuts between them crossed by ppermute.
+    over_processes=frozenset({"jax"}),
     color="tab:orange",
     columns=(
         "schedule",

@@ -3,10 +3,13 @@ batch a worker feeds.
 
 `multiworker` always runs in processes of its own. On JAX, `data`, `fsdp` and `tensor` take
 `workers=` and `cluster=` too (`Strategy.over_processes`): W local processes, or the hosts of a
-named cluster, each with the run's devices, form one mesh through `jax.distributed`. A
-comparison passes `workers=` and `cluster=` to `multiworker` rows only.
+named cluster, each with the run's devices, form one mesh through `jax.distributed`. `pipeline`
+takes `workers=`: its stages spread over the processes' devices, each run by the process that
+owns it, the cuts between processes crossed by a collective. A comparison passes `workers=` and
+`cluster=` to `multiworker` rows only.
 
 >>> exp.run(strategy="fsdp", devices=1, workers=2, backend="jax")
+>>> exp.run(strategy="pipeline", devices=1, workers=2, micro_batches=4, backend="jax")
 >>> exp.run(strategy="fsdp", devices=1, cluster="cluster.json", backend="jax")
 """
 
@@ -78,13 +81,13 @@ def check_workers(record: Strategy, backend: str, workers: Any, cluster: Any = N
         )
     raise GpkError(
         f"strategy={record.name!r} does not run over several processes (workers={workers}); "
-        "drop workers=, or use 'data', 'fsdp' or 'tensor' with backend='jax'"
+        "drop workers=, or use 'data', 'fsdp', 'tensor' or 'pipeline' with backend='jax'"
     )
 
 
 def _check_cluster(record: Strategy, backend: str, workers: Any, cluster: Any) -> None:
     takers = sorted(record.over_processes)
-    if not takers:
+    if not takers or CLUSTER not in record.options:  # pipeline: local workers only, so far
         raise GpkError(
             f"strategy={record.name!r} does not run over several hosts (cluster=); drop "
             "cluster=, or use 'multiworker', or 'data', 'fsdp' or 'tensor' with backend='jax'"

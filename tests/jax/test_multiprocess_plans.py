@@ -26,7 +26,7 @@ def test_a_jax_run_over_workers_spans_every_workers_devices():
 @pytest.mark.parametrize(
     ("backend", "strategy", "message"),
     [
-        ("jax", "pipeline", "strategy='pipeline' does not run over several processes"),
+        ("tensorflow", "pipeline", "over processes on backend='jax'.*'multiworker' on"),
         ("jax", "single", "strategy='single' does not run over several processes"),
         ("tensorflow", "data", "over processes on backend='jax'.*'multiworker' on"),
     ],
@@ -35,6 +35,26 @@ def test_workers_where_a_strategy_cannot_spread_is_one_sentence(backend, strateg
     with pytest.raises(GpkError, match=message) as error:
         small_mlp_experiment(backend=backend).plan(strategy, 2, workers=2)
     assert "\n" not in str(error.value)
+
+
+def test_a_pipeline_over_workers_cuts_every_workers_devices_into_stages():
+    spec = small_mlp_experiment(backend="jax").plan(
+        "pipeline", 1, workers=2, schedule="1f1b", micro_batches=4
+    )
+    assert (spec.workers, spec.replicas, spec.stages) == (2, 2, 2) and spec.several_processes
+    assert process_rows(spec.global_batch, 2, 1, 2, 1) == slice(0, spec.global_batch)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"micro_batches": "auto"}, "micro_batches='auto' picks M from timings each of the 2"),
+        ({"balance": "time", "micro_batches": 2}, "balance='time' cuts the model where"),
+    ],
+)
+def test_a_pipeline_over_workers_refuses_what_each_worker_would_time(option, message):
+    with pytest.raises(GpkError, match=message):
+        small_mlp_experiment(backend="jax").plan("pipeline", 1, workers=2, **option)
 
 
 def test_a_comparison_gives_workers_to_multiworker_rows_only():

@@ -38,6 +38,7 @@ from .device_setup import configure_jax_devices, device_names, peak_memory  # no
 from .feed import OrderedBatches  # noqa: E402
 from .joining import join  # noqa: E402
 from .keras_internals import place_initial_values_from_host  # noqa: E402
+from .pipeline.pipeline_over_processes import for_processes  # noqa: E402
 from .run import JaxRun, make_strategy  # noqa: E402
 
 # gloo says so on stdout each time a collective first connects its peers; nothing to act on.
@@ -107,7 +108,7 @@ class ProcessRun(JaxRun):
                 f"worker {self.index}'s devices are not at its place in the mesh: {mine} against "
                 f"{self.local}"
             )
-        self.strategy = make_strategy(spec, self.devices)
+        self.strategy = for_processes(make_strategy(spec, self.devices), self.local)
         return device_names(self.local)
 
     def prepare_data(self) -> int:
@@ -136,10 +137,16 @@ class ProcessRun(JaxRun):
         """The communication, then every weight gathered from all workers (each takes part):
         its digest, which every worker's row carries, and the chief's saved copy."""
         super().measure(model)
-        weights = [
-            np.asarray(multihost_utils.process_allgather(v.value, tiled=True))
-            for v in model.weights
-        ]
+        # A pipeline's weights live in the processes of their stages; one mesh's, in all.
+        gather = getattr(self.strategy, "gathered_weights", None)
+        weights = (
+            gather(model)
+            if gather
+            else [
+                np.asarray(multihost_utils.process_allgather(v.value, tiled=True))
+                for v in model.weights
+            ]
+        )
         digest = hashlib.sha256()
         for weight in weights:
             digest.update(np.ascontiguousarray(weight).tobytes())

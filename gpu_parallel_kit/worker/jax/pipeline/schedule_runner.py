@@ -108,16 +108,25 @@ class ScheduleRunner:
         schedule: each device's tasks (`pipeline.schedules.build_schedule`).
         micro_batches: M, the parts each global batch is split into.
         feed: a micro-batch of x -> the model's input tensors by name.
+        crossings: over several processes, the cuts between them
+            (`process_crossing.ProcessCrossings`); this process runs its own devices' tasks.
     """
 
     def __init__(
-        self, stages: list[StageFunctions], schedule: Schedule, micro_batches: int, feed: Any
+        self,
+        stages: list[StageFunctions],
+        schedule: Schedule,
+        micro_batches: int,
+        feed: Any,
+        crossings: Any = None,
     ) -> None:
         self.stages = stages
         self.schedule = schedule
         self.devices = len(schedule)
         self.micro_batches = micro_batches
         self.feed = feed
+        self.crossings = crossings
+        self.local = crossings.local_devices if crossings else list(range(self.devices))
         self.split = splits_backward(schedule)
         self._pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="gpk-device")
 
@@ -131,18 +140,19 @@ class ScheduleRunner:
         clock = time.perf_counter()
         xs = [self.feed(part) for part in split(x, self.micro_batches)]
         ys = split(y, self.micro_batches)
-        runs = [
-            self._device_tasks(device, xs, ys, mailbox, clock, timed or serial)
-            for device in range(self.devices)
-        ]
-        results = self._serially(runs) if serial else self._concurrently(runs, mailbox)
+        runs = {
+            device: self._device_tasks(device, xs, ys, mailbox, clock, timed or serial)
+            for device in self.local
+        }
+        results = self._serially(runs, mailbox) if serial else self._concurrently(runs, mailbox)
         jax.block_until_ready([s.trainable for s in self.stages])
         duration = time.perf_counter() - clock
         n = len(self.stages)
         activations_in = [sum(r.activations_in.get(s, 0) for r in results) for s in range(n)]
         gradients_in = [sum(r.gradients_in.get(s, 0) for r in results) for s in range(n)]
+        loss = float(sum(float(loss) for r in results for loss in r.losses))
         return StepReport(
-            loss=float(sum(float(loss) for r in results for loss in r.losses)),
+            loss=loss if self.crossings is None else self.crossings.total_loss(loss),
             tasks=[record for r in results for record in r.records],
             # Cut c lies between stages c and c+1: activations go down it, their gradients back.
             cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(n - 1)],
@@ -152,22 +162,32 @@ class ScheduleRunner:
             duration_s=duration,
         )
 
-    def _concurrently(self, runs: list[Generator], mailbox: Mailbox) -> list[_DeviceStep]:
-        futures = [self._pool.submit(_drain, run, mailbox) for run in runs]
+    def _concurrently(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[_DeviceStep]:
+        crossing = None if self.crossings is None else self.crossings.start(mailbox)
+        futures = [self._pool.submit(_drain, run, mailbox) for run in runs.values()]
         results, errors = [], []
         for future in futures:
             try:
                 results.append(future.result())
             except BaseException as error:  # noqa: BLE001 - re-raised below, the real cause first
                 errors.append(error)
+        if crossing is not None:
+            try:
+                self.crossings.finish(crossing)
+            except BaseException as error:  # noqa: BLE001 - the cause of the devices' abort
+                errors.insert(0, error)
         if errors:
             raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])
         return results
 
-    def _serially(self, runs: list[Generator]) -> list[_DeviceStep]:
+    def _serially(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[_DeviceStep]:
         for task in execution_order(self.schedule, len(self.stages)):
-            next(runs[device_of(task.stage, self.devices)])
-        return [_drain(run, None) for run in runs]
+            device = device_of(task.stage, self.devices)
+            if device in runs:
+                next(runs[device])
+            if self.crossings is not None:  # what the task sends to another process, now
+                self.crossings.cross_after(task, mailbox)
+        return [_drain(run, None) for run in runs.values()]
 
     def _device_tasks(
         self, device: int, xs, ys, mailbox: Mailbox, clock: float, timed: bool
