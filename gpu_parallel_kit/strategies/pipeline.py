@@ -151,6 +151,12 @@ def check_pipeline(spec: RunSpec) -> None:
     spec.options["stages"] = stages
     spec.options["layout_map"] = check_layout_map(spec.layout_map)
     m = check_micro_batches(spec.micro_batches)
+    if is_auto(m) and data > 1:
+        raise GpkError(
+            f"micro_batches='auto' times micro-batches of every size, and those of one sample "
+            f"cannot split over the mesh's data axis of {data}; give micro_batches a number, "
+            "e.g. micro_batches=4"
+        )
     if is_auto(m):
         # The worker measures the curve and picks among these; none fitting is said here.
         candidates(spec.schedule, stages, spec.global_batch // data, spec.virtual_stages)

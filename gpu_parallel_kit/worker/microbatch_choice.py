@@ -25,6 +25,9 @@ def curve_and_choice(spec: Any, measure: MeasureCurve) -> tuple[Curve | None, Ch
     whole batch, is then `serial_curve`'s, from the passes the simulated view times anyway."""
     k, chunks, batch = pipeline_stages(spec), spec.virtual_stages, spec.global_batch
     given = spec.micro_batches
+    if (spec.options.get("mesh") or (1, 1))[0] > 1:
+        # Smaller micro-batches would not split over the stages' data axis: M is the user's.
+        return None, None
     if candidates(spec.schedule, k, batch, chunks) == (1,) and (
         is_auto(given) or given in (None, 1)
     ):

@@ -29,6 +29,7 @@ def test_mesh_and_stages_reach_the_pipelines_plan(capsys, fake_machine):
         (["--devices", "8", "--mesh", "2x2", "--backend", "tensorflow"], "backend='jax'"),
         (["--devices", "8", "--mesh", "2x2", "--micro-batches", "4", "--batch-size", "36"],
          "data axis"),
+        (["--devices", "8", "--mesh", "2x2", "--micro-batches", "auto"], "data axis of 2"),
     ],
 )  # fmt: skip
 def test_a_mesh_that_cannot_hold_the_run_is_one_line(flags, named, capsys, no_workers):
