@@ -23,6 +23,7 @@ from ...pipeline.schedules import BACKWARD, FORWARD, Task, build_schedule, split
 from ...pipeline.simulation import makespan, simulate
 from ...pipeline.tasks import WEIGHT
 from ...runs.results.run_result import RunResult
+from ...strategies.plan_axes import DATA, STAGES, TENSOR
 from .hardware_presets import Interconnect
 from .measured_inputs import measured_partition
 from .step_time_model import Partition, Prediction, Workload, make_prediction, ring_all_reduce_s
@@ -97,7 +98,7 @@ def axis_links(
     on `reduce_link` when given)."""
     if cluster is not None:
         return cluster.first(math.prod(sizes.values())).links(**sizes)
-    links = {"tensor": link, "stages": link, "data": reduce_link or link}
+    links = {TENSOR: link, STAGES: link, DATA: reduce_link or link}
     return {axis: links[axis] if sizes[axis] > 1 else None for axis in links}
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ...errors import GpkError
 from ...runs.results.run_result import RunResult
 from ...strategies import Strategy
+from ...strategies.plan_axes import DATA, STAGES, TENSOR
 from .hardware_presets import Interconnect
 from .mesh_pipeline import axis_links, is_mesh_run, mesh_pipeline, mesh_run
 from .step_time_model import (
@@ -78,7 +79,7 @@ def project_mesh_pipeline(experiment: _Experiment, record: Strategy) -> list[Run
         d, t, k = shape.data, shape.tensor, shape.partition.stages
         own = (run.schedule, run.micro_batches or 1)
         schedule, m = experiment.pipeline_configs()[0] if asked else own
-        sizes = {"data": d, "tensor": t, "stages": k}
+        sizes = {DATA: d, TENSOR: t, STAGES: k}
         links = axis_links(plan.cluster, plan.link, plan.reduce_link, sizes)
         batch = experiment.batch(run.devices)
         p, by_axis = mesh_pipeline(
