@@ -104,7 +104,7 @@ def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
     sentence = f"{label} ({differs}) takes {seconds(row['step_time_s'])}, {seconds(extra)} more"
     if growth[part] <= 0:
         return sentence + "."
-    sentence += f", {seconds(growth[part])} of it in its {_PART_WORDS[part]}"
+    sentence += f", with {seconds(growth[part])} more in its {_PART_WORDS[part]}"
     axis = _AXIS_OF_PART.get(part)
     if axis is not None:
         mine, theirs = _link(cluster, row, axis), _link(cluster, best, axis)
