@@ -39,12 +39,9 @@ TASK_COST_LEGEND = (
     "across the cut (the kit's task_overhead_s), median over the tasks of the timed steps "
     "(training: stages sharing the cores) and of the serial passes (alone: one task at a time); "
     "outside tasks: per step, the time outside every task (splitting the batch, the updates). "
-    "The two runners close a task's call at different points: TensorFlow's when the call "
-    "returns (and, for a forward, its outputs are ready), so its figure holds the runner's "
-    "bookkeeping after the call (sending on, counting live micro-batches, the device scope); "
-    "JAX's only at the task's end, after that bookkeeping and the wait for its results, so its "
-    "figure holds only what comes between the copy and the call, a few clock reads. Read the "
-    "JAX columns as what the runner adds before a call, not as its whole cost per task."
+    "Both runners close a task's call when it returns with its outputs ready, so on both the "
+    "figure holds the runner's bookkeeping after the call (sending on, counting live "
+    "micro-batches) and before it (receiving, placing the input)."
 )
 
 HEADER = (
