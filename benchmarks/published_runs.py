@@ -5,9 +5,9 @@
 With `--recount`, counts every published model by depth (`worker/jax/depth_scaling.py`: keras-hub's
 `GPT2Backbone` with a tied language-model head, at one and two blocks of full width, one
 sequence, `mixed_bfloat16`) and writes the cards to
-`gpu_parallel_kit/analysis/cost_model/published_cards.json`; TensorFlow is kept out of the
+`gpu_parallel_kit/planning/published_cards.json`; TensorFlow is kept out of the
 process (keras-hub would import it). Then prints, for every run of
-`analysis/cost_model/published_runs.py`, the reported throughput, the kit's projection of the same
+`planning/published_runs.py`, the reported throughput, the kit's projection of the same
 plan in the paper's counting, their ratio, whether the plan fits, and the kit's best plan with
 the step-time parts that make it faster. `--markdown` prints the table of
 `docs/published-runs.md`.
@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from gpu_parallel_kit.analysis.cost_model import published_runs
+from gpu_parallel_kit.planning import published_runs
 
 
 class _NoTensorFlow:

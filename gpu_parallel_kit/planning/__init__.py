@@ -2,7 +2,7 @@
 
 The caller's side of the plan search: a sample's shapes, the step counted once in a child,
 the model's card, the ranked plans and why the best wins. The arithmetic itself is pure and
-lives in `analysis/cost_model/plan_search.py`.
+lives in `planning/plan_search.py`.
 """
 
 from .plan_runs import PlanRuns

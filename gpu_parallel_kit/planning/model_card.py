@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.cost_model.plan_search import KERNELS_PER_BLOCK, ModelCard
 from ..errors import GpkError, whole_number
+from .plan_search import KERNELS_PER_BLOCK, ModelCard
 from .sample_inputs import sequence_of
 
 STRUCTURE = ("blocks", "hidden", "heads")

@@ -14,9 +14,9 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.plan_search import ModelCard, Plan
 from ..errors import GpkError
 from .explanation import AXES, explain, gigabytes, nothing_fits, seconds
+from .plan_search import ModelCard, Plan
 
 PLAN_COLUMNS = tuple(f.name for f in fields(Plan))
 TIME_COLUMNS = (

@@ -3,7 +3,7 @@ fastest, and why.
 
 The model's step is counted once for one sample (`step_count.py`, kept for later searches), made
 a card (`model_card.py`), every plan of it sized and timed on the cluster
-(`analysis/cost_model/plan_search.py`), the leading plans' pipelines replayed
+(`planning/plan_search.py`), the leading plans' pipelines replayed
 (`bubble_refinement.py`), and the rows handed back as `Plans`.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.plan_search import RESERVE, ModelCard, rank
 from ..analysis.cost_model.training_precision import state_bytes, training_precision
 from ..errors import GpkError, whole_number
 from ..runs.description.sources import ModelSource, model_source
 from .bubble_refinement import refine
 from .model_card import model_card
+from .plan_search import RESERVE, ModelCard, rank
 from .plans import Plans
 from .sample_inputs import experiment_sample, sample_spec
 from .step_count import counted_step

@@ -17,8 +17,8 @@ import textwrap
 
 import pytest
 
-from gpu_parallel_kit.analysis.cost_model import published_runs
 from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.planning import published_runs
 
 # (layers, width, heads, sequence, vocabulary): a mid-width GPT at 24 blocks
 MID = (24, 512, 8, 128, 1000)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.analysis.cost_model.plan_search import KERNELS_PER_BLOCK
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.planning.model_card import model_card
+from gpu_parallel_kit.planning.plan_search import KERNELS_PER_BLOCK
 from gpu_parallel_kit.planning.sample_inputs import sample_spec, sequence_of
 from gpu_parallel_kit.planning.step_count import PLAN_COUNT_ENTRY
 

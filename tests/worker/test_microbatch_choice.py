@@ -1,4 +1,5 @@
-"""Which micro-batch sizes a pipeline times before choosing M (`worker/microbatch_choice.py`)."""
+"""Which micro-batch sizes a pipeline times before choosing M
+(`worker/pipeline/microbatch_choice.py`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpu_parallel_kit.worker.microbatch_choice import curve_and_choice
+from gpu_parallel_kit.worker.pipeline.microbatch_choice import curve_and_choice
 
 
 def _spec(mesh=None):

@@ -1,5 +1,5 @@
 """A pipeline's figures from its runner's step reports, on literal task times: what both
-backends' pipelines fill their rows from (`worker/pipeline_timeline.py`)."""
+backends' pipelines fill their rows from (`worker/pipeline/timeline.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from gpu_parallel_kit.pipeline.schedules import build_schedule
-from gpu_parallel_kit.worker.pipeline_timeline import measured_bubble, schedule_figures
+from gpu_parallel_kit.worker.pipeline.timeline import measured_bubble, schedule_figures
 
 
 def task(stage, kind, start, end, transfer_s=0.0, call_s=None):

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 
 from ....pipeline.microbatch import Curve, CurvePoint
-from ...microbatch_choice import curve_and_choice
+from ...pipeline.microbatch_choice import curve_and_choice
 from .schedule_runner import nbytes
 from .stage_functions import StageFunctions
 
@@ -33,8 +33,8 @@ def choose_micro_batches(
     y: Any,
     split: bool,
 ):
-    """The curve and the M chosen from it (`worker/microbatch_choice.py`), timed here on the
-    first global batch `x`, `y`."""
+    """The curve and the M chosen from it (`worker/pipeline/microbatch_choice.py`), timed here
+    on the first global batch `x`, `y`."""
 
     def measure(sizes: list[int], earlier: Curve | None) -> Curve:
         return measure_curve(stages, feed, x, y, sizes, split, earlier)

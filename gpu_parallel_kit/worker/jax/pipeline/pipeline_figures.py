@@ -1,5 +1,5 @@
 """What a JAX pipeline reports of its stages: each stage's cut, devices, state and activations,
-its memory by part per device, beside the schedule's figures (`worker/pipeline_timeline.py`).
+its memory by part per device, beside the schedule's figures (`worker/pipeline/timeline.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from ....pipeline.schedules import Schedule, max_live_micro_batches
-from ...pipeline_timeline import busy_and_idle, schedule_figures
+from ...pipeline.timeline import busy_and_idle, schedule_figures
 from ..device_setup import device_names
 from .stage_mesh import held_bytes
 

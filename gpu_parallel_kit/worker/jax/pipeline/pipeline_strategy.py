@@ -1,7 +1,7 @@
 """`pipeline` on JAX: the model's graph cut into stages on devices, one compiled program per
 stage pass, micro-batches run by the schedule's task lists (MPMD on one process).
 
-The stages are cut as on TensorFlow (`worker/layer_graph.py`: balance by parameters, time,
+The stages are cut as on TensorFlow (`worker/pipeline/layer_graph.py`: balance by parameters, time,
 positions or names), each stage's passes are compiled once on its device
 (`stage_functions.py`), and the same task lists the TensorFlow engine runs are executed by one
 thread per device (`schedule_runner.py`). With `mesh=(data, model)` each stage lives on a
@@ -29,9 +29,9 @@ from ....sharding.layout import Layout
 from ....strategies.plan_axes import mesh_label
 from ...budget import check_budget
 from ...keras_internals import compile_config, compile_loss_class
-from ...layer_graph import TracedModel, stage_starts, trace
 from ...measuring.recorder import StepRecorder
-from ...microbatch_choice import pipeline_stages, serial_curve
+from ...pipeline.layer_graph import TracedModel, stage_starts, trace
+from ...pipeline.microbatch_choice import pipeline_stages, serial_curve
 from ..strategies import JaxStrategy
 from .measured_curve import choose_micro_batches
 from .pipeline_figures import figures, stage_memory, tensor_bytes

@@ -31,7 +31,7 @@ import keras
 
 from ....errors import GpkError
 from ....pipeline.graph import StageCut
-from ...layer_graph import ELSEWHERE, TracedModel
+from ...pipeline.layer_graph import ELSEWHERE, TracedModel
 from .stage_mesh import StagePlacement
 
 LossFn = Callable[[Any, dict[str, Any]], Any]

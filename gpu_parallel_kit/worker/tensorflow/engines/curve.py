@@ -18,8 +18,8 @@ import tensorflow as tf
 
 from ....pipeline.microbatch import Choice, Curve, CurvePoint
 from ....runs.description.run_spec import RunSpec
-from ...microbatch_choice import curve_and_choice as choose_from_curve
-from ...microbatch_choice import serial_curve as serial_curve
+from ...pipeline.microbatch_choice import curve_and_choice as choose_from_curve
+from ...pipeline.microbatch_choice import serial_curve as serial_curve
 from .stage_runner import _nbytes, _wait_for
 from .stages import Stage
 
@@ -35,8 +35,8 @@ def curve_and_choice(
     x: Any,
     y: Any,
 ) -> tuple[Curve | None, Choice | None]:
-    """The curve and the M chosen from it (`worker/microbatch_choice.py`), each stage's `tasks`
-    timed alone here."""
+    """The curve and the M chosen from it (`worker/pipeline/microbatch_choice.py`), each
+    stage's `tasks` timed alone here."""
     split = any(task.split for task in tasks)
 
     def measure(sizes: list[int], earlier: Curve | None) -> Curve:

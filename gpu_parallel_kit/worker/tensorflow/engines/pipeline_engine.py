@@ -22,7 +22,7 @@ from ....pipeline.schedules import (
 )
 from ...keras_internals import compile_config
 from ...measuring.recorder import StepRecorder
-from ...pipeline_timeline import busy_and_idle, schedule_figures
+from ...pipeline.timeline import busy_and_idle, schedule_figures
 from ..keras_internals import compile_loss_class
 from .base import Engine
 from .curve import curve_and_choice, serial_curve
@@ -220,7 +220,7 @@ def _figures(
     sample: tf.Tensor,
 ) -> dict[str, Any]:
     """Timeline, bubble (measured, simulated, theoretical), bytes across cuts
-    (`worker/pipeline_timeline.py`), and memory per stage."""
+    (`worker/pipeline/timeline.py`), and memory per stage."""
     n = len(stages)
     timed = [r.tasks for r in reports if r.tasks and not r.serial]
     activation_bytes = activation_bytes_per_micro_batch(stages, traced, sample)

@@ -20,12 +20,12 @@ import tensorflow as tf
 
 from ....errors import GpkError
 from ....pipeline.graph import StageCut
-from ...layer_graph import (
+from ...pipeline.layer_graph import (
     ELSEWHERE,
     TracedModel,
     trace,  # noqa: F401 - the engine reads the graph through this module
 )
-from ...layer_graph import stage_starts as shared_starts
+from ...pipeline.layer_graph import stage_starts as shared_starts
 from .budget import variable_bytes
 
 

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ...errors import GpkError
-from .gpu_cluster import GPUCluster
+from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..errors import GpkError
 from .plan_search import NO_PIPELINE, ModelCard, Plan, memory, rank, step_time
 
 CARDS = Path(__file__).with_name("published_cards.json")

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
-from gpu_parallel_kit.analysis.cost_model.plan_search import (
+from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.planning.plan_search import (
     ModelCard,
     Plan,
     memory,
@@ -15,7 +16,6 @@ from gpu_parallel_kit.analysis.cost_model.plan_search import (
     rank,
     step_time,
 )
-from gpu_parallel_kit.errors import GpkError
 
 S, H, A, L = 2048, 4096, 32, 32  # a 6.7 B-parameter GPT, per block 12·h² parameters
 CARD = ModelCard(

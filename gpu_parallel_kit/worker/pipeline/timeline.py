@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..pipeline.schedules import Schedule, micro_batch_count, splits_backward
-from ..pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
+from ...pipeline.schedules import Schedule, micro_batch_count, splits_backward
+from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
 
 # The planned chart: a backward costs about two forwards; split, its halves one each.
 PLANNED_DURATION = {"F": 1.0, "B": 2.0}

@@ -16,20 +16,20 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from ...errors import GpkError, whole_number
-from ...pipeline.schedules import INTERLEAVED, ONE_F_ONE_B, ZB_H1
-from ...pipeline.simulation import theoretical_bubble
-from .gpu_cluster import GPUCluster
-from .hardware_presets import Interconnect
-from .roofline import DEFAULT_EFFICIENCY, LAUNCH_S, Efficiency
-from .step_time_model import ring_all_reduce_s
-from .training_precision import (
+from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.hardware_presets import Interconnect
+from ..analysis.cost_model.roofline import DEFAULT_EFFICIENCY, LAUNCH_S, Efficiency
+from ..analysis.cost_model.step_time_model import ring_all_reduce_s
+from ..analysis.cost_model.training_precision import (
     SHARDED_BY_DATA,
     StateBytes,
     model_state_bytes,
     state_bytes,
     training_precision,
 )
+from ..errors import GpkError, whole_number
+from ..pipeline.schedules import INTERLEAVED, ONE_F_ONE_B, ZB_H1
+from ..pipeline.simulation import theoretical_bubble
 
 SHARDINGS = ("none", "zero-1", "zero-2", "fsdp")
 CHECKPOINTING = ("none", "full")

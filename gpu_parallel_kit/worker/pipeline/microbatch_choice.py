@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..pipeline.microbatch import Choice, Curve, CurvePoint, candidates, choose, is_auto, sizes
+from ...pipeline.microbatch import Choice, Curve, CurvePoint, candidates, choose, is_auto, sizes
 
 # (the sizes to time, largest first; the curve those rounds add to, or None) -> the curve
 MeasureCurve = Callable[[list[int], Curve | None], Curve]

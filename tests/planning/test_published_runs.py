@@ -1,4 +1,4 @@
-"""Published training runs (`analysis/cost_model/published_runs.py`): their figures hold together,
+"""Published training runs (`planning/published_runs.py`): their figures hold together,
 and the plan search's projection of each run's own plan lies within the stated tolerance."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_parallel_kit.analysis.cost_model import published_runs
-from gpu_parallel_kit.analysis.cost_model.published_runs import RUNS, card, project
+from gpu_parallel_kit.planning import published_runs
+from gpu_parallel_kit.planning.published_runs import RUNS, card, project
 
 A100_PEAK = 312e12
 # kit ÷ published throughput at the efficiency band's likely end; docs/published-runs.md says
@@ -79,6 +79,6 @@ def test_a_run_whose_blocks_no_plan_divides_says_so():
 
 
 def test_the_docs_page_lists_every_run():
-    page = (Path(__file__).parents[3] / "docs" / "published-runs.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "published-runs.md").read_text()
     missing = [run.name for run in RUNS if run.name not in page]
     assert missing == []
