@@ -31,7 +31,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ....errors import GpkError
 from ....pipeline.checks import execution_order
 from ....pipeline.schedules import Schedule, device_of
-from .schedule_runner import Mailbox
+from ...pipeline.runner_messages import Mailbox
 
 CUT_AXIS = "cut"
 
