@@ -131,12 +131,22 @@ PROBE = textwrap.dedent(
         else:
             raise AssertionError("no KerasInternalsChanged for a missing attribute")
 
+    def place_initial_values_from_host():
+        import importlib
+        lib = importlib.import_module("keras.src.backend.jax.distribution_lib")
+        original = lib.distribute_tensor
+        ki.place_initial_values_from_host()
+        assert lib.distribute_tensor.from_host and lib.distribute_tensor is not original
+        ki.place_initial_values_from_host()  # a second call keeps the first wrapper
+        assert lib.distribute_tensor.from_host
+        lib.distribute_tensor = original
+
     outcome = {"backend": keras.backend.backend()}
     for check in (compile_config, compile_loss_class, compile_metrics_class,
                   unscale_loss_for_distribution, compiled_metrics, user_metrics,
                   raw_learning_rate, dispatches_async, set_seed_without_tensorflow,
                   is_functional, run_calls, spare_fits_symbolic_build,
-                  missing_piece_is_one_sentence):
+                  missing_piece_is_one_sentence, place_initial_values_from_host):
         try:
             check()
             outcome[check.__name__] = "ok"
@@ -159,6 +169,7 @@ ACCESSES = (
     "run_calls",
     "spare_fits_symbolic_build",
     "missing_piece_is_one_sentence",
+    "place_initial_values_from_host",
 )
 
 # What the backends' modules read every access through, not accesses of their own.

@@ -121,7 +121,7 @@ def test_project_counts_once_and_reuses_the_logged_count(tmp_path, monkeypatch, 
     rows = [r for r in projected.results if r.projected]
     assert rows and all(r.extra["compute_source"].startswith("counted") for r in rows)
     assert rows[0].extra["gpu"] == "h100"
-    assert "Counting the training step" in capsys.readouterr().out
+    assert "Counting the step of mlp" in capsys.readouterr().out
     again = comparison.project("nvlink4", [1, 8], strategies=["data"])
     assert "Counting" not in capsys.readouterr().out  # read back from the run log
     assert [r.step_time_s for r in again.results if r.projected] == [r.step_time_s for r in rows]
