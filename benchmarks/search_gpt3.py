@@ -27,6 +27,7 @@ import numpy as np
 import psutil
 
 import gpu_parallel_kit as gpk
+from gpu_parallel_kit.planning import step_count
 
 
 def gpt3():
@@ -87,6 +88,7 @@ def main() -> None:
     for _ in range(options.rounds):
         with tempfile.TemporaryDirectory() as cache:
             os.environ["GPK_CACHE_DIR"] = cache
+            step_count._counted.clear()  # nor the count this process kept from the last round
             start = time.perf_counter()
             plans = gpk.search(gpt3, sample, cluster, global_batch=options.batch, progress=False)
             times.append(time.perf_counter() - start)
