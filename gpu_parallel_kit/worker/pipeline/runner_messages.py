@@ -5,6 +5,8 @@ record of each task and step that the timeline (`timeline.py`) reads."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,3 +70,53 @@ class StepReport:
     update_s: list[float] = field(default_factory=list)  # per device: its stages' updates
     serial: bool = False  # the tasks ran one at a time (their times are uncontended)
     duration_s: float = 0.0  # the whole step: splitting the batch, every task, every update
+
+
+def step_report(
+    results: Sequence[Any], stages: int, loss: float, serial: bool, duration_s: float
+) -> StepReport:
+    """The step's report from each device thread's (its `records`, `activations_in`,
+    `gradients_in`, `peak_live` and `update_s`), the loss already summed."""
+    activations_in = [sum(r.activations_in.get(s, 0) for r in results) for s in range(stages)]
+    gradients_in = [sum(r.gradients_in.get(s, 0) for r in results) for s in range(stages)]
+    return StepReport(
+        loss=loss,
+        tasks=[record for r in results for record in r.records],
+        # Cut c lies between stages c and c+1: activations go down it, their gradients back.
+        cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(stages - 1)],
+        peak_live=[max(r.peak_live.get(s, 0) for r in results) for s in range(stages)],
+        update_s=[r.update_s for r in results],
+        serial=serial,
+        duration_s=duration_s,
+    )
+
+
+def drain(run: Generator, mailbox: Mailbox | None) -> Any:
+    """Run a device's remaining tasks; its result is the generator's return value. A failure
+    aborts the mailbox: the other devices would otherwise wait for this one forever."""
+    try:
+        while True:
+            next(run)
+    except StopIteration as finished:
+        return finished.value
+    except BaseException:
+        if mailbox is not None:
+            mailbox.abort()
+        raise
+
+
+def collect(futures: Sequence[Future]) -> tuple[list[Any], list[BaseException]]:
+    """Every device thread's result, and the errors of those that failed."""
+    results, errors = [], []
+    for future in futures:
+        try:
+            results.append(future.result())
+        except BaseException as error:  # noqa: BLE001 - raised by `raise_cause`, the cause first
+            errors.append(error)
+    return results, errors
+
+
+def raise_cause(errors: Sequence[BaseException]) -> None:
+    """Raise the failure that started it all, not another device's `PipelineAborted`."""
+    if errors:
+        raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])

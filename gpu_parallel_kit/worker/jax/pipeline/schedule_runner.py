@@ -22,7 +22,15 @@ import jax
 import numpy as np
 
 from ....pipeline.schedules import Schedule, device_of, execution_order, splits_backward
-from ...pipeline.runner_messages import Mailbox, PipelineAborted, StepReport, TaskRecord
+from ...pipeline.runner_messages import (
+    Mailbox,
+    StepReport,
+    TaskRecord,
+    collect,
+    drain,
+    raise_cause,
+    step_report,
+)
 from .stage_functions import StageFunctions
 
 
@@ -86,37 +94,21 @@ class ScheduleRunner:
         results = self._serially(runs, mailbox) if serial else self._concurrently(runs, mailbox)
         jax.block_until_ready([s.trainable for s in self.stages])
         duration = time.perf_counter() - clock
-        n = len(self.stages)
-        activations_in = [sum(r.activations_in.get(s, 0) for r in results) for s in range(n)]
-        gradients_in = [sum(r.gradients_in.get(s, 0) for r in results) for s in range(n)]
         loss = float(sum(float(loss) for r in results for loss in r.losses))
-        return StepReport(
-            loss=loss if self.crossings is None else self.crossings.total_loss(loss),
-            tasks=[record for r in results for record in r.records],
-            # Cut c lies between stages c and c+1: activations go down it, their gradients back.
-            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(n - 1)],
-            peak_live=[max(r.peak_live.get(s, 0) for r in results) for s in range(n)],
-            update_s=[r.update_s for r in results],
-            serial=serial,
-            duration_s=duration,
-        )
+        if self.crossings is not None:
+            loss = self.crossings.total_loss(loss)
+        return step_report(results, len(self.stages), loss, serial, duration)
 
     def _concurrently(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[_DeviceStep]:
         crossing = None if self.crossings is None else self.crossings.start(mailbox)
-        futures = [self._pool.submit(_drain, run, mailbox) for run in runs.values()]
-        results, errors = [], []
-        for future in futures:
-            try:
-                results.append(future.result())
-            except BaseException as error:  # noqa: BLE001 - re-raised below, the real cause first
-                errors.append(error)
+        futures = [self._pool.submit(drain, run, mailbox) for run in runs.values()]
+        results, errors = collect(futures)
         if crossing is not None:
             try:
                 self.crossings.finish(crossing)
             except BaseException as error:  # noqa: BLE001 - the cause of the devices' abort
                 errors.insert(0, error)
-        if errors:
-            raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])
+        raise_cause(errors)
         return results
 
     def _serially(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[_DeviceStep]:
@@ -126,7 +118,7 @@ class ScheduleRunner:
                 next(runs[device])
             if self.crossings is not None:  # what the task sends to another process, now
                 self.crossings.cross_after(task, mailbox)
-        return [_drain(run, None) for run in runs.values()]
+        return [drain(run, None) for run in runs.values()]
 
     def _device_tasks(
         self, device: int, xs, ys, mailbox: Mailbox, clock: float, timed: bool
@@ -225,19 +217,6 @@ class ScheduleRunner:
             jax.block_until_ready([s.trainable for s in held])
         result.update_s = time.perf_counter() - start
         return result
-
-
-def _drain(run: Generator, mailbox: Mailbox | None) -> _DeviceStep:
-    """Run a device's remaining tasks; its result is the generator's return value."""
-    try:
-        while True:
-            next(run)
-    except StopIteration as finished:
-        return finished.value
-    except BaseException:
-        if mailbox is not None:
-            mailbox.abort()  # the other devices would otherwise wait for this one forever
-        raise
 
 
 def split(batch: Any, parts: int) -> list[Any]:

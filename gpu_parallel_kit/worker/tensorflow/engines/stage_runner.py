@@ -22,7 +22,15 @@ from typing import Any
 import tensorflow as tf
 
 from ....pipeline.schedules import Task, device_of, execution_order, splits_backward
-from ...pipeline.runner_messages import Mailbox, PipelineAborted, StepReport, TaskRecord
+from ...pipeline.runner_messages import (
+    Mailbox,
+    StepReport,
+    TaskRecord,
+    collect,
+    drain,
+    raise_cause,
+    step_report,
+)
 from .stage_tasks import make_tasks
 from .stages import Stage
 
@@ -85,36 +93,18 @@ class PipelineRunner:
         ]
         results = self._serially(runs) if serial else self._concurrently(runs, mailbox)
         duration = time.perf_counter() - clock
-        stages = len(self.stages)
-        activations_in = [sum(r.activations_in.get(s, 0) for r in results) for s in range(stages)]
-        gradients_in = [sum(r.gradients_in.get(s, 0) for r in results) for s in range(stages)]
-        return StepReport(
-            loss=float(sum(r.loss for r in results)),
-            tasks=[record for r in results for record in r.records],
-            # Cut c lies between stages c and c+1: activations go down it, their gradients back.
-            cut_bytes=[activations_in[c + 1] + gradients_in[c] for c in range(stages - 1)],
-            peak_live=[max(r.peak_live.get(s, 0) for r in results) for s in range(stages)],
-            update_s=[r.update_s for r in results],
-            serial=serial,
-            duration_s=duration,
-        )
+        loss = float(sum(r.loss for r in results))
+        return step_report(results, len(self.stages), loss, serial, duration)
 
     def _concurrently(self, runs: list[Generator], mailbox: Mailbox) -> list[_DeviceStep]:
-        futures = [self._pool.submit(_drain, run, mailbox) for run in runs]
-        results, errors = [], []
-        for future in futures:
-            try:
-                results.append(future.result())
-            except BaseException as error:  # noqa: BLE001 - re-raised below, the real cause first
-                errors.append(error)
-        if errors:
-            raise next((e for e in errors if not isinstance(e, PipelineAborted)), errors[0])
+        results, errors = collect([self._pool.submit(drain, run, mailbox) for run in runs])
+        raise_cause(errors)
         return results
 
     def _serially(self, runs: list[Generator]) -> list[_DeviceStep]:
         for task in execution_order(self.schedule, len(self.stages)):
             next(runs[device_of(task.stage, self.devices)])
-        return [_drain(run, None) for run in runs]
+        return [drain(run, None) for run in runs]
 
     def _device_tasks(
         self, device: int, xs, ys, mailbox: Mailbox, clock: float, timed: bool
@@ -227,19 +217,6 @@ class _DeviceStep:
     gradients_in: dict[int, int] = field(default_factory=dict)  # gradient bytes, per stage
     peak_live: dict[int, int] = field(default_factory=dict)  # micro-batches held, per stage
     update_s: float = 0.0  # its stages' optimizer updates
-
-
-def _drain(stage_run: Generator, mailbox: Mailbox | None) -> tuple:
-    """Run a stage's remaining tasks; its result is the generator's return value."""
-    try:
-        while True:
-            next(stage_run)
-    except StopIteration as finished:
-        return finished.value
-    except BaseException:
-        if mailbox is not None:
-            mailbox.abort()  # the other stages would otherwise wait for this one forever
-        raise
 
 
 def split(batch: Any, parts: int) -> list[Any]:
