@@ -71,3 +71,24 @@ def serial_curve(spec: Any, alone: Sequence[Any], cut_bytes: list[int]) -> tuple
 def pipeline_stages(spec: Any) -> int:
     """K: the run's stages (devices ÷ the devices of a stage's mesh), one per device by default."""
     return spec.options.get("stages") or spec.devices.count
+
+
+def curve_of(
+    samples: dict[tuple[int, str, int], list[float]],
+    crossing: dict[int, float],
+    cuts: int,
+    copies: Sequence[float],
+    cost_s: float,
+) -> Curve:
+    """The curve from each (stage, kind, size)'s timed passes, each cut's bytes per sample, the
+    copies' (seconds, bytes) summed, and what timing them cost."""
+    # The fastest pass: other work on the same cores only ever adds time to a task.
+    points = tuple(
+        CurvePoint(stage, kind, size, min(values), tuple(values))
+        for (stage, kind, size), values in sorted(samples.items())
+    )
+    seconds, moved = copies
+    return Curve(
+        points, tuple(crossing.get(c, 0.0) for c in range(cuts)), seconds / moved if moved else 0.0,
+        cost_s,
+    )  # fmt: skip

@@ -16,8 +16,8 @@ from typing import Any
 
 import jax
 
-from ....pipeline.microbatch import Curve, CurvePoint
-from ...pipeline.microbatch_choice import curve_and_choice
+from ....pipeline.microbatch import Curve
+from ...pipeline.microbatch_choice import curve_and_choice, curve_of
 from .schedule_runner import nbytes
 from .stage_functions import StageFunctions
 
@@ -83,18 +83,9 @@ def measure_curve(
             stage.non_trainable, stage.accumulated = state, accumulated
     if earlier is not None:
         return earlier.with_rounds(samples, time.perf_counter() - clock)
-    # The fastest pass: other work on the same cores only ever adds time to a task.
-    points = tuple(
-        CurvePoint(stage, kind, size, min(values), tuple(values))
-        for (stage, kind, size), values in sorted(samples.items())
-    )
-    return Curve(
-        points,
-        tuple(crossing.get(c, 0.0) for c in range(len(stages) - 1)),
-        copies[0] / copies[1] if copies[1] else 0.0,
-        # Compiling at the first size is what training would pay anyway: it is not the curve's.
-        time.perf_counter() - clock - compiled,
-    )
+    # Compiling at the first size is what training would pay anyway: it is not the curve's.
+    cost_s = time.perf_counter() - clock - compiled
+    return curve_of(samples, crossing, len(stages) - 1, copies, cost_s)
 
 
 def _one_pass(stages: list[StageFunctions], xs: dict[str, Any], ys: Any, split: bool):

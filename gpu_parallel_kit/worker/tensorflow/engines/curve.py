@@ -16,9 +16,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from ....pipeline.microbatch import Choice, Curve, CurvePoint
+from ....pipeline.microbatch import Choice, Curve
 from ....runs.description.run_spec import RunSpec
 from ...pipeline.microbatch_choice import curve_and_choice as choose_from_curve
+from ...pipeline.microbatch_choice import curve_of
 from ...pipeline.microbatch_choice import serial_curve as serial_curve
 from .stage_runner import _nbytes, _wait_for
 from .stages import Stage
@@ -92,18 +93,9 @@ def measure_curve(
                 variable.assign(value)
     if earlier is not None:
         return earlier.with_rounds(samples, time.perf_counter() - clock)
-    # The fastest pass: other work on the same cores only ever adds time to a task.
-    points = tuple(
-        CurvePoint(stage, kind, size, min(values), tuple(values))
-        for (stage, kind, size), values in sorted(samples.items())
-    )
-    return Curve(
-        points,
-        tuple(crossing.get(c, 0.0) for c in range(last)),
-        copies[0] / copies[1] if copies[1] else 0.0,
-        # Tracing at the first size is what training would pay anyway: it is not the curve's.
-        time.perf_counter() - clock - traced,
-    )
+    # Tracing at the first size is what training would pay anyway: it is not the curve's.
+    cost_s = time.perf_counter() - clock - traced
+    return curve_of(samples, crossing, last, copies, cost_s)
 
 
 def _one_pass(
