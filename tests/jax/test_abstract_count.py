@@ -7,13 +7,11 @@ import it), as `test_without_tensorflow.py` does; it prints its figures as JSON.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from .json_child import run_json_script
 
 pytestmark = pytest.mark.slow
 
@@ -76,20 +74,8 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def counts(tmp_path_factory):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": root, "KERAS_BACKEND": "jax"}
     script = f"WIDE = {WIDE}\nNARROW = {NARROW}\nVOCABULARY = {VOCABULARY}\n" + SCRIPT
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=tmp_path_factory.mktemp("abstract_count"),
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    line = next(x for x in done.stdout.splitlines() if x.startswith("JSON"))
-    return json.loads(line[4:])
+    return run_json_script(script, tmp_path_factory.mktemp("abstract_count"), timeout=600)
 
 
 def _megatron(layers, width, sequence, batch):

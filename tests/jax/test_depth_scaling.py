@@ -9,16 +9,14 @@ import it), as `test_abstract_count.py` does. About 85 s on two shared cores: 13
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.planning import published_runs
+
+from .json_child import run_json_script
 
 # (layers, width, heads, sequence, vocabulary): a mid-width GPT at 24 blocks
 MID = (24, 512, 8, 128, 1000)
@@ -62,21 +60,9 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def counts(tmp_path_factory):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": root, "KERAS_BACKEND": "jax"}
     config = published_runs.card_config(SMALLEST[0])
     script = f"MID = {MID}\nCONFIG = {config!r}\n" + SCRIPT
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=tmp_path_factory.mktemp("depth_scaling"),
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    line = next(x for x in done.stdout.splitlines() if x.startswith("JSON"))
-    return json.loads(line[4:])
+    return run_json_script(script, tmp_path_factory.mktemp("depth_scaling"), timeout=900)
 
 
 @pytest.mark.slow
