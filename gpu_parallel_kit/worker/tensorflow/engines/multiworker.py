@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ....cluster.network import listening_addresses, network_interfaces, reachable_from_network
+from ....cluster.network import listening_report
 from ...measuring.recorder import StepRecorder
 from .comm import measure_all_reduce
 from .custom_loop import train_custom_loop
@@ -105,7 +105,7 @@ class MultiWorkerEngine(DataParallelEngine):
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         fields = super().result_fields(step_time_s)
         fields["extra"].update(
-            **_listening(),
+            **listening_report(),
             worker_index=self.index,
             weights_digest=self._digest,
         )
@@ -113,23 +113,6 @@ class MultiWorkerEngine(DataParallelEngine):
             "the all-reduce", "the collective all-reduce between worker processes", 1
         )
         return fields
-
-
-def _listening() -> dict[str, Any]:
-    """Where this worker's TensorFlow server can be reached from (Linux: read from /proc)."""
-    try:
-        listening = listening_addresses()
-        interfaces = network_interfaces()
-    except OSError:
-        return {}
-    return {
-        "listening": [
-            f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-            for address, port in listening
-        ],
-        "network_interfaces": interfaces,
-        "reachable_from_network": reachable_from_network(listening, interfaces),
-    }
 
 
 def _split(batch: Any, parts: int) -> Any:
