@@ -34,6 +34,7 @@ from .runs.processes.progress_bars import run_label, run_progress
 from .runs.results.run_result import RunResult
 from .runs.scheduling.comparison_grid import plan_comparison
 from .runs.scheduling.comparison_rounds import merge_rounds, new_run_id, rounds_to_run, tag_round
+from .runs.scheduling.measuring_until_known import measuring_rule
 from .runs.scheduling.servers_ahead import warm
 from .runs.scheduling.started_ahead import StartedAhead
 from .runs.scheduling.step_counting import (
@@ -289,25 +290,24 @@ class Experiment(PlanRuns):
         devices: Sequence[int | Sequence[int]] = (1, 2, 4),
         *,
         rounds: int | None = None,
+        measure_s: float | None = None,
         cancel: threading.Event | None = None,
         **plan: Any,
     ) -> Comparison:
         """Run every strategy on every device count; `single` runs once, on one device.
 
-        The grid runs `rounds` times, interleaved, each row then the median of its rounds with
-        a 95 % interval (`runs/scheduling/comparison_rounds.py`); None: 3, 2 with GPK_QUICK=1, or
-        GPK_ROUNDS. All runs are planned (so validated) before the first starts. Ctrl-C or `cancel`
-        stops within a couple of seconds and keeps every finished row. A run refused for what every
-        run shares (data keyed by names the model does not take) ends it: the rest get its sentence.
+        The grid runs `rounds` times (None: 3, 2 with GPK_QUICK=1, or GPK_ROUNDS), interleaved;
+        unfixed, a configuration whose step is not yet known runs more rounds while they fit in
+        `measure_s` s (`runs/scheduling/measuring_until_known.py`). Each row is the median of its
+        rounds with a 95 % interval. Ctrl-C or `cancel` stops within seconds, keeping every row.
         """
         planned = plan_comparison(self.plan, self.backend, strategies, devices, plan)
         specs = [with_gate(spec) for spec in planned]
         count = rounds_to_run(rounds, to_target=any(s.training.target for s in specs))
+        rule = measuring_rule(rounds if count != 1 else count, measure_s)
 
-        def execute(spec: RunSpec, ahead: StartedAhead, upcoming: Any, round_of: Any) -> Any:
-            return self._execute(spec, cancel, ahead, upcoming, round_of)
-
-        done = run_grid(specs, count, execute, cancel)
+        execute = functools.partial(self._execute, cancel=cancel)
+        done = run_grid(specs, count, execute, cancel, rule)
         never = [spec for spec, rows in zip(specs, done, strict=True) if not rows]
         refused = [row for rows in done for row in rows if refused_for_every_run(row)]
         not_started = iter(self._not_started(never, refused[0] if refused else None))

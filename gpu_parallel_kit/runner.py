@@ -33,6 +33,12 @@ from .runs.results.below_noise import settle_communication
 from .runs.results.run_result import RunResult
 from .runs.scheduling import training_gate
 from .runs.scheduling.comparison_rounds import new_run_id
+from .runs.scheduling.measuring_until_known import (
+    Measuring,
+    MeasuringRule,
+    next_round_wanted,
+    row_fields,
+)
 from .runs.scheduling.resident_rounds import prepared_together, round_spec
 from .runs.scheduling.started_ahead import StartedAhead, entry_for
 
@@ -106,27 +112,40 @@ Execute = Callable[
 
 
 def run_grid(
-    specs: list[RunSpec], rounds: int, execute: Execute, cancel: threading.Event | None
+    specs: list[RunSpec],
+    rounds: int,
+    execute: Execute,
+    cancel: threading.Event | None,
+    rule: MeasuringRule | None = None,
 ) -> list[list[RunResult]]:
     """Each spec's rows, its rounds run interleaved (A, B, C, A, B, C, …), every run after the
-    first started ahead while the one before it measures (`StartedAhead`). A Ctrl-C keeps the
-    cancelled run's row and stops, as does a run refused for what every run shares
-    (`runs/processes/failure_reasons.refused_for_every_run`); configurations that never ran get no
-    rows.
+    first started ahead while the one before it measures (`StartedAhead`); then, under an
+    adaptive `rule`, more interleaved rounds of the configurations whose step is not yet known
+    (`runs/scheduling/measuring_until_known.py`), each row marked with what ended its
+    configuration's measuring. A Ctrl-C keeps the cancelled run's row and stops, as does a run
+    refused for what every run shares (`runs/processes/failure_reasons.refused_for_every_run`);
+    configurations that never ran get no rows.
 
-    `execute(spec, ahead, upcoming, round_of)` runs one spec; `round_of` is (round from 0,
+    `execute(spec, ahead=, upcoming=, round_of=)` runs one spec; `round_of` is (round from 0,
     rounds, the configuration's first run id), None with one round. A later round reports the
     communication its configuration measured before (`runs/description/communication_reuse.py`)
     instead of measuring it again, and where it may, is trained by the process of the round before
     (`runs/scheduling/resident_rounds.py`), which `ahead` keeps between rounds.
     """
-    queue = [
-        (index, turn, round_spec(spec, turn, rounds, spec.run_id if turn == 0 else new_run_id()))
-        for turn in range(rounds)
-        for index, spec in enumerate(specs)
-    ]
+    rule = rule or MeasuringRule(adaptive=False)
+    most = rule.most_rounds(rounds)
+    queue: list[tuple[int, int, RunSpec]] = []
     done: list[list[RunResult]] = [[] for _ in specs]
+    seconds: list[list[float]] = [[] for _ in specs]
 
+    def add_round(turns: dict[int, int]) -> None:
+        for index, turn in turns.items():
+            spec = specs[index]
+            run_id = spec.run_id if turn == 0 else new_run_id()
+            queue.append((index, turn, round_spec(spec, turn, most, run_id)))
+
+    for turn in range(rounds):
+        add_round(dict.fromkeys(range(len(specs)), turn))
     fixed: dict[int, RunSpec] = {}
 
     def ready(position: int) -> RunSpec:
@@ -137,17 +156,30 @@ def run_grid(
             fixed[position] = reusing(spec, done[index])
         return fixed[position]
 
+    def measuring(index: int) -> Measuring:
+        return Measuring(done[index], seconds[index])
+
     ahead = StartedAhead(prepared_together([spec for _, turn, spec in queue if turn == 0]))
+    position = 0
+    stopped = False
     try:
-        for position, (index, turn, _) in enumerate(queue):
+        while not stopped:
+            if position == len(queue):
+                wanted = [i for i in range(len(specs)) if next_round_wanted(rule, measuring(i))]
+                if not wanted:
+                    break
+                add_round({i: len(done[i]) for i in wanted})
+            index, turn, _ = queue[position]
             spec = ready(position)
             upcoming = ready(position + 1) if position + 1 < len(queue) else None
-            round_of = (turn, rounds, specs[index].run_id) if rounds > 1 else None
+            shown = max(rounds, turn + 1)
+            round_of = (turn, shown, specs[index].run_id) if shown > 1 else None
+            began = time.perf_counter()
             try:
-                row = execute(spec, ahead, upcoming, round_of)
+                row = execute(spec, ahead=ahead, upcoming=upcoming, round_of=round_of)
                 done[index].append(row)
-                if refused_for_every_run(row):  # the data against the model: none would train
-                    break
+                seconds[index].append(_round_seconds(row, turn, time.perf_counter() - began))
+                stopped = refused_for_every_run(row)  # the data against the model: none would train
             except RunInterrupted as interrupted:
                 done[index].append(interrupted.result)
                 print(
@@ -155,12 +187,29 @@ def run_grid(
                     "their rows are kept.",
                     file=sys.stderr,
                 )
-                break
-            if cancel is not None and cancel.is_set():
-                break
+                return done
+            stopped = stopped or (cancel is not None and cancel.is_set())
+            position += 1
     finally:
-        ahead.close()  # a run started ahead but never reached
-    return done
+        ahead.close()  # a run started ahead but never reached, and rounds never asked for
+    if stopped:
+        return done
+    return [
+        [_with_fields(row, row_fields(rule, measuring(i))) for row in rows]
+        for i, rows in enumerate(done)
+    ]
+
+
+def _round_seconds(row: RunResult, turn: int, elapsed: float) -> float:
+    """What a round cost the comparison: a first round its training (its set-up, beside the
+    others', is paid once whatever the rounds), a later one all of it."""
+    if turn == 0 and row.wall_time_s:
+        return float(row.wall_time_s)
+    return elapsed
+
+
+def _with_fields(row: RunResult, fields: dict[str, Any]) -> RunResult:
+    return dataclasses.replace(row, extra={**row.extra, **fields})
 
 
 def with_gate(spec: RunSpec) -> RunSpec:

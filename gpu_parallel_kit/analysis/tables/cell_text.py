@@ -34,8 +34,9 @@ TOO_FEW_STEPS = "too few steps to tell"
 # Under a view that wrote TOO_FEW_STEPS: what it means and the fix.
 TOO_FEW_STEPS_NOTE = (
     f"{TOO_FEW_STEPS}: the 95% interval's high end is more than twice its low end, so the figure "
-    "could be half or double what it is; measure more steps (steps_per_epoch, epochs) or more "
-    "rounds (rounds=)."
+    "could be half or double what it is; a comparison measures more rounds until each step is "
+    "known or its budget is spent: give it a larger one (measure_s=), or more steps "
+    "(steps_per_epoch, epochs)."
 )
 
 

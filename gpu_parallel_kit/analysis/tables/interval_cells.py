@@ -73,9 +73,18 @@ def step_notes(table: pd.DataFrame, steps: int | None) -> list[str]:
             "interquartile range."
         )
     rows = [row for _, row in table.reset_index(drop=True).iterrows()]
-    if any(TOO_FEW_STEPS in step_text(r) + speedup_text(r) for r in rows):
-        notes.append(TOO_FEW_STEPS_NOTE)
+    unknown = [r for r in rows if TOO_FEW_STEPS in step_text(r) + speedup_text(r)]
+    if unknown:
+        notes.append(TOO_FEW_STEPS_NOTE + _needs_note(unknown))
     return notes
+
+
+def _needs_note(rows: list[pd.Series]) -> str:
+    """How much longer the rows that could not tell would have needed, where they say."""
+    needs = [float(r["measure_needs_s"]) for r in rows if not missing(r.get("measure_needs_s"))]
+    if not needs:
+        return ""
+    return f" About {max(needs):.0f} s more of measuring per configuration would tell."
 
 
 def _rounds(row: pd.Series) -> int:

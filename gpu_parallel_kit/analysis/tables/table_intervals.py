@@ -20,9 +20,13 @@ from ...runs.scheduling.step_intervals import speedup_interval
 # interval of the step time over steps and rounds, and that of the speedup with rounds paired
 # (runs/scheduling/step_intervals.py); blank for a row of one run. `above_ideal`: a speedup beyond
 # the device count on devices that share cores or memory (virtual devices, a CPU), which is a
-# measurement's artefact, not a gain.
+# measurement's artefact, not a gain. `measured_until`: what ended the configuration's rounds
+# (runs/scheduling/measuring_until_known.py), and `measure_needs_s` about how many more seconds
+# of rounds would have told a step still too wide.
 INTERVAL_COLUMNS: tuple[str, ...] = (
     "rounds",
+    "measured_until",
+    "measure_needs_s",
     "step_time_ci_low_s",
     "step_time_ci_high_s",
     "speedup_ci_low",
@@ -36,6 +40,8 @@ def interval_cells(result: RunResult) -> dict[str, object]:
     low, high = result.step_time_ci_low_s, result.step_time_ci_high_s
     return {
         "rounds": result.extra.get("rounds", pd.NA),
+        "measured_until": result.extra.get("measured_until", ""),
+        "measure_needs_s": float(result.extra.get("measure_needs_s") or math.nan),
         "step_time_ci_low_s": math.nan if low is None else float(low),
         "step_time_ci_high_s": math.nan if high is None else float(high),
         "speedup_ci_low": math.nan,
@@ -55,7 +61,8 @@ def with_speedup_intervals(
     beyond the device count where devices share cores or memory."""
     frame = frame.astype(
         {
-            **dict.fromkeys(INTERVAL_COLUMNS[1:5], "float64"),
+            **dict.fromkeys(INTERVAL_COLUMNS[3:7], "float64"),
+            "measure_needs_s": "float64",
             "rounds": "Int64",
             "above_ideal": "bool",
         }
