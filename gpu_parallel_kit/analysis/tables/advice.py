@@ -3,8 +3,10 @@
 Derived from the table alone (measured rows first; projected rows, when present, for what other
 hardware would change), with the reason named the way courses name it: compute-, communication-,
 or memory-bound, or held back by shared virtual devices. A gain within the runs' own spread is
-called the same within noise, never a gain; another strategy on one device is never picked over
-`single`, which it only repeats with extra bookkeeping.
+called the same within noise, never a gain. The pick among one-device runs is the baseline
+(`single`): another strategy on one device only repeats its training with extra bookkeeping (a
+one-replica all-reduce, a one-stage pipeline), so it is never the pick, however its figure came
+out; where no baseline run finished, the advice names the baseline and quotes that run's figure.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...runs.scheduling.step_intervals import includes_one, too_wide
-from ...strategies import has
+from ...strategies import has, runnable
 from ..cost_model.compute_source import uncounted
 from .row_flags import flagged
 from .step_breakdown import step_breakdown
@@ -43,13 +45,35 @@ def _pick(df: pd.DataFrame) -> str:
         return by_target
     candidates = _candidates(measured)
     best = candidates.loc[candidates["throughput_samples_s"].idxmax()]
-    single = candidates[flagged(candidates, "baseline")]
-    if not single.empty and not has(best["strategy"], "baseline"):
-        baseline = single.iloc[0]
-        if _indistinct(best, baseline):
-            return _same_within_noise(best, baseline, df)
-    pick = f"Pick {_name(best, df, 'device(s)')}"
-    return f"{pick} ({_figures(best)}): {_why(df, measured, best)}.{_beside(best, measured, df)}"
+    reference = _one_device_reference(measured)
+    if reference is not None and int(best["devices"]) > 1 and _indistinct(best, reference):
+        return _same_within_noise(best, reference, df)
+    pick = f"Pick {_pick_name(best, df, _figures(best))}"
+    return f"{pick}: {_why(df, measured, best)}.{_beside(best, measured, df)}"
+
+
+def _pick_name(row: pd.Series, df: pd.DataFrame, figures: str) -> str:
+    """The pick as the advice names it, with its figures: a one-device run of another strategy
+    is named as the baseline it repeats, with that run's throughput beside it."""
+    if int(row["devices"]) == 1 and not has(row["strategy"], "baseline"):
+        return (
+            f"{_baseline_name()} on 1 device(s), the same training as {_name(row, df, 'device')} "
+            f"({row['throughput_samples_s']:,.0f} samples/s) without its bookkeeping"
+        )
+    return f"{_name(row, df, 'device(s)')} ({figures})"
+
+
+def _baseline_name() -> str:
+    return next(record.name for record in runnable() if record.baseline)
+
+
+def _one_device_reference(measured: pd.DataFrame) -> pd.Series | None:
+    """The one-device run a gain is judged against, as the table's speedups are: the first
+    baseline run, else the first run on one device, else none."""
+    for rows in (measured[flagged(measured, "baseline")], measured[measured["devices"] == 1]):
+        if not rows.empty:
+            return rows.iloc[0]
+    return None
 
 
 def _name(row: pd.Series, df: pd.DataFrame, unit: str = "devices") -> str:
@@ -126,9 +150,10 @@ def _beside(best: pd.Series, measured: pd.DataFrame, df: pd.DataFrame) -> str:
 
 
 def _candidates(measured: pd.DataFrame) -> pd.DataFrame:
-    """The runs a pick may name. Beside a `single` run, another strategy on one device is that
+    """The runs a pick may name. Beside a baseline run, another strategy on one device is that
     same training with extra bookkeeping (a one-replica all-reduce, a one-stage pipeline), so a
-    higher figure there is noise and never the pick."""
+    higher figure there is noise and never the pick; without one, `_pick_name` names the
+    baseline in its place."""
     baseline = flagged(measured, "baseline")
     if not baseline.any():
         return measured
@@ -145,9 +170,9 @@ def _same_within_noise(best: pd.Series, baseline: pd.Series, df: pd.DataFrame) -
     else:
         spread = relative_spread(best) + relative_spread(baseline)
         noise = f"the runs' step times scatter by ±{spread:.0%}"
+    samples = f"{baseline['throughput_samples_s']:,.0f} samples/s"
     return (
-        f"Pick {_name(baseline, df, 'device(s)')} "
-        f"({baseline['throughput_samples_s']:,.0f} samples/s): "
+        f"Pick {_pick_name(baseline, df, samples)}: "
         f"{label} measured {best['throughput_samples_s']:,.0f} samples/s, the same within noise "
         f"({noise}), so more devices buy nothing measurable here."
     )
@@ -228,11 +253,10 @@ def _time_to_target_advice(measured: pd.DataFrame) -> str:
             f"No run reached {target}; train for more epochs or revisit the learning rate "
             "before choosing a strategy."
         )
-    best = reached.loc[reached["time_to_target_s"].idxmin()]
-    pick = (
-        f"Pick {_name(best, measured, 'device(s)')} "
-        f"({best['time_to_target_s']:.3g} s to {target}, epoch {best['epochs_to_target']:.3g})"
-    )
+    candidates = _candidates(reached)
+    best = candidates.loc[candidates["time_to_target_s"].idxmin()]
+    reach = f"{best['time_to_target_s']:.3g} s to {target}, epoch {best['epochs_to_target']:.3g}"
+    pick = f"Pick {_pick_name(best, measured, reach)}"
     fastest = with_target.loc[with_target["throughput_samples_s"].idxmax()]
     if fastest.name == best.name:
         return f"{pick}: it reached the target first and also processes the most samples/s."

@@ -157,3 +157,44 @@ def test_a_speedup_beyond_the_ideal_is_never_quoted_without_a_word():
     cmp = gpk.Comparison([_row("single", 1, 1000.0), _row("data", 2, 2600.0, comm=0.001)])
     assert bool(cmp.table.loc[1, "above_ideal"])
     assert "beyond the ideal 2" in cmp.advice
+
+
+def test_a_one_device_tie_with_single_names_single():
+    # As measured: data×1 ties single, data×2 and ×4 are slower within the runs' spread.
+    rows = [
+        _spread(_row("single", 1, 175_700.0), 0.2),
+        _spread(_row("data", 1, 175_706.0), 0.2),
+        _spread(_row("data", 2, 170_000.0), 0.2),
+        _spread(_row("data", 4, 120_000.0), 0.02),
+    ]
+    advice = gpk.Comparison(rows).advice
+    assert advice.startswith("Pick single on 1 device(s) (175,700 samples/s, speedup 1.00)")
+    assert "data on 2 devices measured the same within noise" in advice
+    assert "Pick data" not in advice
+
+
+def test_without_a_single_run_the_one_device_pick_is_still_single():
+    rows = [
+        _spread(_row("data", 1, 175_706.0), 0.2),
+        _spread(_row("data", 2, 170_000.0), 0.2),
+        _spread(_row("data", 4, 120_000.0), 0.02),
+    ]
+    advice = gpk.Comparison(rows).advice
+    assert advice.startswith(
+        "Pick single on 1 device(s), the same training as data on 1 device "
+        "(175,706 samples/s) without its bookkeeping: data on 2 devices measured the same "
+        "within noise"
+    )
+    assert "Pick data" not in advice
+
+
+def test_without_a_single_run_a_gain_within_noise_of_one_device_is_none():
+    rows = [_spread(_row("data", 1, 1000.0), 0.1), _spread(_row("data", 2, 1050.0), 0.1)]
+    advice = gpk.Comparison(rows).advice
+    assert advice.startswith("Pick single on 1 device(s), the same training as data on 1 device")
+    assert "data on 2 devices measured 1,050 samples/s, the same within noise" in advice
+
+
+def test_without_a_single_run_a_real_gain_is_still_picked():
+    rows = [_spread(_row("data", 1, 1000.0), 0.01), _spread(_row("data", 2, 1900.0), 0.01)]
+    assert gpk.Comparison(rows).advice.startswith("Pick data on 2 device(s) (1,900 samples/s")
