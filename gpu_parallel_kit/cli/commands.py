@@ -193,7 +193,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _warm_for(args)
     request = _request(args)
     experiment = _experiment(request, args.progress)
-    plan = {**request.plan(), "rounds": args.rounds}
+    plan = {**request.plan(), "rounds": args.rounds, "measure_s": args.measure_s}
     return _compare(experiment, args.strategies, args.devices, plan, args.out, request.projected)
 
 

@@ -5,12 +5,14 @@ whole command, first worker start included, takes 7-12 s on JAX (the backend it 
 `launch.DEMO_BACKENDS`) and 11-17 s on TensorFlow, most of it the servers' start, the first rounds
 prepared side by side (later rounds are trained by their first round's processes,
 `runs/scheduling/resident_rounds.py`) and the count of the step for the projection, made beside
-them. Each configuration trains one pass over the synthetic tabular set in global batches of 512 (32
-steps), shared by its 3 rounds: 10 steps a round, 2 of them warm-up, so its median step rests
-on 24 measured steps. GPK_QUICK=1 times 24 steps over 2 rounds (20 measured). The report adds
-rows projected onto 8 H100s joined by NVLink 4 (4 and 8 devices), labelled projected: the MLP's
-training step counted by the compiler (0.63 MFLOP per sample) on the H100's roofline, which
-leaves each GPU's step bound by kernel launches, so 8 GPUs reach a speedup below 1.
+them. Each round of a configuration trains one pass over the synthetic tabular set in global
+batches of 512 (32 steps, 2 of them warm-up); the comparison adds rounds to a configuration until
+its step's interval is within 1.25x or its measuring budget is spent
+(`runs/scheduling/measuring_until_known.py`), so no row is left too loose to tell. GPK_QUICK=1
+trains 24 steps a round. The report adds rows projected onto 8 H100s joined by NVLink 4 (4 and 8
+devices), labelled projected: the MLP's training step counted by the compiler (0.63 MFLOP per
+sample) on the H100's roofline, which leaves each GPU's step bound by kernel launches, so 8 GPUs
+reach a speedup below 1.
 
 >>> comparison = run_demo("gpk_report")  # doctest: +SKIP
 >>> comparison.table  # doctest: +SKIP
@@ -22,7 +24,6 @@ from ..api import Experiment
 from ..backends import backend_record
 from ..comparison import Comparison
 from ..runs.description.synthetic_data import default_samples, quick_mode
-from ..runs.scheduling.comparison_rounds import rounds_to_run
 from ..strategies import DEFAULT_COMPARISON
 from .launch import demo_backend
 
@@ -34,7 +35,6 @@ BATCH_SIZE = 512  # large enough that a step is compute, not per-step overhead; 
 # CI: enough measured steps (after the 2 warm-up ones) for a median and a spread that mean
 # something; 8 gave 6, and a 32% "gain" of data on one device over single.
 QUICK_STEPS = 24
-MIN_STEPS_PER_ROUND = 8  # 2 warm-up steps and 6 measured in each round at least
 # On a CPU the demo can only show slowdowns; the cost model's projection of the same workload onto
 # H100s joined by NVLink 4, labelled projected, shows what it expects of real hardware. Compute
 # is the step's counted work on the H100, not the CPU's clock.
@@ -50,11 +50,8 @@ def demo_experiment(
 ) -> Experiment:
     """The demo's experiment: the built-in MLP on its synthetic set, one pass over the data, on
     `demo_backend(backend)`."""
+    # Each round trains one pass: a round's timing then rests on 30 steps, and rounds are few.
     steps = QUICK_STEPS if quick_mode() else default_samples(DATA) // BATCH_SIZE
-    # The comparison runs in rounds (runs/scheduling/comparison_rounds.py): each round trains its
-    # share of the steps, so the demo measures as many steps as one long run would, spread over the
-    # machine's drift.
-    steps = max(MIN_STEPS_PER_ROUND, steps // rounds_to_run(None))
     return Experiment(
         model=MODEL,
         data=DATA,

@@ -103,7 +103,11 @@ def compare(shell: Any, args: argparse.Namespace) -> Any:
     request = request_from(args, shell.user_ns)
     experiment = _experiment(request, progress=args.progress)
     comparison = experiment.compare(
-        args.strategies, args.devices, rounds=args.rounds, **request.plan()
+        args.strategies,
+        args.devices,
+        rounds=args.rounds,
+        measure_s=args.measure_s,
+        **request.plan(),
     )
     if not any(r.status == "cancelled" for r in comparison.results):
         comparison = request.projected(comparison)

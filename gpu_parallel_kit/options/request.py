@@ -139,11 +139,17 @@ class Request:
         progress: Progress = True,
         cancel: threading.Event | None = None,
         rounds: int | None = None,
+        measure_s: float | None = None,
     ) -> Comparison:
         """Every strategy on every device choice; see `Experiment.compare`."""
         experiment = self.experiment(progress)
         comparison = experiment.compare(
-            list(strategies), list(devices), rounds=rounds, cancel=cancel, **self.plan()
+            list(strategies),
+            list(devices),
+            rounds=rounds,
+            measure_s=measure_s,
+            cancel=cancel,
+            **self.plan(),
         )
         cancelled = any(r.status == "cancelled" for r in comparison.results)
         return comparison if cancelled else self.projected(comparison)

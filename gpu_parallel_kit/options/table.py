@@ -18,7 +18,7 @@ from ..runs.description.learning_rate_rules import LR_RULES
 from ..runs.description.run_spec import ALL_REDUCE, MODES, SCALING, STRATEGIES
 from ..runs.description.tuning_rules import TUNE
 from ..strategies import BACKENDS, DEFAULT_COMPARISON, options, runnable, runnable_names
-from .argtypes import device_choice, epochs, positive, target, timeout, whole
+from .argtypes import amount, device_choice, epochs, positive, target, timeout, whole
 from .flag import Flag
 
 MIB = 2**20
@@ -226,6 +226,15 @@ COMPARE: tuple[Flag, ...] = (
         goes_to="front end",
         type=positive,
         metavar="N",
+        default=None,
+    ),
+    Flag(
+        "--measure-s",
+        "seconds of rounds each row may take while its step is not yet known (its 95 %% "
+        "interval wider than 1.25x); default: 6, or $GPK_MEASURE_S; fixed --rounds measure no more",
+        goes_to="front end",
+        type=amount,
+        metavar="S",
         default=None,
     ),
     Flag(

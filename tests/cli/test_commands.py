@@ -116,6 +116,7 @@ BAD_INPUTS = [
     (["run", "--data", "no_such_set"], "no_such_set"),
     (["compare", "--devices", "1", "0"], "devices=0"),
     (["compare", "--strategies", "single", "zero"], "zero"),
+    (["compare", "--measure-s", "-2"], "--measure-s"),
     (["history", "--limit", "0"], "--limit"),
     # A projection's presets are checked before any run: one sentence naming them.
     (["compare", "--project", "nvlink9"], "'nvlink4', 'nvlink3', 'pcie5'"),
@@ -180,6 +181,18 @@ def test_compare_writes_a_report_only_with_out(tmp_path, capsys, fake_runs):
     out = capsys.readouterr().out
     assert str(out_dir / "table.csv") in out
     assert (out_dir / "speedup.png").stat().st_size > 0
+
+
+def test_compare_takes_a_measuring_budget(capsys, fake_runs, monkeypatch):
+    asked = {}
+
+    def compare(self, strategies, devices, **options):
+        asked.update(options)
+        raise KeyboardInterrupt  # what the front end does after the call is tested elsewhere
+
+    monkeypatch.setattr("gpu_parallel_kit.api.Experiment.compare", compare)
+    main(["compare", "--devices", "1", "2", "--no-progress", "--measure-s", "2.5"])
+    assert asked["measure_s"] == 2.5 and asked["rounds"] is None
 
 
 COUNT = pathlib.Path(__file__).parents[1] / "analysis" / "data" / "mlp_jax_count.json"

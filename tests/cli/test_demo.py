@@ -20,13 +20,13 @@ REPORT_FILES = ("table.csv", "table.md", "wall_time.png", "throughput.png", "spe
 
 
 @pytest.mark.parametrize(
-    ("quick", "rounds", "steps"), [("", "1", 32), ("1", "1", 24), ("1", "2", 12)]
+    ("quick", "rounds", "steps"), [("", "1", 32), ("1", "1", 24), ("1", "2", 24)]
 )
 def test_run_demo_plans_the_grid_and_writes_the_report(
     tmp_path, monkeypatch, fake_machine, quick, rounds, steps
 ):
     monkeypatch.setenv("GPK_QUICK", quick)
-    monkeypatch.setenv("GPK_ROUNDS", rounds)  # each round trains its share of the steps
+    monkeypatch.setenv("GPK_ROUNDS", rounds)  # each round trains a pass: rounds add measuring
 
     def fake_run(spec):
         return RunResult(
