@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..keras_internals import private
+from ..keras_internals import changed, private
 
 
 def set_seed_without_tensorflow(seed: int) -> None:
@@ -25,6 +25,17 @@ def set_seed_without_tensorflow(seed: int) -> None:
     global_state.set_global_attribute(generator_name, None)
     random.seed(seed)
     np.random.seed(seed)
+
+
+def sublayers(layer: Any) -> list[Any]:
+    """The layers `layer` holds: a model's `layers`, else the ones Keras tracks among a plain
+    layer's attributes (`Layer._layers`: a block's own Dense layers), which have no public name."""
+    public = getattr(layer, "layers", None)
+    if public:
+        return list(public)
+    if not hasattr(layer, "_layers"):
+        raise changed("Layer._layers")
+    return list(layer._layers or [])
 
 
 def place_initial_values_from_host() -> None:

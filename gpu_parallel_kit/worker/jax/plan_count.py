@@ -18,6 +18,7 @@ from typing import Any
 
 from ..quiet_start import native_stderr_filtered
 from ..work_count import answer
+from .keras_internals import sublayers
 
 
 def count_for_plans(
@@ -134,7 +135,7 @@ def _every_layer(model: Any) -> list[Any]:
     while stack:
         layer = stack.pop(0)
         found.append(layer)
-        stack[:0] = list(getattr(layer, "layers", None) or getattr(layer, "_layers", None) or [])
+        stack[:0] = sublayers(layer)
     return found
 
 
