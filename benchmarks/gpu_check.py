@@ -1,7 +1,7 @@
 """One command that measures the kit on a machine with NVIDIA GPUs, with JAX alone if need be.
 
-    pip install -e ".[jax]" && pip install "jax[cuda13]"      # no TensorFlow needed
-    python benchmarks/gpu_check.py                          # table, and gpu_check.json
+    pip install -e ".[jax]" && pip install "jax[cuda13]>=0.10,<0.11"   # no TensorFlow needed
+    python benchmarks/gpu_check.py                                     # table, and gpu_check.json
 
 For each built-in model (mlp, cnn, transformer): `single` on one GPU, then `data` and `tensor` on
 every GPU there is (left out, with a sentence, on a one-GPU machine); on JAX, and on TensorFlow
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     gpus = [d for d in discover_physical_devices("jax") if d.kind == "gpu"]
     if not gpus and not args.allow_cpu:
         print(
-            "JAX sees no GPU here (is JAX's CUDA build installed? pip install 'jax[cuda13]'); "
+            "JAX sees no GPU here (is JAX's CUDA build installed? "
+            "pip install 'jax[cuda13]>=0.10,<0.11'); "
             "nothing to measure. --allow-cpu runs the same plan on host devices.",
             file=sys.stderr,
         )

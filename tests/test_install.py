@@ -1,5 +1,6 @@
 """What each documented install brings: `.[dev]` every test's packages, keras-hub among them, with
-one TensorFlow package; `.[jax]` and `.[jax-hub]` no TensorFlow; and CI the README's install."""
+one TensorFlow package; `.[jax]` and `.[jax-hub]` no TensorFlow; CI the README's install; and
+the versions the README names, the ones the bounds admit and this environment holds."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from tests import extras
@@ -18,6 +20,13 @@ GETTING_STARTED = (extras.ROOT / "docs" / "getting-started.md").read_text()
 CI = (extras.ROOT / ".ci" / "run").read_text()
 TENSORFLOWS = {"tensorflow", "tensorflow-cpu"}  # two packages, one `tensorflow` module
 TEXT = "tensorflow-text"  # keras-hub's, which requires the full `tensorflow` package
+# The libraries whose versions the README's table names, and the distributions each comes as.
+BOUNDED = {
+    "TensorFlow": ("tensorflow", "tensorflow-cpu"),
+    "Keras": ("keras",),
+    "JAX": ("jax",),
+    "keras-hub": ("keras-hub",),
+}
 
 
 def ci_installs() -> list[tuple[str, str]]:
@@ -90,3 +99,40 @@ def test_a_dev_install_has_keras_hub():
     if not extras.installed_but("dev", "keras-hub"):
         pytest.skip('not a ".[dev]" install')
     assert importlib.util.find_spec("keras_hub"), 'python -m pip install -e ".[dev]"'
+
+
+def versions_named(text: str) -> dict[str, tuple[str, str]]:
+    """{library: (the version the suite runs on, the bound)} from a page's versions table."""
+    rows = re.findall(r"^\| ([\w-]+) \| ([\d.]+) \| `([^`]+)` \|$", text, flags=re.MULTILINE)
+    return {library: (version, bound) for library, version, bound in rows}
+
+
+def declared_bounds(library: str) -> set[str]:
+    """Every bound pyproject.toml gives the library, in its dependencies and its extras."""
+    lines = extras.PROJECT["dependencies"] + [
+        line for listed in extras.PROJECT["optional-dependencies"].values() for line in listed
+    ]
+    return {
+        str(requirement.specifier)
+        for requirement in map(Requirement, lines)
+        if canonicalize_name(requirement.name) in BOUNDED[library]
+    }
+
+
+def test_the_readme_and_the_guide_name_the_versions_the_suite_runs_on():
+    named = versions_named(README)
+    assert set(named) == set(BOUNDED), sorted(named)
+    assert versions_named(GETTING_STARTED) == named, "README and getting-started disagree"
+    assert "| Python | 3.11 (CI's) |" in README and "| Python | 3.11 (CI's) |" in GETTING_STARTED
+    for library, (version, bound) in named.items():
+        assert declared_bounds(library) == {str(SpecifierSet(bound))}, (library, bound)
+        assert SpecifierSet(bound).contains(version), f"{library} {version} is outside {bound}"
+        for distribution in BOUNDED[library]:
+            try:
+                installed = importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            assert installed == version, (
+                f"the README names {library} {version}, and this environment has {installed}: "
+                "name the version the suite runs on in the README and docs/getting-started.md"
+            )
