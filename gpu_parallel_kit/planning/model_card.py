@@ -24,16 +24,24 @@ def model_card(
     """The card of a counted step (`worker/jax/plan_count.py`'s answer, one sample counted).
 
     `given` holds `blocks=`, `hidden=`, `heads=` and `sequence=` the user passed; each wins over
-    what the model says. One sentence names the keywords still missing."""
+    what the model says. The search plans Transformer stacks only (its cost model times their
+    blocks), so a model with neither a keras-hub backbone nor several attention layers is
+    refused in one sentence that says so and names the keywords still missing."""
     said = count.get("structure") or {}
     figures = {k: given.get(k) if given.get(k) is not None else said.get(k) for k in STRUCTURE}
     sequence = given.get("sequence") or sequence_of(spec)
     missing = [k for k in STRUCTURE if figures[k] is None] + (["sequence"] if not sequence else [])
-    if missing:
-        keywords = ", ".join(f"{k}=" for k in missing)
+    keywords = ", ".join(f"{k}=" for k in missing)
+    if any(k in missing for k in STRUCTURE):
         raise GpkError(
-            f"{name} does not say its {', '.join(missing)} (neither a keras-hub backbone nor a "
-            f"model with several attention layers); pass {keywords} to gpk.search"
+            f"{name} is not a Transformer stack the search can read (neither a keras-hub "
+            "backbone nor a model with several attention layers), and the plan search plans "
+            f"Transformer stacks only; for a Transformer it cannot read, pass {keywords}"
+        )
+    if missing:
+        raise GpkError(
+            f"{name}'s sample has no sequence axis to read its tokens per sample from; "
+            "pass sequence="
         )
     blocks, hidden, heads = (whole_number(figures[k], k) for k in STRUCTURE)
     sequence = whole_number(sequence, "sequence")

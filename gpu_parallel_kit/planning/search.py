@@ -14,7 +14,7 @@ from typing import Any
 from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.training_precision import state_bytes, training_precision
 from ..errors import GpkError, whole_number
-from ..runs.description.sources import ModelSource, model_source
+from ..runs.description.sources import CountedSample, ModelSource, model_source
 from .bubble_refinement import refine
 from .model_card import model_card
 from .plan_search import RESERVE, ModelCard, rank
@@ -35,6 +35,7 @@ def search(
     hidden: int | None = None,
     heads: int | None = None,
     sequence: int | None = None,
+    labels: Any = None,
     reserve: float = RESERVE,
     progress: bool = True,
 ) -> Plans:
@@ -57,6 +58,9 @@ def search(
         blocks, hidden, heads, sequence: the model's repeated blocks, width, attention heads
             and tokens per sample, where the model does not say them (a keras-hub backbone
             does).
+        labels: ONE sample of the labels, as `inputs`, where the loss takes other than the
+            model's output shape: a class index, `np.int32(0)`, for
+            `sparse_categorical_crossentropy`. Default: shaped like the model's output.
         reserve: the share of each GPU's memory kept free for the framework.
         progress: show the count's progress.
 
@@ -67,10 +71,12 @@ def search(
     "padding_mask": np.ones(2048, "int32")}, gpus=gpk.GPUCluster("a100", nodes=16),
     global_batch=512)`.
     """
-    spec = sample_spec(inputs)
+    sample = CountedSample(
+        sample_spec(inputs), None if labels is None else sample_spec(labels, "labels")
+    )
     source = model_source(model)
     builder = model if callable(model) else None
-    return _search(source, builder, spec, gpus, global_batch, precision, optimizer,
+    return _search(source, builder, sample, gpus, global_batch, precision, optimizer,
                    dict(blocks=blocks, hidden=hidden, heads=heads, sequence=sequence),
                    reserve, progress)  # fmt: skip
 
@@ -78,14 +84,14 @@ def search(
 def search_experiment(
     experiment: Any, gpus: GPUCluster, global_batch: int, **options: Any
 ) -> Plans:
-    """`search` on an experiment's own model and one sample of its data; `options` are
-    `search`'s keywords (`precision`, `optimizer`, `blocks`, ...)."""
-    spec = experiment_sample(experiment.data)
+    """`search` on an experiment's own model and one sample of its data, labels included, with
+    its loss; `options` are `search`'s keywords (`precision`, `optimizer`, `blocks`, ...)."""
+    sample = experiment_sample(experiment.data, experiment.training.loss)
     structure = {k: options.pop(k, None) for k in ("blocks", "hidden", "heads", "sequence")}
     return _search(
         experiment.model,
         None,
-        spec,
+        sample,
         gpus,
         global_batch,
         options.pop("precision", "bf16"),
@@ -117,7 +123,7 @@ def plans_of(
 def _search(
     source: ModelSource,
     builder: Any,
-    spec: Any,
+    sample: CountedSample,
     gpus: Any,
     global_batch: int,
     precision: str,
@@ -145,8 +151,8 @@ def _search(
     for key, value in structure.items():
         if value is not None:
             whole_number(value, key)
-    count = counted_step(source, builder, spec, record.policy, optimizer, progress)
-    card = model_card(count, spec, record.name, optimizer, source.name, **structure)
+    count = counted_step(source, builder, sample, record.policy, optimizer, progress)
+    card = model_card(count, sample.inputs, record.name, optimizer, source.name, **structure)
     how = "kept from an earlier count" if count.get("cached") else "counted now"
     if count.get("depths"):  # a keras-hub backbone: `worker/jax/plan_count.py` counts by depth
         low, high = count["depths"]

@@ -4,7 +4,8 @@
 A count is kept as a small JSON file in the user's cache folder (`$GPK_CACHE_DIR`, else
 `$XDG_CACHE_HOME/gpu_parallel_kit`, else `~/.cache/gpu_parallel_kit`), named by what it
 depends on: the model's definition (the pickled builder, and its module's source when it is
-pickled by reference), the sample's shapes and dtypes, the precision and the optimizer.
+pickled by reference), the sample's shapes and dtypes (its labels' too, and the loss, where
+given), the precision and the optimizer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GpkError
-from ..runs.description.sources import ModelSource
+from ..runs.description.sources import CountedSample, ModelSource
 from ..runs.processes.progress_bars import in_widget
 
 # The counting child's entry point, named as text: the caller never imports the worker
@@ -39,13 +40,19 @@ def cache_folder() -> Path:
     return Path(base) / "gpu_parallel_kit"
 
 
-def count_key(source: ModelSource, builder: Any, spec: Any, policy: str, optimizer: Any) -> str:
+def count_key(
+    source: ModelSource, builder: Any, sample: CountedSample, policy: str, optimizer: Any
+) -> str:
     """What a count depends on, as 32 hexadecimal digits."""
     digest = hashlib.sha256()
-    sample = json.dumps(spec, sort_keys=True)  # a dict's order and tuple or list alike
-    for part in (source.kind, source.name, sample, policy, repr(optimizer)):
+    inputs = json.dumps(sample.inputs, sort_keys=True)  # a dict's order and tuple or list alike
+    for part in (source.kind, source.name, inputs, policy, repr(optimizer)):
         digest.update(str(part).encode())
         digest.update(b"\0")
+    for part in (sample.labels, sample.loss):  # left out when absent: earlier keys stay valid
+        if part is not None:
+            digest.update(json.dumps(part, sort_keys=True, default=repr).encode())
+            digest.update(b"\0")
     digest.update(source.payload)
     digest.update(_module_source(builder).encode())
     return digest.hexdigest()[:32]
@@ -54,14 +61,14 @@ def count_key(source: ModelSource, builder: Any, spec: Any, policy: str, optimiz
 def counted_step(
     source: ModelSource,
     builder: Any,
-    spec: Any,
+    sample: CountedSample,
     policy: str,
     optimizer: Any,
     progress: bool = True,
 ) -> dict[str, Any]:
     """The count (`worker/jax/plan_count.count_for_plans`'s answer, with "cached" saying whether
     it was kept from before): from this process, from the cache folder, else counted now."""
-    key = count_key(source, builder, spec, policy, optimizer)
+    key = count_key(source, builder, sample, policy, optimizer)
     if key in _counted:
         return {**_counted[key], "cached": True}
     path = cache_folder() / "plan_counts" / f"{key}.json"
@@ -70,7 +77,7 @@ def counted_step(
     except (OSError, ValueError):
         found = None
     if found is None:
-        found = _count_in_child(source, spec, policy, optimizer, progress)
+        found = _count_in_child(source, sample, policy, optimizer, progress)
         _save(path, found)
         cached = False
     else:
@@ -80,14 +87,14 @@ def counted_step(
 
 
 def _count_in_child(
-    source: ModelSource, spec: Any, policy: str, optimizer: Any, progress: bool
+    source: ModelSource, sample: CountedSample, policy: str, optimizer: Any, progress: bool
 ) -> dict[str, Any]:
     from ..runs.processes.child_process import start_child, stop_child
 
     shown = _Shown(source.name, progress)
     try:
         process, receiver = start_child(
-            PLAN_COUNT_ENTRY, source, spec, policy, optimizer, backend="jax"
+            PLAN_COUNT_ENTRY, source, sample, policy, optimizer, backend="jax"
         )
     except RuntimeError as error:
         shown.close()

@@ -48,7 +48,7 @@ def compile_model(
 
     `steps_per_execution` and `jit_compile` come from tune (runs/description/tuning_rules.py), which
     already let the user's own values win; "auto" leaves XLA to Keras (off under a strategy)."""
-    given = {"optimizer": _resolve(training.optimizer), "loss": _resolve(training.loss)}
+    given = {"optimizer": resolved(training.optimizer), "loss": resolved(training.loss)}
     if training.metrics:
         given["metrics"] = list(training.metrics)
     given = {k: v for k, v in given.items() if v is not None}
@@ -79,8 +79,9 @@ def compile_model(
     model.compile(**args, steps_per_execution=steps_per_execution, jit_compile=jit_compile)
 
 
-def _resolve(value):
-    """Strings and config dicts pass through to Keras; a zero-argument factory is called here."""
+def resolved(value):
+    """An experiment's optimizer or loss as Keras takes it: strings pass through, a config dict
+    is deserialized, a zero-argument factory is called here."""
     if callable(value) and not isinstance(value, str | dict) and not hasattr(value, "get_config"):
         return value()
     if isinstance(value, dict) and "class_name" in value:

@@ -16,13 +16,17 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import GpkError
 from ..runs.description.run_spec import RunSpec
 
 
 def answer(sender: Any, count: Callable[[], dict[str, Any]]) -> None:
-    """Send the caller (True, `count()`) or (False, one sentence), then end the child."""
+    """Send the caller (True, `count()`) or (False, one sentence: a `GpkError`'s own, else the
+    error's kind and text), then end the child."""
     try:
         answered = (True, count())
+    except GpkError as error:  # already the sentence, fix included
+        answered = (False, str(error))
     except BaseException as error:  # noqa: BLE001 - the caller turns it into one sentence
         traceback.print_exc()
         answered = (False, f"{type(error).__name__}: {error}")

@@ -28,8 +28,8 @@ def build():  # named as tests.cli.test_search_command:build; the stand-in never
 def counted(monkeypatch, tmp_path):
     calls = []
 
-    def count(source, spec, policy, optimizer, progress):
-        calls.append(spec)
+    def count(source, sample, policy, optimizer, progress):
+        calls.append(sample.inputs)
         return dict(COUNT)
 
     monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path))

@@ -22,8 +22,8 @@ COUNT = {
 def counted(monkeypatch, tmp_path):
     calls = []
 
-    def count(source, spec, policy, optimizer, progress):
-        calls.append((source.name, spec))
+    def count(source, sample, policy, optimizer, progress):
+        calls.append((source.name, sample.inputs))
         return dict(COUNT)
 
     monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path))

@@ -47,8 +47,8 @@ def counted(monkeypatch, tmp_path):
 
     calls = []
 
-    def count(source, spec, policy, optimizer, progress):
-        calls.append((source.name, spec, policy, optimizer))
+    def count(source, sample, policy, optimizer, progress):
+        calls.append((source.name, sample, policy, optimizer))
         return dict(COUNT)
 
     monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path / "cache"))

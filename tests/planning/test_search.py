@@ -15,7 +15,8 @@ from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.planning.model_card import model_card
 from gpu_parallel_kit.planning.plan_search import KERNELS_PER_BLOCK
 from gpu_parallel_kit.planning.sample_inputs import sample_spec, sequence_of
-from gpu_parallel_kit.planning.step_count import PLAN_COUNT_ENTRY
+from gpu_parallel_kit.planning.step_count import PLAN_COUNT_ENTRY, count_key
+from gpu_parallel_kit.runs.description.sources import CountedSample, model_source
 
 from .conftest import COUNT
 
@@ -75,12 +76,14 @@ def test_the_card_comes_from_the_count_and_the_structure_the_model_says(counted)
     assert found.best.fits and "read off its GPT2Backbone" in found.note
 
 
-def test_a_model_that_does_not_say_its_structure_names_the_keywords():
+def test_a_model_that_does_not_say_its_structure_is_told_the_search_plans_transformers():
     count = {**COUNT, "structure": {}}
     with pytest.raises(GpkError) as raised:
         model_card(count, ((32,), "int32"), "bf16", "adam", "mymodels.build")
     sentence = str(raised.value)
-    assert "pass blocks=, hidden=, heads= to gpk.search" in sentence
+    assert sentence.startswith("mymodels.build is not a Transformer stack the search can read")
+    assert "plans Transformer stacks only" in sentence
+    assert sentence.endswith("pass blocks=, hidden=, heads=")
     card = model_card(count, ((32,), "int32"), "bf16", "adam", "m", blocks=4, hidden=64, heads=4)
     assert card.activation_bytes == COUNT["kept_bytes"] / 4  # no block names: the whole over L
 
@@ -99,3 +102,43 @@ def test_the_counting_entry_point_exists():
     path = pathlib.Path(gpk.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
     names = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
     assert function in names
+
+
+def test_a_built_in_model_is_told_the_search_plans_transformer_stacks_only(counted, monkeypatch):
+    monkeypatch.setattr("tests.planning.conftest.COUNT", {**COUNT, "structure": {}})
+    exp = gpk.Experiment(model="mlp", data="tabular")
+    with pytest.raises(GpkError) as raised:
+        exp.search(gpus=gpk.GPUCluster("h100", nodes=1, per_node=8), global_batch=64)
+    sentence = str(raised.value)
+    assert sentence.startswith("mlp is not a Transformer stack the search can read")
+    assert (
+        "plans Transformer stacks only" in sentence and "pass blocks=, hidden=, heads=" in sentence
+    )
+    sample = counted[0][1]
+    assert (sample.inputs, sample.labels, sample.given_by) == (((32,), "float32"), ((), "int32"),
+                                                               "data")  # fmt: skip
+
+
+def test_an_experiment_counts_on_its_own_labels_and_loss(counted):
+    x = {"features": np.zeros((64, 16), "float32")}
+    exp = gpk.Experiment(build, (x, np.zeros(64, "int64")), loss="sparse_categorical_crossentropy")
+    exp.search(gpus=CLUSTER, global_batch=64, progress=False)
+    assert counted[0][1] == CountedSample(
+        inputs={"features": ((16,), "float32")},
+        labels=((), "int64"),
+        loss="sparse_categorical_crossentropy",
+        given_by="data",
+    )
+
+
+def test_search_takes_one_sample_of_labels(counted):
+    gpk.search(build, TOKENS, CLUSTER, 64, labels=np.int32(0), progress=False)
+    assert counted[0][1].labels == ((), "int32") and counted[0][1].given_by == "inputs"
+
+
+def test_labels_and_a_loss_are_part_of_the_count_key_only_where_given():
+    source, inputs = model_source(build), sample_spec(TOKENS)
+    plain = count_key(source, build, CountedSample(inputs), "float32", "adam")
+    labelled = count_key(source, build, CountedSample(inputs, ((), "int32")), "float32", "adam")
+    lossed = CountedSample(inputs, ((), "int32"), "sparse_categorical_crossentropy")
+    assert len({plain, labelled, count_key(source, build, lossed, "float32", "adam")}) == 3

@@ -60,6 +60,16 @@ class DataSource:
         return f"<DataSource {self.kind} {self.name or ' '.join(self.paths)}{size}>"
 
 
+@dataclass(frozen=True)
+class CountedSample:
+    """One sample as a plan search's counting child takes it: shapes and dtypes, no values."""
+
+    inputs: Any  # a (shape, dtype) pair per model input, alone or in a dict or list
+    labels: Any = None  # the same for the labels; None: shaped like the model's output
+    loss: Any = None  # the experiment's loss (a name, config or factory); None: the model's own
+    given_by: str = "inputs"  # where the user gave it, for sentences: "inputs" (search), "data"
+
+
 def model_source(model: Any) -> ModelSource:
     """Accept a built-in name, a `.keras` path or a zero-argument builder function."""
     if isinstance(model, str | os.PathLike):

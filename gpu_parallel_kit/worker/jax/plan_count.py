@@ -22,28 +22,40 @@ from .keras_internals import sublayers
 
 
 def count_for_plans(
-    source: Any, inputs: Any, precision: str, optimizer: str | None, sender: Any
+    source: Any, sample: Any, precision: str, optimizer: str | None, sender: Any
 ) -> None:
     """The child's entry: send ("phase", text) while it works, then (True, the count) or
-    (False, one sentence). `inputs` are `(shape, dtype)` per sample, as `count_abstract` takes."""
+    (False, one sentence). `sample` is a `CountedSample`: its inputs and labels as `(shape,
+    dtype)` per sample, as `count_abstract` takes them, checked against the model first
+    (`worker/sample_checks.py`), and the loss an uncompiled model trains with."""
 
     def count() -> dict[str, Any]:
         from ..compiling import load_model
         from ..depth_scaled_model import depth_of
+        from ..sample_checks import check_sample
         from .abstract_count import count_abstract
 
         built: list[Any] = []
 
         def build() -> Any:
             model = load_model(source)
+            check_sample(model, sample)
             built.append(model)
             return model
 
-        by_depth = _by_depth(source, inputs, precision, optimizer, sender)
+        by_depth = _by_depth(source, sample, precision, optimizer, sender)
         if by_depth is not None:
             return by_depth
         sender.send(("phase", "tracing and compiling one step"))
-        counted = count_abstract(build, inputs, 1, precision=precision, optimizer=optimizer)
+        counted = count_abstract(
+            build,
+            sample.inputs,
+            1,
+            precision=precision,
+            optimizer=optimizer,
+            targets=sample.labels,
+            loss=_loss(source, sample),
+        )
         kept = counted.pop("activations")
         return {
             **counted,
@@ -59,7 +71,7 @@ def count_for_plans(
 
 
 def _by_depth(
-    source: Any, inputs: Any, precision: str, optimizer: str | None, sender: Any
+    source: Any, sample: Any, precision: str, optimizer: str | None, sender: Any
 ) -> dict[str, Any] | None:
     """The count of a model whose config says its blocks, by depth; None for another model, or
     one too shallow to gain (the model is built once, its weights deferred, to read it)."""
@@ -67,6 +79,7 @@ def _by_depth(
 
     from ..compiling import load_model
     from ..depth_scaled_model import depth_of, with_blocks
+    from ..sample_checks import check_sample
     from .depth_scaling import DEPTHS, count_by_depth
 
     try:
@@ -75,16 +88,19 @@ def _by_depth(
             blocks, said = depth_of(model), structure(model)
     except Exception:  # a builder that compiles, say: the whole model is counted instead
         return None
+    check_sample(model, sample)
     if blocks is None or blocks <= max(DEPTHS) or not said:
         return None
     sender.send(("phase", f"tracing and compiling the step at {DEPTHS[0]} and {DEPTHS[1]} blocks"))
     counted = count_by_depth(
         lambda depth: with_blocks(model, depth),
-        inputs,
+        sample.inputs,
         1,
         blocks,
         precision=precision,
         optimizer=optimizer,
+        targets=sample.labels,
+        loss=_loss(source, sample),
     )
     kept, per_block = counted.pop("activations"), counted["per_block"]["kept_bytes"]
     return {
@@ -94,6 +110,19 @@ def _by_depth(
         "structure": said,
         "depth": blocks,
     }
+
+
+def _loss(source: Any, sample: Any) -> Any:
+    """The loss an uncompiled model is counted with: the experiment's, else a built-in model's
+    own (as its runs compile it), else a regression's."""
+    from ..builtin_models import default_compile_args
+    from ..compiling import resolved
+
+    if sample.loss is not None:
+        return resolved(sample.loss)
+    if source.kind == "builtin":
+        return default_compile_args()["loss"]
+    return "mean_squared_error"
 
 
 def structure(model: Any) -> dict[str, Any]:
