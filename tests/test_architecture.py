@@ -384,11 +384,6 @@ def test_analysis_and_pipeline_never_import_matplotlib(name):
     assert found == []
 
 
-def test_no_module_is_over_400_lines():
-    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
-    assert long == {}
-
-
 def test_every_entry_point_the_caller_names_exists():
     """The caller starts worker code by name (runs/processes/child_process.py); a rename must fail
     here, not in a child process. Read from the source: importing a worker module would import

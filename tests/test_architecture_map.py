@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md names every module, and no module grows past the size a reader holds.
+"""docs/ARCHITECTURE.md names every module, and names no module that is gone.
 
 The map gives one line per module, grouped by room, each starting with the module's path within
 the package (`runs/scheduling/training_gate.py`). A module added without its line, or a line
@@ -13,7 +13,6 @@ import re
 ROOT = pathlib.Path(__file__).parent.parent
 PACKAGE = ROOT / "gpu_parallel_kit"
 MAP = ROOT / "docs" / "ARCHITECTURE.md"
-MAX_LINES = 400
 MAP_LINE = re.compile(r"^- `([\w/]+\.py)`", re.MULTILINE)
 
 
@@ -39,16 +38,6 @@ def test_every_module_has_one_line_on_the_map():
 def test_the_map_names_no_module_that_is_gone():
     gone = sorted(set(mapped_modules()) - package_modules())
     assert not gone, f"docs/ARCHITECTURE.md names modules that do not exist: {gone}"
-
-
-def test_no_module_passes_the_size_limit():
-    paths = [*PACKAGE.rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
-    long = {
-        path.relative_to(ROOT).as_posix(): count
-        for path in paths
-        if (count := len(path.read_text().splitlines())) > MAX_LINES
-    }
-    assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
 def test_the_map_reader_sees_lines_and_only_lines():

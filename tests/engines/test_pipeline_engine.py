@@ -15,6 +15,8 @@ pytestmark = pytest.mark.slow
 CASES = [
     ("naive", 2, 1),
     ("naive", 4, 1),
+    ("naive", 1, 1),  # one stage: forward, backward and update in one call
+    ("1f1b", 1, 4),
     ("gpipe", 2, 1),
     ("gpipe", 2, 4),
     ("gpipe", 4, 1),

@@ -23,6 +23,8 @@ TOLERANCE = 1e-5
 # (schedule, devices, micro-batches, recompute): every schedule at 2 and 4 stages (interleaved
 # at 2 devices x 2 chunks); the backward kept from the forward once, split once.
 CASES = [
+    ("naive", 1, 1, True),  # one stage: forward, backward and update in one call
+    ("1f1b", 1, 4, False),
     ("naive", 2, 1, True),
     ("naive", 4, 1, True),
     ("gpipe", 2, 4, True),

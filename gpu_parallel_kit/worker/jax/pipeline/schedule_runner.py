@@ -12,6 +12,7 @@ untimed step only orders the work; a timed one waits for each task's results to 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ....pipeline.fused_calls import fused_calls
 from ....pipeline.schedules import Schedule, device_of, execution_order, splits_backward
 from ...pipeline.runner_messages import (
     Mailbox,
@@ -130,13 +132,47 @@ class ScheduleRunner:
         later: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its W task
         result = _DeviceStep()
         whole = "B" if self.split else "BW"
-        for task in self.schedule[device]:
+        fused = fused_calls(self.schedule[device], last)
+        applied = False  # by a fused call, with the device's last backward
+        sent_back: dict[str, Any] = {}  # by a fused call: what its backward sends upstream
+        for position, task in enumerate(self.schedule[device]):
             stage = self.stages[task.stage]
             key = (task.stage, task.micro_batch)
             moved = called = 0.0
             size = 0
             out: Any = None
-            if task.kind == "F":
+            if position - 1 in fused:  # this backward ran in the forward's call
+                result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0)
+                if task.stage > 0:
+                    mailbox.put(("grad", task.stage - 1, task.micro_batch), sent_back)
+                if timed:
+                    now = time.perf_counter() - clock
+                    record = TaskRecord(task.stage, task.kind, task.micro_batch, now, now)
+                    result.records.append(dataclasses.replace(record, device=device))
+                yield
+                continue
+            if position in fused:  # the last stage's forward and its backward in one call
+                incoming = (
+                    xs[task.micro_batch]
+                    if task.stage == 0
+                    else mailbox.get(("act", task.stage, task.micro_batch))
+                )
+                start = time.perf_counter()
+                received = stage.placement.put_batch(incoming)
+                y = stage.placement.put_batch(ys[task.micro_batch])
+                if timed:
+                    jax.block_until_ready(received)
+                moved = time.perf_counter() - start
+                called = time.perf_counter()
+                applied = fused[position].with_update
+                sent_back, out = stage.forward_backward(received, y, applied)
+                returned = _returned(timed, (sent_back, out))
+                result.losses.append(out)
+                live = 1 + sum(1 for s, _ in [*saved, *later] if s == task.stage)
+                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
+                size = nbytes(incoming) if task.stage else 0
+                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+            elif task.kind == "F":
                 incoming = (
                     xs[task.micro_batch]
                     if task.stage == 0
@@ -211,7 +247,7 @@ class ScheduleRunner:
                 )
             yield
         start = time.perf_counter()
-        for stage in held:
+        for stage in held if not applied else ():
             stage.apply()
         if timed:
             jax.block_until_ready([s.trainable for s in held])

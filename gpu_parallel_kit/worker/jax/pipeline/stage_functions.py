@@ -117,6 +117,12 @@ class StageFunctions:
         backward = self._recomputed_backward if recompute else self._kept_pullback
         self._backward = {kind: jax.jit(backward(kind)) for kind in ("BW", "B", "W")}
         self._apply = jax.jit(self._update)
+        # The last stage's forward and whole backward in one call, with the update or without
+        # (`pipeline/fused_calls.py`); compiled only if the schedule runs them so.
+        self._fused = {
+            update: jax.jit(functools.partial(self._forward_backward, update=update))
+            for update in (False, True)
+        }
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M each micro-batch's objective is divided by: an argument of the compiled
@@ -200,6 +206,18 @@ class StageFunctions:
             summed = jax.lax.with_sharding_constraint(summed, self._sum_shardings)
         return {"BW": (received, summed), "B": (received, None), "W": (None, summed)}[kind]
 
+    def _forward_backward(
+        self, trainable, non_trainable, received, y, m, accumulated, optimizer_state, update
+    ):
+        """The objective, the new statistics, the received tensors' gradients, and the summed
+        gradients; with `update`, the updated weights and optimizer state, the sums cleared."""
+        outputs, pullback, (_, state) = self._pullback(trainable, non_trainable, received, y, m)
+        grads, summed = self._gradients("BW", pullback, self._cotangent(outputs, {}), accumulated)
+        if not update:
+            return outputs[1], state, grads, summed
+        trainable, optimizer_state, summed = self._update(optimizer_state, summed, trainable)
+        return outputs[1], state, grads, summed, trainable, optimizer_state
+
     def _update(self, optimizer_state, accumulated, trainable):
         trainable, optimizer_state = self.optimizer.stateless_apply(
             optimizer_state, accumulated, trainable
@@ -249,6 +267,25 @@ class StageFunctions:
                 own = sent_back.get(name)
                 sent_back[name] = upstream[name] if own is None else own + upstream[name]
         return sent_back, (saved, upstream)
+
+    @_layers_named
+    def forward_backward(self, received: dict[str, Any], y: Any, update: bool) -> tuple[Any, Any]:
+        """The last stage's forward and whole backward of one micro-batch in one call, and with
+        `update` its optimizer update too (`pipeline/fused_calls.py`): (the received tensors'
+        gradients by name, the objective)."""
+        values = self._fused[update](
+            self.trainable,
+            self.non_trainable,
+            received,
+            y,
+            self.m,
+            self.accumulated,
+            self.optimizer_state,
+        )
+        objective, self.non_trainable, grads, self.accumulated, *updated = values
+        if update:
+            self.trainable, self.optimizer_state = updated
+        return dict(grads), objective
 
     def apply(self) -> None:
         """The summed gradients applied once, by this stage's optimizer; the sum starts again."""

@@ -13,6 +13,7 @@ global batch, as single-device training does.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from ....pipeline.fused_calls import fused_calls
 from ....pipeline.schedules import Task, device_of, execution_order, splits_backward
 from ...pipeline.runner_messages import (
     Mailbox,
@@ -118,12 +120,45 @@ class PipelineRunner:
         saved: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its backward
         later: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its W task
         result = _DeviceStep()
-        for task in self.schedule[device]:
+        fused = fused_calls(self.schedule[device], last) if self.tasks[last].fuses else {}
+        applied = False  # by a fused call, with the device's last backward
+        sent_back: dict[str, tf.Tensor] = {}  # by a fused call: what its backward sends upstream
+        for position, task in enumerate(self.schedule[device]):
             stage, tasks = self.stages[task.stage], self.tasks[task.stage]
             key = (task.stage, task.micro_batch)
             moved = called = 0.0
             size = 0
-            if task.kind == "F":
+            if position - 1 in fused:  # this backward ran in the forward's call
+                result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0)
+                if task.stage > 0:
+                    mailbox.put(("grad", task.stage - 1, task.micro_batch), sent_back)
+                if timed:
+                    now = time.perf_counter() - clock
+                    record = TaskRecord(task.stage, task.kind, task.micro_batch, now, now)
+                    result.records.append(dataclasses.replace(record, device=device))
+                yield
+                continue
+            if position in fused:  # the last stage's forward and its backward in one call
+                incoming = (
+                    xs[task.micro_batch]
+                    if task.stage == 0
+                    else mailbox.get(("act", task.stage, task.micro_batch))
+                )
+                start = time.perf_counter()
+                with tf.device(stage.device):
+                    moved = time.perf_counter()
+                    received = {name: tf.identity(value) for name, value in incoming.items()}
+                    moved = time.perf_counter() - moved
+                    called = time.perf_counter()
+                    applied = fused[position].with_update
+                    sent_back, out = tasks.forward_backward(received, ys[task.micro_batch], applied)
+                    result.loss += float(out)  # waits for the call, as the forward's does
+                    called = time.perf_counter() - called
+                live = 1 + sum(1 for s, _ in [*saved, *later] if s == task.stage)
+                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
+                size = _nbytes(incoming) if task.stage else 0
+                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+            elif task.kind == "F":
                 incoming = (
                     xs[task.micro_batch]
                     if task.stage == 0
@@ -198,7 +233,7 @@ class PipelineRunner:
                 )
             yield
         start = time.perf_counter()
-        for stage in held:
+        for stage in held if not applied else ():
             with tf.device(stage.device):
                 self.tasks[stage.index].apply()
         if timed and held and held[-1].variables:

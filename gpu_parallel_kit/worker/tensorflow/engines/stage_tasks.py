@@ -71,6 +71,8 @@ def _layers_named(task: Callable) -> Callable:
 class EagerTasks:
     """Tape kept from forward to backward; every operation dispatched eagerly."""
 
+    fuses = False  # no call to save: the tape already spans the forward and its backward
+
     def __init__(
         self, stage: Stage, loss_fn: LossFn | None, micro_batches: int, split: bool = False
     ) -> None:
@@ -155,6 +157,8 @@ class EagerTasks:
 class CompiledTasks:
     """Each task one compiled function; the backward recomputes its forward (see the module)."""
 
+    fuses = True  # the last stage's forward and backward in one call (`forward_backward`)
+
     def __init__(
         self, stage: Stage, loss_fn: LossFn | None, micro_batches: int, split: bool = False
     ) -> None:
@@ -181,6 +185,16 @@ class CompiledTasks:
         }
         self._apply = tf.function(self._apply_body)
         self._reset = tf.function(self._reset_body)
+        # The last stage's forward and whole backward in one call, with the update or without
+        # (`pipeline/fused_calls.py`); traced only if the schedule runs them so.
+        self._fused = {
+            update: tf.function(
+                functools.partial(self._forward_backward_body, update=update),
+                reduce_retracing=True,
+            )
+            for update in (False, True)
+        }
+        self._summed = False  # gradients summed since the last update: cleared at the next step
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
@@ -188,7 +202,25 @@ class CompiledTasks:
         self._shares.assign(float(micro_batches))
 
     def begin_step(self) -> None:
-        self._reset()
+        if self._summed:  # an update clears the sums; a step that ended early did not
+            self._reset()
+            self._summed = False
+
+    @_layers_named
+    def forward_backward(
+        self, received: dict[str, tf.Tensor], y: Any, update: bool
+    ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+        """The last stage's forward and whole backward of one micro-batch in one call, and with
+        `update` its optimizer update too (`pipeline/fused_calls.py`): (the received tensors'
+        gradients by name, the micro-batch's loss share)."""
+        stage = self.stage
+        inputs = [received[n] for n in stage.cut.received]
+        grads, loss = self._fused[update](inputs, y)
+        self._summed = not update
+        floating = _differentiated(
+            stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
+        )
+        return _received_gradients(stage, dict(zip(floating, grads, strict=True)), {}), loss
 
     @_layers_named
     def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
@@ -219,6 +251,7 @@ class CompiledTasks:
         targets = y if self.loss_fn is not None else ()
         part = "inputs" if self.split else "all"
         grads = self._backward[part](inputs, weights, state, targets)
+        self._summed = self._summed or part != "inputs"
         floating = _differentiated(
             stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
         )
@@ -229,10 +262,12 @@ class CompiledTasks:
     def weight(self, later: Any) -> None:
         """W: recompute once more, and add the variables' gradients to the sums."""
         self._backward["variables"](*later)
+        self._summed = True
 
     def apply(self) -> None:
         if _updated(self._sums, self.stage.variables, self._unread):  # else nothing to update
             self._apply()
+            self._summed = False
 
     def _used(self, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
         by_name = dict(zip(self.stage.cut.received, inputs, strict=True))
@@ -300,9 +335,33 @@ class CompiledTasks:
                 variable.assign(value)  # statistics as the forwards left them: updated once
         return grads[:first]
 
+    def _forward_backward_body(
+        self, inputs: list[tf.Tensor], y: Any, update: bool
+    ) -> tuple[list[tf.Tensor], tf.Tensor]:
+        """The received tensors' gradients and the loss share; the variables' gradients summed,
+        and with `update` applied and the sums cleared."""
+        stage = self.stage
+        by_name = dict(zip(stage.cut.received, inputs, strict=True))
+        watched = [by_name[n] for n in _differentiated(stage, by_name, self.loss_fn)]
+        with tf.GradientTape() as tape:
+            tape.watch(watched)
+            loss, _ = self._run(inputs, y)
+        grads = tape.gradient(loss, [*watched, *stage.variables])
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+        for index, (total, grad) in enumerate(zip(self._sums, grads[len(watched) :], strict=True)):
+            if grad is None:
+                self._unread.add(index)
+            else:
+                total.assign_add(grad)
+        if update:
+            self._apply_body()
+        return _zero_filled(grads[: len(watched)], watched), loss
+
     def _apply_body(self) -> None:
         totals = [total.read_value() for total in self._sums]
         self.stage.optimizer.apply_gradients(_updated(totals, self.stage.variables, self._unread))
+        with tf.control_dependencies(totals):
+            self._reset_body()  # the next step's sums start from zero
 
     def _reset_body(self) -> None:
         for total in self._sums:
