@@ -356,10 +356,16 @@ class Experiment(PlanRuns):
         ahead: StartedAhead | None = None,
         upcoming: RunSpec | None = None,
         round_of: tuple[int, int, str] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> RunResult:
         """Run one spec, show its progress, log its row. `round_of`: (round from 0, rounds,
-        the configuration's first run id) when a comparison runs in rounds."""
-        tagged = functools.partial(tag_round, round_of=round_of)
+        the configuration's first run id) when a comparison runs in rounds; `extra`: what the
+        row's `extra` adds before it is logged (the searched plan a run ran)."""
+
+        def tagged(result: RunResult) -> RunResult:
+            result = tag_round(result, round_of=round_of)
+            return dataclasses.replace(result, extra={**result.extra, **extra}) if extra else result
+
         if callable(self.progress):
             # A front end's own display (e.g. a widget panel): called with the run's spec, it
             # returns a handler of the worker's events with a close(result) method.

@@ -2,8 +2,10 @@
 
 Each plan is mapped to a strategy, devices and options (`scaled_plan.py`) and every refusal said
 before the first run; the model, a keras-hub backbone, is rebuilt with fewer blocks in the
-worker (`worker/depth_scaled_model.py`), its depth read first in a short child. The
-rows come back as a `Comparison` whose table adds the plan's columns as they ran and `scaled`.
+worker (`worker/depth_scaled_model.py`), its depth read first in a short child. Each row keeps
+the plan's fields as they ran and what was scaled in its `extra`, logged with it, so the
+`Comparison` it comes back in and `gpk.history()` both show them
+(`analysis/tables/plan_columns.with_ran_plans`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,14 @@ from ..runs.description.pickled_functions import pickled
 from ..runs.description.sources import ModelSource
 from ..runs.processes.child_process import RunInterrupted, start_child, stop_child
 from ..strategies import resolve
-from .scaled_plan import PLAN_FIELDS, ScaledPlan, scale_plan
+from ..strategies.plan_axes import RAN_PLAN, SCALED
+from .scaled_plan import ScaledPlan, scale_plan
 
 # The worker's loader of a model at another depth, named as text: the caller never imports it.
 LOAD_WITH_BLOCKS = "gpu_parallel_kit.worker.depth_scaled_model:load_with_blocks"
 MODEL_DEPTH_ENTRY = "gpu_parallel_kit.worker.depth_scaled_model:model_depth"
 DEPTH_TIMEOUT_S = 300.0  # a model built with its weights deferred: seconds, even a large one
 _DEPTHS: dict[ModelSource, tuple[int | None, int | None]] = {}  # this process's reads
-SCALED = "scaled"  # the column that says what was scaled
-PLAN = "plan"  # the key of a run's `extra` that holds the plan's shape as it ran
 
 
 class PlanRuns:
@@ -101,15 +102,14 @@ class PlanRuns:
         specs = [self._plan_spec(shape, options) for shape in shapes]
         results = []
         for shape, spec in zip(shapes, specs, strict=True):
+            ran = {RAN_PLAN: {**shape.shape, SCALED: shape.said}}  # logged with the row
             try:
-                result = self._execute(spec, cancel)
+                results.append(self._execute(spec, cancel, extra=ran))
             except RunInterrupted as interrupted:
                 raise KeyboardInterrupt(
                     "run cancelled; its row is in gpk.history()"
                 ) from interrupted
-            extra = {**result.extra, PLAN: {**shape.shape, SCALED: shape.said}}
-            results.append(dataclasses.replace(result, extra=extra))
-        return PlanComparison(results, counter=self.counted_step)
+        return Comparison(results, counter=self.counted_step)
 
     def _plan_spec(self, shape: ScaledPlan, options: Mapping[str, Any]) -> Any:
         given = {**shape.options, **options}
@@ -126,28 +126,6 @@ class PlanRuns:
         if self.model not in _DEPTHS:
             _DEPTHS[self.model] = read_depth(self.model, self.backend)
         return _DEPTHS[self.model]
-
-
-class PlanComparison(Comparison):
-    """A `Comparison` of plans run here: its table adds each plan's fields as they ran (`data`,
-    `tensor`, `stages`, `sharding`, ...) and `scaled`, after `devices`."""
-
-    @property
-    def table(self) -> pd.DataFrame:
-        table = super().table
-        shapes = [r.extra.get(PLAN) or {} for r in self.results]
-        at = list(table.columns).index("devices") + 1
-        for column in (*PLAN_FIELDS, SCALED):
-            values = [shape.get(column) for shape in shapes]
-            if column not in table.columns:
-                table.insert(at, column, values)
-                at += 1
-                continue
-            # A column the runs fill for some strategies only (a pipeline's schedule): the
-            # plan's own value where a run left it blank.
-            blank = table[column].isna() | (table[column].astype(str) == "")
-            table[column] = table[column].astype(object).where(~blank, values)
-        return table
 
 
 @dataclasses.dataclass(frozen=True)

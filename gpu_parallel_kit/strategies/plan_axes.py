@@ -7,6 +7,10 @@ STAGES = "stages"  # the model cut into a pipeline
 DATA = "data"  # replicas, or shards of one (fsdp), each with its share of the batch
 
 PLAN_AXES = (TENSOR, STAGES, DATA)  # the order ranks are laid out in: tensor fastest
+# A run of a searched plan (`Experiment.run_plan`) keeps the plan's fields as it ran in its row's
+# `extra` under RAN_PLAN, with SCALED saying what was scaled down; its table shows them.
+RAN_PLAN = "plan"
+SCALED = "scaled"
 
 _WORDS = {TENSOR: "tensor", STAGES: "pipeline", DATA: "data"}
 

@@ -92,3 +92,6 @@ def test_compare_plans_runs_each_plan_and_tables_their_shapes(gpt2_read, fake_ma
     assert table.columns.get_loc("scaled") > table.columns.get_loc("devices")
     assert all(isinstance(text, str) and text for text in table["scaled"])
     assert len(gpt2_read) == 1  # the model read once for both plans
+    logged = gpk.history()  # the rows were logged with their plans
+    for column in ("data", "tensor", "stages", "sharding", "checkpointing", "scaled"):
+        assert list(logged[column]) == list(table[column]), column

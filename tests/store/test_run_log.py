@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import pandas as pd
 import pytest
 
 from gpu_parallel_kit.analysis.tables.comparison_table import ALL_COLUMNS
@@ -161,3 +162,21 @@ def test_memory_log_keeps_rows_and_writes_no_file(tmp_path, monkeypatch):
     assert [r.run_id for r in log.results()] == ["r1", "r2"]
     assert WorkCounts(log).by_experiment("exp") == '{"flops": 1}'
     assert RunLog(":memory:").results() == []  # each in-memory log is its own
+
+
+def test_history_shows_the_searched_plan_a_run_ran(tmp_path):
+    ran = {
+        "data": 2, "tensor": 2, "stages": 1, "sharding": "none", "micro_batch_size": 4,
+        "micro_batches": 1, "schedule": "-", "virtual_stages": 1, "checkpointing": "none",
+        "scaled": "data 8 -> 2; blocks 2 -> 1",
+    }  # fmt: skip
+    log = RunLog(tmp_path / "log.sqlite")
+    log.append(result("plain", strategy="single", devices=1, throughput_samples_s=100.0))
+    log.append(result("plan", strategy="tensor", devices=4, mesh="2x2", extra={"plan": ran}))
+    table = history(tmp_path / "log.sqlite")
+    row = table.iloc[1]
+    assert (row["data"], row["tensor"], row["stages"]) == (2, 2, 1)
+    assert row["sharding"] == "none" and row["micro_batch_size"] == 4
+    assert row["scaled"] == "data 8 -> 2; blocks 2 -> 1" and pd.isna(table["scaled"].iloc[0])
+    assert table.columns.get_loc("scaled") > table.columns.get_loc("devices")
+    assert "scaled" not in history(tmp_path / "none.sqlite").columns  # no plan, no column

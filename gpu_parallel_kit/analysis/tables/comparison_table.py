@@ -24,7 +24,7 @@ from .cell_text import (
     parse_number,
 )
 from .memory_by_part import COMPONENTS, fullest_components
-from .plan_columns import PLAN_COLUMNS, plan_cells
+from .plan_columns import PLAN_COLUMNS, plan_cells, with_ran_plans
 from .readable_frame import RunFrame
 from .step_breakdown import effective_bandwidth, step_breakdown
 from .table_intervals import INTERVAL_COLUMNS, interval_cells, with_speedup_intervals
@@ -215,6 +215,8 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
     efficiency.
     Runs that did not finish, or have no baseline in their experiment, get NaN speedup and
     efficiency. `projected` comes from the result: True only for rows a cost model projected.
+    A run of a searched plan adds the plan's fields and `scaled` after `devices`
+    (`plan_columns.with_ran_plans`).
     The frame is a `RunFrame`: a notebook shows its figures, and any selection of them, in
     units people read (analysis/tables/readable_frame.py).
     """
@@ -234,7 +236,7 @@ def comparison_table(results: Sequence[RunResult]) -> pd.DataFrame:
     frame = with_speedup_intervals(
         _with_speedup(frame, rounds), results, [*_BASELINE_GROUP], _baseline
     )
-    return RunFrame(_with_time_to_target_speedup(frame))
+    return RunFrame(with_ran_plans(_with_time_to_target_speedup(frame), results))
 
 
 def _row(result: RunResult) -> dict[str, object]:
