@@ -36,6 +36,15 @@ def test_data_parallel_matches_single_device(experiment, tmp_path, mode):
         assert largest_difference(weights, initial) > 1e-3
 
 
+def test_the_baseline_trains_in_the_explicit_loop_as_in_fit(experiment, tmp_path):
+    # The baseline trains under no tf.distribute strategy: its explicit loop reduces onto its
+    # one device, and a comparison in mode="explicit" keeps its baseline row.
+    _, reference = _train(experiment, tmp_path, "single", 1, "fit")
+    result, weights = _train(experiment, tmp_path, "single", 1, "explicit")
+    assert result.mode == "explicit"
+    assert largest_difference(weights, reference) <= 1e-5
+
+
 def test_run_measures_steps_and_memory(experiment):
     result = experiment.run(strategy="data", devices=2)
     assert result.ok

@@ -88,7 +88,10 @@ def destination(value: Any, strategy: tf.distribute.Strategy) -> Any:
     replica's value is a plain tensor; its one device is named instead."""
     if isinstance(value, tf.distribute.DistributedValues):
         return value
-    return strategy.extended.worker_devices[0]
+    try:
+        return strategy.extended.worker_devices[0]
+    except RuntimeError:  # the default strategy (the baseline trains under none): one device
+        return value.device or tf.config.list_logical_devices()[0].name
 
 
 def _per_call(function, argument) -> float:
