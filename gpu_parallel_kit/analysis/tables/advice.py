@@ -105,7 +105,7 @@ def _figures(row: pd.Series) -> str:
         figures += f", speedup {row['speedup']:.2f}"
         interval = _interval(row)
         if interval is not None and too_wide(*interval):
-            figures += " (too few steps to tell; measure more steps or rounds)"
+            figures += " (too few steps to tell; give it a larger measure_s= or more steps)"
         elif interval is not None:
             figures += f" (95% interval {interval[0]:.2f}–{interval[1]:.2f})"
     return figures
@@ -164,7 +164,7 @@ def _same_within_noise(best: pd.Series, baseline: pd.Series, df: pd.DataFrame) -
     label = _name(best, df)
     interval = _interval(best)
     if interval is not None and too_wide(*interval):
-        noise = "too few steps to tell; measure more steps or rounds"
+        noise = "too few steps to tell; give it a larger measure_s= or more steps"
     elif interval is not None:
         noise = f"its speedup's 95% interval, {interval[0]:.2f}–{interval[1]:.2f}, holds 1"
     else:
