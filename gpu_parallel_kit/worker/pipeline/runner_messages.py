@@ -5,6 +5,7 @@ record of each task and step that the timeline (`timeline.py`) reads."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -89,6 +90,22 @@ def step_report(
         serial=serial,
         duration_s=duration_s,
     )
+
+
+def fused_backward(
+    task: Any, step: Any, mailbox: Mailbox, sent_back: Any, since: float | None, device: int
+) -> None:
+    """A backward that ran in its forward's call (`pipeline/fused_calls.py`): its gradients sent
+    upstream, and, in a timed step (`since`: the step's start), its record, ending where the
+    call ended. `step` is the device's report of the step, its `records` and `gradients_in`."""
+    step.gradients_in[task.stage] = step.gradients_in.get(task.stage, 0)
+    if task.stage > 0:
+        mailbox.put(("grad", task.stage - 1, task.micro_batch), sent_back)
+    if since is not None:
+        now = time.perf_counter() - since
+        step.records.append(
+            TaskRecord(task.stage, task.kind, task.micro_batch, now, now, device=device)
+        )
 
 
 def drain(run: Generator, mailbox: Mailbox | None) -> Any:

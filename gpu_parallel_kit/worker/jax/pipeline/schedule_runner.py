@@ -12,7 +12,6 @@ untimed step only orders the work; a timed one waits for each task's results to 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from ...pipeline.runner_messages import (
     TaskRecord,
     collect,
     drain,
+    fused_backward,
     raise_cause,
     step_report,
 )
@@ -142,13 +142,7 @@ class ScheduleRunner:
             size = 0
             out: Any = None
             if position - 1 in fused:  # this backward ran in the forward's call
-                result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0)
-                if task.stage > 0:
-                    mailbox.put(("grad", task.stage - 1, task.micro_batch), sent_back)
-                if timed:
-                    now = time.perf_counter() - clock
-                    record = TaskRecord(task.stage, task.kind, task.micro_batch, now, now)
-                    result.records.append(dataclasses.replace(record, device=device))
+                fused_backward(task, result, mailbox, sent_back, clock if timed else None, device)
                 yield
                 continue
             if position in fused:  # the last stage's forward and its backward in one call

@@ -13,7 +13,6 @@ global batch, as single-device training does.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from ...pipeline.runner_messages import (
     TaskRecord,
     collect,
     drain,
+    fused_backward,
     raise_cause,
     step_report,
 )
@@ -129,13 +129,7 @@ class PipelineRunner:
             moved = called = 0.0
             size = 0
             if position - 1 in fused:  # this backward ran in the forward's call
-                result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0)
-                if task.stage > 0:
-                    mailbox.put(("grad", task.stage - 1, task.micro_batch), sent_back)
-                if timed:
-                    now = time.perf_counter() - clock
-                    record = TaskRecord(task.stage, task.kind, task.micro_batch, now, now)
-                    result.records.append(dataclasses.replace(record, device=device))
+                fused_backward(task, result, mailbox, sent_back, clock if timed else None, device)
                 yield
                 continue
             if position in fused:  # the last stage's forward and its backward in one call
