@@ -6,6 +6,10 @@ import. A library that talks at any moment of a run (gloo writes "[Gloo] Rank 0 
 1 peer ranks ..." to stdout whenever a collective first connects its peers) needs a filter for the
 process's whole life instead: the file descriptor becomes a pipe, and a thread copies each line to
 where the descriptor pointed before, unless it is chatter. Nothing is held back longer than a line.
+
+A worker of a multi-worker run filters its stderr so for its whole life (`native_logs_dropped`):
+its native libraries log at any moment (TensorFlow's cuInit failure at its first look for GPUs,
+JAX's distributed runtime), straight to the descriptor, past Python's logging.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ import re
 import sys
 import threading
 
+from .quiet_start import CHATTER
+
 CHUNK = 65536
+
+# A line of a native library's log, as absl and glog write it: severity, date, time, thread, file
+# and line ("E0000 00:00:1796347186.101349    5608 cuda_platform.cc:52] failed call to cuInit").
+# Fatal ones ("F...") are kept: the process aborts right after, and the line says why.
+NATIVE_LOG_LINE = re.compile(r"^[IWE]\d{4} \d\d:\d\d:[\d.]+\s+\d+ [^\s\]]+:\d+\] ")
+NATIVE_CHATTER = re.compile(f"{NATIVE_LOG_LINE.pattern}|{CHATTER.pattern}")
 
 
 class LineFilter:
@@ -75,3 +87,13 @@ class LineFilter:
         self.thread.join(timeout_s)
         with contextlib.suppress(OSError):
             os.close(self.reader)
+
+
+def native_logs_dropped() -> LineFilter | None:
+    """Drop native libraries' log lines below fatal (`NATIVE_CHATTER`) from this process's
+    stderr, every other line (a Python traceback, a user's print) passed on; `None` where
+    TF_CPP_MIN_LOG_LEVEL=0 asks for every native line. Close the filter before the process
+    ends."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        return None
+    return LineFilter(2, NATIVE_CHATTER)

@@ -32,7 +32,7 @@ from ...runs.description.run_spec import RunSpec  # noqa: E402
 from ...runs.processes.child_process import die_with_parent  # noqa: E402
 from ...runs.results.run_result import RunResult  # noqa: E402
 from ...strategies.processes import process_rows  # noqa: E402
-from ..line_filter import LineFilter  # noqa: E402
+from ..line_filter import LineFilter, native_logs_dropped  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
 from .device_setup import configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .feed import OrderedBatches  # noqa: E402
@@ -55,26 +55,36 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Call
     def emit(**event: Any) -> None:
         send({**event, "worker": index})
 
-    quiet = LineFilter(1, GLOO_CHATTER)
+    # JAX's distributed runtime logs natively, at any moment, to the user's terminal.
+    quiet = [f for f in (LineFilter(1, GLOO_CHATTER), native_logs_dropped()) if f]
+
+    def unfiltered() -> None:
+        for each in quiet:
+            each.close()
 
     def report_and_exit(result: RunResult) -> None:
         emit(event="result", result=result.to_dict())
         if result.ok:  # every worker leaves together: none sees the coordinator vanish first
             with contextlib.suppress(Exception):
                 jax.distributed.shutdown()
-        quiet.close()
+        unfiltered()
         os._exit(0)
 
     try:
-        joined = join(addresses, spec.workers, index, named=spec.cluster is not None)
-    except GpkError as error:  # the host's variables disagree with the cluster file
-        report_and_exit(RunResult(**spec.result_identity(), status="failed", reason=str(error)))
-    place_initial_values_from_host()
+        try:
+            joined = join(addresses, spec.workers, index, named=spec.cluster is not None)
+        except GpkError as error:  # the host's variables disagree with the cluster file
+            reason = str(error)
+            report_and_exit(RunResult(**spec.result_identity(), status="failed", reason=reason))
+        place_initial_values_from_host()
 
-    # The chief saves the weights, gathered from every worker after training (ProcessRun.measure).
-    member = dataclasses.replace(spec, save_weights=None)
-    run = ProcessRun(member, index, spec.save_weights if index == 0 else None, joined.source)
-    report_and_exit(run_in_this_process(member, emit, report_and_exit, run))
+        # The chief saves the weights, gathered from every worker after training
+        # (ProcessRun.measure).
+        member = dataclasses.replace(spec, save_weights=None)
+        run = ProcessRun(member, index, spec.save_weights if index == 0 else None, joined.source)
+        report_and_exit(run_in_this_process(member, emit, report_and_exit, run))
+    finally:  # an unexpected error: its traceback, printed by the caller, reaches the terminal
+        unfiltered()
 
 
 def served_member_main(spec: RunSpec, workers: tuple[str, ...], index: int, sender: Any) -> None:

@@ -22,6 +22,7 @@ from ...cluster.worker_devices import local_worker_plan
 from ...runs.description.run_spec import RunSpec
 from ...runs.processes.child_process import die_with_parent
 from ...runs.results.run_result import RunResult
+from ..line_filter import native_logs_dropped
 from .run import run_in_this_process
 
 COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
@@ -33,25 +34,34 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any)
     Shared by local workers and `gpk worker` on a named cluster's hosts (which plan their own
     devices before they get here).
     """
-    os.environ["TF_CONFIG"] = tf_config(addresses, index)  # before the runtime starts
-    if spec.cluster is None:
-        gpus = len(tf.config.list_physical_devices("GPU"))  # does not start the runtime
-        devices = local_worker_plan(spec.devices, index, spec.workers, gpus)
-        spec = dataclasses.replace(spec, devices=devices)
-    tf.config.threading.set_inter_op_parallelism_threads(COLLECTIVE_INTER_OP_THREADS)
-    # "Efficient batch_reduce is not supported if destinations are different": said by
-    # MultiWorkerMirroredStrategy on every trace of a per-variable reduction; nothing to act on.
-    tf.get_logger().setLevel("ERROR")
-    member = spec if index == 0 else dataclasses.replace(spec, save_weights=None)
+    # A worker's stderr is the user's terminal: its first look for GPUs (cuInit's failure on a
+    # machine without drivers) and the collectives' runtime log there natively, at any moment.
+    quiet = native_logs_dropped()
 
     def emit(**event: Any) -> None:
         send({**event, "worker": index})
 
     def report_and_exit(result: RunResult) -> None:
         emit(event="result", result=result.to_dict())
+        if quiet:
+            quiet.close()
         os._exit(0)
 
-    report_and_exit(run_in_this_process(member, emit, report_and_exit))
+    try:
+        os.environ["TF_CONFIG"] = tf_config(addresses, index)  # before the runtime starts
+        if spec.cluster is None:
+            gpus = len(tf.config.list_physical_devices("GPU"))  # does not start the runtime
+            devices = local_worker_plan(spec.devices, index, spec.workers, gpus)
+            spec = dataclasses.replace(spec, devices=devices)
+        tf.config.threading.set_inter_op_parallelism_threads(COLLECTIVE_INTER_OP_THREADS)
+        # "Efficient batch_reduce is not supported if destinations are different": said by
+        # MultiWorkerMirroredStrategy on every trace of a per-variable reduction; nothing to act on.
+        tf.get_logger().setLevel("ERROR")
+        member = spec if index == 0 else dataclasses.replace(spec, save_weights=None)
+        report_and_exit(run_in_this_process(member, emit, report_and_exit))
+    finally:  # an unexpected error: its traceback, printed by the caller, reaches the terminal
+        if quiet:
+            quiet.close()
 
 
 def served_member_main(spec: RunSpec, workers: tuple[str, ...], index: int, sender: Any) -> None:
