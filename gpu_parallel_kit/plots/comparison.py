@@ -10,6 +10,7 @@ notebook output about 11 inches wide at 100 dpi; docs/results.md gives the reaso
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -110,7 +111,13 @@ def _draw_training_time(ax: Axes, df: pd.DataFrame, width_in: float) -> None:
     scale, unit = (1e3, "ms") if short else (1.0, "s")
     shown = shown.assign(training_time_in_unit=seconds * scale)
     _draw_bars(
-        ax, shown, "training_time_in_unit", f"training time ({unit})", TIME_HEADING, width_in
+        ax,
+        shown,
+        "training_time_in_unit",
+        f"training time ({unit})",
+        TIME_HEADING,
+        width_in,
+        text=_value_text if short else _time_text,
     )
     notes = [TIME_NOTE] if not shown.empty else []
     if projected.any():
@@ -180,9 +187,10 @@ def _draw_bars(
     heading: str,
     width_in: float,
     whiskers: pd.Series | None = None,
+    text: Callable[[float], str] | None = None,
 ) -> None:
     """One bar per row; a bar with a whisker (`whiskers`: its top, NaN for none) has its value
-    written above the whisker."""
+    written above the whisker, as `text` writes it (3 significant digits by default)."""
     ax.set_title(title(heading, df, DOTTED_BARS))
     ax.set_ylabel(ylabel)
     if df.empty:
@@ -193,7 +201,7 @@ def _draw_bars(
     positions = bar_positions(df)
     colors = [strategy_color(s) for s in df["strategy"]]
     projected = projected_rows(df).to_numpy()
-    texts = [_value_text(v) for v in values]
+    texts = [(text or _value_text)(v) for v in values]
     tops = [math.nan] * len(df) if whiskers is None else list(whiskers.to_numpy(dtype=float))
     # Labels are turned only when they are wider than a bar's slot (the axes take the width
     # given less about 0.9 inch of y labels); a projection's tag goes on a second line first.
@@ -377,6 +385,14 @@ def _unplotted_note(missing: pd.DataFrame) -> str:
 def _value_text(value: float) -> str:
     # 3 significant digits, but never "3.5e+03" on a bar: throughput runs into thousands.
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def _time_text(seconds: float) -> str:
+    """A time in seconds with its unit, in ms under a second: on an axis of seconds, a short
+    run's bar reads "25.9 ms", not "0.0259"."""
+    if math.isnan(seconds):
+        return ""
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1.0 else f"{_value_text(seconds)} s"
 
 
 def _say_no_runs(ax: Axes) -> None:

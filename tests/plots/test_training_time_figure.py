@@ -134,3 +134,12 @@ def test_training_under_a_second_is_drawn_in_milliseconds(compiled_first):
     assert ax.get_ylabel() == "training time (ms)"  # 0.341 s and 0.644 s trained
     heights = sorted(p.get_height() for p in ax.patches if not p.get_hatch())
     assert heights == pytest.approx(sorted(compiled_first["training_time_s"] * 1e3))
+
+
+def test_a_run_under_a_second_beside_a_longer_one_is_labelled_in_milliseconds():
+    # 40 steps of 0.647 ms: 25.9 ms trained, beside 2 s, on an axis of seconds.
+    table = comparison_table([trained("s", "single", 0.05, 0.8), trained("d", "data", 0.000647, 0)])
+    for panel in (wall_time_figure, comparison_figure):
+        ax = panel(table).axes[0]
+        assert ax.get_ylabel() == "training time (s)"
+        assert [t.get_text() for t in ax.texts] == ["2 s", "25.9 ms"]
