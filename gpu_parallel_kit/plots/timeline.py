@@ -2,7 +2,9 @@
 
 The planned chart (the schedule with unit durations), the measured one (what ran here) and the
 simulated one (measured task times replayed on independent devices) sit side by side, each
-titled with what it is, so the bubble can be seen rather than read.
+titled with what it is, so the bubble can be seen rather than read. Where a stage lives on a
+sub-mesh of several devices (`lane_devices` in the run's figures), its lane is named for the
+stage: "stage 0 (4 devices)".
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def timeline_figure(extra: dict[str, Any], title: str) -> DisplayFigure:
         tasks = extra[key]
         if key == "timeline":
             tasks = [t for t in tasks if t.get("step", 0) == 0]
-        _draw(axis, tasks, micro_batches)
+        _draw(axis, tasks, micro_batches, extra.get("lane_devices"))
         axis.set_xlim(left=0)  # every view starts at the step's start
         axis.set_title(label, fontsize=10, loc="left")
         axis.set_xlabel(unit)
@@ -51,7 +53,22 @@ def timeline_figure(extra: dict[str, Any], title: str) -> DisplayFigure:
     return figure
 
 
-def _draw(axis, tasks: Sequence[dict[str, Any]], micro_batches: int) -> None:
+def lane_label(
+    lane: int, tasks: Sequence[dict[str, Any]], lane_devices: Sequence[int] | None
+) -> str:
+    """A lane's name: "device 1", or "stage 1 (4 devices)" where the lane's stages each live
+    on several devices (`lane_devices`: per lane, how many; none given, one each)."""
+    count = lane_devices[lane] if lane_devices else 1
+    if count <= 1:
+        return f"device {lane}"
+    stages = sorted({t["stage"] for t in tasks if t["device"] == lane})
+    named = "stage" if len(stages) == 1 else "stages"
+    return f"{named} {', '.join(map(str, stages))} ({count} devices)"
+
+
+def _draw(
+    axis, tasks: Sequence[dict[str, Any]], micro_batches: int, lane_devices: Sequence[int] | None
+) -> None:
     colours = _colours(micro_batches)
     devices = sorted({t["device"] for t in tasks})
     for task in tasks:
@@ -65,7 +82,7 @@ def _draw(axis, tasks: Sequence[dict[str, Any]], micro_batches: int) -> None:
             linewidth=0.4,
             hatch=HATCHES.get(task["kind"]),
         )
-    axis.set_yticks(devices, [f"device {d}" for d in devices])
+    axis.set_yticks(devices, [lane_label(d, tasks, lane_devices) for d in devices])
     axis.invert_yaxis()
     axis.grid(axis="x", alpha=0.3)
 

@@ -43,6 +43,7 @@ def test_two_stages_of_two_by_two_train_the_weights_of_one_device(name, tmp_path
 
     extra = result.extra
     assert extra["mesh_axes"] == "pipeline 2 × tensor 2 × data 2"
+    assert extra["lane_devices"] == [4, 4]  # the timeline's lanes are stages of 4 devices
     stages = extra["stages"]
     assert len(stages) == 2
     held = [set(stage["variable_devices"]) for stage in stages]

@@ -219,6 +219,10 @@ class PipelineParallel(JaxStrategy):
             row.update(devices=stage.placement.names, mesh=f"{data}x{tensor}", **moved)
             total += moved["tensor_all_reduce_bytes"] + moved["data_all_reduce_bytes"]
         found["mesh_axes"] = mesh_label(data=data, tensor=tensor, stages=pipeline_stages(self.spec))
+        # A timeline's lane is a schedule's device: here a stage's sub-mesh (plots/timeline.py).
+        lanes = len(self.schedule)
+        by_lane = {device_of(s.index, lanes): len(s.placement.devices) for s in self.stages}
+        found["lane_devices"] = [by_lane[lane] for lane in range(lanes)]
         found["tensor_all_reduce_bytes"] = sum(
             r["tensor_all_reduce_bytes"] for r in found["stages"]
         )
