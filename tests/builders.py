@@ -134,6 +134,16 @@ def deep_mlp():
     return dense_chain([16] * 6, keras.optimizers.Adam(learning_rate=0.01))
 
 
+def regularized_first_stage():
+    """`deep_mlp` whose first layer adds an activity regularizer's loss: cut into 2 stages, a
+    loss added in the first stage, away from the last stage's loss."""
+    import keras
+
+    model = deep_mlp()
+    model.layers[0].activity_regularizer = keras.regularizers.L2(0.05)
+    return model
+
+
 def batch_norm_first():
     """BatchNormalization on the raw inputs, so its statistics can be checked by hand."""
     import keras

@@ -276,3 +276,16 @@ def test_recompute_and_eager_tasks_train_the_same_weights(experiment, tmp_path):
         saved_weights(tmp_path / "True.npz"), saved_weights(tmp_path / "False.npz")
     )
     assert difference <= 1e-5
+
+
+@pytest.mark.parametrize("recompute", [False, True], ids=["eager", "compiled"])
+def test_a_first_stages_added_loss_is_in_the_reported_loss(tmp_path, recompute):
+    experiment = small_experiment(builders.regularized_first_stage, epochs=2, steps_per_epoch=2)
+    single = experiment.run("single", 1, save_weights=str(tmp_path / "single.npz"))
+    path = tmp_path / "pipeline.npz"
+    result = experiment.run(
+        "pipeline", 2, schedule="1f1b", micro_batches=2, recompute=recompute, save_weights=str(path)
+    )
+    assert single.ok and result.ok, result.reason
+    assert largest_difference(saved_weights(path), saved_weights(tmp_path / "single.npz")) <= 1e-5
+    assert result.history["loss"] == pytest.approx(single.history["loss"], abs=1e-5)

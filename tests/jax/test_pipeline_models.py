@@ -23,9 +23,10 @@ pytestmark = pytest.mark.slow
 TOLERANCE = 1e-5
 
 
-def _equals_one_device(experiment, tmp_path, plans):
-    """Each plan's trained weights against `single`'s; the pipeline runs."""
-    experiment.run("single", 1, save_weights=str(tmp_path / "single.npz"))
+def _equals_one_device(experiment, tmp_path, plans, losses=False):
+    """Each plan's trained weights (and with `losses` its loss history) against `single`'s;
+    the pipeline runs."""
+    single = experiment.run("single", 1, save_weights=str(tmp_path / "single.npz"))
     reference = saved_weights(tmp_path / "single.npz")
     runs = []
     for index, plan in enumerate(plans):
@@ -33,6 +34,9 @@ def _equals_one_device(experiment, tmp_path, plans):
         result = experiment.run("pipeline", save_weights=str(path), **plan)
         assert result.ok, result.reason
         assert largest_difference(saved_weights(path), reference) <= TOLERANCE, plan
+        if losses:
+            expected = pytest.approx(single.history["loss"], abs=TOLERANCE)
+            assert result.history["loss"] == expected, plan
         runs.append(result)
     return runs
 
@@ -81,6 +85,19 @@ def test_several_inputs_or_outputs_train_like_one_device(tmp_path, model, data):
         model=model, data=data(), batch_size=32, steps_per_epoch=2, backend="jax", progress=False
     )
     _equals_one_device(experiment, tmp_path, [dict(devices=2, schedule="1f1b", micro_batches=2)])
+
+
+def test_a_first_stages_added_loss_is_in_the_reported_loss(tmp_path):
+    """An activity regularizer's loss, added in the first of two stages, in the loss history
+    as one device reports it, whether the backward recomputes or keeps its forward."""
+    experiment = small_experiment(
+        builders.regularized_first_stage, epochs=2, steps_per_epoch=2, backend="jax"
+    )
+    plans = [
+        dict(devices=2, schedule="1f1b", micro_batches=2, recompute=recompute)
+        for recompute in (True, False)
+    ]
+    _equals_one_device(experiment, tmp_path, plans, losses=True)
 
 
 @pytest.mark.skipif(

@@ -158,8 +158,9 @@ class ProcessCrossings:
             raise thread.failure[0]  # type: ignore[attr-defined]
 
     def total_loss(self, loss: float) -> float:
-        """The step's loss, which the process of the last stage alone computed, in every
-        process (one all-gather, when every process's crossings are done)."""
+        """The step's loss, in every process: each process's share summed (the last stage's
+        loss, and the losses its other stages' layers added), by one all-gather when every
+        process's crossings are done."""
         return float(np.sum(multihost_utils.process_allgather(np.float64(loss))))
 
 

@@ -40,7 +40,8 @@ from .stage_functions import StageFunctions
 class _DeviceStep:
     """What one device's thread reports of a step."""
 
-    losses: list[Any] = field(default_factory=list)  # the last stage's objectives
+    # The last stage's objectives, and those of earlier stages whose layers add losses.
+    losses: list[Any] = field(default_factory=list)
     records: list[TaskRecord] = field(default_factory=list)
     activations_in: dict[int, int] = field(default_factory=dict)
     gradients_in: dict[int, int] = field(default_factory=dict)
@@ -193,6 +194,8 @@ class ScheduleRunner:
                     result.losses.append(objective)
                     out = objective
                 else:
+                    if stage.adds_losses:  # the model's loss holds every stage's added losses
+                        result.losses.append(objective)
                     mailbox.put(("act", task.stage + 1, task.micro_batch), out)
             elif task.kind == "B":
                 kept = saved.pop(key)

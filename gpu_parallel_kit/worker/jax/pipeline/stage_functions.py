@@ -92,6 +92,10 @@ class StageFunctions:
         self.index, self.placement, self.cut = index, placement, cut
         self.device = placement.device
         self.loss_fn, self.recompute = loss_fn, recompute
+        # Whether the stage's layers add losses of their own (an activity regularizer,
+        # `add_loss`): known once its objective is traced, so the runner reports an earlier
+        # stage's objective only where it holds something.
+        self.adds_losses = False
         self.set_micro_batches(micro_batches)
         self.model = keras.Model(
             [traced.tensors[t] for t in cut.used],
@@ -144,6 +148,7 @@ class StageFunctions:
             trainable, non_trainable, inputs, training=True, return_losses=True
         )
         computed = dict(zip(self.cut.computed, keras.tree.flatten(outputs), strict=True))
+        self.adds_losses = bool(losses)  # at trace time: the list's length is static
         objective = sum((jnp.sum(loss) for loss in losses), jnp.float32(0.0))
         if self.loss_fn is not None:
             objective = objective + self.loss_fn(y, {**received, **computed})

@@ -230,6 +230,8 @@ class PipelineRunner:
         for stage in held if not applied else ():
             with tf.device(stage.device):
                 self.tasks[stage.index].apply()
+        # The losses the earlier stages' layers added: the last stage's loss holds only its own.
+        result.loss += sum(float(own) for s in held for own in self.tasks[s.index].added_losses)
         if timed and held and held[-1].variables:
             _wait_for(held[-1].variables[0].value)
         result.update_s = time.perf_counter() - start
@@ -240,7 +242,7 @@ class PipelineRunner:
 class _DeviceStep:
     """What one device's thread reports of a step."""
 
-    loss: float = 0.0  # the last stage's share of the step's loss
+    loss: float = 0.0  # its stages' share of the step's loss
     records: list[TaskRecord] = field(default_factory=list)
     activations_in: dict[int, int] = field(default_factory=dict)  # bytes received, per stage
     gradients_in: dict[int, int] = field(default_factory=dict)  # gradient bytes, per stage

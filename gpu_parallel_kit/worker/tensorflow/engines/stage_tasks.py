@@ -7,7 +7,8 @@ statistics, seed-generator states) are saved and restored around the recompute, 
 update once per micro-batch and Dropout draws the same masks. zb-h1's B and W are two gradient
 calls on one tape, or two recomputes when compiled. Gradients are summed on the stage's device
 and applied once per global batch; a variable the forward never reads is left out of the update,
-and the stage's own `add_loss` losses join its objective. See `docs/strategies/pipeline.md`.
+and the stage's own `add_loss` losses join its objective, and the step's reported loss
+(`added_losses`). See `docs/strategies/pipeline.md`.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class EagerTasks:
         self.split = split  # B and W are separate tasks: the tape must serve two calls
         self._accumulated: list[tf.Tensor] = []
         self._unread: set[int] = set()  # variables the forward never reads: no gradient
+        # This step's shares of the losses the stage's layers added, before the last stage,
+        # whose loss holds its own: the step's loss is the model's, every stage's included.
+        self.added_losses: list[tf.Tensor] = []
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
@@ -89,6 +93,7 @@ class EagerTasks:
 
     def begin_step(self) -> None:
         self._accumulated = [tf.zeros_like(v) for v in self.stage.variables]
+        self.added_losses = []
 
     @_layers_named
     def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
@@ -105,6 +110,8 @@ class EagerTasks:
                 own = None
             elif own is not None:
                 own = own / self.micro_batches
+        if own is not None:
+            self.added_losses.append(own)
         return out, (tape, received, out, own)
 
     @_layers_named
@@ -195,6 +202,7 @@ class CompiledTasks:
             for update in (False, True)
         }
         self._summed = False  # gradients summed since the last update: cleared at the next step
+        self.added_losses: list[tf.Tensor] = []  # as `EagerTasks.added_losses`
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
@@ -205,6 +213,7 @@ class CompiledTasks:
         if self._summed:  # an update clears the sums; a step that ended early did not
             self._reset()
             self._summed = False
+        self.added_losses = []
 
     @_layers_named
     def forward_backward(
@@ -226,7 +235,9 @@ class CompiledTasks:
     def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
         stage = self.stage
         inputs = [received[n] for n in stage.cut.received]
-        out, state = self._forward(inputs, y if self.loss_fn is not None else ())
+        out, state, own = self._forward(inputs, y if self.loss_fn is not None else ())
+        if own is not None:
+            self.added_losses.append(own)
         if self.loss_fn is not None:
             return out, (inputs, state, ())
         shapes = tuple((t.shape, t.dtype) for t in out)  # not the tensors: they are freed
@@ -285,11 +296,13 @@ class CompiledTasks:
         loss = _with_own(self.loss_fn(y, stage.sent(by_name, outputs)), own)
         return loss / tf.cast(self._shares, loss.dtype), None
 
-    def _forward_body(self, inputs: list[tf.Tensor], y: Any) -> tuple[Any, list[tf.Tensor]]:
+    def _forward_body(
+        self, inputs: list[tf.Tensor], y: Any
+    ) -> tuple[Any, list[tf.Tensor], tf.Tensor | None]:
         state = [tf.identity(v.value) for v in self._state]  # before: the recompute starts here
         with tf.control_dependencies(state):
-            out, _ = self._run(inputs, y)
-        return out, state
+            out, own = self._run(inputs, y)
+        return out, state, own
 
     def _backward_body(
         self,
