@@ -1,11 +1,11 @@
 """One sample's training step counted for a plan search: in a short child on the JAX server
 (`worker/jax/plan_count.py`), shown as it goes, and kept, so the next search is instant.
 
-A count is kept as a small JSON file in the user's cache folder (`$GPK_CACHE_DIR`, else
-`$XDG_CACHE_HOME/gpu_parallel_kit`, else `~/.cache/gpu_parallel_kit`), named by what it
-depends on: the model's definition (the pickled builder, and its module's source when it is
-pickled by reference), the sample's shapes and dtypes (its labels' too, and the loss, where
-given), the precision and the optimizer.
+A count is kept as a small JSON file in the user's cache folder
+(`runs/processes/cache_folder.py`: `$GPK_CACHE_DIR`, else `$XDG_CACHE_HOME/gpu_parallel_kit`,
+else `~/.cache/gpu_parallel_kit`), named by what it depends on: the model's definition (the
+pickled builder, and its module's source when it is pickled by reference), the sample's shapes
+and dtypes (its labels' too, and the loss, where given), the precision and the optimizer.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import GpkError
 from ..runs.description.sources import CountedSample, ModelSource
+from ..runs.processes.cache_folder import cache_folder
 from ..runs.processes.progress_bars import in_widget
 
 # The counting child's entry point, named as text: the caller never imports the worker
@@ -29,15 +30,6 @@ PLAN_COUNT_ENTRY = "gpu_parallel_kit.worker.jax.plan_count:count_for_plans"
 COUNT_TIMEOUT_S = 3600.0  # GPT-3 175 B takes about 3 min on two cores; a larger model longer
 POLL_S = 0.5
 _counted: dict[str, dict[str, Any]] = {}  # this process's counts: a second search reads no file
-
-
-def cache_folder() -> Path:
-    """Where counts are kept across sessions."""
-    given = os.environ.get("GPK_CACHE_DIR")
-    if given:
-        return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gpu_parallel_kit"
 
 
 def count_key(

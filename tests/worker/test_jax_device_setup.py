@@ -57,3 +57,40 @@ def test_discovery_lists_the_gpus_jax_sees(fake_jax):
     found = device_setup.discover_with_jax()
     assert [d.kind for d in found] == ["cpu", "gpu", "gpu", "gpu", "gpu"]
     assert found[1].description == "NVIDIA A100-SXM4-40GB" and found[1].memory_bytes == 40 << 30
+
+
+def _cache_settings(monkeypatch, **env) -> dict:
+    """What `share_compilations` sets in JAX's config, under the environment `env`."""
+    for name in ("GPK_JAX_CACHE", "GPK_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings: dict = {}
+    jax = types.SimpleNamespace(config=types.SimpleNamespace(update=settings.__setitem__))
+    device_setup.share_compilations(jax)
+    return settings
+
+
+def test_compilations_are_kept_in_the_users_cache_folder_with_a_bound(monkeypatch, tmp_path):
+    settings = _cache_settings(monkeypatch, XDG_CACHE_HOME=str(tmp_path))
+    folder = settings["jax_compilation_cache_dir"]
+    assert folder == str(tmp_path / "gpu_parallel_kit" / "jax_compilations")
+    assert settings["jax_compilation_cache_max_size"] == device_setup.JAX_CACHE_MAX_BYTES > 0
+    home = _cache_settings(monkeypatch, HOME=str(tmp_path))["jax_compilation_cache_dir"]
+    assert home == str(tmp_path / ".cache" / "gpu_parallel_kit" / "jax_compilations")
+
+
+def test_the_kits_cache_folder_or_gpk_jax_cache_moves_it_and_off_keeps_none(monkeypatch, tmp_path):
+    kits = _cache_settings(monkeypatch, GPK_CACHE_DIR=str(tmp_path))
+    assert kits["jax_compilation_cache_dir"] == str(tmp_path / "jax_compilations")
+    own = _cache_settings(monkeypatch, GPK_JAX_CACHE=str(tmp_path / "mine"))
+    assert own["jax_compilation_cache_dir"] == str(tmp_path / "mine")
+    assert _cache_settings(monkeypatch, GPK_JAX_CACHE="off") == {}
+
+
+@pytest.mark.slow
+def test_the_installed_jax_takes_every_cache_option():
+    import jax
+
+    for name in ("jax_compilation_cache_dir", "jax_compilation_cache_max_size"):
+        assert name in jax.config.values, name

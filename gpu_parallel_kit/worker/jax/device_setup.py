@@ -7,15 +7,21 @@ sets the count its run needs here, first. No TensorFlow is imported.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import resource
-import tempfile
+from pathlib import Path
 from typing import Any
 
 from ...runs.description.device_choice import DevicePlan, PhysicalDevice, host_cpu
+from ...runs.processes.cache_folder import cache_folder
 
 _HOST_COUNT_FLAG = "--xla_force_host_platform_device_count"
+# The persistent compilation cache keeps every program a run compiles, in a folder that lasts: a
+# small model's train step takes about 150 KiB, so 1 GiB holds thousands of programs, and the
+# folder stops growing there.
+JAX_CACHE_MAX_BYTES = 1 << 30
 # XLA's GPU backend without its non-deterministic kernels (atomics in scatters and reductions)
 # and with autotuning restricted to deterministic choices (JAX's own advice for reproducible GPU
 # runs). Read once, when JAX's runtime starts.
@@ -87,17 +93,26 @@ def share_compilations(jax: Any) -> None:
     compile the same programs (the same model on the same devices, with the same flags: JAX's
     key covers all three) load them instead; the cache changes no result. JAX keeps only
     programs that took a second or more to compile by default; here every program is kept, as
-    a small model's many short compiles are most of its start. `GPK_JAX_CACHE` names the
-    folder, or "off".
+    a small model's many short compiles are most of its start. The folder is in the user's
+    cache folder (`runs/processes/cache_folder.py`), which a reboot keeps, bounded to
+    `JAX_CACHE_MAX_BYTES` (the least recently used programs go first); `GPK_JAX_CACHE` names
+    another folder, or "off".
     """
-    folder = os.environ.get("GPK_JAX_CACHE") or os.path.join(
-        tempfile.gettempdir(), f"gpk-jax-cache-{os.getuid()}"
-    )
+    folder = os.environ.get("GPK_JAX_CACHE") or str(jax_cache_folder())
     if folder == "off":
         return
     jax.config.update("jax_compilation_cache_dir", folder)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    # JAX evicts under a file lock, and refuses a bound where `filelock` is not installed: the
+    # cache is then kept unbounded rather than every compile failing.
+    if importlib.util.find_spec("filelock") is not None:
+        jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_MAX_BYTES)
+
+
+def jax_cache_folder() -> Path:
+    """The persistent compilation cache's default folder, in the user's cache folder."""
+    return cache_folder() / "jax_compilations"
 
 
 def device_names(devices: list[Any]) -> tuple[str, ...]:
