@@ -92,6 +92,27 @@ def step_report(
     )
 
 
+def activations_for(task: Any, xs: Sequence[Any], mailbox: Mailbox) -> Any:
+    """What a forward takes in: stage 0's micro-batch of the data, or what the stage before it
+    sent (waited for)."""
+    if task.stage == 0:
+        return xs[task.micro_batch]
+    return mailbox.get(("act", task.stage, task.micro_batch))
+
+
+def note_forward(step: Any, task: Any, held: int, size: int) -> None:
+    """A forward's bookkeeping in the device's report of the step: the micro-batches its stage
+    holds now (`held`, from a forward until its backward, or its W when split), and the bytes it
+    received across its cut (`size`)."""
+    step.peak_live[task.stage] = max(step.peak_live.get(task.stage, 0), held)
+    step.activations_in[task.stage] = step.activations_in.get(task.stage, 0) + size
+
+
+def held_by(stage: int, *kept: dict[tuple[int, int], Any]) -> int:
+    """The micro-batches of `stage` whose activations a device keeps, by (stage, micro-batch)."""
+    return sum(1 for waiting in kept for s, _ in waiting if s == stage)
+
+
 def fused_backward(
     task: Any, step: Any, mailbox: Mailbox, sent_back: Any, since: float | None, device: int
 ) -> None:

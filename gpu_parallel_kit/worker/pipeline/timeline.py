@@ -167,3 +167,22 @@ def measured_bubble(tasks: list[Any], devices: int) -> float:
     span = max(t.end for t in tasks) - min(t.start for t in tasks)
     busy = sum(t.end - t.start for t in tasks)
     return max(0.0, 1.0 - busy / (devices * span)) if span > 0 else 0.0
+
+
+def pipeline_row(
+    micro_batches: int,
+    comm_bytes: int | None,
+    comm_time_s: float | None,
+    step_time_s: float | None,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """A pipeline run's own fields of its row, whatever its backend: the M it ran (auto's
+    choice, or the user's), the bytes and time across its cuts and their share of the step."""
+    share = comm_time_s / step_time_s if step_time_s and comm_time_s is not None else None
+    return {
+        "micro_batches": micro_batches,
+        "comm_bytes": comm_bytes,
+        "comm_time_s": comm_time_s,
+        "comm_share": share,
+        "extra": extra,
+    }

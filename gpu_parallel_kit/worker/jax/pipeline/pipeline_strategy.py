@@ -32,6 +32,7 @@ from ...keras_internals import compile_config, compile_loss_class
 from ...measuring.recorder import StepRecorder
 from ...pipeline.layer_graph import TracedModel, stage_starts, trace
 from ...pipeline.microbatch_choice import pipeline_stages, serial_curve
+from ...pipeline.timeline import pipeline_row
 from ..strategies import JaxStrategy
 from .measured_curve import choose_micro_batches
 from .pipeline_figures import figures, stage_memory, tensor_bytes
@@ -186,14 +187,12 @@ class PipelineParallel(JaxStrategy):
         if curve is not None:
             found["microbatch_curve"] = curve.to_dict()
             found["microbatch_choice"] = choice.to_dict()
-        return {
-            "micro_batches": micro_batch_count(self.schedule),  # auto's choice, or the user's M
-            "comm_bytes": sum(cut_bytes) + inside if cut_bytes else None,
-            "comm_time_s": comm_time,
-            "comm_share": comm_time / step_time_s
-            if step_time_s and comm_time is not None
-            else None,
-            "extra": {
+        return pipeline_row(
+            micro_batch_count(self.schedule),
+            sum(cut_bytes) + inside if cut_bytes else None,
+            comm_time,
+            step_time_s,
+            {
                 **found,
                 "stage_tasks": "compiled (jax.jit), backward recomputes forward"
                 if self.spec.recompute
@@ -202,7 +201,7 @@ class PipelineParallel(JaxStrategy):
                 "parameter_bytes": sum(_nbytes(s.trainable) for s in self.stages),
                 "memory": stage_memory(self.stages, self.traced, self.schedule, self.micro_batch),
             },
-        }
+        )
 
     def _mesh_fields(self, found: dict[str, Any]) -> int:
         """On a mesh: each stage's devices and what its tensor collectives move, the mesh's

@@ -27,9 +27,12 @@ from ...pipeline.runner_messages import (
     Mailbox,
     StepReport,
     TaskRecord,
+    activations_for,
     collect,
     drain,
     fused_backward,
+    held_by,
+    note_forward,
     raise_cause,
     step_report,
 )
@@ -147,11 +150,7 @@ class ScheduleRunner:
                 yield
                 continue
             if position in fused:  # the last stage's forward and its backward in one call
-                incoming = (
-                    xs[task.micro_batch]
-                    if task.stage == 0
-                    else mailbox.get(("act", task.stage, task.micro_batch))
-                )
+                incoming = activations_for(task, xs, mailbox)
                 start = time.perf_counter()
                 received = stage.placement.put_batch(incoming)
                 y = stage.placement.put_batch(ys[task.micro_batch])
@@ -163,16 +162,10 @@ class ScheduleRunner:
                 sent_back, out = stage.forward_backward(received, y, applied)
                 returned = _returned(timed, (sent_back, out))
                 result.losses.append(out)
-                live = 1 + sum(1 for s, _ in [*saved, *later] if s == task.stage)
-                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
                 size = nbytes(incoming) if task.stage else 0
-                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+                note_forward(result, task, held_by(task.stage, saved, later) + 1, size)
             elif task.kind == "F":
-                incoming = (
-                    xs[task.micro_batch]
-                    if task.stage == 0
-                    else mailbox.get(("act", task.stage, task.micro_batch))
-                )
+                incoming = activations_for(task, xs, mailbox)
                 start = time.perf_counter()  # a task's time starts once its input is here
                 received = stage.placement.put_batch(incoming)  # the copy across the cut
                 y = (
@@ -186,10 +179,8 @@ class ScheduleRunner:
                 called = time.perf_counter()
                 out, objective, saved[key] = stage.forward(received, y)
                 returned = _returned(timed, out)
-                live = sum(1 for s, _ in [*saved, *later] if s == task.stage)
-                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
                 size = nbytes(incoming) if task.stage else 0
-                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+                note_forward(result, task, held_by(task.stage, saved, later), size)
                 if task.stage == last:
                     result.losses.append(objective)
                     out = objective

@@ -20,8 +20,6 @@ other half of each. See `docs/strategies/pipeline.md`.
 from __future__ import annotations
 
 import functools
-import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -29,36 +27,15 @@ import jax
 import jax.numpy as jnp
 import keras
 
-from ....errors import GpkError
 from ....pipeline.graph import StageCut
-from ...pipeline.layer_graph import ELSEWHERE, TracedModel
+from ...pipeline.layer_graph import TracedModel
+from ...pipeline.stage_failure import layers_named
 from .stage_mesh import StagePlacement
 
 LossFn = Callable[[Any, dict[str, Any]], Any]
 
 
-def _layers_named(task: Callable) -> Callable:
-    """A stage's pass that fails in Python while its layers are traced or differentiated
-    refuses the model in one sentence naming them; the error itself goes to the worker's
-    stderr. JAX's runtime errors (out of memory among them) pass unchanged."""
-
-    @functools.wraps(task)
-    def run(self, *args: Any) -> Any:
-        try:
-            return task(self, *args)
-        except (GpkError, jax.errors.JaxRuntimeError, MemoryError):
-            raise
-        except Exception as error:  # noqa: BLE001 - named below, its text kept on stderr
-            traceback.print_exc(file=sys.stderr)
-            first, last = self.cut.calls[0], self.cut.calls[-1]
-            layers = f"layer {first!r}" if first == last else f"layers {first!r} to {last!r}"
-            raise GpkError(
-                f"stage {self.index}'s {layers} cannot be run as a pipeline stage on JAX "
-                f"({type(error).__name__} in its {task.__name__} pass), so the model cannot be "
-                f"cut into stages; use {ELSEWHERE}"
-            ) from None
-
-    return run
+_layers_named = layers_named("JAX", (jax.errors.JaxRuntimeError,), lambda stage: stage)
 
 
 class StageFunctions:

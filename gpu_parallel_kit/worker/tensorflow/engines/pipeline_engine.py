@@ -22,7 +22,7 @@ from ....pipeline.schedules import (
 )
 from ...keras_internals import compile_config
 from ...measuring.recorder import StepRecorder
-from ...pipeline.timeline import busy_and_idle, schedule_figures
+from ...pipeline.timeline import busy_and_idle, pipeline_row, schedule_figures
 from ..keras_internals import compile_loss_class
 from .base import Engine
 from .curve import curve_and_choice, serial_curve
@@ -171,14 +171,12 @@ class PipelineEngine(Engine):
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
         figures = dict(self._figures)
         comm_time = figures.pop("comm_time_s")
-        return {
-            "micro_batches": self._choice.micro_batches,  # auto's choice, or the user's M
-            "comm_bytes": sum(figures["cut_bytes"]) if figures["cut_bytes"] else None,
-            "comm_time_s": comm_time,
-            "comm_share": comm_time / step_time_s
-            if step_time_s and comm_time is not None
-            else None,
-            "extra": {
+        return pipeline_row(
+            self._choice.micro_batches,
+            sum(figures["cut_bytes"]) if figures["cut_bytes"] else None,
+            comm_time,
+            step_time_s,
+            {
                 **figures,
                 "stage_tasks": "compiled, backward recomputes forward"
                 if self.spec.recompute
@@ -186,7 +184,7 @@ class PipelineEngine(Engine):
                 "state_bytes": self.state_bytes,
                 "parameter_bytes": sum(s["parameter_bytes"] for s in figures["stages"]),
             },
-        }
+        )
 
 
 def _predictions(traced: TracedModel, values: dict[str, tf.Tensor]) -> Any:

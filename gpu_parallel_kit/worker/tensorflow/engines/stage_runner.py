@@ -27,9 +27,12 @@ from ...pipeline.runner_messages import (
     Mailbox,
     StepReport,
     TaskRecord,
+    activations_for,
     collect,
     drain,
     fused_backward,
+    held_by,
+    note_forward,
     raise_cause,
     step_report,
 )
@@ -133,11 +136,7 @@ class PipelineRunner:
                 yield
                 continue
             if position in fused:  # the last stage's forward and its backward in one call
-                incoming = (
-                    xs[task.micro_batch]
-                    if task.stage == 0
-                    else mailbox.get(("act", task.stage, task.micro_batch))
-                )
+                incoming = activations_for(task, xs, mailbox)
                 start = time.perf_counter()
                 with tf.device(stage.device):
                     moved = time.perf_counter()
@@ -148,16 +147,10 @@ class PipelineRunner:
                     sent_back, out = tasks.forward_backward(received, ys[task.micro_batch], applied)
                     result.loss += float(out)  # waits for the call, as the forward's does
                     called = time.perf_counter() - called
-                live = 1 + sum(1 for s, _ in [*saved, *later] if s == task.stage)
-                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
                 size = _nbytes(incoming) if task.stage else 0
-                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+                note_forward(result, task, held_by(task.stage, saved, later) + 1, size)
             elif task.kind == "F":
-                incoming = (
-                    xs[task.micro_batch]
-                    if task.stage == 0
-                    else mailbox.get(("act", task.stage, task.micro_batch))
-                )
+                incoming = activations_for(task, xs, mailbox)
                 start = time.perf_counter()  # a task's time starts once its input is here
                 with tf.device(stage.device):
                     moved = time.perf_counter()
@@ -167,11 +160,8 @@ class PipelineRunner:
                     called = time.perf_counter()
                     out, saved[key] = tasks.forward(received, ys[task.micro_batch])
                     called = time.perf_counter() - called
-                # Activations are held from a forward until its backward, or its W when split.
-                live = sum(1 for s, _ in [*saved, *later] if s == task.stage)
-                result.peak_live[task.stage] = max(result.peak_live.get(task.stage, 0), live)
                 size = _nbytes(incoming) if task.stage else 0
-                result.activations_in[task.stage] = result.activations_in.get(task.stage, 0) + size
+                note_forward(result, task, held_by(task.stage, saved, later), size)
                 if task.stage == last:
                     result.loss += float(out)
                 else:

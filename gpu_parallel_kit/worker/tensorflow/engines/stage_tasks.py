@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
-from ....errors import GpkError
-from .stages import ELSEWHERE, Stage
+from ...pipeline.stage_failure import layers_named
+from .stages import Stage
 
 LossFn = Callable[[Any, dict[str, tf.Tensor]], tf.Tensor]
 
@@ -41,32 +39,7 @@ class _StageTracing(logging.Filter):
 tf.get_logger().addFilter(_StageTracing())
 
 
-def _layers_named(task: Callable) -> Callable:
-    """A stage's task that fails in Python while its layers are traced or differentiated
-    refuses the model in one sentence naming them; the error itself goes to the worker's
-    stderr. TensorFlow's runtime errors (out of memory among them) pass unchanged."""
-
-    @functools.wraps(task)
-    def run(self, *args: Any) -> Any:
-        try:
-            return task(self, *args)
-        except (GpkError, tf.errors.OpError, MemoryError):
-            raise
-        except Exception as error:  # noqa: BLE001 - named below, its text kept on stderr
-            traceback.print_exc(file=sys.stderr)
-            calls = self.stage.cut.calls
-            layers = (
-                f"layer {calls[0]!r}"
-                if len(calls) == 1
-                else f"layers {calls[0]!r} to {calls[-1]!r}"
-            )
-            raise GpkError(
-                f"stage {self.stage.index}'s {layers} cannot be run as a pipeline stage on "
-                f"TensorFlow ({type(error).__name__} in its {task.__name__} task), so the model "
-                f"cannot be cut into stages; use {ELSEWHERE}"
-            ) from None
-
-    return run
+_layers_named = layers_named("TensorFlow", (tf.errors.OpError,), lambda tasks: tasks.stage)
 
 
 class EagerTasks:
