@@ -303,8 +303,9 @@ class Experiment(PlanRuns):
         """
         planned = plan_comparison(self.plan, self.backend, strategies, devices, plan)
         specs = [with_gate(spec) for spec in planned]
-        count = rounds_to_run(rounds, to_target=any(s.training.target for s in specs))
-        rule = measuring_rule(rounds if count != 1 else count, measure_s)
+        to_target = any(s.training.target for s in specs)
+        count = rounds_to_run(rounds, to_target=to_target)
+        rule = measuring_rule(fixed=rounds is not None or to_target, measure_s=measure_s)
 
         execute = functools.partial(self._execute, cancel=cancel)
         done = run_grid(specs, count, execute, cancel, rule)

@@ -13,6 +13,7 @@ seconds would have told (`measure_needs_s`). Why: `docs/results.md`, "Measured u
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import statistics
@@ -66,10 +67,10 @@ class MeasuringRule:
         return max(planned, self.max_rounds) if self.adaptive else planned
 
 
-def measuring_rule(rounds: int | None, measure_s: float | None) -> MeasuringRule:
-    """The rule of a comparison: adaptive unless the caller (or GPK_ROUNDS) fixed the rounds;
-    `measure_s` or GPK_MEASURE_S the budget."""
-    fixed = rounds is not None or bool(os.environ.get("GPK_ROUNDS", "").strip())
+def measuring_rule(fixed: bool, measure_s: float | None) -> MeasuringRule:
+    """The rule of a comparison: adaptive unless its rounds are `fixed` (by the caller, or by
+    training to a target) or GPK_ROUNDS fixes them; `measure_s` or GPK_MEASURE_S the budget."""
+    fixed = fixed or bool(os.environ.get("GPK_ROUNDS", "").strip())
     if measure_s is None:
         setting = os.environ.get("GPK_MEASURE_S", "").strip()
         try:
@@ -88,6 +89,7 @@ class Measuring:
     rows: Sequence[RunResult]
     seconds: Sequence[float]  # each round's, in the caller's clock (the first: its training)
 
+    @functools.cached_property
     def width(self) -> float | None:
         """high ÷ low of the step's 95 % interval over the finished rounds; None without one."""
         steps = [r.step_times_s for r in self.rows if r.ok and r.step_times_s]
@@ -112,7 +114,7 @@ def ended_by(rule: MeasuringRule, measuring: Measuring) -> str | None:
     """What ends this configuration's measuring now (`KNOWN`, `BUDGET`, ...); None: not ended."""
     if any(not r.ok for r in measuring.rows) or not measuring.rows:
         return FAILED
-    width = measuring.width()
+    width = measuring.width
     if width is not None and width <= rule.width:
         return KNOWN
     if not rule.adaptive:
@@ -127,7 +129,7 @@ def ended_by(rule: MeasuringRule, measuring: Measuring) -> str | None:
 def needs_s(rule: MeasuringRule, measuring: Measuring) -> float | None:
     """About how many more seconds of rounds would bring the interval within `width`: an
     interval's log-width shrinks as one over the square root of the rounds."""
-    width = measuring.width()
+    width = measuring.width
     rounds = len(measuring.rows)
     if width is None or width <= rule.width or rounds == 0:
         return None

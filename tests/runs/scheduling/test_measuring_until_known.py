@@ -74,16 +74,16 @@ def test_the_next_round_is_priced_from_the_later_rounds():
 def test_fixed_rounds_and_bad_budgets(monkeypatch):
     monkeypatch.delenv("GPK_ROUNDS", raising=False)
     monkeypatch.delenv("GPK_MEASURE_S", raising=False)
-    assert measuring_rule(None, None).adaptive
-    assert not measuring_rule(3, None).adaptive
-    assert measuring_rule(None, 2.5).budget_s == 2.5
+    assert measuring_rule(False, None).adaptive
+    assert not measuring_rule(True, None).adaptive
+    assert measuring_rule(False, 2.5).budget_s == 2.5
     monkeypatch.setenv("GPK_ROUNDS", "1")
-    assert not measuring_rule(None, None).adaptive
+    assert not measuring_rule(False, None).adaptive
     with pytest.raises(GpkError, match="measure_s=-1"):
-        measuring_rule(None, -1)
+        measuring_rule(False, -1)
     monkeypatch.setenv("GPK_MEASURE_S", "soon")
     with pytest.raises(GpkError, match="GPK_MEASURE_S='soon'"):
-        measuring_rule(None, None)
+        measuring_rule(False, None)
 
 
 def _specs():
