@@ -1,8 +1,8 @@
 """The demo: single-device against data parallel training of the built-in MLP on 1, 2 and 4 devices.
 
 Sized for a 2-core laptop with no GPU (virtual devices, made automatically by `plan_devices`): the
-whole command, first worker start included, takes 7-12 s on JAX (the backend it prefers,
-`launch.DEMO_BACKENDS`) and 11-17 s on TensorFlow, most of it the servers' start, the first rounds
+whole command, first worker start included, took 16-18 s on JAX (the backend it prefers,
+`launch.DEMO_BACKENDS`) and 21-31 s on TensorFlow, most of it the servers' start, the rounds
 prepared side by side (later rounds are trained by their first round's processes,
 `runs/scheduling/resident_rounds.py`) and the count of the step for the projection, made beside
 them. Each round of a configuration trains one pass over the synthetic tabular set in global
@@ -35,6 +35,10 @@ BATCH_SIZE = 512  # large enough that a step is compute, not per-step overhead; 
 # CI: enough measured steps (after the 2 warm-up ones) for a median and a spread that mean
 # something; 8 gave 6, and a 32% "gain" of data on one device over single.
 QUICK_STEPS = 24
+# Seconds of rounds each configuration may take while its step is not yet known within 1.25x:
+# enough on two cores for every interval to be readable (under 2x), and the whole demo within
+# about 10 s; a comparison's default (6 s) took the demo to 19-28 s.
+MEASURE_S = 1.5
 # On a CPU the demo can only show slowdowns; the cost model's projection of the same workload onto
 # H100s joined by NVLink 4, labelled projected, shows what it expects of real hardware. Compute
 # is the step's counted work on the H100, not the CPU's clock.
@@ -97,6 +101,6 @@ def run_demo(
     table.md, PNGs) to `out_dir`."""
     experiment = demo_experiment(progress, log, backend)
     experiment.count_ahead()  # the projection's count, beside the servers' start
-    comparison = with_projection(experiment.compare(STRATEGIES, DEVICES))
+    comparison = with_projection(experiment.compare(STRATEGIES, DEVICES, measure_s=MEASURE_S))
     comparison.save_report(out_dir)
     return comparison
