@@ -62,7 +62,7 @@ def write_report(
     for name, build in figures:
         figure = build(df)
         path = folder / name
-        figure.savefig(path, dpi=DPI, bbox_inches="tight")
+        figure.savefig(path, dpi=DPI)
         # Object-API figures are not registered with pyplot, so there is nothing to close
         # there; clearing drops the artists at once instead of waiting for the collector.
         figure.clear()

@@ -203,8 +203,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     experiment = demo.demo_experiment(progress=args.progress, log=args.log, backend=backend)
     print(demo.describe(experiment), flush=True)
     experiment.count_ahead()  # the projection's count, beside the servers' start
+    plan = {"measure_s": demo.MEASURE_S}
     return _compare(
-        experiment, demo.STRATEGIES, demo.DEVICES, {}, args.out, extend=demo.with_projection
+        experiment, demo.STRATEGIES, demo.DEVICES, plan, args.out, extend=demo.with_projection
     )
 
 

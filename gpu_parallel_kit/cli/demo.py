@@ -1,8 +1,9 @@
 """The demo: single-device against data parallel training of the built-in MLP on 1, 2 and 4 devices.
 
 Sized for a 2-core laptop with no GPU (virtual devices, made automatically by `plan_devices`): the
-whole command, first worker start included, took 16-18 s on JAX (the backend it prefers,
-`launch.DEMO_BACKENDS`) and 21-31 s on TensorFlow, most of it the servers' start, the rounds
+whole command, first worker start included, took 10.9-12.3 s on JAX (the backend it prefers,
+`launch.DEMO_BACKENDS`) beside 10.4-12.1 s for the fixed-round demo it replaced (10 steps, 3
+rounds, which could not tell), most of it the server's start, the rounds
 prepared side by side (later rounds are trained by their first round's processes,
 `runs/scheduling/resident_rounds.py`) and the count of the step for the projection, made beside
 them. Each round of a configuration trains one pass over the synthetic tabular set in global
@@ -36,9 +37,10 @@ BATCH_SIZE = 512  # large enough that a step is compute, not per-step overhead; 
 # something; 8 gave 6, and a 32% "gain" of data on one device over single.
 QUICK_STEPS = 24
 # Seconds of rounds each configuration may take while its step is not yet known within 1.25x:
-# enough on two cores for every interval to be readable (under 2x), and the whole demo within
-# about 10 s; a comparison's default (6 s) took the demo to 19-28 s.
-MEASURE_S = 1.5
+# enough on two cores for every interval to be readable (under 2x) while the demo costs what the
+# fixed-round one did; 1.5 s took it to 11-12 s beside that one's 10.4, and a comparison's default
+# (6 s) to 19-28 s.
+MEASURE_S = 0.75
 # On a CPU the demo can only show slowdowns; the cost model's projection of the same workload onto
 # H100s joined by NVLink 4, labelled projected, shows what it expects of real hardware. Compute
 # is the step's counted work on the H100, not the CPU's clock.

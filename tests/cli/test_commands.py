@@ -195,6 +195,21 @@ def test_compare_takes_a_measuring_budget(capsys, fake_runs, monkeypatch):
     assert asked["measure_s"] == 2.5 and asked["rounds"] is None
 
 
+def test_the_demo_measures_within_its_own_budget(fake_runs, monkeypatch):
+    from gpu_parallel_kit.cli import demo
+
+    asked = {}
+
+    def compare(self, strategies, devices, **options):
+        asked.update(options)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("gpu_parallel_kit.api.Experiment.compare", compare)
+    monkeypatch.setattr(demo.Experiment, "count_ahead", lambda self: None)
+    main(["demo", "--no-progress"])
+    assert asked["measure_s"] == demo.MEASURE_S < 6
+
+
 COUNT = pathlib.Path(__file__).parents[1] / "analysis" / "data" / "mlp_jax_count.json"
 
 
