@@ -13,6 +13,7 @@ stages d, d+K, d+2K, ... in the order its list gives.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,31 @@ FORWARD = "F"
 BACKWARD = "B"  # the whole backward, or only the input gradient when W tasks are present
 WEIGHT = "W"  # the weight gradient of a split backward: deferred into the bubbles
 KINDS = (FORWARD, BACKWARD, WEIGHT)
+
+
+class Pass(enum.Enum):
+    """What a task computes on its stage: each kind of pass a stage's calls offer.
+
+    A schedule's text names three kinds (F, B, W); its "B" is the whole backward, or, in a
+    schedule with W tasks (zb-h1), only the input's half. The runners ask `task_pass` and hand
+    the stage one of these four, so no stage reads a schedule-wide flag.
+    """
+
+    FORWARD = "forward"
+    BACKWARD = "backward"  # the input's gradient and the weights', in one pass
+    INPUT_BACKWARD = "input backward"  # the input's gradient only: what upstream waits for
+    WEIGHT_BACKWARD = "weight backward"  # the weights' gradient, deferred into the bubbles
+
+
+def task_pass(task: Task, split: bool) -> Pass:
+    """The pass `task` runs, `split` saying whether its schedule splits the backward
+    (`splits_backward`)."""
+    if task.kind == FORWARD:
+        return Pass.FORWARD
+    if task.kind == WEIGHT:
+        return Pass.WEIGHT_BACKWARD
+    return Pass.INPUT_BACKWARD if split else Pass.BACKWARD
+
 
 _TASK_TEXT = re.compile(r"(\d+)([FBW])(\d+)")
 

@@ -23,10 +23,12 @@ from jax.experimental import multihost_utils
 
 from ....errors import GpkError
 from ....pipeline.schedules import micro_batch_count
+from ...pipeline.runner_messages import StepReport
+from ...pipeline.schedule_runner import ScheduleRunner
 from ..device_setup import device_names
 from .pipeline_strategy import PipelineParallel, _state_bytes
 from .process_crossing import ProcessCrossings
-from .schedule_runner import ScheduleRunner, StepReport
+from .stage_functions import split
 from .stage_mesh import StagePlacement
 
 
@@ -91,6 +93,7 @@ class ProcessPipeline(PipelineParallel):
             self.schedule,
             micro_batch_count(self.schedule),
             self.runner.feed,
+            split,
             crossings,
         )
 
@@ -154,6 +157,8 @@ class StandIn(StagePlacement):
 
 class RemoteStage:
     """A stage another process trains: its place in the model and where it lives, no arrays."""
+
+    fuses = True  # as `StageFunctions`: the schedule's fused calls are the same everywhere
 
     def __init__(self, stage: Any) -> None:
         self.index, self.cut, self.loss_fn = stage.index, stage.cut, stage.loss_fn

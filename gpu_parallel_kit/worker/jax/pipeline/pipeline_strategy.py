@@ -31,13 +31,14 @@ from ...budget import check_budget
 from ...keras_internals import compile_config, compile_loss_class
 from ...measuring.recorder import StepRecorder
 from ...pipeline.layer_graph import TracedModel, stage_starts, trace
+from ...pipeline.measured_curve import curve_and_choice
 from ...pipeline.microbatch_choice import pipeline_stages, serial_curve
+from ...pipeline.runner_messages import StepReport
+from ...pipeline.schedule_runner import ScheduleRunner
 from ...pipeline.timeline import pipeline_row
 from ..strategies import JaxStrategy
-from .measured_curve import choose_micro_batches
 from .pipeline_figures import figures, stage_memory, tensor_bytes
-from .schedule_runner import ScheduleRunner, StepReport, split
-from .stage_functions import StageFunctions
+from .stage_functions import StageFunctions, front, split
 from .stage_mesh import StagePlacement, held_bytes, stage_groups, stage_layout, stage_traffic
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
@@ -119,8 +120,8 @@ class PipelineParallel(JaxStrategy):
         check_budget(stage_memory(self.stages, traced), spec.memory_budget)  # before any timing
         first = candidates(spec.schedule, k, spec.global_batch, chunks)[0]
         split_backward = splits_backward(build_schedule(spec.schedule, k, first, chunks))
-        self.curve, self.choice = choose_micro_batches(
-            spec, self.stages, feed, first_x, first_y, split_backward
+        self.curve, self.choice = curve_and_choice(
+            spec, self.stages, feed, front, first_x, first_y, split_backward
         )
         if self.choice is not None:
             micro_batches = self.choice.micro_batches
@@ -130,7 +131,7 @@ class PipelineParallel(JaxStrategy):
         self.micro_batch = split(first_x, micro_batches)[0]
         memory = stage_memory(self.stages, traced, self.schedule, self.micro_batch)
         check_budget(memory, spec.memory_budget)
-        self.runner = ScheduleRunner(self.stages, self.schedule, micro_batches, feed)
+        self.runner = ScheduleRunner(self.stages, self.schedule, micro_batches, feed, split)
 
     def _placements(self, model: keras.Model, k: int) -> list[StagePlacement]:
         """Each device's placement: itself, or a stage's (data, model) sub-mesh and layout."""

@@ -26,8 +26,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import keras
+import numpy as np
 
 from ....pipeline.graph import StageCut
+from ....pipeline.tasks import Pass
 from ...pipeline.layer_graph import TracedModel
 from ...pipeline.stage_failure import layers_named
 from .stage_mesh import StagePlacement
@@ -213,24 +215,72 @@ class StageFunctions:
 
     # The tasks the runner calls, on values already on this stage's device.
 
+    # The stage as the shared runner asks it (`worker/pipeline/schedule_runner.PipelineStage`).
+
+    fuses = True  # the last stage's passes can run as one call (`forward_backward`)
+
+    def begin_step(self) -> None:
+        """Nothing to clear: an update starts the sums again."""
+
+    def put(self, tensors: dict[str, Any]) -> dict[str, Any]:
+        """What crosses into the stage, moved onto its device or sub-mesh: the copy across
+        the cut."""
+        return self.placement.put_batch(tensors)
+
+    def labels(self, y: Any) -> Any:
+        """The micro-batch's targets on this stage's devices, where it computes the loss."""
+        return None if self.loss_fn is None else self.placement.put_batch(y)
+
+    def gradients(self) -> list[Any]:
+        return self.accumulated
+
+    def weights(self) -> list[Any]:
+        return self.trainable
+
+    def wait(self, values: Any) -> None:
+        """JAX dispatches asynchronously: until `values` are computed."""
+        jax.block_until_ready(values)
+
+    def nbytes(self, tensors: dict[str, Any]) -> int:
+        return nbytes(tensors)
+
+    def snapshot(self) -> tuple[Any, Any]:
+        """The statistics and the gradient sums as they are, for `restore`."""
+        return self.non_trainable, self.accumulated
+
+    def restore(self, state: tuple[Any, Any]) -> None:
+        self.non_trainable, self.accumulated = state
+
     @_layers_named
     def forward(self, received: dict[str, Any], y: Any) -> tuple[dict[str, Any], Any, Any]:
-        """(what crosses out of the stage by name, the objective, what the backward needs);
-        the stage's statistics advance once, here."""
+        """(what crosses out of the stage by name, the objective: the loss share on the last
+        stage, the share of the losses its layers add elsewhere, None without; what the
+        backward needs); the stage's statistics advance once, here."""
         before = self.non_trainable
         m = self.m
         computed, objective, state, *kept = self._forward(self.trainable, before, received, y, m)
         # Recomputed: the inputs and the statistics the forward began from; else the pullback.
         saved = (before, received, y, m) if self.recompute else kept[0]
         self.non_trainable = state
+        if self.loss_fn is None and not self.adds_losses:
+            objective = None
         return self.sent(received, computed), objective, saved
 
     def sent(self, received: dict[str, Any], computed: dict[str, Any]) -> dict[str, Any]:
         """What crosses out: its computed tensors and those it passes through."""
         return {n: computed[n] if n in computed else received[n] for n in self.cut.sent}
 
+    def backward(self, saved: Any, upstream: dict[str, Any], y: Any, part: Pass) -> tuple[Any, Any]:
+        """(the gradients of what the stage received, by name, to send upstream; what the
+        weight pass needs after an input pass). The targets `y` are in `saved` already."""
+        return self._backward_pass(saved, upstream, _KINDS[part])
+
+    def weight_backward(self, later: Any) -> None:
+        """The weights' half of a split backward, added to the sums."""
+        self._backward_pass(*later, _KINDS[Pass.WEIGHT_BACKWARD])
+
     @_layers_named
-    def backward(self, saved: Any, upstream: dict[str, Any], kind: str) -> tuple[Any, Any]:
+    def _backward_pass(self, saved: Any, upstream: dict[str, Any], kind: str) -> tuple[Any, Any]:
         """The gradients of what the stage received, by name, to send upstream (None for W);
         its weights' gradients join the sum (not for B of a split backward). `kind`: "BW" the
         whole backward, "B" the received tensors' half, "W" the weights'. Returns (gradients to
@@ -280,6 +330,26 @@ class StageFunctions:
         values = [*self.trainable, *self.non_trainable]
         for variable, value in zip(self.variables, values, strict=True):
             variable.assign(jax.device_get(value))
+
+
+# The compiled backward of each pass.
+_KINDS = {Pass.BACKWARD: "BW", Pass.INPUT_BACKWARD: "B", Pass.WEIGHT_BACKWARD: "W"}
+
+
+def split(batch: Any, parts: int) -> list[Any]:
+    """A batch (an array, or a tuple or dict of them) as `parts` micro-batches."""
+    flat = [np.split(np.asarray(a), parts) for a in jax.tree.leaves(batch)]
+    structure = jax.tree.structure(batch)
+    return [jax.tree.unflatten(structure, [pieces[i] for pieces in flat]) for i in range(parts)]
+
+
+def front(batch: Any, size: int) -> Any:
+    """The first `size` samples of a batch (an array, or a tuple or dict of them)."""
+    return jax.tree.map(lambda array: array[:size], batch)
+
+
+def nbytes(tensors: dict[str, Any]) -> int:
+    return sum(int(np.prod(t.shape)) * t.dtype.itemsize for t in tensors.values())
 
 
 def _floating(traced: TracedModel, name: str) -> bool:

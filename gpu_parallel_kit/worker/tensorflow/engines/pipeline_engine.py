@@ -22,12 +22,15 @@ from ....pipeline.schedules import (
 )
 from ...keras_internals import compile_config
 from ...measuring.recorder import StepRecorder
+from ...pipeline.measured_curve import curve_and_choice
+from ...pipeline.microbatch_choice import serial_curve
+from ...pipeline.runner_messages import StepReport
+from ...pipeline.schedule_runner import ScheduleRunner
 from ...pipeline.timeline import busy_and_idle, pipeline_row, schedule_figures
 from ..keras_internals import compile_loss_class
 from .base import Engine
-from .curve import curve_and_choice, serial_curve
 from .stage_memory import activation_bytes_per_micro_batch, check_stages
-from .stage_runner import PipelineRunner, StepReport, split, stage_tasks
+from .stage_tasks import front, split, stage_tasks
 from .stages import (
     Stage,
     TracedModel,
@@ -87,21 +90,15 @@ class PipelineEngine(Engine):
         split_backward = splits_backward(build_schedule(spec.schedule, k, first, chunks))
         tasks = stage_tasks(stages, _loss(model, traced), 1, spec.recompute, split_backward)
         self._curve, self._choice = curve_and_choice(
-            spec, stages, tasks, lambda x: feed(traced, x), first_x, first_y
+            spec, tasks, lambda x: feed(traced, x), front, first_x, first_y, split_backward
         )
         micro_batches = self._choice.micro_batches if self._choice else 1
         schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
         micro_batch = split(first_x, micro_batches)[0]
         check_stages(stages, spec.memory_budget, traced, micro_batch, schedule)
-        runner = PipelineRunner(
-            stages,
-            schedule,
-            micro_batches,
-            _loss(model, traced),
-            lambda x: feed(traced, x),
-            recompute=spec.recompute,
-            tasks=tasks,
-        )
+        for task in tasks:
+            task.set_micro_batches(micro_batches)
+        runner = ScheduleRunner(tasks, schedule, micro_batches, lambda x: feed(traced, x), split)
         timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
         reports: list[StepReport] = []
         try:

@@ -7,8 +7,10 @@ statistics, seed-generator states) are saved and restored around the recompute, 
 update once per micro-batch and Dropout draws the same masks. zb-h1's B and W are two gradient
 calls on one tape, or two recomputes when compiled. Gradients are summed on the stage's device
 and applied once per global batch; a variable the forward never reads is left out of the update,
-and the stage's own `add_loss` losses join its objective, and the step's reported loss
-(`added_losses`). See `docs/strategies/pipeline.md`.
+and the stage's own `add_loss` losses join its objective, and the step's reported loss (a
+forward's objective). Both classes are the stage objects the shared runner
+(`worker/pipeline/schedule_runner.py`) asks, each call on the stage's device. See
+`docs/strategies/pipeline.md`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from ....pipeline.tasks import Pass
 from ...pipeline.stage_failure import layers_named
 from .stages import Stage
 
@@ -42,7 +45,44 @@ tf.get_logger().addFilter(_StageTracing())
 _layers_named = layers_named("TensorFlow", (tf.errors.OpError,), lambda tasks: tasks.stage)
 
 
-class EagerTasks:
+class _OnDevice:
+    """What every TensorFlow stage gives the runner beside its passes: the copies onto its
+    device, the waits, the sizes, and the state a timing pass puts back."""
+
+    stage: Stage
+
+    @property
+    def index(self) -> int:
+        return self.stage.index
+
+    def put(self, tensors: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """What crosses into the stage, copied onto its device: the transfer across the cut."""
+        with tf.device(self.stage.device):
+            return {name: tf.identity(value) for name, value in tensors.items()}
+
+    def labels(self, y: Any) -> Any:
+        return y
+
+    def weights(self) -> list[tf.Tensor]:
+        return [v.value for v in self.stage.variables]
+
+    def wait(self, values: Any) -> None:
+        """On GPUs ops return before they finish; a timed task ends when its work does."""
+        wait_for(values)
+
+    def nbytes(self, tensors: dict[str, tf.Tensor]) -> int:
+        return nbytes(tensors)
+
+    def snapshot(self) -> list[Any]:
+        """The stage's variables as they are, for `restore`."""
+        return [v.numpy() for v in self.stage.model.variables]
+
+    def restore(self, values: list[Any]) -> None:
+        for variable, value in zip(self.stage.model.variables, values, strict=True):
+            variable.assign(value)
+
+
+class EagerTasks(_OnDevice):
     """Tape kept from forward to backward; every operation dispatched eagerly."""
 
     fuses = False  # no call to save: the tape already spans the forward and its backward
@@ -56,21 +96,26 @@ class EagerTasks:
         self.split = split  # B and W are separate tasks: the tape must serve two calls
         self._accumulated: list[tf.Tensor] = []
         self._unread: set[int] = set()  # variables the forward never reads: no gradient
-        # This step's shares of the losses the stage's layers added, before the last stage,
-        # whose loss holds its own: the step's loss is the model's, every stage's included.
-        self.added_losses: list[tf.Tensor] = []
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
         self.micro_batches = micro_batches
 
     def begin_step(self) -> None:
-        self._accumulated = [tf.zeros_like(v) for v in self.stage.variables]
-        self.added_losses = []
+        with tf.device(self.stage.device):
+            self._accumulated = [tf.zeros_like(v) for v in self.stage.variables]
+
+    def gradients(self) -> list[tf.Tensor]:
+        return self._accumulated
 
     @_layers_named
-    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
-        """(what to send on, or the loss on the last stage; what the backward needs)."""
+    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any, Any]:
+        """(what to send on, or the loss on the last stage; the objective: the loss, or the
+        share of the losses the stage's layers add, None without; what the backward needs)."""
+        with tf.device(self.stage.device):
+            return self._forward(received, y)
+
+    def _forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any, Any]:
         stage = self.stage
         with tf.GradientTape(persistent=self.split) as tape:
             tape.watch([received[n] for n in _differentiated(stage, received, self.loss_fn)])
@@ -83,15 +128,20 @@ class EagerTasks:
                 own = None
             elif own is not None:
                 own = own / self.micro_batches
-        if own is not None:
-            self.added_losses.append(own)
-        return out, (tape, received, out, own)
+        objective = out if self.loss_fn is not None else own
+        return out, objective, (tape, received, out, own)
 
     @_layers_named
     def backward(
-        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any
+        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any, part: Pass
     ) -> tuple[dict[str, tf.Tensor], Any]:
-        """(the received tensors' gradients, what W needs when the backward is split)."""
+        """(the received tensors' gradients, what the weight pass needs after an input pass)."""
+        with tf.device(self.stage.device):
+            return self._backward(saved, upstream, part is Pass.INPUT_BACKWARD)
+
+    def _backward(
+        self, saved: Any, upstream: dict[str, tf.Tensor], inputs_only: bool
+    ) -> tuple[dict[str, tf.Tensor], Any]:
         tape, received, out, own = saved
         stage = self.stage
         used = _differentiated(stage, received, self.loss_fn)
@@ -103,24 +153,28 @@ class EagerTasks:
             if own is not None:
                 targets, weights = [*targets, own], [*weights, tf.ones_like(own)]
         sources = [received[n] for n in used]
-        if not self.split:
+        if not inputs_only:
             sources += list(stage.variables)
         grads = tape.gradient(targets, sources, output_gradients=weights)
-        if not self.split:
+        if not inputs_only:
             self._accumulate(grads[len(used) :])
         by_name = dict(
             zip(used, _zero_filled(grads[: len(used)], sources[: len(used)]), strict=True)
         )
-        later = (tape, targets, weights) if self.split else None
+        later = (tape, targets, weights) if inputs_only else None
         return _received_gradients(stage, by_name, upstream), later
 
     @_layers_named
-    def weight(self, later: Any) -> None:
+    def weight_backward(self, later: Any) -> None:
         """W: the variables' gradients from the same tape, then the tape is let go."""
         tape, targets, weights = later
-        self._accumulate(
-            tape.gradient(targets, list(self.stage.variables), output_gradients=weights)
-        )
+        with tf.device(self.stage.device):
+            self._accumulate(
+                tape.gradient(targets, list(self.stage.variables), output_gradients=weights)
+            )
+
+    def forward_backward(self, received: Any, y: Any, update: bool) -> tuple[Any, Any]:
+        raise NotImplementedError("eager stages keep their tape: the runner fuses no call")
 
     def _accumulate(self, grads: list[tf.Tensor | None]) -> None:
         self._unread |= {i for i, g in enumerate(grads) if g is None}
@@ -131,10 +185,11 @@ class EagerTasks:
     def apply(self) -> None:
         pairs = _updated(self._accumulated, self.stage.variables, self._unread)
         if pairs:  # a stage of layers without weights (Concatenate, Add) has nothing
-            self.stage.optimizer.apply_gradients(pairs)
+            with tf.device(self.stage.device):
+                self.stage.optimizer.apply_gradients(pairs)
 
 
-class CompiledTasks:
+class CompiledTasks(_OnDevice):
     """Each task one compiled function; the backward recomputes its forward (see the module)."""
 
     fuses = True  # the last stage's forward and backward in one call (`forward_backward`)
@@ -175,7 +230,6 @@ class CompiledTasks:
             for update in (False, True)
         }
         self._summed = False  # gradients summed since the last update: cleared at the next step
-        self.added_losses: list[tf.Tensor] = []  # as `EagerTasks.added_losses`
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
@@ -184,9 +238,12 @@ class CompiledTasks:
 
     def begin_step(self) -> None:
         if self._summed:  # an update clears the sums; a step that ended early did not
-            self._reset()
+            with tf.device(self.stage.device):
+                self._reset()
             self._summed = False
-        self.added_losses = []
+
+    def gradients(self) -> list[tf.Tensor]:
+        return [total.value for total in self._sums]
 
     @_layers_named
     def forward_backward(
@@ -197,7 +254,8 @@ class CompiledTasks:
         gradients by name, the micro-batch's loss share)."""
         stage = self.stage
         inputs = [received[n] for n in stage.cut.received]
-        grads, loss = self._fused[update](inputs, y)
+        with tf.device(stage.device):
+            grads, loss = self._fused[update](inputs, y)
         self._summed = not update
         floating = _differentiated(
             stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
@@ -205,20 +263,26 @@ class CompiledTasks:
         return _received_gradients(stage, dict(zip(floating, grads, strict=True)), {}), loss
 
     @_layers_named
-    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any]:
+    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any, Any]:
+        """As `EagerTasks.forward`; what the backward keeps is the inputs and the state."""
         stage = self.stage
         inputs = [received[n] for n in stage.cut.received]
-        out, state, own = self._forward(inputs, y if self.loss_fn is not None else ())
-        if own is not None:
-            self.added_losses.append(own)
+        with tf.device(stage.device):
+            out, state, own = self._forward(inputs, y if self.loss_fn is not None else ())
         if self.loss_fn is not None:
-            return out, (inputs, state, ())
+            return out, out, (inputs, state, ())
         shapes = tuple((t.shape, t.dtype) for t in out)  # not the tensors: they are freed
-        return stage.sent(received, out), (inputs, state, shapes)
+        return stage.sent(received, out), own, (inputs, state, shapes)
 
     @_layers_named
     def backward(
-        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any
+        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any, part: Pass
+    ) -> tuple[dict[str, tf.Tensor], Any]:
+        with tf.device(self.stage.device):
+            return self._backward_pass(saved, upstream, y, part is Pass.INPUT_BACKWARD)
+
+    def _backward_pass(
+        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any, inputs_only: bool
     ) -> tuple[dict[str, tf.Tensor], Any]:
         inputs, state, shapes = saved
         stage = self.stage
@@ -233,24 +297,26 @@ class CompiledTasks:
             else []
         )
         targets = y if self.loss_fn is not None else ()
-        part = "inputs" if self.split else "all"
+        part = "inputs" if inputs_only else "all"
         grads = self._backward[part](inputs, weights, state, targets)
         self._summed = self._summed or part != "inputs"
         floating = _differentiated(
             stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
         )
-        later = (inputs, weights, state, targets) if self.split else None
+        later = (inputs, weights, state, targets) if inputs_only else None
         return _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream), later
 
     @_layers_named
-    def weight(self, later: Any) -> None:
+    def weight_backward(self, later: Any) -> None:
         """W: recompute once more, and add the variables' gradients to the sums."""
-        self._backward["variables"](*later)
+        with tf.device(self.stage.device):
+            self._backward["variables"](*later)
         self._summed = True
 
     def apply(self) -> None:
         if _updated(self._sums, self.stage.variables, self._unread):  # else nothing to update
-            self._apply()
+            with tf.device(self.stage.device):
+                self._apply()
             self._summed = False
 
     def _used(self, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
@@ -406,6 +472,18 @@ def _received_gradients(
     return answer
 
 
+def stage_tasks(
+    stages: list[Stage], loss_fn: LossFn, micro_batches: int, recompute: bool, split: bool
+) -> list[EagerTasks | CompiledTasks]:
+    """Each stage's tasks; `loss_fn`, (targets, the last stage's outputs by name) -> the
+    micro-batch's mean loss, goes to the last stage."""
+    last = len(stages) - 1
+    return [
+        make_tasks(s, loss_fn if s.index == last else None, micro_batches, recompute, split)
+        for s in stages
+    ]
+
+
 def make_tasks(
     stage: Stage, loss_fn: LossFn | None, micro_batches: int, recompute: bool, split: bool
 ):
@@ -413,3 +491,29 @@ def make_tasks(
     the schedule has separate weight-gradient tasks."""
     kind = CompiledTasks if recompute else EagerTasks
     return kind(stage, loss_fn, micro_batches, split)
+
+
+def split(batch: Any, parts: int) -> list[Any]:
+    """A batch (a tensor, or a tuple or dict of them) as `parts` micro-batches."""
+    flat = [tf.split(tensor, parts) for tensor in tf.nest.flatten(batch)]
+    return [tf.nest.pack_sequence_as(batch, [pieces[i] for pieces in flat]) for i in range(parts)]
+
+
+def front(batch: Any, size: int) -> Any:
+    """The first `size` samples of a batch (a tensor, or a tuple or dict of them)."""
+    return tf.nest.map_structure(lambda tensor: tensor[:size], batch)
+
+
+def nbytes(tensors: dict[str, tf.Tensor]) -> int:
+    return sum(int(t.shape.num_elements() or 0) * t.dtype.size for t in tensors.values())
+
+
+def wait_for(values: Any) -> None:
+    """Until every GPU tensor in `values` (any nesting) is computed; CPU ops are done when they
+    return."""
+    for tensor in tf.nest.flatten(values):
+        if isinstance(tensor, tf.Tensor | tf.Variable) and "GPU" in tensor.device:
+            if tensor.shape.rank:
+                tensor[..., :1].numpy()  # a slice is enough: it waits for the whole tensor
+            else:
+                tensor.numpy()

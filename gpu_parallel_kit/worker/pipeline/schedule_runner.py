@@ -1,0 +1,276 @@
+"""Run one global batch through a pipeline's stages in schedule order, one thread per device, on
+either backend.
+
+Every device thread executes exactly its list of tasks from `pipeline.schedules.build_schedule`
+(the tasks of the one stage it holds, or of several when interleaved): a forward takes what
+crosses into its stage (stage 0: its micro-batch of the data), has the stage copy it onto its
+device (the transfer across the cut) and sends on what crosses out; a backward takes the
+gradients of what its stage sent, copies them likewise and sends the gradients of what the stage
+received back upstream; a weight pass adds the weights' half of a split backward. The last
+stage's forward and backward run as one call where the stage offers one (`fused_calls`). After
+its last task each stage applies its summed gradients once: one update per global batch, as
+single-device training does. A timed step waits for each task's results to stamp its end; a
+serial one runs the same tasks one at a time in one thread, so each task's time is its own.
+
+The backends differ only in their stage objects (`PipelineStage`): TensorFlow's
+(`worker/tensorflow/pipeline/stage_calls.py`) and JAX's (`worker/jax/pipeline/stage_calls.py`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ...pipeline.fused_calls import fused_calls
+from ...pipeline.schedules import Schedule, device_of, execution_order, splits_backward
+from ...pipeline.tasks import Pass, task_pass
+from .runner_messages import (
+    Mailbox,
+    StepReport,
+    TaskRecord,
+    activations_for,
+    collect,
+    drain,
+    fused_backward,
+    held_by,
+    note_forward,
+    raise_cause,
+    step_report,
+)
+
+
+class PipelineStage(Protocol):
+    """What a backend gives the runner for one model stage: its calls, on its device.
+
+    Tensors cross between stages as dicts by name. `forward` returns (what crosses out, its
+    objective, what the backward needs): the objective is the micro-batch's share of the loss on
+    the last stage, of the losses the stage's layers add elsewhere (None when they add none).
+    `backward` returns (the gradients of what the stage received, by name, to send upstream;
+    what its weight pass needs when the backward is split).
+    """
+
+    index: int
+    fuses: bool  # offers `forward_backward`: the last stage's passes in one call
+
+    def begin_step(self) -> None: ...
+
+    def put(self, tensors: dict[str, Any]) -> dict[str, Any]: ...
+
+    def labels(self, y: Any) -> Any: ...
+
+    def forward(self, received: dict[str, Any], y: Any) -> tuple[Any, Any, Any]: ...
+
+    def backward(
+        self, saved: Any, upstream: dict[str, Any], y: Any, part: Pass
+    ) -> tuple[Any, Any]: ...
+
+    def weight_backward(self, later: Any) -> None: ...
+
+    def forward_backward(
+        self, received: dict[str, Any], y: Any, update: bool
+    ) -> tuple[Any, Any]: ...
+
+    def apply(self) -> None: ...
+
+    def gradients(self) -> Any: ...
+
+    def weights(self) -> Any: ...
+
+    def wait(self, values: Any) -> None: ...
+
+    def nbytes(self, tensors: dict[str, Any]) -> int: ...
+
+
+@dataclass
+class DeviceStep:
+    """What one device's thread reports of a step."""
+
+    # The last stage's objectives, and those of earlier stages whose layers add losses.
+    losses: list[Any] = field(default_factory=list)
+    records: list[TaskRecord] = field(default_factory=list)
+    activations_in: dict[int, int] = field(default_factory=dict)  # bytes received, per stage
+    gradients_in: dict[int, int] = field(default_factory=dict)  # gradient bytes, per stage
+    peak_live: dict[int, int] = field(default_factory=dict)  # micro-batches held, per stage
+    update_s: float = 0.0  # its stages' optimizer updates
+
+
+class ScheduleRunner:
+    """Executes the schedule for each global batch on the stages; one thread per device, living
+    as long as the runner.
+
+    Args:
+        stages: every model stage, in the model's order (several per device when interleaved).
+        schedule: each device's tasks (`pipeline.schedules.build_schedule`).
+        micro_batches: M, the parts each global batch is split into.
+        feed: a micro-batch of x -> the model's input tensors by name.
+        split: (a batch, M) -> its M micro-batches, on the backend's arrays.
+        crossings: over several processes, the cuts between them (JAX's
+            `process_crossing.ProcessCrossings`); this process runs its own devices' tasks.
+    """
+
+    def __init__(
+        self,
+        stages: list[PipelineStage],
+        schedule: Schedule,
+        micro_batches: int,
+        feed: Callable[[Any], dict[str, Any]],
+        split: Callable[[Any, int], list[Any]],
+        crossings: Any = None,
+    ) -> None:
+        self.stages = stages
+        self.schedule = schedule
+        self.devices = len(schedule)
+        self.micro_batches = micro_batches
+        self.feed = feed
+        self.split = split
+        self.crossings = crossings
+        self.local = crossings.local_devices if crossings else list(range(self.devices))
+        self.splits_backward = splits_backward(schedule)
+        self._pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="gpk-device")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def step(self, x: Any, y: Any, timed: bool = False, serial: bool = False) -> StepReport:
+        """One global batch, its updates finished when it returns. `serial` runs the tasks one
+        at a time in this thread, each waited for: its time is then its own, not shared with
+        other devices on the same cores."""
+        mailbox = Mailbox()
+        clock = time.perf_counter()
+        xs = [self.feed(part) for part in self.split(x, self.micro_batches)]
+        ys = self.split(y, self.micro_batches)
+        runs = {
+            device: self._device_tasks(device, xs, ys, mailbox, clock, timed or serial)
+            for device in self.local
+        }
+        results = self._serially(runs, mailbox) if serial else self._concurrently(runs, mailbox)
+        for stage in self.stages:
+            if device_of(stage.index, self.devices) in runs:
+                stage.wait(stage.weights())
+        duration = time.perf_counter() - clock
+        loss = float(sum(float(loss) for r in results for loss in r.losses))
+        if self.crossings is not None:
+            loss = self.crossings.total_loss(loss)
+        return step_report(results, len(self.stages), loss, serial, duration)
+
+    def _concurrently(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[DeviceStep]:
+        crossing = None if self.crossings is None else self.crossings.start(mailbox)
+        results, errors = collect([self._pool.submit(drain, run, mailbox) for run in runs.values()])
+        if crossing is not None:
+            try:
+                self.crossings.finish(crossing)
+            except BaseException as error:  # noqa: BLE001 - the cause of the devices' abort
+                errors.insert(0, error)
+        raise_cause(errors)
+        return results
+
+    def _serially(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[DeviceStep]:
+        for task in execution_order(self.schedule, len(self.stages)):
+            device = device_of(task.stage, self.devices)
+            if device in runs:
+                next(runs[device])
+            if self.crossings is not None:  # what the task sends to another process, now
+                self.crossings.cross_after(task, mailbox)
+        return [drain(run, None) for run in runs.values()]
+
+    def _device_tasks(
+        self, device: int, xs, ys, mailbox: Mailbox, clock: float, timed: bool
+    ) -> Generator[None, None, DeviceStep]:
+        """One device's step, pausing after each task."""
+        last = len(self.stages) - 1
+        held = [s for s in self.stages if device_of(s.index, self.devices) == device]
+        for stage in held:
+            stage.begin_step()
+        saved: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its backward
+        later: dict[tuple[int, int], Any] = {}  # per (stage, micro-batch): for its weight pass
+        result = DeviceStep()
+        fused = fused_calls(self.schedule[device], last) if self.stages[last].fuses else {}
+        applied = False  # by a fused call, with the device's last backward
+        sent_back: dict[str, Any] = {}  # by a fused call: what its backward sends upstream
+        for position, task in enumerate(self.schedule[device]):
+            stage = self.stages[task.stage]
+            key = (task.stage, task.micro_batch)
+            part = task_pass(task, self.splits_backward)
+            moved = 0.0
+            size = 0
+            if position - 1 in fused:  # this backward ran in the forward's call
+                fused_backward(task, result, mailbox, sent_back, clock if timed else None, device)
+                yield
+                continue
+            if part is Pass.FORWARD:
+                incoming = activations_for(task, xs, mailbox)
+                start = time.perf_counter()  # a task's time starts once its input is here
+                received = stage.put(incoming)  # the copy across the cut
+                y = stage.labels(ys[task.micro_batch])
+                if timed:
+                    stage.wait(received)
+                moved = time.perf_counter() - start
+                called = time.perf_counter()
+                if position in fused:  # the last stage's forward and its backward in one call
+                    applied = fused[position].with_update
+                    sent_back, objective = stage.forward_backward(received, y, applied)
+                    out = sent_back
+                    live = held_by(task.stage, saved, later) + 1
+                else:
+                    out, objective, saved[key] = stage.forward(received, y)
+                    live = held_by(task.stage, saved, later)
+                if timed:
+                    stage.wait((out, objective))  # the task ends when its work does
+                called = time.perf_counter() - called
+                size = stage.nbytes(incoming) if task.stage else 0
+                note_forward(result, task, live, size)
+                if objective is not None:  # the model's loss holds every stage's added losses
+                    result.losses.append(objective)
+                if task.stage != last:
+                    mailbox.put(("act", task.stage + 1, task.micro_batch), out)
+            elif part is Pass.WEIGHT_BACKWARD:  # nothing to receive or send
+                start = called = time.perf_counter()
+                stage.weight_backward(later.pop(key))
+                if timed:
+                    stage.wait(stage.gradients())
+                called = time.perf_counter() - called
+            else:
+                kept = saved.pop(key)
+                incoming = {} if task.stage == last else mailbox.get(("grad", *key))
+                start = time.perf_counter()
+                upstream = stage.put(incoming)
+                if timed:
+                    stage.wait(upstream)
+                moved = time.perf_counter() - start
+                called = time.perf_counter()
+                grads, for_weight = stage.backward(kept, upstream, ys[task.micro_batch], part)
+                if timed:
+                    stage.wait(grads if task.stage > 0 else stage.gradients())
+                called = time.perf_counter() - called
+                if part is Pass.INPUT_BACKWARD:
+                    later[key] = for_weight
+                size = stage.nbytes(incoming)
+                result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0) + size
+                if task.stage > 0:
+                    mailbox.put(("grad", task.stage - 1, task.micro_batch), grads)
+            if timed:
+                result.records.append(
+                    TaskRecord(
+                        task.stage,
+                        task.kind,
+                        task.micro_batch,
+                        start - clock,
+                        time.perf_counter() - clock,
+                        moved,
+                        size,
+                        called,
+                        device,
+                    )
+                )
+            yield
+        start = time.perf_counter()
+        for stage in held if not applied else ():
+            stage.apply()
+        if timed:
+            for stage in held:
+                stage.wait(stage.weights())
+        result.update_s = time.perf_counter() - start
+        return result
