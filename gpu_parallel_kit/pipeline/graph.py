@@ -7,7 +7,7 @@ it (or returned by the model). A chain sends one tensor over each cut; a residua
 stream it adds back into; a long skip rides through every stage between its two ends.
 
 Plain data only (names of calls and tensors, numbers), so the rules are tested on literal graphs;
-`worker/tensorflow/engines/stages.py` reads the graph off a Keras model and builds the stages.
+`worker/tensorflow/pipeline/stages.py` reads the graph off a Keras model and builds the stages.
 """
 
 from __future__ import annotations

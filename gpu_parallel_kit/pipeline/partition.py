@@ -1,7 +1,7 @@
 """Split a chain of layers into K contiguous stages: the pure solver, on plain numbers.
 
 As in torchgpipe, balancing is two steps: measure a cost per layer (parameters or time, done
-where TensorFlow lives, in `worker/tensorflow/engines/stages.py`), then solve the split here.
+where TensorFlow lives, in `worker/tensorflow/pipeline/stages.py`), then solve the split here.
 Keeping the solver free of TensorFlow lets it be tested on literal lists in milliseconds.
 """
 

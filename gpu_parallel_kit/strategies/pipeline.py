@@ -214,7 +214,9 @@ PIPELINE = Strategy(
     summary="the model's graph cut into stages on devices, micro-batches run by a schedule",
     aliases=("model",),
     worker_classes={
-        "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.pipeline_engine:PipelineEngine",
+        "tensorflow": (
+            "gpu_parallel_kit.worker.tensorflow.pipeline.pipeline_strategy:PipelineEngine"
+        ),
         "jax": "gpu_parallel_kit.worker.jax.pipeline.pipeline_strategy:PipelineParallel",
     },
     stages=True,

@@ -4,7 +4,7 @@ The graph is read by re-calling the model's own layers on fresh inputs (`clone_m
 layers kept and every call recorded), so it is the model's real graph: residual streams, branches,
 several inputs and long skips included (`pipeline/graph.py` says what crosses each cut). Nested
 functional models (a keras-hub backbone) are opened; subclassed ones stay one call. Backend-free
-Keras: both backends' pipelines read their stages here (`worker/tensorflow/engines/stages.py`,
+Keras: both backends' pipelines read their stages here (`worker/tensorflow/pipeline/stages.py`,
 `worker/jax/pipeline/`).
 """
 

@@ -2,8 +2,8 @@
 measured curve (timed again where two M's are within noise), and the whole-batch curve of a run
 of one micro-batch, from the passes its simulated view times anyway.
 
-The timing itself is each backend's (`worker/tensorflow/engines/curve.py`,
-`worker/jax/pipeline/measured_curve.py`); what the curve and the choice mean is
+The timing itself is each backend's (`worker/pipeline/measured_curve.py`,
+`worker/pipeline/measured_curve.py`); what the curve and the choice mean is
 `pipeline/microbatch.py`'s. No TensorFlow or JAX is imported here.
 """
 

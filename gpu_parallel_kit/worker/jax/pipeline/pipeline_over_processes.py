@@ -28,7 +28,7 @@ from ...pipeline.schedule_runner import ScheduleRunner
 from ..device_setup import device_names
 from .pipeline_strategy import PipelineParallel, _state_bytes
 from .process_crossing import ProcessCrossings
-from .stage_functions import split
+from .stage_calls import split
 from .stage_mesh import StagePlacement
 
 

@@ -38,7 +38,7 @@ from ...pipeline.schedule_runner import ScheduleRunner
 from ...pipeline.timeline import pipeline_row
 from ..strategies import JaxStrategy
 from .pipeline_figures import figures, stage_memory, tensor_bytes
-from .stage_functions import StageFunctions, front, split
+from .stage_calls import StageFunctions, front, split
 from .stage_mesh import StagePlacement, held_bytes, stage_groups, stage_layout, stage_traffic
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline

@@ -27,10 +27,10 @@ from ...pipeline.microbatch_choice import serial_curve
 from ...pipeline.runner_messages import StepReport
 from ...pipeline.schedule_runner import ScheduleRunner
 from ...pipeline.timeline import busy_and_idle, pipeline_row, schedule_figures
+from ..engines.base import Engine
 from ..keras_internals import compile_loss_class
-from .base import Engine
+from .stage_calls import front, split, stage_tasks
 from .stage_memory import activation_bytes_per_micro_batch, check_stages
-from .stage_tasks import front, split, stage_tasks
 from .stages import (
     Stage,
     TracedModel,

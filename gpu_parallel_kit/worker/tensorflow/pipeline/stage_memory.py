@@ -10,7 +10,7 @@ from typing import Any
 import tensorflow as tf
 
 from ....pipeline.schedules import Schedule, Task, max_live_micro_batches
-from .budget import check_budget
+from ..engines.budget import check_budget
 from .stages import bytes_per_sample
 
 

@@ -26,7 +26,7 @@ from ...pipeline.layer_graph import (
     trace,  # noqa: F401 - the engine reads the graph through this module
 )
 from ...pipeline.layer_graph import stage_starts as shared_starts
-from .budget import variable_bytes
+from ..engines.budget import variable_bytes
 
 
 @dataclass
