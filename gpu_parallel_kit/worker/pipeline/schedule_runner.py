@@ -41,6 +41,9 @@ from .runner_messages import (
     step_report,
 )
 
+TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
+SERIAL_REPEATS = 3  # passes with one task at a time, whose task times feed the simulated view
+
 
 class PipelineStage(Protocol):
     """What a backend gives the runner for one model stage: its calls, on its device.
@@ -82,6 +85,10 @@ class PipelineStage(Protocol):
     def wait(self, values: Any) -> None: ...
 
     def nbytes(self, tensors: dict[str, Any]) -> int: ...
+
+    def snapshot(self) -> Any: ...
+
+    def restore(self, state: Any) -> None: ...
 
 
 @dataclass
@@ -274,3 +281,48 @@ class ScheduleRunner:
                 stage.wait(stage.weights())
         result.update_s = time.perf_counter() - start
         return result
+
+
+def train_steps(
+    runner: ScheduleRunner,
+    batch: Callable[[int], tuple[Any, Any]],
+    epochs: int,
+    steps_per_epoch: int,
+    recorder: Any,
+) -> list[StepReport]:
+    """Every step of every epoch through `runner`, `batch(i)` the i-th step's (x, y), told to
+    the step `recorder`; the `TIMED_STEPS` after its warm-up timed task by task. Returns the
+    steps' reports; a failure closes the runner's threads before it is raised."""
+    timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
+    reports: list[StepReport] = []
+    try:
+        recorder.train_begin()
+        index = 0
+        for _ in range(epochs):
+            recorder.epoch_begin()
+            losses = []
+            for _ in range(steps_per_epoch):
+                x, y = batch(index)
+                report = runner.step(x, y, timed=index in timed)
+                reports.append(report)
+                losses.append(report.loss)
+                recorder.step_end()
+                index += 1
+            recorder.epoch_end({"loss": sum(losses) / len(losses)})
+    except BaseException:
+        runner.close()
+        raise
+    return reports
+
+
+def passes_alone(runner: ScheduleRunner, x: Any, y: Any) -> list[StepReport]:
+    """`SERIAL_REPEATS` steps of (x, y) with one task at a time (the simulated view's task
+    times), then every stage's state put back: the measurement must not train the model. The
+    runner is closed after."""
+    kept = [stage.snapshot() for stage in runner.stages]
+    try:
+        return [runner.step(x, y, serial=True) for _ in range(SERIAL_REPEATS)]
+    finally:
+        runner.close()
+        for stage, state in zip(runner.stages, kept, strict=True):
+            stage.restore(state)

@@ -174,5 +174,11 @@ class RemoteStage:
     def set_micro_batches(self, micro_batches: int) -> None:
         self.micro_batches = micro_batches
 
+    def snapshot(self) -> None:
+        """Nothing here to put back: its state lives in its own process."""
+
+    def restore(self, state: None) -> None:
+        pass
+
     def copy_back(self) -> None:
         """Its weights come from its own process (`ProcessPipeline.gathered_weights`)."""

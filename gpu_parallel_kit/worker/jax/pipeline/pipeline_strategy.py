@@ -34,15 +34,12 @@ from ...pipeline.layer_graph import TracedModel, stage_starts, trace
 from ...pipeline.measured_curve import curve_and_choice
 from ...pipeline.microbatch_choice import pipeline_stages, serial_curve
 from ...pipeline.runner_messages import StepReport
-from ...pipeline.schedule_runner import ScheduleRunner
+from ...pipeline.schedule_runner import ScheduleRunner, passes_alone, train_steps
 from ...pipeline.timeline import pipeline_row
 from ..strategies import JaxStrategy
 from .pipeline_figures import figures, stage_memory, tensor_bytes
 from .stage_calls import StageFunctions, front, split
 from .stage_mesh import StagePlacement, held_bytes, stage_groups, stage_layout, stage_traffic
-
-TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
-SERIAL_REPEATS = 3  # passes with one task at a time, whose task times feed the simulated view
 
 
 class PipelineParallel(JaxStrategy):
@@ -81,20 +78,13 @@ class PipelineParallel(JaxStrategy):
         self.first_batch = batches[0]
         try:
             self._place(model)
-            timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
-            recorder.train_begin()
-            step_index = 0
-            for epoch in range(self.spec.training.epochs):
-                recorder.epoch_begin()
-                losses = []
-                for step in range(steps_per_epoch):
-                    x, y = batches[epoch * steps_per_epoch + step]
-                    report = self.runner.step(x, y, timed=step_index in timed)
-                    self.reports.append(report)
-                    losses.append(report.loss)
-                    recorder.step_end()
-                    step_index += 1
-                recorder.epoch_end({"loss": sum(losses) / len(losses)})
+            self.reports = train_steps(
+                self.runner,
+                lambda index: batches[index],
+                self.spec.training.epochs,
+                steps_per_epoch,
+                recorder,
+            )
         finally:
             for stage in self.stages:
                 stage.copy_back()
@@ -149,19 +139,7 @@ class PipelineParallel(JaxStrategy):
         return self._measure_alone
 
     def _measure_alone(self) -> dict[str, Any]:
-        kept = [
-            (s.trainable, s.non_trainable, s.optimizer_state, s.accumulated) for s in self.stages
-        ]
-        try:
-            self.alone = [
-                self.runner.step(*self.first_batch, serial=True) for _ in range(SERIAL_REPEATS)
-            ]
-        finally:
-            self.runner.close()
-            for stage, state in zip(self.stages, kept, strict=True):
-                stage.trainable, stage.non_trainable, stage.optimizer_state, stage.accumulated = (
-                    state
-                )
+        self.alone = passes_alone(self.runner, *self.first_batch)
         return {}
 
     def result_fields(

@@ -244,12 +244,13 @@ class StageFunctions:
     def nbytes(self, tensors: dict[str, Any]) -> int:
         return nbytes(tensors)
 
-    def snapshot(self) -> tuple[Any, Any]:
-        """The statistics and the gradient sums as they are, for `restore`."""
-        return self.non_trainable, self.accumulated
+    def snapshot(self) -> tuple[Any, ...]:
+        """The weights, statistics, optimizer state and gradient sums as they are, for
+        `restore`: passes timed to measure, not to train, put them back."""
+        return self.trainable, self.non_trainable, self.optimizer_state, self.accumulated
 
-    def restore(self, state: tuple[Any, Any]) -> None:
-        self.non_trainable, self.accumulated = state
+    def restore(self, state: tuple[Any, ...]) -> None:
+        self.trainable, self.non_trainable, self.optimizer_state, self.accumulated = state
 
     @_layers_named
     def forward(self, received: dict[str, Any], y: Any) -> tuple[dict[str, Any], Any, Any]:

@@ -8,7 +8,7 @@ over micro-batches, applied once per batch); BatchNormalization sees micro-batch
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
@@ -25,7 +25,7 @@ from ...measuring.recorder import StepRecorder
 from ...pipeline.measured_curve import curve_and_choice
 from ...pipeline.microbatch_choice import serial_curve
 from ...pipeline.runner_messages import StepReport
-from ...pipeline.schedule_runner import ScheduleRunner
+from ...pipeline.schedule_runner import ScheduleRunner, passes_alone, train_steps
 from ...pipeline.timeline import busy_and_idle, pipeline_row, schedule_figures
 from ..engines.base import Engine
 from ..keras_internals import compile_loss_class
@@ -43,8 +43,17 @@ from .stages import (
     variable_devices,
 )
 
-TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
-SERIAL_REPEATS = 3  # untimed-by-others passes whose task times feed the simulated view
+
+class _Trained(NamedTuple):
+    """What training leaves for the passes alone and the figures."""
+
+    stages: list[Stage]
+    schedule: tuple[tuple[Task, ...], ...]
+    runner: ScheduleRunner
+    reports: list[StepReport]
+    sample: Any  # a micro-batch of x, for the stages' activation sizes
+    first_x: Any
+    first_y: Any
 
 
 class PipelineEngine(Engine):
@@ -99,36 +108,13 @@ class PipelineEngine(Engine):
         for task in tasks:
             task.set_micro_batches(micro_batches)
         runner = ScheduleRunner(tasks, schedule, micro_batches, lambda x: feed(traced, x), split)
-        timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
-        reports: list[StepReport] = []
         try:
-            recorder.train_begin()
-            step_index = 0
-            for _ in range(spec.training.epochs):
-                recorder.epoch_begin()
-                losses = []
-                for _ in range(steps_per_epoch):
-                    x, y = next(iterator)
-                    report = runner.step(x, y, timed=step_index in timed)
-                    reports.append(report)
-                    losses.append(report.loss)
-                    recorder.step_end()
-                    step_index += 1
-                recorder.epoch_end({"loss": sum(losses) / len(losses)})
-        except BaseException:
-            runner.close()
-            raise
-        copy_back(stages)
-        self._pipeline = (
-            stages,
-            schedule,
-            runner,
-            reports,
-            micro_batches,
-            sample,
-            first_x,
-            first_y,
-        )
+            reports = train_steps(
+                runner, lambda _: next(iterator), spec.training.epochs, steps_per_epoch, recorder
+            )
+        finally:
+            copy_back(stages)  # what was trained, as on JAX, even when a step failed
+        self._trained = _Trained(stages, schedule, runner, reports, sample, first_x, first_y)
 
     def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
         """The stages' forward passes in order, each on its device, and their regularization."""
@@ -148,17 +134,8 @@ class PipelineEngine(Engine):
     def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Time every task alone (one at a time, on one batch, a few times) for the simulated
         view, then put the weights back: the measurement must not train the model."""
-        stages, schedule, runner, reports, micro_batches, sample, x, y = self._pipeline
-        saved = [[v.numpy() for v in (*s.model.weights, *s.optimizer.variables)] for s in stages]
-        try:
-            alone = [runner.step(x, y, serial=True) for _ in range(SERIAL_REPEATS)]
-        finally:
-            runner.close()
-            for stage, values in zip(stages, saved, strict=True):
-                for variable, value in zip(
-                    (*stage.model.weights, *stage.optimizer.variables), values, strict=True
-                ):
-                    variable.assign(value)
+        stages, schedule, runner, reports, sample, x, y = self._trained
+        alone = passes_alone(runner, x, y)
         self._figures = _figures(stages, self._traced, schedule, reports + alone, self.spec, sample)
         if self._curve is None:  # one micro-batch, nothing chosen: the serial passes' curve
             self._curve, self._choice = serial_curve(self.spec, alone, self._figures["cut_bytes"])

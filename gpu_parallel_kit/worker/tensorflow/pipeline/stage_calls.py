@@ -74,12 +74,16 @@ class _OnDevice:
         return nbytes(tensors)
 
     def snapshot(self) -> list[Any]:
-        """The stage's variables as they are, for `restore`."""
-        return [v.numpy() for v in self.stage.model.variables]
+        """The stage's variables and its optimizer's as they are, for `restore`: passes timed
+        to measure, not to train, put them back."""
+        return [v.numpy() for v in self._state_variables()]
 
     def restore(self, values: list[Any]) -> None:
-        for variable, value in zip(self.stage.model.variables, values, strict=True):
+        for variable, value in zip(self._state_variables(), values, strict=True):
             variable.assign(value)
+
+    def _state_variables(self) -> list[Any]:
+        return [*self.stage.model.variables, *self.stage.optimizer.variables]
 
 
 class EagerTasks(_OnDevice):
