@@ -2,11 +2,12 @@
 
     python benchmarks/plan_search.py [--nodes 192] [--per-node 8] [--batch 1536] [--rounds 5]
 
-Ranks every data × tensor × pipeline plan (`planning/plan_search.py`) of the card
-`benchmarks/abstract_count.py` counted (174.6 B parameters, 2.2059e15 FLOPs per sequence, 3,024
-MiB of kept activations per block and sequence) on nodes of A100s with HDR InfiniBand between
-them, and prints the plans' count, the median time of a ranking over the rounds with its range,
-and the five fastest plans that fit. The budget the search aims at: 10,000 plans in 2 s.
+Ranks every data × tensor × pipeline plan (`analysis/cost_model/parallel_plan_ranking.py`) of
+the card `benchmarks/abstract_count.py` counted (174.6 B parameters, 2.2059e15 FLOPs per
+sequence, 3,024 MiB of kept activations per block and sequence) on nodes of A100s with HDR
+InfiniBand between them, and prints the plans' count, the median time of a ranking over the
+rounds with its range, and the five fastest plans that fit. The budget the search aims at:
+10,000 plans in 2 s.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import statistics
 import time
 
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
-from gpu_parallel_kit.planning.plan_search import ModelCard, rank
+from gpu_parallel_kit.analysis.cost_model.model_card import ModelCard
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_ranking import rank
 
 GPT3 = ModelCard(
     parameters=174_615_846_912,

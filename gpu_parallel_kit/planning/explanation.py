@@ -12,8 +12,9 @@ from dataclasses import fields
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.parallel_plan import Plan
+from ..analysis.cost_model.parallel_plan_step_time import PARTS
 from ..strategies.plan_axes import DATA, PLAN_AXES, STAGES, TENSOR
-from .plan_search import PARTS, Plan
 
 Row = Mapping[str, Any]
 AXES = (DATA, TENSOR, STAGES)  # as "data × tensor × stages" reads

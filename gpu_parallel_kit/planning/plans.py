@@ -14,9 +14,10 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.model_card import ModelCard
+from ..analysis.cost_model.parallel_plan import Plan
 from ..errors import GpkError
 from .explanation import AXES, explain, gigabytes, nothing_fits, seconds
-from .plan_search import ModelCard, Plan
 
 PLAN_COLUMNS = tuple(f.name for f in fields(Plan))
 TIME_COLUMNS = (
@@ -35,7 +36,7 @@ MEMORY_COLUMNS = (
     "fits",
 )
 PART_COLUMNS = ("compute_s", "comm:tensor_s", "comm:data_s", "comm:stages_s", "bubble_s")
-# The compute part's terms: it is the largest of them (`plan_search.step_time`).
+# The compute part's terms: it is the largest of them (`parallel_plan_step_time.step_time`).
 COMPUTE_COLUMNS = ("flops_s", "memory-bandwidth_s", "launches_s")
 COLUMNS = (
     *(*PLAN_COLUMNS, *TIME_COLUMNS, *MEMORY_COLUMNS, "bound"),
@@ -61,7 +62,7 @@ class Plans:
     """Every data × fsdp × tensor × pipeline plan of one model on one cluster, ranked.
 
     Args:
-        rows: the ranked rows (`plan_search.rank`, refined), fitting first, fastest first.
+        rows: the ranked rows (`parallel_plan_ranking.rank`, refined), fitting first, fastest first.
         card: the model's counted figures.
         cluster: the cluster the plans run on.
         global_batch: samples per step.

@@ -2,7 +2,8 @@
 
 Each `PublishedRun` holds a run as its paper reports it: the model, the GPUs and their network,
 the plan, and the throughput in the paper's own counting (with the recomputed forward, 96·…,
-or without, 72·…). `project` sizes and times that same plan with `plan_search` on a matching
+or without, 72·…). `project` sizes and times that same plan with the cost model
+(`analysis/cost_model/parallel_plan_memory.py` and `parallel_plan_step_time.py`) on a matching
 `GPUCluster`, converts the kit's step into the paper's units, and ranks every plan of the model
 to compare the kit's best with the one used. The models' cards are counted by depth
 (`worker/jax/depth_scaling.py`) and stored in `published_cards.json`, which
@@ -18,8 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.model_card import ModelCard
+from ..analysis.cost_model.parallel_plan import NO_PIPELINE, Plan
+from ..analysis.cost_model.parallel_plan_memory import memory
+from ..analysis.cost_model.parallel_plan_ranking import rank
+from ..analysis.cost_model.parallel_plan_step_time import step_time
 from ..errors import GpkError
-from .plan_search import NO_PIPELINE, ModelCard, Plan, memory, rank, step_time
 
 CARDS = Path(__file__).with_name("published_cards.json")
 PLAN_FIELDS = tuple(field.name for field in fields(Plan))
@@ -212,9 +217,16 @@ def plan(run: PublishedRun) -> Plan:
     """The run's plan as the plan search names it; selective recomputation is "none"."""
     micro_batches = run.global_batch // (run.data * run.micro_batch_size)
     return Plan(
-        run.data, run.tensor, run.stages, run.sharding, run.micro_batch_size, micro_batches,
-        run.schedule, run.virtual_stages, "full" if run.recompute == "full" else "none",
-    )  # fmt: skip
+        data=run.data,
+        tensor=run.tensor,
+        stages=run.stages,
+        sharding=run.sharding,
+        micro_batch_size=run.micro_batch_size,
+        micro_batches=micro_batches,
+        schedule=run.schedule,
+        virtual_stages=run.virtual_stages,
+        checkpointing="full" if run.recompute == "full" else "none",
+    )
 
 
 def published_flops(run: PublishedRun) -> float:

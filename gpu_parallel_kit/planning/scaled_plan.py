@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..analysis.cost_model.parallel_plan import Plan
 from ..backends import backend as backend_record
 from ..errors import GpkError, whole_number
 from ..pipeline.schedules import check_plan
 from ..strategies import runnable
 from ..strategies.plan_axes import DATA, PLAN_AXES, STAGES, TENSOR
 from ..strategies.record import Strategy
-from .plan_search import Plan
 
 PLAN_FIELDS = tuple(f.name for f in fields(Plan))  # data, tensor, stages, sharding, ...
 MIN_BLOCKS = 2  # a scaled model keeps at least two blocks, so blocks still follow blocks

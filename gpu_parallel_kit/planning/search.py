@@ -2,24 +2,25 @@
 fastest, and why.
 
 The model's step is counted once for one sample (`step_count.py`, kept for later searches), made
-a card (`model_card.py`), every plan of it sized and timed on the cluster
-(`planning/plan_search.py`), the leading plans' pipelines replayed
-(`bubble_refinement.py`), and the rows handed back as `Plans`.
+a card (`analysis/cost_model/model_card.py`), every plan of it sized and timed on the cluster
+(`analysis/cost_model/parallel_plan_ranking.py`), the leading plans' pipelines replayed
+(`analysis/cost_model/bubble_refinement.py`), and the rows handed back as `Plans`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.cost_model.bubble_refinement import refine
 from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.model_card import ModelCard, model_card
+from ..analysis.cost_model.parallel_plan_memory import RESERVE
+from ..analysis.cost_model.parallel_plan_ranking import rank
 from ..analysis.cost_model.training_precision import state_bytes, training_precision
 from ..errors import GpkError, whole_number
 from ..runs.description.sources import CountedSample, ModelSource, model_source
-from .bubble_refinement import refine
-from .model_card import model_card
-from .plan_search import RESERVE, ModelCard, rank
 from .plans import Plans
-from .sample_inputs import experiment_sample, sample_spec
+from .sample_inputs import experiment_sample, sample_spec, sequence_of
 from .step_count import counted_step
 
 
@@ -76,9 +77,19 @@ def search(
     )
     source = model_source(model)
     builder = model if callable(model) else None
-    return _search(source, builder, sample, gpus, global_batch, precision, optimizer,
-                   dict(blocks=blocks, hidden=hidden, heads=heads, sequence=sequence),
-                   reserve, progress)  # fmt: skip
+    structure = dict(blocks=blocks, hidden=hidden, heads=heads, sequence=sequence)
+    return _search(
+        source,
+        builder,
+        sample,
+        gpus,
+        global_batch,
+        precision,
+        optimizer,
+        structure,
+        reserve,
+        progress,
+    )
 
 
 def search_experiment(
@@ -152,7 +163,10 @@ def _search(
         if value is not None:
             whole_number(value, key)
     count = counted_step(source, builder, sample, record.policy, optimizer, progress)
-    card = model_card(count, sample.inputs, record.name, optimizer, source.name, **structure)
+    sequence = structure.get("sequence") or sequence_of(sample.inputs)
+    card = model_card(
+        count, record.name, optimizer, source.name, **{**structure, "sequence": sequence}
+    )
     how = "kept from an earlier count" if count.get("cached") else "counted now"
     if count.get("depths"):  # a keras-hub backbone: `worker/jax/plan_count.py` counts by depth
         low, high = count["depths"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_parallel_kit.planning.plan_search import ModelCard
+from gpu_parallel_kit.analysis.cost_model.model_card import ModelCard
 
 S, H, A, L = 2048, 4096, 32, 32  # a 6.7 B-parameter GPT
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import gpu_parallel_kit as gpk
+from gpu_parallel_kit.analysis.cost_model.parallel_plan import Plan
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.planning import plan_runs
-from gpu_parallel_kit.planning.plan_search import Plan
 from tests import hub_models
 
 TENSOR_PLAN = Plan(8, 2, 1, "zero-1", 2, 4, "-", 1, "none")

@@ -9,10 +9,10 @@ import re
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
+from gpu_parallel_kit.analysis.cost_model.parallel_plan import SHARDINGS, Plan
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.planning import plans_of
 from gpu_parallel_kit.planning.plan_runs import plan_rows
-from gpu_parallel_kit.planning.plan_search import SHARDINGS, Plan
 from gpu_parallel_kit.planning.scaled_plan import scale_plan
 from gpu_parallel_kit.strategies import runnable, strategy_record
 

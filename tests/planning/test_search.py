@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
+from gpu_parallel_kit.analysis.cost_model.model_card import KERNELS_PER_BLOCK, model_card
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.planning.model_card import model_card
-from gpu_parallel_kit.planning.plan_search import KERNELS_PER_BLOCK
 from gpu_parallel_kit.planning.sample_inputs import sample_spec, sequence_of
 from gpu_parallel_kit.planning.step_count import PLAN_COUNT_ENTRY, count_key
 from gpu_parallel_kit.runs.description.sources import CountedSample, model_source
@@ -79,22 +78,22 @@ def test_the_card_comes_from_the_count_and_the_structure_the_model_says(counted)
 def test_a_model_that_does_not_say_its_structure_is_told_the_search_plans_transformers():
     count = {**COUNT, "structure": {}}
     with pytest.raises(GpkError) as raised:
-        model_card(count, ((32,), "int32"), "bf16", "adam", "mymodels.build")
+        model_card(count, "bf16", "adam", "mymodels.build", sequence=32)
     sentence = str(raised.value)
     assert sentence.startswith("mymodels.build is not a Transformer stack the search can read")
     assert "plans Transformer stacks only" in sentence
     assert sentence.endswith("pass blocks=, hidden=, heads=")
-    card = model_card(count, ((32,), "int32"), "bf16", "adam", "m", blocks=4, hidden=64, heads=4)
+    card = model_card(count, "bf16", "adam", "m", blocks=4, hidden=64, heads=4, sequence=32)
     assert card.activation_bytes == COUNT["kept_bytes"] / 4  # no block names: the whole over L
 
 
 def test_the_kernels_per_block_come_from_the_count_else_megatrons():
-    spec = ((32,), "int32")
     by_depth = {**COUNT, "kernels": 900, "per_block": {"kernels": 190}}
-    assert model_card(by_depth, spec, "bf16", "adam", "m").kernels_per_block == 190
+    assert model_card(by_depth, "bf16", "adam", "m", sequence=32).kernels_per_block == 190
     whole = {**COUNT, "kernels": 900}
-    assert model_card(whole, spec, "bf16", "adam", "m").kernels_per_block == 900 / 4
-    assert model_card(COUNT, spec, "bf16", "adam", "m").kernels_per_block == KERNELS_PER_BLOCK
+    assert model_card(whole, "bf16", "adam", "m", sequence=32).kernels_per_block == 900 / 4
+    card = model_card(COUNT, "bf16", "adam", "m", sequence=32)
+    assert card.kernels_per_block == KERNELS_PER_BLOCK
 
 
 def test_the_counting_entry_point_exists():

@@ -1,9 +1,10 @@
 """A training precision's names and bytes: what the count runs under and what each device holds.
 
-The one vocabulary of the memory planner (`memory_plan.py`), the plan search (`plan_search.py`)
-and `gpk.search`: "bf16", "fp16" and "mixed" train in mixed precision (16-bit weights, gradients
-and activations, an fp32 master copy beside the optimizer's fp32 slots: ZeRO's 2 + 2 + 12 bytes
-per parameter with Adam), "fp32" (or "float32") in single precision (4 + 4 + 8). Pure: a Keras
+The one vocabulary of the memory planner (`memory_plan.py`), the plan search's arithmetic
+(`model_card.py`, `parallel_plan_memory.py`, `parallel_plan_step_time.py`) and `gpk.search`:
+"bf16", "fp16" and "mixed" train in mixed precision (16-bit weights, gradients and activations,
+an fp32 master copy beside the optimizer's fp32 slots: ZeRO's 2 + 2 + 12 bytes per parameter
+with Adam), "fp32" (or "float32") in single precision (4 + 4 + 8). Pure: a Keras
 policy is named here as text, never imported.
 """
 

@@ -7,15 +7,12 @@ import dataclasses
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
+from gpu_parallel_kit.analysis.cost_model.model_card import ModelCard
+from gpu_parallel_kit.analysis.cost_model.parallel_plan import Plan, plans
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_memory import memory
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_ranking import rank
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_step_time import step_time
 from gpu_parallel_kit.errors import GpkError
-from gpu_parallel_kit.planning.plan_search import (
-    ModelCard,
-    Plan,
-    memory,
-    plans,
-    rank,
-    step_time,
-)
 
 S, H, A, L = 2048, 4096, 32, 32  # a 6.7 B-parameter GPT, per block 12·h² parameters
 CARD = ModelCard(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..pipeline.schedules import build_schedule
-from ..pipeline.simulation import makespan, simulate
-from .plan_search import ModelCard, bound
+from ...pipeline.schedules import build_schedule
+from ...pipeline.simulation import makespan, simulate
+from .model_card import ModelCard
+from .parallel_plan_step_time import bound
 
 REFINED = 10  # the leading fitting plans whose pipeline is replayed
 # A replay costs about 15 µs a task on one core; a pipeline of more (stage, micro-batch, chunk)
