@@ -51,7 +51,7 @@ from .strategies.processes import check_workers
 DEFAULT_TIMEOUT_S = 600.0
 
 
-class Experiment(PlanRuns):
+class Experiment:
     """A model, its data and how to train it; runs it under different strategies and devices.
 
     >>> exp = Experiment(model="mlp", data="tabular", batch_size=256, epochs=1)
@@ -171,6 +171,14 @@ class Experiment(PlanRuns):
         self.experiment_id = uuid.uuid4().hex[:12]
         self._counting: CountAhead | None = None
         remember_counter([self.experiment_id], self.counted_step)  # for its rows' comparisons
+        self._plan_runs = PlanRuns(
+            self.model,
+            self.backend,
+            self.training.batch_size,
+            run_spec=self.plan,
+            execute=self._execute,
+            counter=self.counted_step,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -314,6 +322,59 @@ class Experiment(PlanRuns):
         not_started = iter(self._not_started(never, refused[0] if refused else None))
         results = [merge_rounds(rows) if rows else next(not_started) for rows in done]
         return Comparison(results, counter=self.counted_step)
+
+    def run_plan(
+        self,
+        plan: Any,
+        devices: int | None = None,
+        *,
+        blocks: int | None = None,
+        cancel: threading.Event | None = None,
+        **options: Any,
+    ) -> Comparison:
+        """Run one searched plan's shape here, scaled down: the same tensor and stages where the
+        devices allow, fewer replicas, a keras-hub backbone rebuilt with fewer blocks.
+
+        Args:
+            plan: `plans.best`, a row of `plans.table` or a mapping of a plan's fields.
+            devices: the devices here the plan may take; default every device this machine
+                offers (its GPUs, else `GPK_MAX_VIRTUAL` virtual devices).
+            blocks: the blocks to rebuild the model with; default the fewest its stages take.
+            cancel: an event that stops the run.
+            **options: `run()`'s other keywords (`measure_comm`, `tune`, ...).
+
+        Returns:
+            A `Comparison` of one row; its table's `data`, `tensor` and `stages` are the shape
+            that ran, and `scaled` says what changed, e.g. "data 64 -> 2; blocks 40 -> 2".
+        """
+        return self._plan_runs.run_plan(plan, devices, blocks=blocks, cancel=cancel, **options)
+
+    def compare_plans(
+        self,
+        plans: Any,
+        devices: int | None = None,
+        *,
+        blocks: int | None = None,
+        cancel: threading.Event | None = None,
+        **options: Any,
+    ) -> Comparison:
+        """Run several searched plans' shapes here, one after another, as `run_plan` runs one;
+        every plan is checked, and refused in one sentence, before the first runs.
+
+        Args:
+            plans: `plans.top(3)` (a DataFrame of `Plans.table` rows), or a list of plans.
+            devices: as `run_plan` takes them.
+            blocks: as `run_plan` takes them.
+            cancel: an event that stops the run in hand and those after it; the rows of
+                those that ran are in `gpk.history()`.
+            **options: `run()`'s other keywords.
+
+        Returns:
+            A `Comparison`, one row per plan, as `run_plan` gives one.
+        """
+        return self._plan_runs.compare_plans(
+            plans, devices, blocks=blocks, cancel=cancel, **options
+        )
 
     def search(self, gpus: Any, global_batch: int, **options: Any) -> Any:
         """`gpk.search` on this model and one sample of its data; `options` are its keywords."""

@@ -1,4 +1,5 @@
-"""A searched plan's shape run here, scaled down: `Experiment.run_plan` and `compare_plans`.
+"""`PlanRuns`, behind `Experiment.run_plan` and `compare_plans`: a searched plan's shape run
+here, scaled down, its rows a `Comparison` that says what was scaled.
 
 Each plan is mapped to a strategy, devices and options (`scaled_plan.py`) and every refusal said
 before the first run; the model, a keras-hub backbone, is rebuilt with fewer blocks in the
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -27,6 +28,10 @@ from ..strategies import resolve
 from ..strategies.plan_axes import RAN_PLAN, SCALED
 from .scaled_plan import ScaledPlan, scale_plan
 
+if TYPE_CHECKING:
+    from ..runs.description.run_spec import RunSpec
+    from ..runs.results.run_result import RunResult
+
 # The worker's loader of a model at another depth, named as text: the caller never imports it.
 LOAD_WITH_BLOCKS = "gpu_parallel_kit.worker.depth_scaled_model:load_with_blocks"
 MODEL_DEPTH_ENTRY = "gpu_parallel_kit.worker.depth_scaled_model:model_depth"
@@ -34,8 +39,22 @@ DEPTH_TIMEOUT_S = 300.0  # a model built with its weights deferred: seconds, eve
 _DEPTHS: dict[ModelSource, tuple[int | None, int | None]] = {}  # this process's reads
 
 
+@dataclasses.dataclass(frozen=True)
 class PlanRuns:
-    """`Experiment`'s runs of searched plans (`gpk.search`'s `Plans`), scaled down to here."""
+    """One experiment's runs of searched plans' shapes (`gpk.search`'s `Plans`), scaled down.
+
+    Each `Experiment` holds one, built from its model, backend and batch and the hooks that
+    validate, run and log one run; its `run_plan` and `compare_plans` hand their calls to it.
+    """
+
+    model: ModelSource  # the experiment's; a keras-hub backbone is rebuilt with fewer blocks
+    backend: str  # the experiment's; a strategy it lacks runs on one that has it
+    batch_size: int  # the experiment's global batch, which each plan's is scaled down to
+    run_spec: Callable[..., RunSpec] = dataclasses.field(repr=False)  # `Experiment.plan`
+    # Runs one spec, shows its progress and logs its row: `(spec, cancel, extra=...)`.
+    execute: Callable[..., RunResult] = dataclasses.field(repr=False)
+    # The experiment's counted step, for the projections of the comparison it returns.
+    counter: Callable[[str], Any] = dataclasses.field(repr=False)
 
     def run_plan(
         self,
@@ -46,21 +65,7 @@ class PlanRuns:
         cancel: threading.Event | None = None,
         **options: Any,
     ) -> Comparison:
-        """Run one searched plan's shape here, scaled down: the same tensor and stages where the
-        devices allow, fewer replicas, a keras-hub backbone rebuilt with fewer blocks.
-
-        Args:
-            plan: `plans.best`, a row of `plans.table` or a mapping of a plan's fields.
-            devices: the devices here the plan may take; default every device this machine
-                offers (its GPUs, else `GPK_MAX_VIRTUAL` virtual devices).
-            blocks: the blocks to rebuild the model with; default the fewest its stages take.
-            cancel: an event that stops the run.
-            **options: `run()`'s other keywords (`measure_comm`, `tune`, ...).
-
-        Returns:
-            A `Comparison` of one row; its table's `data`, `tensor` and `stages` are the shape
-            that ran, and `scaled` says what changed, e.g. "data 64 -> 2; blocks 40 -> 2".
-        """
+        """One searched plan's shape run here, scaled down; see `Experiment.run_plan`."""
         rows = plan_rows(plan)
         if len(rows) > 1:
             raise GpkError(
@@ -78,42 +83,30 @@ class PlanRuns:
         cancel: threading.Event | None = None,
         **options: Any,
     ) -> Comparison:
-        """Run several searched plans' shapes here, one after another, as `run_plan` runs one;
-        every plan is checked, and refused in one sentence, before the first runs.
-
-        Args:
-            plans: `plans.top(3)` (a DataFrame of `Plans.table` rows), or a list of plans.
-            devices: as `run_plan` takes them.
-            blocks: as `run_plan` takes them.
-            cancel: an event that stops the run in hand and those after it; the rows of
-                those that ran are in `gpk.history()`.
-            **options: `run()`'s other keywords.
-
-        Returns:
-            A `Comparison`, one row per plan, as `run_plan` gives one.
-        """
+        """Several searched plans' shapes run here, one after another, every one checked before
+        the first runs; see `Experiment.compare_plans`."""
         rows = plan_rows(plans)
         here = devices_here(self.backend) if devices is None else whole_number(devices, "devices")
-        batch = self.training.batch_size
+        batch = self.batch_size
         for row in rows:  # what no backend runs is refused before the model is read
             scale_plan(row, here, batch, self.backend)
         depth, heads = self._model_depth()
         shapes = [scale_plan(r, here, batch, self.backend, depth, heads, blocks) for r in rows]
-        specs = [self._plan_spec(shape, options) for shape in shapes]
+        specs = [self._spec(shape, options) for shape in shapes]
         results = []
         for shape, spec in zip(shapes, specs, strict=True):
             ran = {RAN_PLAN: {**shape.shape, SCALED: shape.said}}  # logged with the row
             try:
-                results.append(self._execute(spec, cancel, extra=ran))
+                results.append(self.execute(spec, cancel, extra=ran))
             except RunInterrupted as interrupted:
                 raise KeyboardInterrupt(
                     "run cancelled; its row is in gpk.history()"
                 ) from interrupted
-        return Comparison(results, counter=self.counted_step)
+        return Comparison(results, counter=self.counter)
 
-    def _plan_spec(self, shape: ScaledPlan, options: Mapping[str, Any]) -> Any:
+    def _spec(self, shape: ScaledPlan, options: Mapping[str, Any]) -> RunSpec:
         given = {**shape.options, **options}
-        spec = self.plan(
+        spec = self.run_spec(
             shape.strategy, shape.devices, backend=shape.backend, scaling="strong", **given
         )
         if shape.blocks is None:
@@ -142,8 +135,8 @@ class DepthScaled:
 def depth_scaled(source: ModelSource, blocks: int) -> ModelSource:
     """`source` as a builder of the same model with `blocks` blocks."""
     name = f"{source.name} ({blocks} blocks)"
-    return ModelSource(kind="builder", name=name, payload=pickled(DepthScaled(source, blocks),
-                       "model builder", name))  # fmt: skip
+    payload = pickled(DepthScaled(source, blocks), "model builder", name)
+    return ModelSource(kind="builder", name=name, payload=payload)
 
 
 def plan_rows(plans: Any) -> list[Any]:
