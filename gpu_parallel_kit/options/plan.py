@@ -11,77 +11,36 @@ from ..analysis.cost_model.training_precision import PRECISIONS
 from .argtypes import amount, positive
 from .flag import Flag
 
+
+def _planned(flag: str, text: str, **details: Any) -> Flag:
+    """A flag of `gpk plan` and `%gpk plan`: a keyword of `plan_memory`, its default too."""
+    return Flag(flag, text, goes_to="plan", api_call=plan_memory, **details)
+
+
 PLAN: tuple[Flag, ...] = (
-    Flag(
-        "--params",
-        "parameters, e.g. 7e9",
-        goes_to="plan",
-        type=amount,
-        metavar="N",
-        default=None,
-    ),  # fmt: skip
-    Flag(
-        "--optimizer",
-        "adam, sgd, momentum, ...; default: %(default)s",
-        goes_to="plan",
-        api_call=plan_memory,
-    ),
-    Flag(
+    _planned("--params", "parameters, e.g. 7e9", type=amount, metavar="N"),
+    _planned("--optimizer", "adam, sgd, momentum, ...; default: %(default)s"),
+    _planned(
         "--precision",
         "bf16, fp16 or mixed (16 bits with fp32 master weights), or fp32; default: %(default)s",
-        goes_to="plan",
         choices=PRECISIONS,
-        api_call=plan_memory,
     ),
-    Flag(
-        "--batch",
-        "global batch; default: %(default)s",
-        goes_to="plan",
-        type=positive,
-        metavar="G",
-        api_call=plan_memory,
-    ),  # fmt: skip
-    Flag(
-        "--activations",
-        "activation elements per sample",
-        goes_to="plan",
-        type=amount,
-        metavar="E",
-        default=None,
-    ),  # fmt: skip
-    Flag(
-        "--devices",
-        "device counts; default: 8 64",
-        goes_to="plan",
-        type=positive,
-        nargs="+",
-        metavar="N",
-        default=[8, 64],
-    ),  # fmt: skip
-    Flag(
-        "--stages",
-        "pipeline stages; default: the device count",
-        goes_to="plan",
-        type=positive,
-        metavar="K",
-        default=None,
-    ),  # fmt: skip
-    Flag(
+    _planned("--batch", "global batch; default: %(default)s", type=positive, metavar="G"),
+    _planned("--activations", "activation elements per sample", type=amount, metavar="E"),
+    _planned("--devices", "device counts; default: 8 64", type=positive, nargs="+", metavar="N"),
+    _planned("--stages", "pipeline stages; default: the device count", type=positive, metavar="K"),
+    _planned(
         "--model-axis",
         "tensor's model axis; default: the device count",
-        goes_to="plan",
         type=positive,
         metavar="M",
-        default=None,
-    ),  # fmt: skip
-    Flag(
+    ),
+    _planned(
         "--gpu",
         "a GPU preset, e.g. h100: the table says what fits on it",
-        goes_to="plan",
         metavar="PRESET",
         dest="device",
-        default=None,
-    ),  # fmt: skip
+    ),
 )
 
 

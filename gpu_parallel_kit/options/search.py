@@ -1,5 +1,5 @@
 """The plan search's options of `gpk search` and `%gpk search`, written once: the cluster, the
-batch, the precision, one sample of the inputs, and the structure a model may not say.
+batch, the precision, one sample's input shapes and the structure a model may not say.
 
 Both front ends build their parsers from these rows and call `gpk.search` with `keywords`.
 """
@@ -16,87 +16,48 @@ from ..errors import GpkError
 from .argtypes import positive
 from .flag import Flag
 
+
+def _searched(flag: str, text: str, *, default: Any = None, **details: Any) -> Flag:
+    """A flag of `gpk search` and `%gpk search`: a keyword of `gpk.search`, None by default."""
+    return Flag(flag, text, goes_to="search", default=default, **details)
+
+
 SEARCH: tuple[Flag, ...] = (
-    Flag(
+    _searched(
         "--inputs",
         "one sample of the model's inputs, as NAME=SHAPE[:DTYPE] items (token_ids=2048:int32 "
         "padding_mask=2048:int32) or one SHAPE[:DTYPE] (32x32x3); DTYPE defaults to float32",
-        goes_to="search",
         nargs="+",
         metavar="INPUT",
-        default=None,
-    ),  # fmt: skip
-    Flag(
-        "--device",
-        "the GPU: a100, h100 or h200; default: %(default)s",
-        goes_to="search",
-        default="h100",
-    ),  # fmt: skip
-    Flag("--nodes", "nodes; default: %(default)s", goes_to="search", type=positive, default=1),
-    Flag(
-        "--per-node",
-        "GPUs per node; default: %(default)s",
-        goes_to="search",
-        type=positive,
-        default=8,
-    ),  # fmt: skip
-    Flag(
+    ),
+    _searched("--device", "the GPU: a100, h100 or h200; default: %(default)s", default="h100"),
+    _searched("--nodes", "nodes; default: %(default)s", type=positive, default=1),
+    _searched("--per-node", "GPUs per node; default: %(default)s", type=positive, default=8),
+    _searched(
         "--inside",
         "the link inside a node (nvlink3, nvlink4, pcie4, ...); default: the GPU's usual NVLink",
-        goes_to="search",
-        default=None,
-    ),  # fmt: skip
-    Flag(
+    ),
+    _searched(
         "--between",
         "the network between nodes (net100g, net200g, net400g); default: %(default)s",
-        goes_to="search",
         default="net400g",
-    ),  # fmt: skip
-    Flag(
-        "--global-batch",
-        "samples per step over the whole cluster",
-        goes_to="search",
-        type=positive,
-        metavar="B",
-        default=None,
-    ),  # fmt: skip
-    Flag(
+    ),
+    _searched(
+        "--global-batch", "samples per step over the whole cluster", type=positive, metavar="B"
+    ),
+    _searched(
         "--precision",
         "bf16, fp16, mixed or fp32; default: %(default)s",
-        goes_to="search",
         choices=PRECISIONS,
         default="bf16",
-    ),  # fmt: skip
-    Flag(
-        "--optimizer",
-        "adam, adamw, sgd, momentum, ...; default: %(default)s",
-        goes_to="search",
-        default="adam",
-    ),  # fmt: skip
-    Flag(
-        "--blocks",
-        "the model's repeated blocks, where it does not say them",
-        goes_to="search",
-        type=positive,
-        default=None,
-    ),  # fmt: skip
-    Flag(
-        "--hidden",
-        "the model's width, where it does not say it",
-        goes_to="search",
-        type=positive,
-        default=None,
-    ),  # fmt: skip
-    Flag(
-        "--heads",
-        "attention heads, where the model does not say them",
-        goes_to="search",
-        type=positive,
-        default=None,
-    ),  # fmt: skip
-    Flag(
-        "--top", "plans shown; default: %(default)s", goes_to="search", type=positive, default=5
-    ),  # fmt: skip
+    ),
+    _searched(
+        "--optimizer", "adam, adamw, sgd, momentum, ...; default: %(default)s", default="adam"
+    ),
+    _searched("--blocks", "the model's repeated blocks, where it does not say them", type=positive),
+    _searched("--hidden", "the model's width, where it does not say it", type=positive),
+    _searched("--heads", "attention heads, where the model does not say them", type=positive),
+    _searched("--top", "plans shown; default: %(default)s", type=positive, default=5),
 )
 _STRUCTURE = ("blocks", "hidden", "heads")
 _ITEM = re.compile(r"^(?:(?P<name>[A-Za-z_][\w]*)=)?(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>\w+))?$")
