@@ -1,2 +1,3 @@
-"""What hardware the user does not have would do: the step-time model, the GPU and link
-presets, the roofline, and the projected rows built from measured runs."""
+"""What hardware the user does not have would do: the step-time model, the pipeline replay, the
+GPU and link presets, the roofline, the projected rows built from measured runs, and the plan
+search's arithmetic: model cards, parallel plans, their memory, step and ranking."""

@@ -1,5 +1,5 @@
 """The pipeline of the leading plans replayed: their bubble and sends simulated task by task
-(`pipeline/simulation.py`) rather than taken from the schedule's closed form.
+(`pipeline_replay.py`) rather than taken from the schedule's closed form.
 
 Only the leading fitting plans are replayed, and only those of at most `MOST_FORWARDS` forward
 tasks (replaying every plan would take seconds); each row says which its bubble is in
@@ -11,18 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from ...pipeline.schedules import build_schedule
-from ...pipeline.simulation import makespan, simulate
 from .model_card import ModelCard
 from .parallel_plan_step_time import bound
+from .pipeline_replay import PipelineTasks, replay, stage_work
 
 REFINED = 10  # the leading fitting plans whose pipeline is replayed
 # A replay costs about 15 µs a task on one core; a pipeline of more (stage, micro-batch, chunk)
 # forwards than this keeps its closed form, which a long pipeline's replay matches closely.
 MOST_FORWARDS = 1024
 CLOSED_FORM, SIMULATED = "closed form", "simulated"
-# A backward is two forwards' work; zb-h1 splits it into an input (B) and a weight (W) gradient.
-_SHARE = {"F": 1.0, "B": 2.0, "W": 0.0}
-_SPLIT_SHARE = {"F": 1.0, "B": 1.0, "W": 1.0}
 
 
 def refine(rows: list[dict[str, Any]], card: ModelCard, links: Any, top: int = REFINED) -> int:
@@ -47,11 +44,13 @@ def _replay(row: dict[str, Any], card: ModelCard, link: Any) -> None:
     schedule = build_schedule(row["schedule"], stages, micro, chunks)
     busy = row["compute_s"] + row["comm:tensor_s"]  # one device's work in the whole step
     per_task = busy / (micro * chunks * 3.0)  # a forward of one chunk and micro-batch
-    split = any(task.kind == "W" for tasks in schedule for task in tasks)
-    share = _SPLIT_SHARE if split else _SHARE
+    chunk_stages = stages * chunks
+    # A backward is two forwards' work.
+    work = stage_work(schedule, [per_task] * chunk_stages, [2.0 * per_task] * chunk_stages)
     message = card.activation_send_bytes * row["micro_batch_size"] / row["tensor"]
     send = link.send_s(message) if link is not None else 0.0
-    span = makespan(simulate(schedule, lambda task: per_task * share[task.kind], send))
+    sends = [send] * (chunk_stages - 1)
+    span = replay(PipelineTasks(schedule, work, sends), overlap=True).step_s
     closed = busy + row["bubble_s"] + row["comm:stages_s"]
     scale = span / closed if closed > 0 else 1.0
     before = row["step_time_s"]

@@ -17,15 +17,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from ...pipeline.schedules import BACKWARD, FORWARD, Task, build_schedule, splits_backward
-from ...pipeline.simulation import makespan, simulate
-from ...pipeline.tasks import WEIGHT
+from ...pipeline.schedules import BACKWARD, FORWARD, build_schedule, splits_backward
+from ...pipeline.tasks import WEIGHT, Schedule
 from ...runs.results.run_result import RunResult
 from ...strategies.plan_axes import DATA, STAGES, TENSOR
 from .hardware_presets import Interconnect
 from .measured_inputs import measured_partition
+from .pipeline_replay import PipelineTasks, replay, stage_work
 from .step_time_model import Partition, Prediction, Workload, make_prediction, ring_all_reduce_s
 
 
@@ -102,6 +102,15 @@ def axis_links(
     return {axis: links[axis] if sizes[axis] > 1 else None for axis in links}
 
 
+class MeshStep(NamedTuple):
+    """A pipeline on sub-meshes, predicted: the step, and its communication by axis."""
+
+    prediction: Prediction
+    # Seconds per step: `tensor_comm_s` and `data_comm_s` on the busiest stage, `send_comm_s`
+    # over every cut.
+    comm_by_axis: dict[str, float]
+
+
 def mesh_pipeline(
     workload: Workload,
     run: MeshRun,
@@ -111,16 +120,18 @@ def mesh_pipeline(
     micro_batches: int = 1,
     schedule: str = "gpipe",
     overlap: bool = False,
-) -> tuple[Prediction, dict[str, Any]]:
+) -> MeshStep:
     """The step of `run`'s shape with each axis on its link (`links`: tensor, stages, data, as
     `GPUCluster.links` returns them; None for an axis of one). `workload` is one device's, at
-    G/(M·D) samples. Returns the prediction and the communication by axis, in seconds per step
-    on the busiest stage (tensor, data) or over every cut (stages)."""
+    G/(M·D) samples."""
     k, d, t = run.partition.stages, run.data, run.tensor
     plan = build_schedule(schedule, k, micro_batches)
     local = global_batch / micro_batches / d  # one device's samples of a micro-batch
-    tensor_s, data_s = [], []
-    for stage in run.stages:
+    forward, backward, tensor_s, data_s = [], [], [], []
+    for s, stage in enumerate(run.stages):
+        scale = local * stage.held_share
+        forward.append(run.partition.forward[s] * workload.forward_s * scale)
+        backward.append(run.partition.backward[s] * workload.backward_s * scale)
         link = links.get("tensor")
         nbytes = stage.tensor_bytes_per_sample * local
         per_collective = nbytes / stage.tensor_collectives if stage.tensor_collectives else nbytes
@@ -128,51 +139,16 @@ def mesh_pipeline(
         tensor_s.append(count * ring_all_reduce_s(per_collective, t, link) if link else 0.0)
         link = links.get("data")
         data_s.append(ring_all_reduce_s(stage.gradient_bytes, d, link) if link else 0.0)
-    work: dict[tuple[int, str], float] = {}
-    for s, stage in enumerate(run.stages):
-        scale = local * stage.held_share
-        work[(s, FORWARD)] = run.partition.forward[s] * workload.forward_s * scale
-        work[(s, BACKWARD)] = run.partition.backward[s] * workload.backward_s * scale
-    comm = {(s, FORWARD): tensor_s[s] / 2 for s in range(k)}
-    comm |= {(s, BACKWARD): tensor_s[s] / 2 + data_s[s] for s in range(k)}
-    if splits_backward(plan):
-        # zb-h1: the weight gradient takes half the backward and the gradient all-reduce.
-        for s in range(k):
-            work[(s, BACKWARD)] /= 2
-            work[(s, WEIGHT)] = work[(s, BACKWARD)]
-            comm[(s, BACKWARD)] -= data_s[s]
-            comm[(s, WEIGHT)] = data_s[s]
     stage_link = links.get("stages")
     sends = [stage_link.send_s(a * local) if stage_link else 0.0 for a in run.partition.cut_bytes]
-
-    def cut_send(stage: int) -> float:
-        return sends[stage] if 0 <= stage < k - 1 else 0.0
-
-    def compute(task: Task) -> float:
-        return work[(task.stage, task.kind)]
-
-    def inside(task: Task) -> float:
-        return compute(task) + comm.get((task.stage, task.kind), 0.0)
-
-    def blocking(task: Task) -> float:
-        if task.kind == WEIGHT:
-            return inside(task)
-        return inside(task) + cut_send(task.stage - 1 if task.kind == FORWARD else task.stage)
-
-    def in_flight(sender: Task) -> float:
-        if sender.kind == WEIGHT:
-            return 0.0
-        return cut_send(sender.stage if sender.kind == FORWARD else sender.stage - 1)
-
-    step = makespan(simulate(plan, inside, in_flight) if overlap else simulate(plan, blocking))
-    busy = [
-        micro_batches * sum(work.get((s, kind), 0.0) for kind in (FORWARD, BACKWARD, WEIGHT))
-        for s in range(k)
-    ]
+    tasks = PipelineTasks(
+        plan, stage_work(plan, forward, backward), sends, _collectives(plan, tensor_s, data_s)
+    )
+    step = replay(tasks, overlap)
     by_axis = {
         "tensor_comm_s": micro_batches * max(tensor_s),
         "data_comm_s": micro_batches * max(data_s),
-        "send_comm_s": micro_batches * 2 * math.fsum(sends),
+        "send_comm_s": step.sends_s,
     }
     moved = 2 * global_batch * math.fsum(run.partition.cut_bytes) + math.fsum(
         2 * (t - 1) * s.tensor_bytes_per_sample * global_batch
@@ -184,11 +160,28 @@ def mesh_pipeline(
         "pipeline",
         run.devices,
         global_batch,
-        step,
-        compute=max(busy),
+        step.step_s,
+        compute=max(step.busy_s),
         comm=math.fsum(by_axis.values()),
         moved=moved,
-        bubble=1.0 - math.fsum(busy) / (k * step) if step > 0 else 0.0,
-        exposed=step - makespan(simulate(plan, compute)),
+        bubble=step.bubble,
+        exposed=step.step_s - step.free_s,
     )
-    return prediction, by_axis
+    return MeshStep(prediction, by_axis)
+
+
+def _collectives(
+    schedule: Schedule, tensor_s: list[float], data_s: list[float]
+) -> dict[tuple[int, str], float]:
+    """Each task's collectives, by (stage, kind): a stage's tensor all-reduces half in its
+    forward and half in its backward, its gradients' all-reduce in its backward, or in its
+    weight gradient where the schedule splits the backward (zb-h1)."""
+    split = splits_backward(schedule)
+    comm = {}
+    for s, (tensor, data) in enumerate(zip(tensor_s, data_s, strict=True)):
+        comm[(s, FORWARD)] = tensor / 2
+        comm[(s, BACKWARD)] = tensor / 2 + data
+        if split:  # the gradients' all-reduce moves to the weight gradient
+            comm[(s, BACKWARD)] -= data
+            comm[(s, WEIGHT)] = data
+    return comm

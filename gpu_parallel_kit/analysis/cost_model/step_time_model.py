@@ -4,8 +4,8 @@ Pure Python, no TensorFlow. Everything here is *modelled*, never measured;
 `analysis/cost_model/projected_rows.py` turns measured runs into a `Workload` and predictions back
 into labelled rows. f and b are forward and backward seconds per sample on the target device (the
 measured figures divided by `compute_scale`), S the gradient bytes per step, α and B a link's
-latency and bandwidth (`hardware_presets.Interconnect`). Pipelines are replayed with
-`pipeline_sim.simulate`; tensor parallelism is modelled in `analysis/cost_model/tensor_cost.py`.
+latency and bandwidth (`hardware_presets.Interconnect`). Pipelines are replayed task by task
+(`pipeline_replay.py`); tensor parallelism is modelled in `analysis/cost_model/tensor_cost.py`.
 
 The formulas per strategy and what is not modelled: `docs/projection.md`, "The model, in formulas".
 """
@@ -16,10 +16,9 @@ import math
 from dataclasses import dataclass, replace
 
 from ...errors import GpkError, whole_number
-from ...pipeline.schedules import BACKWARD, FORWARD, Task, build_schedule, splits_backward
-from ...pipeline.simulation import makespan, simulate
-from ...pipeline.tasks import WEIGHT
+from ...pipeline.schedules import build_schedule
 from .hardware_presets import Interconnect
+from .pipeline_replay import PipelineTasks, ReplayedStep, replay, stage_work
 
 DEFAULT_BACKWARD_RATIO = 2.0  # backward ≈ 2 × forward: two matrix products per forward one
 
@@ -182,18 +181,18 @@ def pipeline(
     overlap: bool = False,
 ) -> Prediction:
     """K stages on K devices running `schedule` (naive, gpipe or 1f1b) over M micro-batches."""
-    run = _run_pipeline(workload, partition, link, global_batch, micro_batches, schedule, overlap)
+    run = _replay(workload, partition, link, global_batch, micro_batches, schedule, overlap)
     return make_prediction(
         workload,
         "pipeline",
         partition.stages,
         global_batch,
-        run.step,
-        compute=run.compute,
-        comm=run.comm,
-        moved=run.moved,
+        run.step_s,
+        compute=max(run.busy_s),
+        comm=run.sends_s,
+        moved=_cut_bytes(partition, global_batch),
         bubble=run.bubble,
-        exposed=run.step - run.free,
+        exposed=run.step_s - run.free_s,
     )
 
 
@@ -211,24 +210,24 @@ def data_pipeline(
 ) -> Prediction:
     """D copies of a K-stage pipeline; `data_link` (default `link`) carries the all-reduces."""
     check_devices(replicas)
-    run = _run_pipeline(
-        workload, partition, link, global_batch / replicas, micro_batches, schedule, overlap
-    )
+    replica_batch = global_batch / replicas
+    run = _replay(workload, partition, link, replica_batch, micro_batches, schedule, overlap)
     stage_bytes = [share * workload.parameter_bytes for share in partition.parameters]
     reduce = max(ring_all_reduce_s(b, replicas, data_link or link) for b in stage_bytes)
-    step = run.step + reduce
+    step = run.step_s + reduce
+    reduced = math.fsum(2 * (replicas - 1) * b for b in stage_bytes)
     return make_prediction(
         workload,
         "data+pipeline",
         replicas * partition.stages,
         global_batch,
         step,
-        compute=run.compute,
-        comm=run.comm + reduce,
-        moved=replicas * run.moved + math.fsum(2 * (replicas - 1) * b for b in stage_bytes),
+        compute=max(run.busy_s),
+        comm=run.sends_s + reduce,
+        moved=replicas * _cut_bytes(partition, replica_batch) + reduced,
         # The all-reduce follows the flush: no device computes meanwhile.
-        bubble=1.0 - (1.0 - run.bubble) * run.step / step,
-        exposed=step - run.free,
+        bubble=1.0 - (1.0 - run.bubble) * run.step_s / step,
+        exposed=step - run.free_s,
     )
 
 
@@ -239,17 +238,7 @@ def pipeline_bound_s(slot_s: float, stages: int, micro_batches: int) -> float:
     return (micro_batches + stages - 1) * slot_s
 
 
-@dataclass(frozen=True)
-class _PipelineRun:
-    step: float  # makespan with communication
-    free: float  # makespan with free communication
-    compute: float  # the busiest stage's compute per step
-    comm: float  # time of every send of the step
-    moved: float  # bytes over every cut, both directions
-    bubble: float  # share of the K devices' time not computing
-
-
-def _run_pipeline(
+def _replay(
     workload: Workload,
     partition: Partition,
     link: Interconnect,
@@ -257,53 +246,18 @@ def _run_pipeline(
     micro_batches: int,
     schedule: str,
     overlap: bool,
-) -> _PipelineRun:
-    k = partition.stages
-    plan = build_schedule(schedule, k, micro_batches)
+) -> ReplayedStep:
+    plan = build_schedule(schedule, partition.stages, micro_batches)
     micro = global_batch / micro_batches
-    work = {(s, FORWARD): partition.forward[s] * workload.forward_s * micro for s in range(k)}
-    work |= {(s, BACKWARD): partition.backward[s] * workload.backward_s * micro for s in range(k)}
-    if splits_backward(plan):
-        # zb-h1: the input gradient and the weight gradient taken as half the backward each.
-        for s in range(k):
-            work[(s, BACKWARD)] /= 2
-            work[(s, WEIGHT)] = work[(s, BACKWARD)]
+    forward = [share * workload.forward_s * micro for share in partition.forward]
+    backward = [share * workload.backward_s * micro for share in partition.backward]
     sends = [link.send_s(a * micro) for a in partition.cut_bytes]
+    return replay(PipelineTasks(plan, stage_work(plan, forward, backward), sends), overlap)
 
-    def cut_send(stage: int) -> float:
-        return sends[stage] if 0 <= stage < k - 1 else 0.0
 
-    def compute(task: Task) -> float:
-        return work[(task.stage, task.kind)]
-
-    def blocking(task: Task) -> float:
-        # The receive runs on the receiving device before its compute: forward over the cut
-        # above the stage, backward over the cut below it; a weight gradient receives nothing.
-        if task.kind == WEIGHT:
-            return compute(task)
-        return compute(task) + cut_send(task.stage - 1 if task.kind == FORWARD else task.stage)
-
-    def in_flight(sender: Task) -> float:
-        if sender.kind == WEIGHT:
-            return 0.0
-        return cut_send(sender.stage if sender.kind == FORWARD else sender.stage - 1)
-
-    if overlap:
-        step = makespan(simulate(plan, compute, in_flight))
-    else:
-        step = makespan(simulate(plan, blocking))
-    busy = [
-        micro_batches * sum(work.get((s, kind), 0.0) for kind in (FORWARD, BACKWARD, WEIGHT))
-        for s in range(k)
-    ]
-    return _PipelineRun(
-        step=step,
-        free=makespan(simulate(plan, compute)),
-        compute=max(busy),
-        comm=micro_batches * 2 * math.fsum(sends),
-        moved=2 * global_batch * math.fsum(partition.cut_bytes),
-        bubble=1.0 - math.fsum(busy) / (k * step) if step > 0 else 0.0,
-    )
+def _cut_bytes(partition: Partition, global_batch: float) -> float:
+    """Bytes over every cut in a step, activations down and their gradients back."""
+    return 2 * global_batch * math.fsum(partition.cut_bytes)
 
 
 def make_prediction(

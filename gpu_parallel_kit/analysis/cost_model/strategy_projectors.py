@@ -1,7 +1,7 @@
 """Each strategy's projector, and the cost function of sharded data parallelism.
 
 A projector is named by its strategy's record (`Strategy.projector`) and called by
-`projection._Experiment.rows` with the experiment's workload, plan and measured runs. For fsdp
+`projected_rows._Experiment.rows` with the experiment's workload, plan and measured runs. For fsdp
 (ZeRO-3) over N devices, with S_s the sharded weights' bytes and S_r the replicated ones', and
 AG(S) = RS(S) = α(N-1) + (N-1)/N · S/B::
 
@@ -82,7 +82,7 @@ def project_mesh_pipeline(experiment: _Experiment, record: Strategy) -> list[Run
         sizes = {DATA: d, TENSOR: t, STAGES: k}
         links = axis_links(plan.cluster, plan.link, plan.reduce_link, sizes)
         batch = experiment.batch(run.devices)
-        p, by_axis = mesh_pipeline(
+        projected = mesh_pipeline(
             experiment.workload_at(batch / m / d),  # one device's share of a micro-batch
             shape,
             links,
@@ -93,9 +93,14 @@ def project_mesh_pipeline(experiment: _Experiment, record: Strategy) -> list[Run
         )
         key = f"{record.name}-{schedule}-m{m}-{d}x{t}x{k}"
         row = experiment.row(
-            p, key, shape.note, schedule=schedule, micro_batches=m, mesh=f"{d}x{t}"
+            projected.prediction,
+            key,
+            shape.note,
+            schedule=schedule,
+            micro_batches=m,
+            mesh=f"{d}x{t}",
         )
-        row.extra.update(by_axis)
+        row.extra.update(projected.comm_by_axis)
         row.extra["mesh_axes"] = run.extra["mesh_axes"]
         row.extra["links"] = {axis: link and link.name for axis, link in links.items()}
         rows.append(row)
