@@ -1,4 +1,5 @@
-"""Which tasks of a device's list run in one compiled call with the task after them.
+"""Which tasks of a device's list run in one compiled call with the task after them: the last
+stage's forward and backward of a micro-batch, and the update with a device's last backward.
 
 The last stage's forward of a micro-batch and its whole backward often run back to back: in
 every 1F1B-like schedule, and always with one micro-batch. Nothing waits between them (the loss

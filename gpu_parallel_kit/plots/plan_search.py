@@ -1,5 +1,5 @@
-"""A plan search's figure: step time against memory per GPU for every plan, those that fit
-told apart from those that do not, the GPU's usable memory as a line and the best plan marked."""
+"""A plan search's figure: step time against memory per GPU for every plan, fitting or not, the
+GPU's usable memory as a line and the best plan marked."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
-"""The `data`, `tensor` and `stages` columns of every row: a run's devices on each plan axis
-(1 where an axis is absent), named as `Plans.table` names them, so a searched plan's shape and
-a run of it line up; and, for a run of a searched plan, the plan's other fields and `scaled`."""
+"""The `data`, `tensor` and `stages` columns of every row: a run's devices on each plan axis,
+named as `Plans.table` names them; for a run of a searched plan, the plan's other fields and
+`scaled`.
+
+An axis a run does not spread over counts 1, so a searched plan's shape and a run of it line up.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Several inputs or outputs as arrays (a dict, list or tuple), flattened to files and back.
+"""Several inputs or outputs as arrays: a dict (by input name), list or tuple of arrays, as
+`model.fit` takes them, flattened to files and back.
 
 The caller writes each array to its own memory-mapped file; the worker rebuilds the structure
 `model.fit` takes, such as a keras-hub backbone's `{"token_ids": ..., "padding_mask": ...}`. A
