@@ -74,6 +74,11 @@ class BackendRun(Protocol):
         """Before the first timed step: trace or compile what `measure` times after training,
         so the comparison's next run waits only for the timing (a failure is kept for then)."""
 
+    def time_tasks_alone(self, model: keras.Model) -> None:
+        """After training: a pipeline's tasks timed one at a time (its simulated view), weights
+        unchanged; nothing for a strategy without tasks. Every round, whatever `measure_comm`
+        says: it is the pipeline's view, not a communication measurement."""
+
     def measure(self, model: keras.Model) -> None:
         """After training: what the strategy measures apart (communication), weights unchanged."""
 
@@ -247,7 +252,14 @@ class RunPhases:
             save_weights(self.spec.save_weights, self.model)
 
     def measure(self) -> None:
-        """What the strategy measures apart from training, the weights unchanged."""
+        """What the strategy measures apart from training, the weights unchanged: a pipeline's
+        tasks alone, then communication. A failure of either keeps the trained row (without
+        that view), and the worker's stderr keeps why."""
+        self.phase = "timing each task alone"
+        try:
+            self.backend.time_tasks_alone(self.model)
+        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
+            traceback.print_exc()
         self.phase = "measuring communication"
         self.backend.measure(self.model)
 

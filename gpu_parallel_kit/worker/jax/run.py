@@ -175,6 +175,9 @@ class JaxRun:
             traceback.print_exc()
             self.failed = True
 
+    def time_tasks_alone(self, model: keras.Model) -> None:
+        self.strategy.time_tasks_alone()
+
     def measure(self, model: keras.Model) -> None:
         """The communication figures, timed now, or None when measure_comm=False skipped them
         or measuring failed: the trained run keeps its row (marked not measured), and the

@@ -134,6 +134,9 @@ class JaxStrategy:
     def describe(self) -> str:
         return ""
 
+    def time_tasks_alone(self) -> None:
+        """A pipeline's tasks timed one at a time after training (`BackendRun`); nothing here."""
+
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         """Communication to measure on `x`, `y`, one global batch of the run's data (no update
         applied), compiled as the measurement is prepared and timed when `JaxRun.measure` calls

@@ -133,6 +133,9 @@ class TensorFlowRun:
     def prepare_measurement(self, model: keras.Model) -> None:
         self.engine.prepare_measurement(model, self.dataset)
 
+    def time_tasks_alone(self, model: keras.Model) -> None:
+        self.engine.time_tasks_alone(model, self.dataset)
+
     def measure(self, model: keras.Model) -> None:
         self.engine.measure(model, self.dataset)
 

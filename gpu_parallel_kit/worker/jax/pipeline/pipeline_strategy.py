@@ -133,14 +133,10 @@ class PipelineParallel(JaxStrategy):
         axes = self.layout.axes_by_path()
         return [StagePlacement(group, data, tensor, axes) for group in groups]
 
-    def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Any:
+    def time_tasks_alone(self) -> None:
         """Each task alone, a few times, on the first batch (the simulated view), then the
         weights put back: the measurement must not train the model."""
-        return self._measure_alone
-
-    def _measure_alone(self) -> dict[str, Any]:
         self.alone = passes_alone(self.runner, *self.first_batch)
-        return {}
 
     def result_fields(
         self, model: keras.Model, measured: dict[str, Any] | None, step_time_s: float | None

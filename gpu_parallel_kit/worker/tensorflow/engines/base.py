@@ -52,6 +52,10 @@ class Engine(abc.ABC):
         it costs the comparison nothing (the run's set-up; runs/scheduling/resident_rounds.py)."""
         return None
 
+    def time_tasks_alone(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+        """A pipeline's tasks timed one at a time, weights unchanged (`BackendRun`)."""
+        return None
+
     def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Measurements that need the trained model but must not change it (before reporting)."""
         return None

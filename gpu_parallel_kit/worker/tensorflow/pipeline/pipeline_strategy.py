@@ -18,6 +18,7 @@ from ....pipeline.schedules import (
     Task,
     build_schedule,
     device_of,
+    micro_batch_count,
     splits_backward,
 )
 from ...keras_internals import compile_config
@@ -30,7 +31,12 @@ from ...pipeline.timeline import busy_and_idle, pipeline_row, schedule_figures
 from ..engines.base import Engine
 from ..keras_internals import compile_loss_class
 from .stage_calls import front, split, stage_tasks
-from .stage_memory import activation_bytes_per_micro_batch, check_stages
+from .stage_memory import (
+    activation_bytes_per_micro_batch,
+    check_stages,
+    held_activations,
+    stage_memory,
+)
 from .stages import (
     Stage,
     TracedModel,
@@ -105,6 +111,7 @@ class PipelineEngine(Engine):
         schedule = build_schedule(spec.schedule, k, micro_batches, chunks)
         micro_batch = split(first_x, micro_batches)[0]
         check_stages(stages, spec.memory_budget, traced, micro_batch, schedule)
+        self._held = held_activations(stages, traced, micro_batch, schedule)
         for task in tasks:
             task.set_micro_batches(micro_batches)
         runner = ScheduleRunner(tasks, schedule, micro_batches, lambda x: feed(traced, x), split)
@@ -114,6 +121,7 @@ class PipelineEngine(Engine):
             )
         finally:
             copy_back(stages)  # what was trained, as on JAX, even when a step failed
+        self._alone: list[StepReport] = []
         self._trained = _Trained(stages, schedule, runner, reports, sample, first_x, first_y)
 
     def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
@@ -131,22 +139,34 @@ class PipelineEngine(Engine):
         # Each stage has its own copy of the optimizer, all on the same schedule.
         return self._stages[0].optimizer if getattr(self, "_stages", None) else model.optimizer
 
-    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def time_tasks_alone(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
         """Time every task alone (one at a time, on one batch, a few times) for the simulated
         view, then put the weights back: the measurement must not train the model."""
-        stages, schedule, runner, reports, sample, x, y = self._trained
-        alone = passes_alone(runner, x, y)
-        self._figures = _figures(stages, self._traced, schedule, reports + alone, self.spec, sample)
-        if self._curve is None:  # one micro-batch, nothing chosen: the serial passes' curve
-            self._curve, self._choice = serial_curve(self.spec, alone, self._figures["cut_bytes"])
-        self._figures["microbatch_curve"] = self._curve.to_dict()
-        self._figures["microbatch_choice"] = self._choice.to_dict()
+        trained = self._trained
+        self._alone = passes_alone(trained.runner, trained.first_x, trained.first_y)
 
     def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
-        figures = dict(self._figures)
+        """The schedule's figures from the timed steps (and the passes alone, when timed: the
+        simulated view), the stages, and the micro-batch curve."""
+        trained = self._trained
+        trained.runner.close()
+        figures = _figures(
+            trained.stages,
+            self._traced,
+            trained.schedule,
+            trained.reports + self._alone,
+            self.spec,
+            trained.sample,
+        )
         comm_time = figures.pop("comm_time_s")
+        curve, choice = self._curve, self._choice
+        if curve is None and self._alone:  # one micro-batch, nothing chosen: the passes' curve
+            curve, choice = serial_curve(self.spec, self._alone, figures["cut_bytes"])
+        if curve is not None:
+            figures["microbatch_curve"] = curve.to_dict()
+            figures["microbatch_choice"] = choice.to_dict()
         return pipeline_row(
-            self._choice.micro_batches,
+            micro_batch_count(trained.schedule),
             sum(figures["cut_bytes"]) if figures["cut_bytes"] else None,
             comm_time,
             step_time_s,
@@ -157,6 +177,7 @@ class PipelineEngine(Engine):
                 else "eager, tape kept",
                 "state_bytes": self.state_bytes,
                 "parameter_bytes": sum(s["parameter_bytes"] for s in figures["stages"]),
+                "memory": stage_memory(trained.stages, self._held),
             },
         )
 

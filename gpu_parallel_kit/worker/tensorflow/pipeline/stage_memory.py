@@ -78,16 +78,22 @@ def check_stages(
     holds for the most micro-batches (like `micro_batch`) it keeps in flight."""
     if budget is None:
         return
-    held = None
-    if schedule is not None:
-        per_micro_batch = activation_bytes_per_micro_batch(stages, traced, micro_batch)
-        held = [
-            float(max_live_micro_batches(_tasks_of(schedule, s.index)) * per_micro_batch[s.index])
-            for s in stages
-        ]
+    held = None if schedule is None else held_activations(stages, traced, micro_batch, schedule)
     keys = ("device", "parameter_bytes", "optimizer_bytes")  # what a refused row keeps
     kept = [{key: getattr(s, key) for key in keys} for s in stages]
     check_budget(stage_memory(stages, held), budget, extra={"stages": kept})
+
+
+def held_activations(
+    stages: list[Any], traced: Any, micro_batch: Any, schedule: Schedule
+) -> list[float]:
+    """Per stage, the bytes of activations it holds for the most micro-batches (like
+    `micro_batch`) its schedule keeps in flight."""
+    per_micro_batch = activation_bytes_per_micro_batch(stages, traced, micro_batch)
+    return [
+        float(max_live_micro_batches(_tasks_of(schedule, s.index)) * per_micro_batch[s.index])
+        for s in stages
+    ]
 
 
 def _tasks_of(schedule: Schedule, stage: int) -> list[Task]:
