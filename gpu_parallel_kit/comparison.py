@@ -173,18 +173,19 @@ class Comparison:
                 {"throughput_samples_s": 2375, "device": "a100", "global_batch": 256} or a
                 one-GPU run, replaces the band; `global_batch` projects at another batch;
                 `compute="measured"` (or `compute_scale` / `measured_device`) keeps the measured
-                step time. See `projected_rows.project_results` for the others (overlap,
+                step time. See `projected_rows.ProjectionOptions` for the others (overlap,
                 schedule, ...).
         """
         from .analysis.cost_model.gpu_cluster import GPUCluster, project_onto_cluster
-        from .analysis.cost_model.projected_rows import project_results
+        from .analysis.cost_model.projected_rows import ProjectionOptions, project_results
 
         if "work" not in options and not _measured_asked(options):
             options["work"] = self._counted_work()
+        asked = ProjectionOptions(**options)
         if isinstance(preset, GPUCluster):
-            projected = project_onto_cluster(self.results, preset, list(devices), **options)
+            projected = project_onto_cluster(self.results, preset, list(devices), asked)
         else:
-            projected = project_results(self.results, preset, list(devices), **options)
+            projected = project_results(self.results, preset, list(devices), asked)
         return Comparison(self.results + projected, self.counter)
 
     def _counted_work(self) -> dict[str, Any]:

@@ -3,8 +3,9 @@ carried onto GPUs this machine does not have (`Comparison.project`), written onc
 training options are in `table.py`.
 
 Every default is None, which leaves it to the projection's own (`Comparison.project` and
-`analysis.cost_model.projected_rows.project_results` hold them); the help names it. The link, GPU,
-precision and compute source are checked by `comparison.check_projection` before anything runs.
+`analysis.cost_model.projected_rows.ProjectionOptions` hold them); the help names it. The link,
+GPU, precision and compute source are checked by `comparison.check_projection` before anything
+runs.
 """
 
 from __future__ import annotations

@@ -79,7 +79,10 @@ def test_gpu_check_records_the_efficiency_it_measured_and_how_to_feed_it_back(
 
 def test_a_calibration_from_gpu_check_reproduces_its_throughput(one_h100, tmp_path):
     from gpu_parallel_kit.analysis.cost_model.counted_work import from_counts
-    from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import (
+        ProjectionOptions,
+        project_results,
+    )
 
     out = tmp_path / "gpu_check.json"
     one_h100.main(["--models", "mlp", "--out", str(out), "--precision", "bf16"])
@@ -100,10 +103,12 @@ def test_a_calibration_from_gpu_check_reproduces_its_throughput(one_h100, tmp_pa
         [measured],
         "nvlink4",
         [1],
-        device="h100",
-        precision="bf16",
-        calibrate=found["calibrate"],
-        work={"e1": from_counts(COUNT)},
+        ProjectionOptions(
+            device="h100",
+            precision="bf16",
+            calibrate=found["calibrate"],
+            work={"e1": from_counts(COUNT)},
+        ),
     )
     assert rows[0].throughput_samples_s == pytest.approx(256 / STEP_S, rel=1e-6)
 

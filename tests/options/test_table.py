@@ -145,14 +145,14 @@ def test_the_projection_options_reach_both_front_ends_and_the_panel_as_one_reque
 
 
 def test_the_projection_keywords_are_comparison_projects_own():
-    from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import ProjectionOptions
     from gpu_parallel_kit.comparison import Comparison
     from gpu_parallel_kit.options.projection import PROJECTION, PROJECTION_ARGUMENTS
 
     assert [o.name for o in PROJECTION] == list(PROJECTION_ARGUMENTS)
     taken = {
         *inspect.signature(Comparison.project).parameters,
-        *inspect.signature(project_results).parameters,
+        *(field.name for field in dataclasses.fields(ProjectionOptions)),
     }
     assert set(PROJECTION_ARGUMENTS.values()) <= taken
 

@@ -177,7 +177,10 @@ def _measured(run_id, strategy, devices, **extra):
 
 
 def test_fsdp_is_projected_with_and_without_prefetch_from_its_measured_share():
-    from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import (
+        ProjectionOptions,
+        project_results,
+    )
 
     measured = [
         _measured("s", "single", 1),
@@ -190,6 +193,6 @@ def test_fsdp_is_projected_with_and_without_prefetch_from_its_measured_share():
     assert "75% of the parameter bytes sharded" in " ".join(row.extra["assumptions"])
     assert row.extra["step_time_prefetch_s"] < row.extra["step_time_no_prefetch_s"]
     assert row.step_time_s == pytest.approx(row.extra["step_time_no_prefetch_s"])
-    hidden = project_results(measured, "pcie4", [8], overlap=True)
+    hidden = project_results(measured, "pcie4", [8], ProjectionOptions(overlap=True))
     prefetched = next(r for r in hidden if r.strategy == "fsdp")
     assert prefetched.step_time_s == pytest.approx(row.extra["step_time_prefetch_s"])

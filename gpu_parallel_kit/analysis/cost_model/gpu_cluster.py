@@ -8,7 +8,7 @@ it fits there. A collective or a send runs on the slowest link its group crosses
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GpkError, whole_number
@@ -18,6 +18,7 @@ from .hardware_presets import device as device_preset
 
 if TYPE_CHECKING:
     from ...runs.results.run_result import RunResult
+    from .projected_rows import ProjectionOptions
 
 
 @dataclass(frozen=True, init=False)
@@ -141,23 +142,27 @@ def _crosses_nodes(ranks: int, per_node: int, stride: int, size: int) -> bool:
 
 
 def project_onto_cluster(
-    results: Sequence[RunResult], cluster: GPUCluster, devices: Sequence[int], **options: Any
+    results: Sequence[RunResult],
+    cluster: GPUCluster,
+    devices: Sequence[int],
+    options: ProjectionOptions | None = None,
 ) -> list[RunResult]:
     """Projected rows of `results` on `cluster`'s GPUs: device counts that fit in one node on
     its `inside` link, larger ones on `between`, all under one label, so their speedups share
-    one projected single device. Other options are `project_results`'s."""
-    from .projected_rows import project_results
+    one projected single device. `options` are `project_results`'s; the device projected onto
+    is the cluster's unless they name one."""
+    from .projected_rows import ProjectionOptions, project_results
 
+    options = options or ProjectionOptions()
     groups: dict[Interconnect, list[int]] = {}
     for count in devices:
         groups.setdefault(cluster.link_for(count), []).append(count)
-    options.setdefault("device", cluster.device)
-    label = options.pop("label", None) or (
-        f"{cluster.inside.name}/{cluster.between.name}+{cluster.device.name}"
-    )
+    label = options.label or f"{cluster.inside.name}/{cluster.between.name}+{cluster.device.name}"
+    device = cluster.device if options.device is None else options.device
+    on_cluster = replace(options, device=device, label=label, cluster=cluster)
     rows: dict[str, RunResult] = {}
     for link, counts in groups.items():
-        on_link = project_results(results, link, counts, label=label, cluster=cluster, **options)
+        on_link = project_results(results, link, counts, on_cluster)
         for row in on_link:
             rows.setdefault(row.run_id, row)  # the projected single device, once
     return list(rows.values())

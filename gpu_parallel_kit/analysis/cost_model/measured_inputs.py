@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import GpkError
 from ...runs.results.run_result import RunResult
 from .step_time_model import DEFAULT_BACKWARD_RATIO, Partition
 
 
-def measured_partition(run: RunResult, k: int, cut_bytes: float | None) -> tuple[Partition, str]:
+class NotedPartition(NamedTuple):
+    """A pipeline's partition, and the sentence saying where its shares and bytes came from."""
+
+    partition: Partition
+    note: str
+
+
+def measured_partition(run: RunResult, k: int, cut_bytes: float | None) -> NotedPartition:
     """Work shares from the run's tasks timed alone, else its busy times; its bytes per cut."""
     stages = sorted(run.extra["stages"], key=lambda s: s["stage"])
     forward, backward = _task_shares(run.extra.get("simulated_timeline") or [], k)
@@ -32,7 +39,7 @@ def measured_partition(run: RunResult, k: int, cut_bytes: float | None) -> tuple
     elif len(cuts) != k - 1:
         cuts, sizes = (0.0,) * (k - 1), "not recorded, taken as 0"
     note = f"{k} stages as in {run.run_id}: work shares from {source}; bytes per sample per cut: "
-    return Partition(forward, backward, params, cuts), note + sizes
+    return NotedPartition(Partition(forward, backward, params, cuts), note + sizes)
 
 
 def _task_shares(tasks: list[dict[str, Any]], k: int) -> tuple[tuple[float, ...] | None, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import GpkError
 from ...runs.results.run_result import RunResult
@@ -232,6 +232,15 @@ def link_note(link: Interconnect) -> str:
     )
 
 
+class ExperimentCompute(NamedTuple):
+    """Where an experiment's projected compute comes from, and what the rows say of it."""
+
+    workload: Workload  # at the baseline's (or the asked) global batch
+    scale: float  # how many times as fast as the measured device; 1 for counted compute
+    notes: tuple[str, ...]  # the assumptions every row of the experiment states
+    compute: Compute
+
+
 def experiment_compute(
     plan: ComputePlan,
     baseline: RunResult,
@@ -239,7 +248,7 @@ def experiment_compute(
     ratio: float,
     later_notes: tuple[str, ...],
     measured_scale: Callable[[bool], tuple[float, str]],
-) -> tuple[Workload, float, tuple[str, ...], Compute]:
+) -> ExperimentCompute:
     """An experiment's workload at its baseline's batch, its compute scale, its notes and its
     `Compute`; `measured_scale(fell_back)` gives the measured side's scale and its note."""
     counted = None
@@ -247,7 +256,7 @@ def experiment_compute(
         counted = counted_compute(plan, baseline, parameter_bytes, ratio)
     if isinstance(counted, Compute):
         workload = counted.workload_at(plan.global_batch or baseline.global_batch)
-        return workload, 1.0, (*counted.notes, *later_notes), counted
+        return ExperimentCompute(workload, 1.0, (*counted.notes, *later_notes), counted)
     scale, scale_note = measured_scale(counted is not None)
     workload = Workload.from_step_time(
         baseline.step_time_s, baseline.global_batch, parameter_bytes, ratio
@@ -267,7 +276,7 @@ def experiment_compute(
     else:
         reason = f"compute ×{scale:.3g}"
     compute = replace(measured_compute(workload, reason), on_target=not fallback)
-    return workload, scale, notes, compute
+    return ExperimentCompute(workload, scale, notes, compute)
 
 
 def add_band(

@@ -14,10 +14,10 @@ The assumptions made unless the runs or the caller say better: `docs/projection.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...backends import of_row
 from ...errors import GpkError, whole_number
@@ -35,6 +35,7 @@ from ...strategies import (
 from . import hardware_presets
 from .hardware_presets import Device, Interconnect
 from .measured_inputs import (
+    NotedPartition,
     backward_ratio,
     measured_partition,
     parameter_bytes,
@@ -78,77 +79,121 @@ class _Plan:
     cluster: Any = None  # a GPUCluster: each axis of a 3-D pipeline row on the link it crosses
 
 
+@dataclass(frozen=True)
+class ProjectionOptions:
+    """How `project_results` projects, beyond the link and the device counts.
+
+    Every field defaults to the projection's own choice. `Comparison.project` builds one from
+    its keywords. `compute`, `precision`, `efficiency`, `calibrate` and `global_batch` are
+    described in `projected_compute.compute_plan`; `docs/projection.md` gives the assumptions.
+
+    Args:
+        strategies: the strategies to project (a projected single-device row is always added);
+            default the measured ones. "data+model" needs `hybrid_stages`.
+        overlap: the backward overlaps the all-reduce, and pipeline sends overlap compute.
+        compute_scale: the projected device is this many times as fast as the measured one.
+        device: the device projected onto: a preset name or a dict.
+        measured_device: the device the runs were measured on, with `device`: a preset or a
+            dict.
+        backward_ratio: backward seconds over forward seconds; default what the pipeline runs
+            timed, else 2.
+        schedule: the pipeline schedule, instead of the measured runs'.
+        micro_batches: the pipeline's micro-batches, instead of the measured runs'.
+        cut_bytes_per_sample: activation bytes per sample across each cut, instead of the
+            measured ones.
+        hybrid_stages: K, the stages of each copy of a data+model pipeline: a row for every
+            count that is 2K or more and a multiple of K.
+        data_link: the link carrying the data+model all-reduces; default the projection's.
+        label: the experiment id's suffix, instead of one named after the link and device.
+        compute: "counted" (the step's counted work on the device's roofline) or "measured".
+        precision: the projected device's arithmetic (fp32, tf32, bf16, fp16).
+        efficiency: the share of the roofline the step reaches, as a band.
+        calibrate: a measured one-GPU throughput that replaces the band.
+        global_batch: the global batch to project at; default the measured one.
+        work: experiment id -> `WorkCount` (or the sentence saying why there is none); given,
+            compute is counted by default.
+        cluster: a `GPUCluster` (`gpu_cluster.project_onto_cluster` passes it) that places
+            each axis of a pipeline run on (data, model) sub-meshes on the link it crosses.
+    """
+
+    strategies: Sequence[str] | None = None
+    overlap: bool = False
+    compute_scale: float | None = None
+    device: DeviceSpec | None = None
+    measured_device: DeviceSpec | None = None
+    backward_ratio: float | None = None
+    schedule: str | None = None
+    micro_batches: int | None = None
+    cut_bytes_per_sample: float | None = None
+    hybrid_stages: int | None = None
+    data_link: LinkSpec | None = None
+    label: str | None = None
+    compute: str | None = None
+    precision: str = "bf16"
+    efficiency: Any = None
+    calibrate: Any = None
+    global_batch: int | None = None
+    work: Mapping[str, Any] | None = None
+    cluster: Any = None
+
+
 def project_results(
     results: Sequence[RunResult],
     preset: LinkSpec,
     devices: int | Sequence[int],
-    *,
-    strategies: Sequence[str] | None = None,
-    overlap: bool = False,
-    compute_scale: float | None = None,
-    device: DeviceSpec | None = None,
-    measured_device: DeviceSpec | None = None,
-    backward_ratio: float | None = None,
-    schedule: str | None = None,
-    micro_batches: int | None = None,
-    cut_bytes_per_sample: float | None = None,
-    hybrid_stages: int | None = None,
-    data_link: LinkSpec | None = None,
-    label: str | None = None,
-    compute: str | None = None,
-    precision: str = "bf16",
-    efficiency: Any = None,
-    calibrate: Any = None,
-    global_batch: int | None = None,
-    work: Mapping[str, Any] | None = None,
-    cluster: Any = None,
+    options: ProjectionOptions = ProjectionOptions(),
 ) -> list[RunResult]:
     """Projected rows for every experiment in `results` that has a finished single-device run.
 
-    `preset` names an interconnect (`hardware_presets.INTERCONNECTS`) or gives one as a dict
-    (`{"name": "my-ib", "bandwidth_gb_s": 40, "latency_us": 4}`); `devices` are the counts to
-    project onto. `strategies` default to the measured ones (a projected single-device row is
-    always added); "data+model" needs `hybrid_stages`=K and adds a row for every count that is
-    2K or more and a multiple of K. `overlap`: the backward overlaps the all-reduce and pipeline
-    sends overlap compute. `compute_scale`, or `device` with `measured_device` (presets or
-    dicts), makes the projected device faster than the measured one. `schedule`,
-    `micro_batches` and `cut_bytes_per_sample` override what the pipeline runs measured;
-    `data_link` carries the data+model all-reduces (default: `preset`). `label` replaces the
-    experiment id suffix. Measured rows are never changed; rows projected earlier are ignored.
-    `cluster`, a `GPUCluster` (`gpu_cluster.project_onto_cluster` passes it), places each axis
-    of a pipeline run on (data, model) sub-meshes on the link that axis crosses.
+    Measured rows are never changed; rows projected earlier are ignored.
 
-    Given `work` (experiment id -> `WorkCount`, or why there is none), compute is counted by
-    default; `compute`, `precision`, `efficiency`, `calibrate`, `global_batch`: see
-    `projected_compute.compute_plan`.
+    Args:
+        results: the measured runs, of one experiment or several.
+        preset: the link between the devices: an interconnect's name
+            (`hardware_presets.INTERCONNECTS`) or a dict, e.g.
+            `{"name": "my-ib", "bandwidth_gb_s": 40, "latency_us": 4}`.
+        devices: the device counts to project onto.
+        options: everything else, each with the projection's own default.
+
+    Returns:
+        One `RunResult` per strategy and device count, with `projected=True`.
     """
     link = hardware_presets.interconnect(preset)
-    measured = compute_scale is not None or measured_device is not None
+    measured = options.compute_scale is not None or options.measured_device is not None
     asked = compute_plan(
-        compute, device, precision, efficiency, calibrate, global_batch, work, measured, link
+        options.compute,
+        options.device,
+        options.precision,
+        options.efficiency,
+        options.calibrate,
+        options.global_batch,
+        options.work,
+        measured,
+        link,
     )
     target = (
         asked.device
-        if asked.mode == "counted" or device is None
-        else hardware_presets.device(device)
+        if asked.mode == "counted" or options.device is None
+        else hardware_presets.device(options.device)
     )
+    named = None if asked.fell_back else target
     plan = _Plan(
         link=link,
-        reduce_link=None if data_link is None else hardware_presets.interconnect(data_link),
+        reduce_link=_read(hardware_presets.interconnect, options.data_link),
         counts=_counts(devices),
-        strategies=_strategies(strategies, hybrid_stages),
-        overlap=overlap,
-        scale=compute_scale,
+        strategies=_strategies(options.strategies, options.hybrid_stages),
+        overlap=options.overlap,
+        scale=options.compute_scale,
         target=target,
-        measured=None if measured_device is None else hardware_presets.device(measured_device),
-        backward_ratio=backward_ratio,
-        schedule=schedule,
-        micro_batches=micro_batches,
-        cut_bytes=cut_bytes_per_sample,
-        hybrid_stages=hybrid_stages,
-        label=label or _label(link, None if asked.fell_back else target, compute_scale),
+        measured=_read(hardware_presets.device, options.measured_device),
+        backward_ratio=options.backward_ratio,
+        schedule=options.schedule,
+        micro_batches=options.micro_batches,
+        cut_bytes=options.cut_bytes_per_sample,
+        hybrid_stages=options.hybrid_stages,
+        label=options.label or _label(link, named, options.compute_scale),
         compute=asked,
-        cluster=cluster,
+        cluster=options.cluster,
     )
     experiments: dict[tuple[str, str], list[RunResult]] = {}
     for result in results:
@@ -169,6 +214,13 @@ def project_results(
             "run strategy='single' (or any strategy on 1 device) first"
         )
     return rows
+
+
+class PipelineConfig(NamedTuple):
+    """One pipeline configuration to project."""
+
+    schedule: str
+    micro_batches: int
 
 
 @dataclass(frozen=True)
@@ -192,7 +244,7 @@ class _Experiment:
     def of(cls, plan: _Plan, baseline: RunResult, runs: list[RunResult]) -> _Experiment:
         models = tuple(r for r in runs if r.ok and has(r.strategy, "stages"))
         ratio, ratio_note = backward_ratio(plan.backward_ratio, models)
-        w, s, notes, compute = experiment_compute(
+        found = experiment_compute(
             plan.compute,
             baseline,
             parameter_bytes(baseline, runs),
@@ -202,7 +254,16 @@ class _Experiment:
                 replace(plan, target=None) if fell_back else plan, baseline.device_kind
             ),
         )
-        return cls(plan, baseline, tuple(runs), w, s, notes, models, compute)
+        return cls(
+            plan=plan,
+            baseline=baseline,
+            runs=tuple(runs),
+            workload=found.workload,
+            scale=found.scale,
+            notes=found.notes,
+            models=models,
+            compute=found.compute,
+        )
 
     def rows(self) -> list[RunResult]:
         """The projected single device, then each wanted strategy's rows from the projector
@@ -233,21 +294,21 @@ class _Experiment:
         batch = self.plan.compute.global_batch or self.baseline.global_batch
         return batch * (devices if self.baseline.scaling == "weak" else 1)
 
-    def pipeline_configs(self) -> list[tuple[str, int]]:
-        """(schedule, micro-batches) pairs to project: the caller's, else the measured ones."""
+    def pipeline_configs(self) -> list[PipelineConfig]:
+        """The schedules and micro-batches to project: the caller's, else the measured ones."""
         plan = self.plan
         if plan.schedule is not None or plan.micro_batches is not None:
             m = plan.micro_batches or 1
-            return [(plan.schedule or default_schedule(m), m)]
+            return [PipelineConfig(plan.schedule or default_schedule(m), m)]
         # The cost model holds one stage per device: runs of model chunks are not projected.
         found = [
-            (r.schedule, r.micro_batches or 1)
+            PipelineConfig(r.schedule, r.micro_batches or 1)
             for r in self.models
             if r.schedule and not schedule_record(r.schedule).virtual_stages
         ]
-        return list(dict.fromkeys(found)) or [(default_schedule(1), 1)]
+        return list(dict.fromkeys(found)) or [PipelineConfig(default_schedule(1), 1)]
 
-    def partition(self, k: int) -> tuple[Partition, str]:
+    def partition(self, k: int) -> NotedPartition:
         """The split of a measured k-stage run, else k equal stages."""
         given = self.plan.cut_bytes
         for run in self.models:
@@ -268,7 +329,7 @@ class _Experiment:
                 )
             given = statistics.fmean(per_cut)
             note = f"{given:.4g} activation bytes per sample across each cut (measured mean)"
-        return Partition.equal(k, given), f"{k} equal stages (assumed); {note}"
+        return NotedPartition(Partition.equal(k, given), f"{k} equal stages (assumed); {note}")
 
     def row(self, p: Prediction, key: str, note: str = "", **fields: Any) -> RunResult:
         plan, base = self.plan, self.baseline
@@ -375,6 +436,11 @@ def _strategies(given: Sequence[str] | None, hybrid: int | None) -> tuple[str, .
         )
     # The baseline is always projected; the hybrid is added by hybrid_stages.
     return tuple(dict.fromkeys(r.name for r in records if r.runnable and not r.baseline))
+
+
+def _read(preset: Callable[[Any], Any], given: Any) -> Any:
+    """A link or device read off its preset name or dict, None where none is given."""
+    return None if given is None else preset(given)
 
 
 def _label(link: Interconnect, target: Device | None, scale: float | None) -> str:

@@ -78,9 +78,12 @@ def measured_runs():
 
 def test_a_projection_onto_a_cluster_uses_the_link_each_count_needs():
     from gpu_parallel_kit.analysis.cost_model.gpu_cluster import project_onto_cluster
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import ProjectionOptions
 
     cluster = GPUCluster("h100", nodes=4, per_node=8, between="net100g")
-    rows = project_onto_cluster(measured_runs(), cluster, [1, 8, 16], compute_scale=1)
+    rows = project_onto_cluster(
+        measured_runs(), cluster, [1, 8, 16], ProjectionOptions(compute_scale=1)
+    )
     by_id = {r.run_id.split(":")[-1]: r for r in rows}
     assert list(by_id) == ["single-1", "data-1", "data-8", "data-16"]
     assert {r.experiment_id for r in rows} == {"e1:nvlink4/net100g+h100"}
@@ -89,7 +92,7 @@ def test_a_projection_onto_a_cluster_uses_the_link_each_count_needs():
     # The network is 36x slower than NVLink 4: the 16-GPU ring costs more than the 8-GPU one.
     assert by_id["data-16"].comm_time_s > 10 * by_id["data-8"].comm_time_s
     with pytest.raises(GpkError, match="devices=64 is more than the cluster's 32 GPUs"):
-        project_onto_cluster(measured_runs(), cluster, [64], compute_scale=1)
+        project_onto_cluster(measured_runs(), cluster, [64], ProjectionOptions(compute_scale=1))
 
 
 def test_comparison_project_takes_a_cluster_in_place_of_a_link():
@@ -109,7 +112,10 @@ def test_comparison_project_takes_a_cluster_in_place_of_a_link():
 
 def test_a_cluster_with_one_link_inside_and_between_projects_every_count():
     from gpu_parallel_kit.analysis.cost_model.gpu_cluster import project_onto_cluster
+    from gpu_parallel_kit.analysis.cost_model.projected_rows import ProjectionOptions
 
     flat = GPUCluster("h100", nodes=2, per_node=4, inside="nvlink4", between="nvlink4")
-    rows = project_onto_cluster(measured_runs(), flat, [1, 4, 8], compute_scale=1)
+    rows = project_onto_cluster(
+        measured_runs(), flat, [1, 4, 8], ProjectionOptions(compute_scale=1)
+    )
     assert sorted(r.devices for r in rows if r.strategy == "data") == [1, 4, 8]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster, project_onto_cluster
-from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
+from gpu_parallel_kit.analysis.cost_model.projected_rows import ProjectionOptions, project_results
 from gpu_parallel_kit.errors import GpkError
 from tests.builders import measured_row
 
@@ -55,7 +55,9 @@ def fast_inside(per_node: int) -> GPUCluster:
 
 
 def test_each_axis_is_charged_on_the_link_the_cluster_places_it_on():
-    (row,) = mesh_rows(project_onto_cluster(runs(), fast_inside(4), [1, 8], compute_scale=1))
+    (row,) = mesh_rows(
+        project_onto_cluster(runs(), fast_inside(4), [1, 8], ProjectionOptions(compute_scale=1))
+    )
     assert row.run_id.endswith(":pipeline-1f1b-m4-2x2x2") and row.mesh == "2x2"
     # Tensor pairs and the two stages' neighbours share a node; the replicas are a node apart.
     assert row.extra["links"] == {"tensor": "nvlink4", "stages": "nvlink4", "data": "net100g"}
@@ -63,8 +65,12 @@ def test_each_axis_is_charged_on_the_link_the_cluster_places_it_on():
 
 
 def test_tensor_inside_a_node_costs_less_than_tensor_across_nodes():
-    inside = mesh_rows(project_onto_cluster(runs(), fast_inside(4), [8], compute_scale=1))[0]
-    across = mesh_rows(project_onto_cluster(runs(), fast_inside(1), [8], compute_scale=1))[0]
+    inside = mesh_rows(
+        project_onto_cluster(runs(), fast_inside(4), [8], ProjectionOptions(compute_scale=1))
+    )[0]
+    across = mesh_rows(
+        project_onto_cluster(runs(), fast_inside(1), [8], ProjectionOptions(compute_scale=1))
+    )[0]
     assert across.extra["links"] == {"tensor": "net100g", "stages": "net100g", "data": "net100g"}
     assert inside.extra["tensor_comm_s"] < across.extra["tensor_comm_s"] / 2
     # The data ring crosses the network on both clusters: it costs the same.
@@ -73,7 +79,7 @@ def test_tensor_inside_a_node_costs_less_than_tensor_across_nodes():
 
 
 def test_one_link_carries_every_axis_and_the_row_keeps_its_shape():
-    rows = project_results(runs(), "pcie4", [1, 2, 8], compute_scale=1)
+    rows = project_results(runs(), "pcie4", [1, 2, 8], ProjectionOptions(compute_scale=1))
     (row,) = mesh_rows(rows)
     assert set(row.extra["links"].values()) == {"pcie4"}
     assert row.devices == 8 and row.extra["bubble_fraction"] > 0
@@ -81,12 +87,16 @@ def test_one_link_carries_every_axis_and_the_row_keeps_its_shape():
     plain = [r for r in rows if r.strategy == "pipeline" and not r.extra.get("mesh_axes")]
     assert sorted(r.devices for r in plain) == [1, 2, 8]
     # Asked at a count it did not run at, the 3-D run is not projected.
-    assert not mesh_rows(project_results(runs(), "pcie4", [1, 4], compute_scale=1))
+    assert not mesh_rows(
+        project_results(runs(), "pcie4", [1, 4], ProjectionOptions(compute_scale=1))
+    )
 
 
 def test_a_run_on_fewer_gpus_is_placed_on_the_clusters_first_nodes():
     cluster = GPUCluster("h100", nodes=4, per_node=4, between="net100g")
-    (row,) = mesh_rows(project_onto_cluster(runs(), cluster, [8], compute_scale=1))
+    (row,) = mesh_rows(
+        project_onto_cluster(runs(), cluster, [8], ProjectionOptions(compute_scale=1))
+    )
     assert row.extra["links"]["data"] == "net100g" and row.extra["links"]["tensor"] == "nvlink4"
     with pytest.raises(GpkError, match="devices=6 fills no whole node of 4 GPUs"):
         cluster.first(6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
+from gpu_parallel_kit.analysis.cost_model.projected_rows import ProjectionOptions, project_results
 from gpu_parallel_kit.analysis.cost_model.roofline import LAUNCH_S
 from tests.analysis.cost_model.test_projected_compute import MLP, RESNET, single
 
@@ -15,12 +15,14 @@ def pipeline_step(work, base, m: int) -> float:
         [base],
         "nvlink4",
         [4],
-        strategies=["pipeline"],
-        schedule="gpipe",
-        micro_batches=m,
-        cut_bytes_per_sample=1024.0,
-        work={"e1": work},
-        device="h100",
+        ProjectionOptions(
+            strategies=["pipeline"],
+            schedule="gpipe",
+            micro_batches=m,
+            cut_bytes_per_sample=1024.0,
+            work={"e1": work},
+            device="h100",
+        ),
     )
     (row,) = [r for r in rows if r.strategy == "pipeline"]
     return row.step_time_s

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.counted_work import from_counts
-from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
+from gpu_parallel_kit.analysis.cost_model.projected_rows import ProjectionOptions, project_results
 from gpu_parallel_kit.analysis.cost_model.roofline import LAUNCH_S
 from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table
 from gpu_parallel_kit.errors import GpkError
@@ -41,7 +41,9 @@ def speedups(rows) -> dict[int, float]:
 
 
 def test_the_mlp_on_eight_h100s_is_bound_by_launches_and_communication():
-    rows = project_results([single()], "nvlink4", [1, 4, 8], strategies=["data"], work={"e1": MLP})
+    rows = project_results(
+        [single()], "nvlink4", [1, 4, 8], ProjectionOptions(strategies=["data"], work={"e1": MLP})
+    )
     assert {r.extra["gpu"] for r in rows} == {"h100"}  # nvlink4's usual GPU
     assert all(r.device_kind == "gpu" for r in rows)
     one = rows[0]
@@ -52,7 +54,9 @@ def test_the_mlp_on_eight_h100s_is_bound_by_launches_and_communication():
 
 
 def test_every_counted_row_says_where_its_compute_came_from():
-    rows = project_results([single()], "nvlink3", [2], strategies=["data"], work={"e1": MLP})
+    rows = project_results(
+        [single()], "nvlink3", [2], ProjectionOptions(strategies=["data"], work={"e1": MLP})
+    )
     for row in rows:
         assert row.extra["compute_source"].startswith("counted: xla cost analysis")
         assert row.extra["flops_per_sample"] == pytest.approx(MLP.flops_per_sample)
@@ -64,7 +68,10 @@ def test_every_counted_row_says_where_its_compute_came_from():
 def test_a_compute_bound_model_scales_and_its_band_is_wide():
     base = single(step=5.0, batch=256, params=25_583_592 * 4)
     rows = project_results(
-        [base], "nvlink4", [1, 8], strategies=["data"], device="a100", work={"e1": RESNET}
+        [base],
+        "nvlink4",
+        [1, 8],
+        ProjectionOptions(strategies=["data"], device="a100", work={"e1": RESNET}),
     )
     assert speedups(rows)[8] > 6  # 800 MB of gradients are little beside 100 ms of compute
     one = rows[0]
@@ -76,7 +83,10 @@ def test_calibrated_the_projection_reproduces_the_given_throughput():
     base = single(step=5.0, batch=256, params=25_583_592 * 4)
     given = {"throughput_samples_s": 2000, "device": "a100", "global_batch": 256}
     rows = project_results(
-        [base], "nvlink3", [1, 8], strategies=["data"], calibrate=given, work={"e1": RESNET}
+        [base],
+        "nvlink3",
+        [1, 8],
+        ProjectionOptions(strategies=["data"], calibrate=given, work={"e1": RESNET}),
     )
     assert rows[0].throughput_samples_s == pytest.approx(2000)
     # Another batch follows the model: twice the samples take about twice the time.
@@ -84,9 +94,7 @@ def test_calibrated_the_projection_reproduces_the_given_throughput():
         [base],
         "nvlink3",
         [1],
-        calibrate=given,
-        global_batch=512,
-        work={"e1": RESNET},
+        ProjectionOptions(calibrate=given, global_batch=512, work={"e1": RESNET}),
     )
     assert bigger[0].global_batch == 512
     assert 1900 < bigger[0].throughput_samples_s < 2100
@@ -94,7 +102,9 @@ def test_calibrated_the_projection_reproduces_the_given_throughput():
 
 def test_a_step_that_was_not_counted_falls_back_to_measured_compute_and_says_so():
     reason = "the step could not be counted (ValueError: no inputs)"
-    rows = project_results([single()], "nvlink4", [1, 8], strategies=["data"], work={"e1": reason})
+    rows = project_results(
+        [single()], "nvlink4", [1, 8], ProjectionOptions(strategies=["data"], work={"e1": reason})
+    )
     assert rows[0].step_time_s == pytest.approx(0.0051)
     assert rows[0].device_kind == "cpu"
     assert "not counted" in rows[0].reason
@@ -102,17 +112,25 @@ def test_a_step_that_was_not_counted_falls_back_to_measured_compute_and_says_so(
 
 
 def test_compute_scale_implies_measured_compute():
-    rows = project_results([single()], "nvlink4", [1], compute_scale=10.0, work={"e1": MLP})
+    rows = project_results(
+        [single()], "nvlink4", [1], ProjectionOptions(compute_scale=10.0, work={"e1": MLP})
+    )
     assert rows[0].step_time_s == pytest.approx(0.00051)
     with pytest.raises(GpkError, match="compute='measured'"):
-        project_results([single()], "nvlink4", [1], compute="counted", compute_scale=10.0)
+        project_results(
+            [single()], "nvlink4", [1], ProjectionOptions(compute="counted", compute_scale=10.0)
+        )
 
 
 def test_bad_precision_and_compute_are_one_sentence():
     with pytest.raises(GpkError, match="'fp32', 'tf32', 'bf16', 'fp16'"):
-        project_results([single()], "nvlink4", [1], precision="int4", work={"e1": MLP})
+        project_results(
+            [single()], "nvlink4", [1], ProjectionOptions(precision="int4", work={"e1": MLP})
+        )
     with pytest.raises(GpkError, match="'counted' or 'measured'"):
-        project_results([single()], "nvlink4", [1], compute="guessed", work={"e1": MLP})
+        project_results(
+            [single()], "nvlink4", [1], ProjectionOptions(compute="guessed", work={"e1": MLP})
+        )
 
 
 def tensor_run(devices=4, batch=512, experiment="e1") -> RunResult:
@@ -143,7 +161,9 @@ def test_tensor_rows_compute_their_device_share_of_the_counted_step():
 
     base = single(step=5.0, batch=256, params=25_583_592 * 4)
     runs = [base, tensor_run(4, batch=256)]
-    rows = project_results(runs, "nvlink4", [1, 4], device="a100", work={"e1": RESNET})
+    rows = project_results(
+        runs, "nvlink4", [1, 4], ProjectionOptions(device="a100", work={"e1": RESNET})
+    )
     (tensor,) = [r for r in rows if r.strategy == "tensor"]
     assert tensor.extra["compute_source"].startswith("counted")
     share = 256 * (0.75 / 4 + 0.25)  # samples' worth of work on one device
@@ -158,6 +178,8 @@ def test_tensor_rows_compute_their_device_share_of_the_counted_step():
 def test_a_launch_bound_tensor_step_keeps_every_launch_on_each_device():
     from gpu_parallel_kit.analysis.cost_model.roofline import LAUNCH_S
 
-    rows = project_results([single(), tensor_run(8)], "nvlink4", [8], work={"e1": MLP})
+    rows = project_results(
+        [single(), tensor_run(8)], "nvlink4", [8], ProjectionOptions(work={"e1": MLP})
+    )
     (tensor,) = [r for r in rows if r.strategy == "tensor"]
     assert tensor.extra["compute_s"] >= MLP.kernels * LAUNCH_S  # thin shards, the same launches

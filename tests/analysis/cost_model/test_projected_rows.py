@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpu_parallel_kit.analysis.cost_model.projected_rows import project_results
+from gpu_parallel_kit.analysis.cost_model.projected_rows import ProjectionOptions, project_results
 from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.runs.results.run_result import RunResult
@@ -111,12 +111,13 @@ def test_data_parallel_row_literal(measured):
     assert row.comm_bytes == 2 * 3 * PARAMS
     assert row.throughput_samples_s == pytest.approx(256 / 0.07527)
     assert row.all_reduce == "ring"
-    hidden = by_id(project_results(measured, "pcie4", [4], overlap=True))["data-4"]
+    overlapped = ProjectionOptions(overlap=True)
+    hidden = by_id(project_results(measured, "pcie4", [4], overlapped))["data-4"]
     assert hidden.step_time_s == pytest.approx(0.075)  # the backward hides the all-reduce
 
 
 def test_speedup_is_against_the_projected_single_device(measured):
-    rows = project_results(measured, FREE, [2, 4, 8], strategies=["data"])
+    rows = project_results(measured, FREE, [2, 4, 8], ProjectionOptions(strategies=["data"]))
     table = comparison_table(measured + rows)
     projected = table[table["projected"]].set_index("run_id")
     assert projected.loc["e1:free:single-1", "speedup"] == pytest.approx(1.0)
@@ -126,7 +127,7 @@ def test_speedup_is_against_the_projected_single_device(measured):
 
 
 def test_model_rows_use_the_measured_stage_split_and_cut_bytes(measured):
-    rows = by_id(project_results(measured, FREE, [2], strategies=["model"]))
+    rows = by_id(project_results(measured, FREE, [2], ProjectionOptions(strategies=["model"])))
     two = rows["pipeline-gpipe-m4-2"]
     # Per micro-batch of 64 samples: forward 0.3/4/3.5 s and backward 2.5 times that, split
     # 1 : 2 between the stages as timed alone. Stage 1 is the bottleneck: its 4 forwards
@@ -145,7 +146,11 @@ def test_model_rows_use_the_measured_stage_split_and_cut_bytes(measured):
 
 
 def test_unmeasured_stage_counts_get_equal_stages_and_the_measured_cut_bytes(measured):
-    rows = by_id(project_results(measured, {"bandwidth_gb_s": 1}, [4], strategies=["model"]))
+    rows = by_id(
+        project_results(
+            measured, {"bandwidth_gb_s": 1}, [4], ProjectionOptions(strategies=["model"])
+        )
+    )
     note = rows["pipeline-gpipe-m4-4"].extra["assumptions"][-1]
     assert note == (
         "4 equal stages (assumed); 2048 activation bytes per sample across each cut (measured mean)"
@@ -154,11 +159,14 @@ def test_unmeasured_stage_counts_get_equal_stages_and_the_measured_cut_bytes(mea
 
 
 def test_compute_scale_given_or_from_device_presets(measured):
-    fast = by_id(project_results(measured, "nvlink4", [1], compute_scale=10))["single-1"]
+    ten_times = ProjectionOptions(compute_scale=10)
+    fast = by_id(project_results(measured, "nvlink4", [1], ten_times))["single-1"]
     assert fast.experiment_id == "e1:nvlink4x10"
     assert fast.step_time_s == pytest.approx(0.03)
     assert fast.reason == "projected on nvlink4x10, compute ×10"
-    rows = project_results(measured, "nvlink4", [1], device="h100", measured_device="a100")
+    rows = project_results(
+        measured, "nvlink4", [1], ProjectionOptions(device="h100", measured_device="a100")
+    )
     h100 = by_id(rows)["single-1"]
     assert h100.experiment_id == "e1:nvlink4+h100"
     assert h100.device_kind == "gpu"
@@ -168,7 +176,7 @@ def test_compute_scale_given_or_from_device_presets(measured):
 
 def test_a_target_device_without_the_measured_one_is_refused(measured):
     with pytest.raises(GpkError, match="measured_device="):
-        project_results(measured, "nvlink4", [2], device="h100")
+        project_results(measured, "nvlink4", [2], ProjectionOptions(device="h100"))
 
 
 def test_weak_scaling_grows_the_global_batch():
@@ -183,7 +191,9 @@ def test_weak_scaling_grows_the_global_batch():
 
 
 def test_data_times_pipeline_rows_only_where_the_stages_divide(measured):
-    rows = by_id(project_results(measured, "nvlink4", [2, 4, 6, 8], hybrid_stages=2))
+    rows = by_id(
+        project_results(measured, "nvlink4", [2, 4, 6, 8], ProjectionOptions(hybrid_stages=2))
+    )
     hybrid = [key for key in rows if key.startswith("data+pipeline")]
     assert hybrid == [
         "data+pipeline-2x2-gpipe-m4",
@@ -210,17 +220,19 @@ def test_experiments_without_a_baseline_are_skipped_and_none_at_all_is_an_error(
 
 def test_bad_requests_say_how_to_fix_them(measured):
     with pytest.raises(GpkError, match="cannot be projected"):
-        project_results(measured, "pcie4", [2], strategies=["zero"])
+        project_results(measured, "pcie4", [2], ProjectionOptions(strategies=["zero"]))
     with pytest.raises(GpkError, match="hybrid_stages=K"):
-        project_results(measured, "pcie4", [2], strategies=["data+model"])
+        project_results(measured, "pcie4", [2], ProjectionOptions(strategies=["data+model"]))
     with pytest.raises(GpkError, match="devices=0"):
         project_results(measured, "pcie4", [0])
     with pytest.raises(GpkError, match="cut_bytes_per_sample="):
-        project_results([run("s", "single", 1, 0.3)], "pcie4", [4], strategies=["model"])
+        project_results(
+            [run("s", "single", 1, 0.3)], "pcie4", [4], ProjectionOptions(strategies=["model"])
+        )
 
 
 def test_projected_rows_survive_json(measured):
-    for row in project_results(measured, "net100g", [2, 4], hybrid_stages=2):
+    for row in project_results(measured, "net100g", [2, 4], ProjectionOptions(hybrid_stages=2)):
         assert RunResult.from_json(row.to_json()) == row
 
 
