@@ -160,15 +160,15 @@ def scale_plan(
     scaled = _changes((DATA, data, data_here), ("global batch", searched, batch))
     if sharding != fields_["sharding"]:
         scaled.append(f"{fields_['sharding']} run as {words}")
+    # With one stage, the plan's micro-batches are gradient accumulation, not run here.
+    batching = "accumulation" if stages_here == 1 else "micro-batches"
     scaled += _changes(
         (TENSOR, tensor, tensor_here),
         (STAGES, stages, stages_here),
-        # one stage: the plan's micro-batches are gradient accumulation, not run here
-        ("accumulation" if stages_here == 1 else "micro-batches",
-         fields_["micro_batches"], micro_batches),
+        (batching, fields_["micro_batches"], micro_batches),
         ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
         ("backend", backend, backend_here),
-    )  # fmt: skip
+    )
     depth = _blocks_here(model_blocks, blocks, stages_here * shape["virtual_stages"], scaled)
     return ScaledPlan(
         strategy=record.name,
