@@ -339,6 +339,8 @@ _KINDS = {Pass.BACKWARD: "BW", Pass.INPUT_BACKWARD: "B", Pass.WEIGHT_BACKWARD: "
 
 def split(batch: Any, parts: int) -> list[Any]:
     """A batch (an array, or a tuple or dict of them) as `parts` micro-batches."""
+    if parts == 1:
+        return [jax.tree.map(np.asarray, batch)]
     flat = [np.split(np.asarray(a), parts) for a in jax.tree.leaves(batch)]
     structure = jax.tree.structure(batch)
     return [jax.tree.unflatten(structure, [pieces[i] for pieces in flat]) for i in range(parts)]
