@@ -92,3 +92,19 @@ def curve_of(
         points, tuple(crossing.get(c, 0.0) for c in range(cuts)), seconds / moved if moved else 0.0,
         cost_s,
     )  # fmt: skip
+
+
+def curve_fields(
+    spec: Any,
+    curve: Curve | None,
+    choice: Choice | None,
+    alone: Sequence[Any],
+    cut_bytes: list[int],
+) -> dict[str, Any]:
+    """A pipeline row's curve and choice: the curve M was chosen from, else, for a run of one
+    micro-batch, the whole-batch curve of its serial passes (`alone`); none without either."""
+    if curve is None and alone:
+        curve, choice = serial_curve(spec, alone, cut_bytes)
+    if curve is None or choice is None:
+        return {}
+    return {"microbatch_curve": curve.to_dict(), "microbatch_choice": choice.to_dict()}

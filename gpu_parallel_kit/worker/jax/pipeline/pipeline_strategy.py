@@ -32,7 +32,7 @@ from ...keras_internals import compile_config, compile_loss_class
 from ...measuring.recorder import StepRecorder
 from ...pipeline.layer_graph import TracedModel, stage_starts, trace
 from ...pipeline.measured_curve import curve_and_choice
-from ...pipeline.microbatch_choice import pipeline_stages, serial_curve
+from ...pipeline.microbatch_choice import curve_fields, pipeline_stages
 from ...pipeline.runner_messages import StepReport
 from ...pipeline.schedule_runner import ScheduleRunner, passes_alone, train_steps
 from ...pipeline.timeline import pipeline_row
@@ -156,12 +156,7 @@ class PipelineParallel(JaxStrategy):
         comm_time = found.pop("comm_time_s")
         cut_bytes = found["cut_bytes"]
         inside = self._mesh_fields(found)
-        curve, choice = self.curve, self.choice
-        if curve is None and self.alone:  # one micro-batch, nothing chosen: the passes' curve
-            curve, choice = serial_curve(self.spec, self.alone, cut_bytes)
-        if curve is not None:
-            found["microbatch_curve"] = curve.to_dict()
-            found["microbatch_choice"] = choice.to_dict()
+        found.update(curve_fields(self.spec, self.curve, self.choice, self.alone, cut_bytes))
         return pipeline_row(
             micro_batch_count(self.schedule),
             sum(cut_bytes) + inside if cut_bytes else None,

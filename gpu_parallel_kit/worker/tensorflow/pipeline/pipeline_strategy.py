@@ -24,7 +24,7 @@ from ....pipeline.schedules import (
 from ...keras_internals import compile_config
 from ...measuring.recorder import StepRecorder
 from ...pipeline.measured_curve import curve_and_choice
-from ...pipeline.microbatch_choice import serial_curve
+from ...pipeline.microbatch_choice import curve_fields
 from ...pipeline.runner_messages import StepReport
 from ...pipeline.schedule_runner import ScheduleRunner, passes_alone, train_steps
 from ...pipeline.timeline import busy_and_idle, pipeline_row, schedule_figures
@@ -159,12 +159,9 @@ class PipelineEngine(Engine):
             trained.sample,
         )
         comm_time = figures.pop("comm_time_s")
-        curve, choice = self._curve, self._choice
-        if curve is None and self._alone:  # one micro-batch, nothing chosen: the passes' curve
-            curve, choice = serial_curve(self.spec, self._alone, figures["cut_bytes"])
-        if curve is not None:
-            figures["microbatch_curve"] = curve.to_dict()
-            figures["microbatch_choice"] = choice.to_dict()
+        figures.update(
+            curve_fields(self.spec, self._curve, self._choice, self._alone, figures["cut_bytes"])
+        )
         return pipeline_row(
             micro_batch_count(trained.schedule),
             sum(figures["cut_bytes"]) if figures["cut_bytes"] else None,
