@@ -163,12 +163,7 @@ def activations(
     for var in dict.fromkeys(v for v in graph.outputs[-count:] if v is not None):
         node, aval = graph.producer.get(var), var.aval
         op, layer = (node.op, node.layer) if node else ("argument", "")
-        role = (
-            "input" if node is None
-            else "weights" if not graph.data.get(var, False)  # copies of the weights
-            else "broadcast" if op in NOT_MATERIALISED  # never materialised
-            else "saved"
-        )  # fmt: skip
+        role = _role(node is None, graph.data.get(var, False), op)
         rows.append(
             {
                 "var": var,
@@ -398,3 +393,15 @@ def _small_state_outside(scope: Any) -> Iterator[None]:
     finally:
         keras.optimizers.Optimizer.__init__ = optimizer_init
         keras.Model.compile = compile_model
+
+
+def _role(argument: bool, data: bool, op: str) -> str:
+    """What a kept value is: an input of the step, a copy of the weights, a broadcast never
+    materialised, or an activation saved for the backward."""
+    if argument:
+        return "input"
+    if not data:
+        return "weights"
+    if op in NOT_MATERIALISED:
+        return "broadcast"
+    return "saved"

@@ -88,10 +88,8 @@ def curve_of(
         for (stage, kind, size), values in sorted(samples.items())
     )
     seconds, moved = copies
-    return Curve(
-        points, tuple(crossing.get(c, 0.0) for c in range(cuts)), seconds / moved if moved else 0.0,
-        cost_s,
-    )  # fmt: skip
+    per_byte = seconds / moved if moved else 0.0
+    return Curve(points, tuple(crossing.get(c, 0.0) for c in range(cuts)), per_byte, cost_s)
 
 
 def curve_fields(
