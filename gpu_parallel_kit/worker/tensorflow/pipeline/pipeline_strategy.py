@@ -150,14 +150,7 @@ class PipelineEngine(Engine):
         simulated view), the stages, and the micro-batch curve."""
         trained = self._trained
         trained.runner.close()
-        figures = _figures(
-            trained.stages,
-            self._traced,
-            trained.schedule,
-            trained.reports + self._alone,
-            self.spec,
-            trained.sample,
-        )
+        figures = _figures(trained, self._traced, self._alone, self.spec)
         comm_time = figures.pop("comm_time_s")
         figures.update(
             curve_fields(self.spec, self._curve, self._choice, self._alone, figures["cut_bytes"])
@@ -202,15 +195,13 @@ def _loss(model: keras.Model, traced: TracedModel):
 
 
 def _figures(
-    stages: list[Stage],
-    traced: TracedModel,
-    schedule: tuple[tuple[Task, ...], ...],
-    reports: list[StepReport],
-    spec: Any,
-    sample: tf.Tensor,
+    trained: _Trained, traced: TracedModel, alone: list[StepReport], spec: Any
 ) -> dict[str, Any]:
     """Timeline, bubble (measured, simulated, theoretical), bytes across cuts
-    (`worker/pipeline/timeline.py`), and memory per stage."""
+    (`worker/pipeline/timeline.py`), and memory per stage, from the training steps and the
+    passes `alone`."""
+    stages, schedule, sample = trained.stages, trained.schedule, trained.sample
+    reports = trained.reports + alone
     n = len(stages)
     timed = [r.tasks for r in reports if r.tasks and not r.serial]
     activation_bytes = activation_bytes_per_micro_batch(stages, traced, sample)
