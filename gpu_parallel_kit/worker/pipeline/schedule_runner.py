@@ -141,10 +141,14 @@ class ScheduleRunner:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def step(self, x: Any, y: Any, timed: bool = False, serial: bool = False) -> StepReport:
+    def step(
+        self, x: Any, y: Any, timed: bool = False, serial: bool = False, settle: bool = True
+    ) -> StepReport:
         """One global batch, its updates finished when it returns. `serial` runs the tasks one
         at a time in this thread, each waited for: its time is then its own, not shared with
-        other devices on the same cores."""
+        other devices on the same cores. With `settle=False` an untimed step returns once its
+        work is dispatched, as a Keras `fit` runs ahead of the device: `settle` waits for it
+        later (a step over several processes always settles, its loss summed over them)."""
         mailbox = Mailbox()
         clock = time.perf_counter()
         xs = [self.feed(part) for part in self.split(x, self.micro_batches)]
@@ -154,14 +158,26 @@ class ScheduleRunner:
             for device in self.local
         }
         results = self._serially(runs, mailbox) if serial else self._concurrently(runs, mailbox)
-        for stage in self.stages:
-            if device_of(stage.index, self.devices) in runs:
-                stage.wait(stage.weights())
+        local = [s for s in self.stages if device_of(s.index, self.devices) in runs]
+        objectives = [loss for r in results for loss in r.losses]
+        if not (settle or timed or serial or self.crossings is not None):
+            report = step_report(results, len(self.stages), sum(objectives, 0.0), serial, 0.0)
+            report.pending = [(stage, stage.weights()) for stage in local]
+            return report
+        for stage in local:
+            stage.wait(stage.weights())
         duration = time.perf_counter() - clock
-        loss = float(sum(float(loss) for r in results for loss in r.losses))
+        loss = float(sum(float(loss) for loss in objectives))
         if self.crossings is not None:
             loss = self.crossings.total_loss(loss)
         return step_report(results, len(self.stages), loss, serial, duration)
+
+    def settle(self, report: StepReport) -> StepReport:
+        """Wait for a step returned unsettled: its updates done, its loss a float."""
+        for stage, weights in report.pending or ():
+            stage.wait(weights)
+        report.loss, report.pending = float(report.loss), None
+        return report
 
     def _concurrently(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[DeviceStep]:
         if len(runs) == 1 and self.crossings is None:  # one device: nothing runs beside it
@@ -294,22 +310,45 @@ def train_steps(
 ) -> list[StepReport]:
     """Every step of every epoch through `runner`, `batch(i)` the i-th step's (x, y), told to
     the step `recorder`; the `TIMED_STEPS` after its warm-up timed task by task. Returns the
-    steps' reports; a failure closes the runner's threads before it is raised."""
+    steps' reports; a failure closes the runner's threads before it is raised.
+
+    As Keras's `fit` does, the loop runs one step ahead of the devices: it dispatches a step,
+    then waits for the one before and stamps its end, so the host's work of a step overlaps
+    the devices' work of the last. Not before a timed step, whose tasks must run alone, nor
+    where the recorder evaluates between steps, which must see the step's own weights.
+    """
     timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
+    ahead = not recorder.evaluate_every_steps
     reports: list[StepReport] = []
+    waiting: StepReport | None = None  # dispatched, not yet stamped
+
+    def stamp() -> None:
+        nonlocal waiting
+        if waiting is not None:
+            runner.settle(waiting)
+            recorder.step_end()
+            waiting = None
+
     try:
         recorder.train_begin()
         index = 0
         for _ in range(epochs):
             recorder.epoch_begin()
-            losses = []
+            first = len(reports)
             for _ in range(steps_per_epoch):
                 x, y = batch(index)
-                report = runner.step(x, y, timed=index in timed)
+                alone = index in timed or not ahead
+                if alone:
+                    stamp()  # the step before, stamped before this one runs
+                report = runner.step(x, y, timed=index in timed, settle=False)
                 reports.append(report)
-                losses.append(report.loss)
-                recorder.step_end()
+                stamp()  # the step before, finished while this one was dispatched
+                waiting = report
+                if alone:
+                    stamp()
                 index += 1
+            stamp()
+            losses = [r.loss for r in reports[first:]]
             recorder.epoch_end({"loss": sum(losses) / len(losses)})
     except BaseException:
         runner.close()

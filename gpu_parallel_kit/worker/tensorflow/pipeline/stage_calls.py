@@ -63,8 +63,9 @@ class _OnDevice:
     def labels(self, y: Any) -> Any:
         return y
 
-    def weights(self) -> list[tf.Tensor]:
-        return [v.value for v in self.stage.variables]
+    def weights(self) -> list[Any]:
+        """The stage's variables, read when waited for: TensorFlow updates them in place."""
+        return list(self.stage.variables)
 
     def wait(self, values: Any) -> None:
         """On GPUs ops return before they finish; a timed task ends when its work does."""
@@ -561,6 +562,8 @@ def wait_for(values: Any) -> None:
     """Until every GPU tensor in `values` (any nesting) is computed; CPU ops are done when they
     return."""
     for tensor in tf.nest.flatten(values):
+        if not isinstance(tensor, tf.Tensor | tf.Variable) and hasattr(tensor, "value"):
+            tensor = tensor.value  # a Keras variable: its TensorFlow variable
         if isinstance(tensor, tf.Tensor | tf.Variable) and "GPU" in tensor.device:
             if tensor.shape.rank:
                 tensor[..., :1].numpy()  # a slice is enough: it waits for the whole tensor
