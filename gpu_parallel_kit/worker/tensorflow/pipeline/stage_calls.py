@@ -103,6 +103,7 @@ class EagerTasks(_OnDevice):
         self.split = split  # B and W are separate tasks: the tape must serve two calls
         self._accumulated: list[tf.Tensor] = []
         self._unread: set[int] = set()  # variables the forward never reads: no gradient
+        self._zeros: list[tf.Tensor] | None = None  # each variable's, where its sum starts
         # Traced only if the schedule runs them (`pipeline/fused_calls.py`), once per M.
         self._fused = {
             update: tf.function(
@@ -117,8 +118,10 @@ class EagerTasks(_OnDevice):
         self.micro_batches = micro_batches
 
     def begin_step(self) -> None:
-        with tf.device(self.stage.device):
-            self._accumulated = [tf.zeros_like(v) for v in self.stage.variables]
+        if self._zeros is None:  # made once: the sums are new tensors, the zeros never change
+            with tf.device(self.stage.device):
+                self._zeros = [tf.zeros(v.shape, dtype=v.dtype) for v in self.stage.variables]
+        self._accumulated = list(self._zeros)
 
     def gradients(self) -> list[tf.Tensor]:
         return self._accumulated
