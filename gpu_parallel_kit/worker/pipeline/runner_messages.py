@@ -71,9 +71,10 @@ class StepReport:
     update_s: list[float] = field(default_factory=list)  # per device: its stages' updates
     serial: bool = False  # the tasks ran one at a time (their times are uncontended)
     duration_s: float = 0.0  # the whole step: splitting the batch, every task, every update
-    # A step returned once dispatched: each stage with what its update will produce, waited
-    # for by `ScheduleRunner.settle`, which turns the loss into a float; None once settled.
-    pending: list[tuple[Any, Any]] | None = None
+    # A step returned once dispatched: each stage with what its update will produce, and the
+    # loss's parts (each on its stage's device), waited for and summed by
+    # `ScheduleRunner.settle`; None once settled.
+    pending: tuple[list[tuple[Any, Any]], list[Any]] | None = None
 
 
 def step_report(

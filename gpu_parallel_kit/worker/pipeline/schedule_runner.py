@@ -161,8 +161,8 @@ class ScheduleRunner:
         local = [s for s in self.stages if device_of(s.index, self.devices) in runs]
         objectives = [loss for r in results for loss in r.losses]
         if not (settle or timed or serial or self.crossings is not None):
-            report = step_report(results, len(self.stages), sum(objectives, 0.0), serial, 0.0)
-            report.pending = [(stage, stage.weights()) for stage in local]
+            report = step_report(results, len(self.stages), 0.0, serial, 0.0)
+            report.pending = ([(stage, stage.weights()) for stage in local], objectives)
             return report
         for stage in local:
             stage.wait(stage.weights())
@@ -174,9 +174,12 @@ class ScheduleRunner:
 
     def settle(self, report: StepReport) -> StepReport:
         """Wait for a step returned unsettled: its updates done, its loss a float."""
-        for stage, weights in report.pending or ():
-            stage.wait(weights)
-        report.loss, report.pending = float(report.loss), None
+        if report.pending is not None:
+            updates, objectives = report.pending
+            for stage, weights in updates:
+                stage.wait(weights)
+            report.loss = float(sum(float(loss) for loss in objectives))
+            report.pending = None
         return report
 
     def _concurrently(self, runs: dict[int, Generator], mailbox: Mailbox) -> list[DeviceStep]:

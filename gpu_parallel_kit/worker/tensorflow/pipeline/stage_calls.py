@@ -88,11 +88,11 @@ class _OnDevice:
 
 
 class EagerTasks(_OnDevice):
-    """Tape kept from forward to backward; every operation dispatched eagerly, but for the last
-    stage's forward and backward run back to back (`forward_backward`): one compiled call, as
-    the tape need not outlive it."""
+    """Tape kept from forward to backward; every operation dispatched eagerly."""
 
-    fuses = True  # the last stage's forward and backward, and its update, in one call
+    # No call to save: the tape already spans the forward and its backward. A compiled call
+    # here would also change the arithmetic that eager training promises to match.
+    fuses = False
 
     def __init__(
         self, stage: Stage, loss_fn: LossFn | None, micro_batches: int, split: bool = False
@@ -104,14 +104,6 @@ class EagerTasks(_OnDevice):
         self._accumulated: list[tf.Tensor] = []
         self._unread: set[int] = set()  # variables the forward never reads: no gradient
         self._zeros: list[tf.Tensor] | None = None  # each variable's, where its sum starts
-        # Traced only if the schedule runs them (`pipeline/fused_calls.py`), once per M.
-        self._fused = {
-            update: tf.function(
-                functools.partial(self._forward_backward_body, update=update),
-                reduce_retracing=True,
-            )
-            for update in (False, True)
-        }
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
@@ -191,41 +183,8 @@ class EagerTasks(_OnDevice):
                 tape.gradient(targets, list(self.stage.variables), output_gradients=weights)
             )
 
-    @_layers_named
-    def forward_backward(
-        self, received: dict[str, tf.Tensor], y: Any, update: bool
-    ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-        """The last stage's forward and whole backward of one micro-batch in one compiled call,
-        and with `update` its optimizer update too: (the received tensors' gradients by name,
-        the micro-batch's loss share)."""
-        stage = self.stage
-        inputs = [received[n] for n in stage.cut.received]
-        with tf.device(stage.device):
-            grads, loss, self._accumulated = self._fused[update](inputs, y, self._accumulated)
-        floating = _differentiated(
-            stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
-        )
-        return _received_gradients(stage, dict(zip(floating, grads, strict=True)), {}), loss
-
-    def _forward_backward_body(
-        self, inputs: list[tf.Tensor], y: Any, accumulated: list[tf.Tensor], update: bool
-    ) -> tuple[list[tf.Tensor], tf.Tensor, list[tf.Tensor]]:
-        """The received tensors' gradients, the loss share and the variables' sums with this
-        micro-batch's gradients added; with `update`, those sums applied."""
-        stage = self.stage
-        by_name = dict(zip(stage.cut.received, inputs, strict=True))
-        watched = [by_name[n] for n in _differentiated(stage, by_name, self.loss_fn)]
-        with tf.GradientTape() as tape:
-            tape.watch(watched)
-            out = stage.forward(by_name, training=True)
-            loss = _with_own(self.loss_fn(y, out), _own_losses(stage)) / self.micro_batches
-        grads = tape.gradient(loss, [*watched, *stage.variables])
-        own = [None if g is None else tf.convert_to_tensor(g) for g in grads[len(watched) :]]
-        self._unread |= {i for i, g in enumerate(own) if g is None}
-        summed = [a if g is None else a + g for a, g in zip(accumulated, own, strict=True)]
-        if update:
-            stage.optimizer.apply_gradients(_updated(summed, stage.variables, self._unread))
-        return _zero_filled(grads[: len(watched)], watched), loss, summed
+    def forward_backward(self, received: Any, y: Any, update: bool) -> tuple[Any, Any]:
+        raise NotImplementedError("eager stages keep their tape: the runner fuses no call")
 
     def _accumulate(self, grads: list[tf.Tensor | None]) -> None:
         self._unread |= {i for i, g in enumerate(grads) if g is None}
