@@ -52,9 +52,7 @@ def test_both_backends_fill_the_same_pipeline_fields(
     for backend, row in rows.items():
         assert row.ok, f"{backend}: {row.reason}"
     tensorflow, jax = rows["tensorflow"], rows["jax"]
-    assert set(tensorflow.extra) == set(jax.extra), (
-        set(tensorflow.extra) ^ set(jax.extra)
-    )
+    assert set(tensorflow.extra) == set(jax.extra), set(tensorflow.extra) ^ set(jax.extra)
     filled = {
         backend: {name for name, value in vars(row).items() if value is not None}
         for backend, row in rows.items()
