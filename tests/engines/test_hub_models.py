@@ -57,7 +57,9 @@ IDS = [f"{name}-{backend}-{strategy}x{devices}" for name, backend, strategy, dev
 @pytest.fixture(scope="module")
 def one_device(tmp_path_factory):
     """Each (model, backend)'s experiment and its weights after training on one device, trained
-    once for the cases that compare with it."""
+    once for the cases that compare with it. The cases check weights, saved before anything is
+    measured apart from training, so they skip the communication measurement: 2-4 s of each
+    TensorFlow data or multiworker run of these backbones."""
     done = {}
 
     def trained(name: str, backend: str):
@@ -71,6 +73,7 @@ def one_device(tmp_path_factory):
                 backend=backend,
                 progress=False,
                 log=str(folder / "runs.sqlite"),
+                measure_comm=False,
             )
             alone = experiment.run("single", 1, save_weights=str(folder / "single.npz"))
             assert alone.ok, alone.reason

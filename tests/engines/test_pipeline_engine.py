@@ -3,6 +3,8 @@ schedule, with each stage's variables really on its own device."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -43,20 +45,36 @@ def reference(experiment, tmp_path_factory):
     return saved_weights(path)
 
 
+@pytest.fixture(scope="module")
+def trained(experiment, tmp_path_factory):
+    """`trained(schedule, stages, micro_batches, **options)`: that pipeline run of `experiment`
+    and its trained weights, run once for every test that checks a fact of it (gpipe and 1f1b
+    on 4 stages of 4 micro-batches are read by three tests each)."""
+    done = {}
+
+    def run(schedule, stages, micro_batches, **options):
+        key = (schedule, stages, micro_batches, *sorted(options.items()))
+        if key not in done:
+            path = tmp_path_factory.mktemp("pipeline") / "model.npz"
+            result = experiment.run(
+                strategy="pipeline",
+                devices=stages,
+                schedule=schedule,
+                micro_batches=micro_batches,
+                save_weights=str(path),
+                **options,
+            )
+            assert result.status == "ok", result.reason
+            done[key] = result, saved_weights(path)
+        return done[key]
+
+    return run
+
+
 @pytest.mark.parametrize(("schedule", "stages", "micro_batches"), CASES)
-def test_pipeline_matches_single_device(
-    experiment, reference, tmp_path, schedule, stages, micro_batches
-):
-    path = tmp_path / "model.npz"
-    result = experiment.run(
-        strategy="pipeline",
-        devices=stages,
-        schedule=schedule,
-        micro_batches=micro_batches,
-        save_weights=str(path),
-    )
-    assert result.status == "ok", result.reason
-    diff = largest_difference(saved_weights(path), reference)
+def test_pipeline_matches_single_device(trained, reference, schedule, stages, micro_batches):
+    result, weights = trained(schedule, stages, micro_batches)
+    diff = largest_difference(weights, reference)
     assert diff <= 1e-5
     assert (result.schedule, result.micro_batches) == (schedule, micro_batches)
     for stage in result.extra["stages"]:
@@ -67,9 +85,8 @@ def test_pipeline_matches_single_device(
         ]
 
 
-def test_timeline_bubble_and_bytes_are_reported(experiment):
-    result = experiment.run(strategy="pipeline", devices=4, schedule="gpipe", micro_batches=4)
-    assert result.ok, result.reason
+def test_timeline_bubble_and_bytes_are_reported(trained):
+    result, _ = trained("gpipe", 4, 4)
     timeline = result.timeline
     first_step = timeline[timeline["step"] == 0]
     assert len(first_step) == 4 * 4 * 2  # every stage ran F and B of every micro-batch
@@ -105,11 +122,10 @@ def test_timeline_bubble_and_bytes_are_reported(experiment):
     assert len(figure.axes) == 3
 
 
-def test_1f1b_holds_fewer_micro_batches_than_gpipe(experiment):
+def test_1f1b_holds_fewer_micro_batches_than_gpipe(trained):
     live = {}
     for schedule in ("gpipe", "1f1b"):
-        result = experiment.run(strategy="pipeline", devices=4, schedule=schedule, micro_batches=4)
-        assert result.ok, result.reason
+        result, _ = trained(schedule, 4, 4)
         live[schedule] = [s["peak_live_micro_batches"] for s in result.extra["stages"]]
     assert live == {"gpipe": [4, 4, 4, 4], "1f1b": [4, 3, 2, 1]}
 
@@ -233,22 +249,30 @@ def test_a_nested_model_is_cut_inside(tmp_path):
     assert layers == ["before", "inner/inner_dense", "after", "head"]  # opened, its call named
 
 
+@pytest.fixture(scope="module")
+def trained_without_dropout(tmp_path_factory):
+    """The dropout chain's weights with its rate at 0, trained on one device: where every
+    schedule's training without dropout ends (each equals one device's, to 1e-5)."""
+    path = tmp_path_factory.mktemp("no_dropout") / "single.npz"
+    result = small_experiment(
+        functools.partial(builders.dropout_chain, rate=0.0), steps_per_epoch=3
+    ).run("single", 1, save_weights=str(path))
+    assert result.ok, result.reason
+    return saved_weights(path)
+
+
 @pytest.mark.parametrize(
     ("schedule", "stages", "micro_batches"),
     [("gpipe", 2, 4), ("1f1b", 4, 4), ("interleaved", 2, 4), ("zb-h1", 4, 4)],
 )
 def test_recompute_draws_the_dropout_masks_its_forward_drew(
-    tmp_path, schedule, stages, micro_batches
+    tmp_path, trained_without_dropout, schedule, stages, micro_batches
 ):
     plan = dict(strategy="pipeline", devices=stages, schedule=schedule, micro_batches=micro_batches)
     weights = {}
-    for name, build, recompute in (
-        ("eager", builders.dropout_chain, False),
-        ("compiled", builders.dropout_chain, True),
-        ("no dropout", lambda: builders.dropout_chain(rate=0.0), True),
-    ):
+    for name, recompute in (("eager", False), ("compiled", True)):
         path = tmp_path / f"{name}.npz"
-        result = small_experiment(build, steps_per_epoch=3).run(
+        result = small_experiment(builders.dropout_chain, steps_per_epoch=3).run(
             **plan, recompute=recompute, save_weights=str(path)
         )
         assert result.ok, result.reason
@@ -256,36 +280,36 @@ def test_recompute_draws_the_dropout_masks_its_forward_drew(
     # The recompute reproduces the eager forward's masks, so both train the same weights ...
     assert largest_difference(weights["compiled"], weights["eager"]) <= 1e-5
     # ... and the masks matter: without dropout the weights come out elsewhere.
-    assert largest_difference(weights["compiled"], weights["no dropout"]) > 1e-3
+    assert largest_difference(weights["compiled"], trained_without_dropout) > 1e-3
 
 
-def test_recompute_and_eager_tasks_train_the_same_weights(experiment, tmp_path):
-    for recompute in (False, True):
-        path = tmp_path / f"{recompute}.npz"
-        result = experiment.run(
-            strategy="pipeline",
-            devices=4,
-            schedule="1f1b",
-            micro_batches=4,
-            recompute=recompute,
-            save_weights=str(path),
-        )
-        assert result.ok, result.reason
-        assert result.extra["stage_tasks"].startswith("compiled" if recompute else "eager")
-    difference = largest_difference(
-        saved_weights(tmp_path / "True.npz"), saved_weights(tmp_path / "False.npz")
-    )
-    assert difference <= 1e-5
+def test_recompute_and_eager_tasks_train_the_same_weights(trained):
+    # The default is the compiled tasks: the run test_pipeline_matches_single_device checked.
+    compiled, compiled_weights = trained("1f1b", 4, 4)
+    eager, eager_weights = trained("1f1b", 4, 4, recompute=False)
+    assert compiled.extra["stage_tasks"].startswith("compiled")
+    assert eager.extra["stage_tasks"].startswith("eager")
+    assert largest_difference(compiled_weights, eager_weights) <= 1e-5
+
+
+@pytest.fixture(scope="module")
+def regularized(tmp_path_factory):
+    """The model with an added loss in its first stage, and its run on one device (its weights
+    and row), shared by both kinds of stage tasks."""
+    experiment = small_experiment(builders.regularized_first_stage, epochs=2, steps_per_epoch=2)
+    path = tmp_path_factory.mktemp("regularized") / "single.npz"
+    single = experiment.run("single", 1, save_weights=str(path))
+    assert single.ok, single.reason
+    return experiment, single, saved_weights(path)
 
 
 @pytest.mark.parametrize("recompute", [False, True], ids=["eager", "compiled"])
-def test_a_first_stages_added_loss_is_in_the_reported_loss(tmp_path, recompute):
-    experiment = small_experiment(builders.regularized_first_stage, epochs=2, steps_per_epoch=2)
-    single = experiment.run("single", 1, save_weights=str(tmp_path / "single.npz"))
+def test_a_first_stages_added_loss_is_in_the_reported_loss(regularized, tmp_path, recompute):
+    experiment, single, reference = regularized
     path = tmp_path / "pipeline.npz"
     result = experiment.run(
         "pipeline", 2, schedule="1f1b", micro_batches=2, recompute=recompute, save_weights=str(path)
     )
-    assert single.ok and result.ok, result.reason
-    assert largest_difference(saved_weights(path), saved_weights(tmp_path / "single.npz")) <= 1e-5
+    assert result.ok, result.reason
+    assert largest_difference(saved_weights(path), reference) <= 1e-5
     assert result.history["loss"] == pytest.approx(single.history["loss"], abs=1e-5)

@@ -4,7 +4,9 @@ A subclassed model and a Sequential without `keras.Input` have no variables unti
 a two-input functional model takes a dict; a two-output one has a loss per output. Each trains under
 single, data (fit and explicit), multiworker (2 local workers × 1 device on the CPU) and, where the
 model has a graph, model (2 stages), and every strategy's trained weights equal single-device
-training to 1e-5.
+training to 1e-5. The weights are saved before anything is measured apart from training, so the
+runs skip the communication measurement (`measure_comm=False`): test_multiworker.py and
+test_communication.py check it.
 """
 
 from __future__ import annotations
@@ -51,7 +53,13 @@ MODELS = {
 def _experiment(name: str) -> gpk.Experiment:
     model, data = MODELS[name]
     return gpk.Experiment(
-        model=model, data=data, batch_size=32, epochs=1, steps_per_epoch=3, progress=False
+        model=model,
+        data=data,
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=3,
+        progress=False,
+        measure_comm=False,
     )
 
 
@@ -85,10 +93,10 @@ def test_a_subclassed_model_under_model_parallel_gets_one_sentence():
     assert "Traceback" not in result.reason and "AttributeError" not in result.reason
 
 
-@pytest.mark.parametrize("plan", ["data-fit", "multiworker", "model-4"])
-def test_a_dict_of_arrays_trains_like_one_device(plan, tmp_path):
-    """data=({"numbers": x, "extra": e}, y), as `fit` takes it: each array memory-mapped on its
-    own, the batch order the same for every strategy."""
+@pytest.fixture(scope="module")
+def arrays_alone(tmp_path_factory):
+    """The two-input model fed a dict of arrays, and its weights after single-device training,
+    trained once for every strategy compared with it."""
     experiment = gpk.Experiment(
         model=two_input_model,
         data=two_input_arrays(),
@@ -96,12 +104,23 @@ def test_a_dict_of_arrays_trains_like_one_device(plan, tmp_path):
         epochs=1,
         steps_per_epoch=3,
         progress=False,
+        measure_comm=False,
     )
-    paths = [tmp_path / f"{name}.npz" for name in ("single", "other")]
-    alone = experiment.run(strategy="single", devices=1, save_weights=str(paths[0]))
-    other = experiment.run(**PLANS[plan], save_weights=str(paths[1]))
-    assert alone.ok and other.ok, (alone.reason, other.reason)
-    assert largest_difference(saved_weights(paths[1]), saved_weights(paths[0])) <= 1e-5
+    path = tmp_path_factory.mktemp("arrays") / "single.npz"
+    alone = experiment.run(strategy="single", devices=1, save_weights=str(path))
+    assert alone.ok, alone.reason
+    return experiment, saved_weights(path)
+
+
+@pytest.mark.parametrize("plan", ["data-fit", "multiworker", "model-4"])
+def test_a_dict_of_arrays_trains_like_one_device(plan, arrays_alone, tmp_path):
+    """data=({"numbers": x, "extra": e}, y), as `fit` takes it: each array memory-mapped on its
+    own, the batch order the same for every strategy."""
+    experiment, reference = arrays_alone
+    path = tmp_path / "other.npz"
+    other = experiment.run(**PLANS[plan], save_weights=str(path))
+    assert other.ok, other.reason
+    assert largest_difference(saved_weights(path), reference) <= 1e-5
 
 
 def test_a_pipeline_cuts_inside_nested_models_and_trains_like_one_device(tmp_path):
