@@ -16,6 +16,7 @@ import pandas as pd
 from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.model_card import ModelCard
 from ..analysis.cost_model.parallel_plan import Plan
+from ..analysis.cost_model.parallel_plan_step_time import PARTS
 from ..errors import GpkError
 from .explanation import AXES, explain, gigabytes, nothing_fits, seconds
 
@@ -35,7 +36,7 @@ MEMORY_COLUMNS = (
     "memory_bytes",
     "fits",
 )
-PART_COLUMNS = ("compute_s", "comm:tensor_s", "comm:data_s", "comm:stages_s", "bubble_s")
+PART_COLUMNS = tuple(f"{part}_s" for part in PARTS)
 # The compute part's terms: it is the largest of them (`parallel_plan_step_time.step_time`).
 COMPUTE_COLUMNS = ("flops_s", "memory-bandwidth_s", "launches_s")
 COLUMNS = (

@@ -19,16 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.model_card import ModelCard
+from ..analysis.cost_model.model_card import AS_WRITTEN, SELECTIVE, ModelCard
 from ..analysis.cost_model.parallel_plan import NO_PIPELINE, Plan
 from ..analysis.cost_model.parallel_plan_memory import memory
 from ..analysis.cost_model.parallel_plan_ranking import rank
+from ..analysis.cost_model.parallel_plan_step_time import PARTS as STEP_PARTS
 from ..analysis.cost_model.parallel_plan_step_time import step_time
 from ..errors import GpkError
 
 CARDS = Path(__file__).with_name("published_cards.json")
+KERAS_NORM_COPIES = 12  # bytes a token and unit of width Keras's layer norms keep beyond Megatron's
 PLAN_FIELDS = tuple(field.name for field in fields(Plan))
-PARTS = ("compute_s", "comm:tensor_s", "comm:data_s", "comm:stages_s", "bubble_s")
+PARTS = tuple(f"{part}_s" for part in STEP_PARTS)
 SELENE = "DGX A100 80 GB nodes: NVLink 3 and NVSwitch inside, 8 × 200 Gb/s HDR InfiniBand"
 NARAYANAN = "Narayanan et al., SC 2021 (arXiv 2104.04473), Table 1"
 KORTHIKANTI = "Korthikanti et al., MLSys 2023 (arXiv 2205.05198), Tables 3 and 5"
@@ -86,6 +88,12 @@ class PublishedRun:
     iteration_s: float | None
     recomputed_counted: bool
     unchecked: str = ""
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Whether the run split its layer norms and dropouts by tensor: Korthikanti et al. ran
+        sequence parallelism with selective recomputation, always together."""
+        return self.recompute == SELECTIVE
 
     @property
     def card_key(self) -> str:
@@ -205,7 +213,15 @@ def card(run: PublishedRun) -> ModelCard:
             f"{CARDS.name} has no card {run.card_key!r}; run benchmarks/published_runs.py "
             "--recount to count it"
         )
-    return ModelCard(**cards[run.card_key])
+    stored = cards[run.card_key]
+    # Megatron-LM's fused layer norms keep their 16-bit input; Keras's, as counted, keep float32
+    # copies of their input and their normalised values: 12·s·h bytes more a block
+    # (docs/planning.md, "The route").
+    norms = KERAS_NORM_COPIES * run.sequence * run.hidden
+    return ModelCard(
+        **{**stored, "activation_bytes": stored["activation_bytes"] - norms},
+        vocabulary=run.vocabulary,
+    )
 
 
 def cluster(run: PublishedRun) -> GPUCluster:
@@ -214,7 +230,9 @@ def cluster(run: PublishedRun) -> GPUCluster:
 
 
 def plan(run: PublishedRun) -> Plan:
-    """The run's plan as the plan search names it; selective recomputation is "none"."""
+    """The run's plan as the plan search names it: attention as written (these runs predate
+    fused attention kernels in Megatron-LM), and Korthikanti et al.'s selective recomputation
+    with sequence parallelism where the run used it."""
     micro_batches = run.global_batch // (run.data * run.micro_batch_size)
     return Plan(
         data=run.data,
@@ -225,7 +243,9 @@ def plan(run: PublishedRun) -> Plan:
         micro_batches=micro_batches,
         schedule=run.schedule,
         virtual_stages=run.virtual_stages,
-        checkpointing="full" if run.recompute == "full" else "none",
+        checkpointing=run.recompute,
+        attention=AS_WRITTEN,
+        sequence_parallel=run.sequence_parallel,
     )
 
 
@@ -286,7 +306,7 @@ def project(run: PublishedRun, best: bool = True) -> dict[str, Any]:
 def _best(model: ModelCard, gpus: GPUCluster, run: PublishedRun, used: dict) -> dict[str, Any]:
     """The kit's fastest plan that fits, and why it is faster than the run's."""
     try:
-        ranked = rank(model, gpus, run.global_batch)
+        ranked = rank(model, gpus, run.global_batch, attention=AS_WRITTEN)
     except GpkError as error:  # no plan divides the model's blocks and the batch
         return {"best": None, "best_step_s": None, "why": str(error)}
     fastest = next((r for r in ranked if r["fits"]), None)

@@ -63,19 +63,33 @@ def test_the_kits_projection_of_each_published_plan_is_within_the_tolerance(tabl
         assert row["ratio_low"] < row["ratio"] < row["ratio_high"], row["name"]
 
 
-def test_the_kits_best_plan_is_no_slower_than_the_published_one_where_both_fit(table):
-    compared = 0
-    for row in table:
-        if row["best"] and row["fits"]:
-            assert row["best_step_s"] <= row["kit_step_s"] * (1 + 1e-9), row["name"]
-            compared += 1
-    assert compared > len(table) // 2
+def test_the_run_each_paper_calls_faster_is_projected_faster(table):
+    # Korthikanti et al., Table 5: selective recomputation with sequence parallelism beats full
+    # recomputation on every model; Smith et al.: MT-NLG's iteration shortens with its nodes.
+    by_name = {row["name"]: row for row in table}
+    pairs = [(f"Korthikanti {size} B, selective + sequence parallel",
+              f"Korthikanti {size} B, full recomputation") for size in (22, 175, 530, 1000)]
+    pairs += [("MT-NLG 530 B, 2800 GPUs", "MT-NLG 530 B, 2240 GPUs"),
+              ("MT-NLG 530 B, 3360 GPUs", "MT-NLG 530 B, 2800 GPUs")]  # fmt: skip
+    for faster, slower in pairs:
+        assert by_name[faster]["kit_step_s"] < by_name[slower]["kit_step_s"], faster
+        # and by about as much: the published ratio of the two steps within a tenth
+        published = by_name[faster]["published_step_s"] / by_name[slower]["published_step_s"]
+        kit = by_name[faster]["kit_step_s"] / by_name[slower]["kit_step_s"]
+        assert kit == pytest.approx(published, rel=0.1), faster
 
 
-def test_a_run_whose_blocks_no_plan_divides_says_so():
+def test_the_sequence_parallel_runs_fit_where_the_paper_ran_them(table):
+    selective = [row for row in table if row["recompute"] == "selective"]
+    assert len(selective) == 4
+    assert [row["name"] for row in selective if not row["fits"]] == []
+
+
+def test_blooms_seventy_blocks_get_plans_of_more_than_two_stages():
     bloom = next(run for run in RUNS if run.name.startswith("BLOOM"))
     row = project(bloom)
-    assert row["best"] is None and "70 blocks" in row["why"]
+    assert row["best"] is not None and row["best"]["stages"] > 2
+    assert sum(row["best"]["stage_blocks"]) == 70
 
 
 def test_the_docs_page_lists_every_run():

@@ -1,21 +1,24 @@
 """The pipeline of the leading plans replayed: their bubble and sends simulated task by task
 (`pipeline_replay.py`) rather than taken from the schedule's closed form.
 
-Only the leading fitting plans are replayed, and only those of at most `MOST_FORWARDS` forward
-tasks (replaying every plan would take seconds); each row says which its bubble is in
-`bubble_source`.
+Only the leading fitting pipelined plans are replayed, and only those of at most
+`MOST_FORWARDS` forward tasks (replaying every plan would take seconds); each row says which
+its bubble is in `bubble_source`. Each stage's tasks take its own counted time
+(`parallel_plan_step_time.stage_flops`), so uneven stages are replayed as they are.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from ...pipeline.schedules import build_schedule
 from .model_card import ModelCard
-from .parallel_plan_step_time import bound
+from .parallel_plan import Plan
+from .parallel_plan_step_time import bound, stage_flops
 from .pipeline_replay import PipelineTasks, replay, stage_work
 
-REFINED = 10  # the leading fitting plans whose pipeline is replayed
+REFINED = 10  # the leading fitting pipelined plans replayed
 # A replay costs about 15 µs a task on one core; a pipeline of more (stage, micro-batch, chunk)
 # forwards than this keeps its closed form, which a long pipeline's replay matches closely.
 MOST_FORWARDS = 1024
@@ -23,18 +26,22 @@ CLOSED_FORM, SIMULATED = "closed form", "simulated"
 
 
 def refine(rows: list[dict[str, Any]], card: ModelCard, links: Any, top: int = REFINED) -> int:
-    """Replay the pipelines of the first `top` fitting rows, in place, and sort the rows again;
+    """Replay the pipelines of the first `top` fitting rows with more than one stage (of at
+    most `MOST_FORWARDS` forwards), in place, and sort the rows again;
     returns how many were replayed. `links(row)` is the link a row's stages send over (None for
     one stage). Every row gets `bubble_source`."""
     for row in rows:
         row["bubble_source"] = CLOSED_FORM
-    fitting = [row for row in rows if row["fits"]][:top]
-    replayed = 0
-    for row in fitting:
-        forwards = row["stages"] * row["micro_batches"] * row["virtual_stages"]
-        if row["stages"] > 1 and forwards <= MOST_FORWARDS:
-            _replay(row, card, links(row))
-            replayed += 1
+    pipelined = [
+        row
+        for row in rows
+        if row["fits"]
+        and row["stages"] > 1
+        and row["stages"] * row["micro_batches"] * row["virtual_stages"] <= MOST_FORWARDS
+    ]
+    for row in pipelined[:top]:
+        _replay(row, card, links(row))
+    replayed = len(pipelined[:top])
     rows.sort(key=lambda r: (not r["fits"], r["step_time_s"]))
     return replayed
 
@@ -42,12 +49,19 @@ def refine(rows: list[dict[str, Any]], card: ModelCard, links: Any, top: int = R
 def _replay(row: dict[str, Any], card: ModelCard, link: Any) -> None:
     stages, micro, chunks = row["stages"], row["micro_batches"], row["virtual_stages"]
     schedule = build_schedule(row["schedule"], stages, micro, chunks)
-    busy = row["compute_s"] + row["comm:tensor_s"]  # one device's work in the whole step
-    per_task = busy / (micro * chunks * 3.0)  # a forward of one chunk and micro-batch
+    # The busiest device's work in the whole step; each other stage's in proportion to its FLOPs.
+    busy = row["compute_s"] + row["comm:tensor_s"] + row["comm:context_s"]
+    loads = stage_flops(card, Plan(**{f.name: row[f.name] for f in fields(Plan)}))
+    # Chunk-stage c runs on device c mod K: a forward of one chunk and micro-batch there.
+    per_task = [
+        busy * loads[c % stages] / max(loads) / (micro * chunks * 3.0)
+        for c in range(stages * chunks)
+    ]
     chunk_stages = stages * chunks
     # A backward is two forwards' work.
-    work = stage_work(schedule, [per_task] * chunk_stages, [2.0 * per_task] * chunk_stages)
+    work = stage_work(schedule, per_task, [2.0 * seconds for seconds in per_task])
     message = card.activation_send_bytes * row["micro_batch_size"] / row["tensor"]
+    message /= row["context"]
     send = link.send_s(message) if link is not None else 0.0
     sends = [send] * (chunk_stages - 1)
     span = replay(PipelineTasks(schedule, work, sends), overlap=True).step_s

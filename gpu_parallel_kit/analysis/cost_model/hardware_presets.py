@@ -63,6 +63,9 @@ class Device:
     source: str = ""
     fp32_flops: float | None = None  # plain fp32 FLOP/s; None: not known
     tf32_flops: float | None = None  # dense tf32 tensor FLOP/s; None: not known
+    # A fused (flash) attention kernel runs on it: cuDNN's and FlashAttention-2 need Ampere or
+    # later, which every preset is; a device given as a dict says so with "fused_attention".
+    fused_attention: bool = True
 
     def __post_init__(self) -> None:
         for what in ("flops", "memory_bytes", "memory_bandwidth_bytes_s"):
@@ -155,6 +158,7 @@ def device(spec: str | Mapping[str, Any] | Device) -> Device:
         _scaled(spec, "memory_bandwidth", {"_gb_s": GB, "_bytes_s": 1.0}, required=True),
         str(spec.get("source", "user")),
         *(float(spec[k]) * 1e12 if k in spec else None for k in ("tflops_fp32", "tflops_tf32")),
+        bool(spec.get("fused_attention", False)),
     )
 
 

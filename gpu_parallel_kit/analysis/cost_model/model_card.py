@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 # backward launches about twice as many (Shoeybi et al. 2019; Korthikanti et al. 2022).
 KERNELS_PER_BLOCK = 36.0
 STRUCTURE = ("blocks", "hidden", "heads")
+# A softmax's operations per score (max, subtract, exponential, sum, divide), as FLOP counters
+# such as DeepSpeed's count it.
+SOFTMAX_FLOPS = 5.0
+# How a plan runs attention: fused (its scores never kept, Dao et al. 2022), or as written.
+FLASH, AS_WRITTEN = "flash", "as-written"
+ATTENTIONS = (FLASH, AS_WRITTEN)
+SELECTIVE = "selective"  # checkpointing that recomputes the attention core only
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,13 @@ class ModelCard:
         optimizer: the optimizer's name (adam, sgd, ...) or its bytes of state per parameter.
         kernels_per_block: kernels one block launches per micro-batch, forward and backward (the
             counted step's, else Megatron-LM's `KERNELS_PER_BLOCK`): the launch floor.
+        kv_heads: the key-value heads of grouped-query attention (None: as many as `heads`).
+        vocabulary: the tokens of the embedding and the language-model head (0: not known,
+            their work then counted with the blocks').
+        attention_scores_bytes: the s² residuals of one block's attention per sample, as the
+            count found them in the trace (None: Korthikanti et al.'s 5·a·s² at 16 bits).
+        block_parameters, block_flops: one block's parameters and FLOPs per sample (a count
+            by depth's slope; None: what the embedding and the head leave of the whole).
     """
 
     parameters: float
@@ -56,9 +70,19 @@ class ModelCard:
     precision: str = "bf16"
     optimizer: str | float = "adam"
     kernels_per_block: float = KERNELS_PER_BLOCK
+    kv_heads: int | None = None
+    vocabulary: int = 0
+    attention_scores_bytes: float | None = None
+    block_parameters: float | None = None
+    block_flops: float | None = None
 
     def __post_init__(self) -> None:
         state_bytes(self.optimizer, self.precision)  # one sentence for an unknown name
+        if self.kv_heads is not None and (self.kv_heads < 1 or self.heads % self.kv_heads):
+            raise GpkError(
+                f"kv_heads={self.kv_heads} does not divide heads={self.heads}; give a divisor "
+                f"of {self.heads}, e.g. 8 for grouped-query attention or 1 for multi-query"
+            )
         if not self.kernels_per_block > 0:
             raise GpkError(
                 f"kernels_per_block={self.kernels_per_block} must be above 0; e.g. "
@@ -72,9 +96,55 @@ class ModelCard:
 
     @property
     def score_bytes(self) -> float:
-        """The attention scores, softmax and dropout mask per block and sample: 5·a·s² at 16
-        bits (two values and a one-byte mask per score)."""
+        """The attention scores, softmax and dropout mask per block and sample: what the count
+        found of them in the trace, else 5·a·s² at 16 bits (two values and a one-byte mask per
+        score)."""
+        if self.attention_scores_bytes is not None:
+            return self.attention_scores_bytes
         return (2.0 * self.state.activation + 1.0) * self.heads * self.sequence**2
+
+    @property
+    def key_value_heads(self) -> int:
+        """The heads K and V have: `kv_heads`, else every attention head."""
+        return self.kv_heads or self.heads
+
+    def key_value_split(self, tensor: int) -> int:
+        """The ways K and V split over `tensor` devices: no further than their heads, the rest
+        of the group holding copies (Megatron-LM replicates them so)."""
+        return min(tensor, self.key_value_heads)
+
+    def key_value_copies(self, tensor: int) -> float:
+        """What one block's K and V cost each device beyond an even split by `tensor`, as a
+        share of one copy: 1/min(t, kv) − 1/t (0 while t divides the KV heads)."""
+        return 1.0 / self.key_value_split(tensor) - 1.0 / tensor
+
+    @property
+    def key_value_parameters(self) -> float:
+        """One block's K and V projection weights: 2·h·kv·h/a."""
+        return 2.0 * self.hidden * self.key_value_heads * self.hidden / self.heads
+
+    @property
+    def attention_core_flops(self) -> float:
+        """One block's attention core per sample, forward: QKᵀ and the scores times V, 4·s²·h,
+        and the softmax's few operations a score (0 for a model whose count found no scores)."""
+        if self.score_bytes <= 0:
+            return 0.0
+        scores = self.heads * self.sequence**2
+        return 4.0 * self.sequence**2 * self.hidden + SOFTMAX_FLOPS * scores
+
+    @property
+    def flash_recompute_flops(self) -> float:
+        """What a fused attention's backward computes again per block and sample: QKᵀ (2·s²·h)
+        and the softmax (Dao et al. 2022), 0 for a model whose count found no scores."""
+        if self.score_bytes <= 0:
+            return 0.0
+        return 2.0 * self.sequence**2 * self.hidden + SOFTMAX_FLOPS * self.heads * self.sequence**2
+
+    @property
+    def log_sum_exp_bytes(self) -> float:
+        """What a fused attention keeps per block and sample beside its output: one float32
+        log-sum-exp per head and token."""
+        return 4.0 * self.heads * self.sequence if self.score_bytes > 0 else 0.0
 
     @property
     def activation_send_bytes(self) -> float:
@@ -82,24 +152,41 @@ class ModelCard:
         16 bits."""
         return self.state.activation * self.sequence * self.hidden
 
-    def kept_bytes(self, tensor: int, checkpointing: str = "none") -> float:
-        """What one block keeps per sample on one of `tensor` devices: with full checkpointing
-        its input alone (2·s·h at 16 bits), else Korthikanti et al.'s split (the scores divide
-        by t, and of the rest's 34·s·h, 24 divide by t and 10 do not)."""
-        if checkpointing == "full":
-            return self.activation_send_bytes
-        rest = max(0.0, self.activation_bytes - self.score_bytes)
-        return self.score_bytes / tensor + rest * (10 + 24 / tensor) / 34
+    def kept_bytes(
+        self,
+        tensor: int,
+        checkpointing: str = "none",
+        attention: str = "as-written",
+        sequence_parallel: bool = False,
+    ) -> float:
+        """What one block keeps per sample on one of `tensor` devices (Korthikanti et al. 2022).
 
-    def moved_bytes(self, tensor: int, stages: int, micro_batch_size: int) -> float:
-        """Bytes one device moves through its memory for one micro-batch of its stage: its shard
-        of the weights read once in the forward and twice in the backward (the input's and the
-        weights' gradients), its gradients written, and its blocks' kept activations written in
-        the forward and read in the backward (Williams et al.'s roofline traffic, as
-        `roofline.py` counts it; docs/planning.md)."""
-        shard = self.parameters / (tensor * stages)
+        With full checkpointing, its input alone (2·s·h at 16 bits, split by t under sequence
+        parallelism). Else the scores divide by t, and of the rest's 34·s·h, 24 divide by t and
+        10 (the layer norms' and dropouts') do not, unless `sequence_parallel` splits them too.
+        A fused attention ("flash") keeps no scores but a log-sum-exp, and selective
+        checkpointing recomputes the scores instead of keeping them. K and V split no further
+        than their heads (`key_value_split`).
+        """
+        if checkpointing == "full":
+            return self.activation_send_bytes / (tensor if sequence_parallel else 1)
+        rest = max(0.0, self.activation_bytes - self.score_bytes)
+        kept = rest / tensor if sequence_parallel else rest * (10 + 24 / tensor) / 34
+        if attention == FLASH:
+            kept += self.log_sum_exp_bytes / tensor
+        elif checkpointing != SELECTIVE:
+            kept += self.score_bytes / tensor
+        # K and V, two s·h·kv/a tensors, are kept on every device of a group beyond their heads.
+        width = self.state.activation * self.sequence * self.hidden / self.heads
+        return kept + 2 * width * self.key_value_heads * self.key_value_copies(tensor)
+
+    def moved_bytes(self, shard: float, kept: float, micro_batch_size: float) -> float:
+        """Bytes one device moves through its memory for one micro-batch of its stage: its
+        `shard` of the weights (parameters) read once in the forward and twice in the backward
+        (the input's and the weights' gradients), its gradients written, and what its blocks
+        keep of a sample (`kept` bytes) written in the forward and read in the backward
+        (Williams et al.'s roofline traffic, as `roofline.py` counts it; docs/planning.md)."""
         weights = shard * (3 * self.state.params + self.state.grads)
-        kept = self.kept_bytes(tensor) * self.layers / stages
         return weights + 2 * kept * micro_batch_size
 
     def update_bytes(self, plan: Plan) -> float:

@@ -13,15 +13,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from ...errors import whole_number
+from ...errors import GpkError, whole_number
 from ...pipeline.schedules import INTERLEAVED, ONE_F_ONE_B, ZB_H1
+from .model_card import AS_WRITTEN, ATTENTIONS, FLASH, SELECTIVE
+from .stage_split import stage_split
 
 if TYPE_CHECKING:
     from .gpu_cluster import GPUCluster
     from .model_card import ModelCard
 
 SHARDINGS = ("none", "zero-1", "zero-2", "fsdp")
-CHECKPOINTING = ("none", "full")
+NONE, FULL = "none", "full"
+CHECKPOINTING = (NONE, SELECTIVE, FULL)
+LONG_SEQUENCE = 8192  # tokens a sample from which a context axis is offered
+MOST_CONTEXT = 16  # the largest context axis offered
 PIPELINE_SCHEDULES = (ONE_F_ONE_B.name, INTERLEAVED.name, ZB_H1.name)
 NO_PIPELINE = "-"  # the schedule of a plan with one stage: gradient accumulation
 VIRTUAL_STAGES = 2  # interleaved's chunks per device, as Megatron-LM's runs mostly used
@@ -40,37 +45,94 @@ class Plan:
     schedule: str
     virtual_stages: int
     checkpointing: str
+    attention: str = AS_WRITTEN  # "flash": a fused kernel keeps no scores; or "as-written"
+    sequence_parallel: bool = False  # layer norms and dropouts split by tensor (Korthikanti)
+    context: int = 1  # each sample's tokens split over a ring passing K and V (ring attention)
+    stage_blocks: tuple[int, ...] = ()  # blocks per stage; (): balanced by counted time
 
 
-def plans(card: ModelCard, cluster: GPUCluster, global_batch: int) -> Iterator[Plan]:
-    """Every plan of `card` on all of `cluster`'s GPUs at `global_batch` samples a step."""
+def plans(
+    card: ModelCard, cluster: GPUCluster, global_batch: int, attention: str | None = None
+) -> Iterator[Plan]:
+    """Every plan of `card` on all of `cluster`'s GPUs at `global_batch` samples a step.
+
+    Stages need not divide the blocks (`stage_split.py` balances them); sequence parallelism
+    is offered with a tensor axis, selective checkpointing where attention keeps its scores,
+    and a context axis where a sample has `LONG_SEQUENCE` tokens or more.
+
+    Args:
+        card: the model's counted figures.
+        cluster: the GPUs every plan uses, all of them.
+        global_batch: samples per step, over the whole cluster.
+        attention: "flash" or "as-written" for every plan; None: "flash" where the cluster's
+            GPU runs a fused attention kernel.
+    """
     whole_number(global_batch, "global_batch")
+    attention = attention_of(cluster, attention)
     gpus = cluster.gpus
     for tensor, stages in itertools.product(_divisors(gpus), repeat=2):
         if gpus % (tensor * stages) or card.heads % tensor or card.hidden % tensor:
             continue
-        if card.layers % stages:
+        if stages > card.layers:
             continue
-        data = gpus // (tensor * stages)
-        if global_batch % data:
-            continue
-        replica = global_batch // data
-        for size in (s for s in _divisors(replica) if s & (s - 1) == 0):
-            micro_batches = replica // size
-            for schedule in _schedules(card, stages, micro_batches):
-                for sharding in SHARDINGS if stages == 1 else SHARDINGS[:2]:
-                    for checkpointing in CHECKPOINTING:
-                        yield Plan(
-                            data=data,
-                            tensor=tensor,
-                            stages=stages,
-                            sharding=sharding,
-                            micro_batch_size=size,
-                            micro_batches=micro_batches,
-                            schedule=schedule.name,
-                            virtual_stages=schedule.chunks,
-                            checkpointing=checkpointing,
-                        )
+        for context in _contexts(card, gpus // (tensor * stages)):
+            data = gpus // (tensor * stages * context)
+            if global_batch % data:
+                continue
+            replica = global_batch // data
+            for size in (s for s in _divisors(replica) if s & (s - 1) == 0):
+                micro_batches = replica // size
+                for schedule in _schedules(card, stages, micro_batches):
+                    even = schedule.chunks > 1
+                    blocks = stage_split(card, stages, even).blocks if stages > 1 else ()
+                    for sharding in SHARDINGS if stages == 1 else SHARDINGS[:2]:
+                        for checkpointing in _checkpointings(attention):
+                            for split_norms in (False, True) if tensor > 1 else (False,):
+                                yield Plan(
+                                    data=data,
+                                    tensor=tensor,
+                                    stages=stages,
+                                    sharding=sharding,
+                                    micro_batch_size=size,
+                                    micro_batches=micro_batches,
+                                    schedule=schedule.name,
+                                    virtual_stages=schedule.chunks,
+                                    checkpointing=checkpointing,
+                                    attention=attention,
+                                    sequence_parallel=split_norms,
+                                    context=context,
+                                    stage_blocks=blocks,
+                                )
+
+
+def attention_of(cluster: GPUCluster, attention: str | None = None) -> str:
+    """The attention plans run: the caller's, else "flash" where the cluster's GPU has a fused
+    kernel and "as-written" elsewhere; an unknown name is one sentence."""
+    if attention is None:
+        return FLASH if cluster.device.fused_attention else AS_WRITTEN
+    if attention not in ATTENTIONS:
+        known = " or ".join(repr(a) for a in ATTENTIONS)
+        raise GpkError(f"attention={attention!r} is not known; use {known}")
+    return attention
+
+
+def _checkpointings(attention: str) -> tuple[str, ...]:
+    # A fused attention keeps no scores: selective checkpointing would recompute nothing more.
+    return CHECKPOINTING if attention == AS_WRITTEN else (NONE, FULL)
+
+
+def _contexts(card: ModelCard, rest: int) -> Iterator[int]:
+    """Context sizes for a sample's tokens: 1, and where the sequence is long, the powers of
+    two up to `MOST_CONTEXT` that divide the GPUs left and split the tokens into 2·c chunks
+    (Megatron-LM's causal load balance)."""
+    yield 1
+    if card.sequence < LONG_SEQUENCE:
+        return
+    context = 2
+    while context <= min(rest, MOST_CONTEXT):
+        if rest % context == 0 and card.sequence % (2 * context) == 0:
+            yield context
+        context *= 2
 
 
 class _Schedule(NamedTuple):

@@ -2,16 +2,19 @@
 
 The model states follow ZeRO (`training_precision.model_state_bytes`: mixed-precision Adam's
 2 + 2 + 12 bytes per parameter, fp32's 4 + 4 + 8, the optimizer's sharded by zero-1, the
-gradients too by zero-2, everything by fsdp); the activations are what each block keeps
-(`ModelCard.kept_bytes`, Korthikanti et al.) for the micro-batches the first stage holds in
-flight. docs/planning.md gives the formulas and sources.
+gradients too by zero-2, everything by fsdp) for the parameters of each stage
+(`stage_split.py`: its blocks, the embedding on the first, the head on the last, and K and V's
+copies where the tensor axis outgrows their heads); the activations are what each block keeps
+(`ModelCard.kept_bytes`, Korthikanti et al.) for the micro-batches the stage holds in flight,
+divided by the context axis. docs/planning.md gives the formulas and sources.
 """
 
 from __future__ import annotations
 
 from ...pipeline.schedules import INTERLEAVED
 from .model_card import ModelCard
-from .parallel_plan import Plan
+from .parallel_plan import FULL, Plan
+from .stage_split import StageSplit, split_of, stage_split
 from .training_precision import model_state_bytes
 
 RESERVE = 0.1  # of a device's memory kept for the framework, buffers and fragmentation
@@ -20,24 +23,57 @@ RESERVE = 0.1  # of a device's memory kept for the framework, buffers and fragme
 def memory(card: ModelCard, plan: Plan) -> dict[str, float]:
     """Bytes on the fullest device, by part: its share of the parameters, gradients and Adam's
     state under the plan's sharding, and the activations of the micro-batches in flight."""
+    split = plan_split(card, plan)
+    found: dict[str, float] = {}
+    # The first stage holds the most micro-batches, the second the most of the plain blocks,
+    # the last the head: one of them is the fullest.
+    for stage in sorted({0, min(1, plan.stages - 1), plan.stages - 1}):
+        parts = stage_memory(card, plan, split, stage)
+        if sum(parts.values()) > sum(found.values()):
+            found = parts
+    return found
+
+
+def plan_split(card: ModelCard, plan: Plan) -> StageSplit:
+    """The plan's stages: its own blocks per stage where it names them, else balanced."""
+    if plan.stage_blocks:
+        return split_of(card, tuple(plan.stage_blocks))
+    return stage_split(card, plan.stages, even=plan.virtual_stages > 1)
+
+
+def device_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """One device's parameters on `stage`: the stage's split by tensor, and K and V's copies."""
+    copies = card.key_value_parameters * card.key_value_copies(plan.tensor)
+    return split.parameters[stage] / plan.tensor + split.blocks[stage] * copies
+
+
+def stage_memory(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> dict[str, float]:
+    """Bytes on a device of `stage`, by part."""
+    replicas = plan.data * plan.context  # ZeRO shards over every copy of the weights
     states = model_state_bytes(
-        card.parameters, card.state, plan.data, plan.tensor, plan.stages, plan.sharding
+        device_parameters(card, plan, split, stage), card.state, replicas, 1, 1, plan.sharding
     )
-    per_block = card.kept_bytes(plan.tensor, plan.checkpointing)
-    blocks = card.layers / plan.stages
-    activations = per_block * blocks * plan.micro_batch_size * _in_flight(plan)
-    if plan.checkpointing == "full":  # one block's activations rebuilt during its backward
-        activations += card.kept_bytes(plan.tensor) * plan.micro_batch_size
+    kept = card.kept_bytes(
+        plan.tensor, plan.checkpointing, plan.attention, plan.sequence_parallel
+    )
+    batch = plan.micro_batch_size / plan.context
+    activations = kept * split.blocks[stage] * batch * _in_flight(plan, stage)
+    if plan.checkpointing == FULL:  # one block's activations rebuilt during its backward
+        rebuilt = card.kept_bytes(plan.tensor, "none", plan.attention, plan.sequence_parallel)
+        activations += rebuilt * batch
+    if stage == plan.stages - 1:  # the logits the loss keeps, split by tensor as Megatron's
+        activations += split.head_activation_bytes / plan.tensor * batch
     return {**states, "activations_bytes": activations}
 
 
-def _in_flight(plan: Plan) -> float:
-    """Micro-batches whose activations the first stage holds at its peak: all of them without a
-    pipeline's early backwards (one at a time under gradient accumulation), K under 1F1B and
-    zb-h1, and interleaved's K·(1 + (K−1)/(K·v)) (Narayanan et al. 2021)."""
+def _in_flight(plan: Plan, stage: int = 0) -> float:
+    """Micro-batches whose activations a stage holds at its peak: all of them without a
+    pipeline's early backwards (one at a time under gradient accumulation), K − s on stage s
+    under 1F1B and zb-h1, and interleaved's K·(1 + (K−1)/(K·v)) on the first (Narayanan et
+    al. 2021)."""
     if plan.stages == 1:
         return 1.0
-    k = min(plan.stages, plan.micro_batches)
+    k = min(plan.stages - stage, plan.micro_batches)
     if plan.schedule == INTERLEAVED.name:
         return k * (1 + (plan.stages - 1) / (plan.stages * plan.virtual_stages))
     return float(k)

@@ -20,6 +20,7 @@ def rank(
     global_batch: int,
     reserve: float = RESERVE,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    attention: str | None = None,
 ) -> list[dict[str, float | int | str | bool]]:
     """Every plan as a row (`Plan`'s fields, `memory`, `step_time`, `memory_bytes`, `fits`),
     those that fit first, each group fastest first (of two as fast, the leaner first).
@@ -30,19 +31,20 @@ def rank(
         global_batch: samples per step, over the whole cluster.
         reserve: the share of each GPU's memory kept free for the framework.
         efficiency: the share of the roofline a step reaches, as a band.
+        attention: "flash" or "as-written"; None: "flash" where the GPU has a fused kernel.
     """
     if not 0 <= reserve < 1:
         raise GpkError(f"reserve={reserve} must lie in [0, 1); e.g. 0.1 keeps a tenth free")
     room = cluster.device.memory_bytes * (1 - reserve)
     rows = []
-    for plan in plans(card, cluster, global_batch):
+    for plan in plans(card, cluster, global_batch, attention):
         parts = memory(card, plan)
         total = sum(parts.values())
         row = {**asdict(plan), **step_time(card, plan, cluster, efficiency), **parts}
         rows.append({**row, "memory_bytes": total, "fits": total <= room})
     if not rows:
         raise GpkError(
-            f"no data × tensor × stages plan divides {card.layers} blocks, {card.heads} heads "
+            f"no data × tensor × stages plan splits {card.layers} blocks, {card.heads} heads "
             f"and a global batch of {global_batch} over {cluster.gpus} GPUs; use a global batch "
             f"that is a multiple of {cluster.gpus}"
         )

@@ -14,33 +14,42 @@ from ...pipeline.schedules import ONE_F_ONE_B
 from ...pipeline.simulation import theoretical_bubble
 from .gpu_cluster import GPUCluster
 from .hardware_presets import Interconnect
-from .model_card import ModelCard
-from .parallel_plan import Plan
+from .model_card import FLASH, SELECTIVE, ModelCard
+from .parallel_plan import FULL, Plan
+from .parallel_plan_memory import device_parameters, plan_split
 from .roofline import DEFAULT_EFFICIENCY, LAUNCH_S, Efficiency
+from .stage_split import StageSplit, edge_work
 from .step_time_model import ring_all_reduce_s
 from .training_precision import training_precision
 
 # The compute part's three terms (`step_time`), and the bound each names when it rules.
 COMPUTE_TERMS = {"flops": "compute", "memory-bandwidth": "memory-bandwidth", "launches": "launches"}
-PARTS = ("compute", "comm:tensor", "comm:data", "comm:stages", "bubble")
+PARTS = ("compute", "comm:tensor", "comm:context", "comm:data", "comm:stages", "bubble")
 
 
 def step_time(
-    card: ModelCard, plan: Plan, cluster: GPUCluster, efficiency: Efficiency = DEFAULT_EFFICIENCY
+    card: ModelCard,
+    plan: Plan,
+    cluster: GPUCluster,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
 ) -> dict[str, float | str]:
     """The step's seconds at the efficiency band's likely, low and high ends, its parts, and
-    what bounds it (the largest part)."""
-    links = _links(cluster, plan.data, plan.tensor, plan.stages)
+    what bounds it (the largest part). The compute is the busiest stage's."""
+    links = _links(cluster, plan.data * plan.context, plan.tensor, plan.stages)
     gpus = cluster.gpus
     samples = plan.data * plan.micro_batch_size * plan.micro_batches
     model_flops = card.flops_per_sample * samples / gpus
-    # Full recomputation runs each forward twice: a third more work (a forward is 1/3 of it).
-    flops = model_flops * (4 / 3 if plan.checkpointing == "full" else 1.0)
+    split = plan_split(card, plan)
+    per_stage = stage_flops(card, plan, split)
+    busiest = max(range(plan.stages), key=per_stage.__getitem__)
+    flops = per_stage[busiest] * plan.micro_batch_size * plan.micro_batches
     peak = cluster.device.peak_flops(training_precision(card.precision).peak)
-    terms = _compute_terms(card, plan, cluster, flops / peak)
-    tensor_s = _tensor_comm_s(card, plan, links["tensor"])
-    data_s = _data_comm_s(card, plan, links["data"])
+    terms = _compute_terms(card, plan, cluster, split, busiest, flops / peak)
+    blocks = split.blocks[busiest]
+    tensor_s = _tensor_comm_s(card, plan, links["tensor"], blocks)
+    data_s = _data_comm_s(card, plan, links["data"], device_parameters(card, plan, split, 0))
     sends_s = _stage_sends_s(card, plan, links["stages"])
+    context_link = _context_link(cluster, plan)
     bubble = theoretical_bubble(
         plan.schedule if plan.stages > 1 else ONE_F_ONE_B.name,
         plan.stages,
@@ -52,7 +61,8 @@ def step_time(
     for end in ("likely", "low", "high"):
         share = efficiency.at(end)
         compute = max(terms["flops"] / share, terms["memory-bandwidth"] / share, terms["launches"])
-        busy = compute + tensor_s
+        context_s = _context_comm_s(card, plan, context_link, blocks, peak * share)
+        busy = compute + tensor_s + context_s
         idle = busy * bubble / (1 - bubble)
         # The gradients' collectives overlap the backward (about 2/3 of the compute).
         exposed = max(0.0, data_s - 2 / 3 * compute) if plan.sharding != "fsdp" else data_s
@@ -61,6 +71,7 @@ def step_time(
             parts = {
                 "compute": compute,
                 "comm:tensor": tensor_s,
+                "comm:context": context_s,
                 "comm:data": exposed,
                 "comm:stages": sends_s,
                 "bubble": idle,
@@ -80,6 +91,30 @@ def step_time(
     return {**row, "bound": bound(row)}
 
 
+def stage_flops(card: ModelCard, plan: Plan, split: StageSplit | None = None) -> list[float]:
+    """Each stage's FLOPs of one sample on one of its devices, recomputation included.
+
+    A stage's counted FLOPs split by tensor and context; on each block, what the plan computes
+    again: full checkpointing its forward, selective its attention core, a fused attention's
+    backward its QKᵀ and softmax; and K and V's projections on the copies a tensor axis beyond
+    their heads keeps (6·s FLOPs per weight, a sample).
+    """
+    split = split or plan_split(card, plan)
+    again = 0.0
+    if plan.checkpointing == FULL:
+        again += edge_work(card).block_flops / 3  # a forward is a third of a block's work
+    if plan.attention == FLASH:
+        again += card.flash_recompute_flops
+    elif plan.checkpointing == SELECTIVE:
+        again += card.attention_core_flops
+    copies = 6.0 * card.sequence * card.key_value_parameters * card.key_value_copies(plan.tensor)
+    ways = plan.tensor * plan.context
+    return [
+        (flops + blocks * again) / ways + blocks * copies / plan.context
+        for flops, blocks in zip(split.flops, split.blocks, strict=True)
+    ]
+
+
 def bound(row: dict[str, float | str]) -> str:
     """What bounds a row's step: its largest part, the compute part named by the term that
     rules it ("compute" for the FLOPs, "memory-bandwidth" for the bytes, "launches" for the
@@ -96,17 +131,22 @@ def _links(cluster: GPUCluster, data: int, tensor: int, stages: int) -> dict:
 
 
 def _compute_terms(
-    card: ModelCard, plan: Plan, cluster: GPUCluster, flops_s: float
+    card: ModelCard, plan: Plan, cluster: GPUCluster, split: StageSplit, stage: int, flops_s: float
 ) -> dict[str, float]:
-    """One device's step on the roofline before the efficiency: the FLOPs at peak, the bytes at
-    the memory's bandwidth, and the kernels' launch floor (full recomputation runs each
-    forward twice: its weights are read once more and its kernels launched again)."""
-    recompute = plan.checkpointing == "full"
-    per_micro_batch = card.moved_bytes(plan.tensor, plan.stages, plan.micro_batch_size)
+    """One device of `stage` over the step on the roofline before the efficiency: the FLOPs at
+    peak, the bytes at the memory's bandwidth, and the kernels' launch floor (full
+    recomputation runs each forward twice: its weights are read once more and its kernels
+    launched again)."""
+    recompute = plan.checkpointing == FULL
+    shard = device_parameters(card, plan, split, stage)
+    kept = card.kept_bytes(plan.tensor, "none", plan.attention, plan.sequence_parallel)
+    per_micro_batch = card.moved_bytes(
+        shard, kept * split.blocks[stage], plan.micro_batch_size / plan.context
+    )
     if recompute:
-        per_micro_batch += card.parameters / (plan.tensor * plan.stages) * card.state.params
+        per_micro_batch += shard * card.state.params
     moved = per_micro_batch * plan.micro_batches + card.update_bytes(plan)
-    kernels = card.kernels_per_block * card.layers / plan.stages * plan.micro_batches
+    kernels = card.kernels_per_block * split.blocks[stage] * plan.micro_batches
     return {
         "flops": flops_s,
         "memory-bandwidth": moved / cluster.device.memory_bandwidth_bytes_s,
@@ -114,24 +154,51 @@ def _compute_terms(
     }
 
 
-def _tensor_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None) -> float:
+def _tensor_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None, blocks: int) -> float:
     """Megatron's four all-reduces of a block's activations per micro-batch (two forward, two
-    backward), for the stage's blocks and every micro-batch."""
+    backward), for the stage's blocks and every micro-batch. Sequence parallelism turns each
+    into a reduce-scatter and an all-gather: the same bytes on the same link."""
     if link is None:
         return 0.0
-    message = card.activation_send_bytes * plan.micro_batch_size
+    message = card.activation_send_bytes * plan.micro_batch_size / plan.context
     per_block = 4 * ring_all_reduce_s(message, plan.tensor, link)
-    return per_block * card.layers / plan.stages * plan.micro_batches
+    return per_block * blocks * plan.micro_batches
 
 
-def _data_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None) -> float:
-    """The gradients' all-reduce (or reduce-scatter and all-gather, the same bytes) over the
-    data axis, and fsdp's gathers on top: 1.5 times the bytes."""
+def _context_link(cluster: GPUCluster, plan: Plan) -> Interconnect | None:
+    """The link a context ring crosses: its ranks sit next to the tensor group's (Megatron-LM
+    orders tensor, context, data), so inside a node while tensor × context fits one."""
+    if plan.context == 1:
+        return None
+    return cluster.inside if plan.tensor * plan.context <= cluster.per_node else cluster.between
+
+
+def _context_comm_s(
+    card: ModelCard, plan: Plan, link: Interconnect | None, blocks: int, flops_s: float
+) -> float:
+    """What a context ring adds that its attention compute does not hide (Liu et al.'s ring
+    attention, as Megatron-LM runs it): per block and micro-batch, c−1 sends of a chunk's K
+    and V forward and twice that backward (K and V, then their gradients), each overlapped
+    with a chunk's attention."""
     if link is None:
         return 0.0
-    grads = card.parameters / (plan.tensor * plan.stages) * card.state.grads
+    chunk = plan.micro_batch_size * card.sequence / plan.context
+    width = card.state.activation * card.hidden / card.heads
+    kv = 2 * chunk * width * card.key_value_heads / card.key_value_split(plan.tensor)
+    ring = 3 * (plan.context - 1) * link.send_s(kv)
+    attention = 3 * card.attention_core_flops * plan.micro_batch_size / plan.tensor
+    hidden = attention / plan.context / flops_s  # the attention the sends run beside
+    return max(0.0, ring - hidden) * blocks * plan.micro_batches
+
+
+def _data_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None, shard: float) -> float:
+    """The gradients' all-reduce (or reduce-scatter and all-gather, the same bytes) over the
+    data and context axes, and fsdp's gathers on top: 1.5 times the bytes."""
+    if link is None:
+        return 0.0
+    grads = shard * card.state.grads
     factor = 1.5 if plan.sharding == "fsdp" else 1.0
-    return factor * ring_all_reduce_s(grads, plan.data, link)
+    return factor * ring_all_reduce_s(grads, plan.data * plan.context, link)
 
 
 def _stage_sends_s(card: ModelCard, plan: Plan, link: Interconnect | None) -> float:
@@ -139,5 +206,5 @@ def _stage_sends_s(card: ModelCard, plan: Plan, link: Interconnect | None) -> fl
     message across each of the K−1 cuts."""
     if link is None:
         return 0.0
-    message = card.activation_send_bytes * plan.micro_batch_size / plan.tensor
+    message = card.activation_send_bytes * plan.micro_batch_size / plan.tensor / plan.context
     return 2 * (plan.stages - 1) * link.send_s(message)

@@ -141,12 +141,14 @@ def test_a_gpt3_plan_is_bound_by_its_flops_not_its_bytes_or_launches():
 
 
 def test_the_bytes_moved_are_the_weights_thrice_the_gradients_once_and_activations_twice():
-    none = CARD.moved_bytes(tensor=2, stages=4, micro_batch_size=0)
-    state = CARD.state
-    assert none == pytest.approx(CARD.parameters / 8 * (3 * state.params + state.grads))
-    one = CARD.moved_bytes(tensor=2, stages=4, micro_batch_size=1)
+    shard = CARD.parameters / 8  # tensor 2 × stages 4
     kept = memory(CARD, plan(tensor=2, stages=4, micro_batches=4, schedule="1f1b"))
-    assert one - none == pytest.approx(2 * kept["activations_bytes"] / 4)  # of 4 in flight
+    blocks = kept["activations_bytes"] / 4  # of 4 in flight: one micro-batch's, the stage's
+    none = CARD.moved_bytes(shard, blocks, micro_batch_size=0)
+    state = CARD.state
+    assert none == pytest.approx(shard * (3 * state.params + state.grads))
+    one = CARD.moved_bytes(shard, blocks, micro_batch_size=1)
+    assert one - none == pytest.approx(2 * blocks)
     with pytest.raises(GpkError, match="kernels_per_block=0"):
         dataclasses.replace(CARD, kernels_per_block=0)
 
@@ -154,5 +156,6 @@ def test_the_bytes_moved_are_the_weights_thrice_the_gradients_once_and_activatio
 def test_a_batch_no_plan_divides_is_one_sentence(cluster):
     odd = ModelCard(3e9, layers=3, hidden=3 * 1024, heads=3, sequence=1024,
                     flops_per_sample=1e13, activation_bytes=1e8)  # fmt: skip
+    # Two stages may split its three blocks, but 36 divides neither 32 replicas nor 16.
     with pytest.raises(GpkError, match="global batch that is a multiple of 32"):
-        rank(odd, cluster, global_batch=48)
+        rank(odd, cluster, global_batch=36)

@@ -1,0 +1,137 @@
+"""A Transformer's blocks cut into pipeline stages by counted time, the embedding on the first
+stage and the language-model head on the last.
+
+The card says one block's parameters and FLOPs (a count by depth's slope) and the vocabulary;
+the embedding (V·h parameters, next to no FLOPs) sits on the first stage, and the head (its
+V·h weights, or a copy of the tied embedding's, as Megatron-LM keeps one, and 6·s·h·V FLOPs a
+sample) on the last. The blocks are balanced over the stages by `pipeline.partition.solve` on
+their FLOPs with the edges' added to the first and last block, so stages need not divide the
+blocks: 94 blocks on 8 stages is "11-12-12-12-12-12-12-11" or so, the edges taking one block
+fewer where their work weighs one.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ...errors import GpkError
+from ...pipeline.partition import solve
+from .model_card import ModelCard
+
+
+@dataclass(frozen=True)
+class StageSplit:
+    """Each stage's blocks and what it holds and computes, before any tensor split.
+
+    Args:
+        blocks: the blocks of each stage, first to last.
+        parameters: each stage's parameters, its edge's included.
+        flops: each stage's forward and backward FLOPs of one sample, as the count made them.
+        head_activation_bytes: what the head keeps of one sample for the loss's backward on
+            the last stage (its logits at the activations' width).
+    """
+
+    blocks: tuple[int, ...]
+    parameters: tuple[float, ...]
+    flops: tuple[float, ...]
+    head_activation_bytes: float
+
+    def __repr__(self) -> str:
+        return f"<StageSplit {blocks_text(self.blocks)}>"
+
+
+@dataclass(frozen=True)
+class EdgeWork:
+    """One block's figures and the embedding's and the head's, from a card."""
+
+    block_parameters: float
+    block_flops: float  # forward and backward, one sample
+    embedding_parameters: float
+    head_parameters: float
+    head_flops: float
+
+
+def edge_work(card: ModelCard) -> EdgeWork:
+    """The block's and the edges' figures: the card's own block figures where it has them, else
+    what the embedding (V·h) and the head (6·s·h·V FLOPs) leave of the whole, shared by the
+    blocks. Without a vocabulary, the blocks carry everything, as a card before edges did."""
+    table = card.vocabulary * card.hidden
+    head_flops = 6.0 * card.sequence * card.hidden * card.vocabulary
+    if card.block_flops is not None:
+        head_flops = max(0.0, card.flops_per_sample - card.block_flops * card.layers)
+        block_flops = card.block_flops
+    else:
+        block_flops = (card.flops_per_sample - head_flops) / card.layers
+    if card.block_parameters is not None:
+        block_parameters = card.block_parameters
+        outside = max(0.0, card.parameters - block_parameters * card.layers)
+        embedding = min(table, outside)
+        head = max(outside - embedding, 0.0) or embedding  # a tied head: a copy on the last stage
+    else:
+        block_parameters = (card.parameters - table) / card.layers
+        embedding = head = table
+    if block_flops <= 0 or block_parameters <= 0:
+        raise GpkError(
+            f"the card's vocabulary of {card.vocabulary} leaves no work for its {card.layers} "
+            "blocks; give the vocabulary of the model's embedding, or 0"
+        )
+    return EdgeWork(block_parameters, block_flops, embedding, head, head_flops)
+
+
+def blocks_text(blocks: tuple[int, ...]) -> str:
+    """ "7-8-8-…-8-7": each stage's blocks, a long middle run of one count elided."""
+    if len(blocks) > 6 and len(set(blocks[2:-2])) == 1:
+        return f"{blocks[0]}-{blocks[1]}-…-{blocks[-2]}-{blocks[-1]}"
+    return "-".join(str(b) for b in blocks)
+
+
+@functools.lru_cache(maxsize=1024)
+def stage_split(card: ModelCard, stages: int, even: bool = False) -> StageSplit:
+    """`card`'s blocks over `stages` stages, balanced by counted FLOPs (`even`: the same
+    number on each, as an interleaved schedule's chunks need).
+
+    Args:
+        card: the model's counted figures.
+        stages: the pipeline's stages, at most the blocks.
+        even: split the blocks evenly (the stages must divide them).
+    """
+    if not 1 <= stages <= card.layers:
+        raise GpkError(
+            f"stages={stages} cannot each hold a block of {card.layers}; use 1 to {card.layers}"
+        )
+    if even or stages == 1:
+        if card.layers % stages:
+            raise GpkError(
+                f"stages={stages} does not divide {card.layers} blocks evenly; use a divisor"
+            )
+        return split_of(card, (card.layers // stages,) * stages)
+    work = edge_work(card)
+    costs = [work.block_flops] * card.layers
+    costs[-1] += work.head_flops
+    return split_of(card, tuple(solve(costs, stages)))
+
+
+@functools.lru_cache(maxsize=1024)
+def split_of(card: ModelCard, blocks: tuple[int, ...]) -> StageSplit:
+    """The stages that hold `blocks` blocks each, first to last, with their edges."""
+    if sum(blocks) != card.layers or min(blocks) < 1:
+        raise GpkError(
+            f"stage blocks {blocks_text(blocks)} do not give each stage a block and sum to "
+            f"the model's {card.layers}; give one count a stage, e.g. {_example(card.layers)}"
+        )
+    logits = card.state.activation * card.sequence * card.vocabulary
+    if len(blocks) == 1:
+        return StageSplit(blocks, (card.parameters,), (card.flops_per_sample,), logits)
+    work = edge_work(card)
+    parameters = [n * work.block_parameters for n in blocks]
+    flops = [n * work.block_flops for n in blocks]
+    parameters[0] += work.embedding_parameters
+    parameters[-1] += work.head_parameters
+    flops[-1] += work.head_flops
+    return StageSplit(blocks, tuple(parameters), tuple(flops), logits)
+
+
+def _example(layers: int) -> str:
+    half = layers // 2
+    return f"({half}, {layers - half})"
