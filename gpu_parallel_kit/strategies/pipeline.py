@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
 from ..pipeline.microbatch import candidates, check_micro_batches, is_auto
-from ..pipeline.schedules import SCHEDULES, check_plan, default_schedule, default_virtual_stages
+from ..pipeline.schedules import (
+    SCHEDULES,
+    check_plan,
+    default_schedule,
+    default_virtual_stages,
+    schedule_record,
+)
 from .option import Option, balance, positive
 from .option import micro_batches as micro_batch_count
 from .plan_axes import STAGES, mesh_label
@@ -197,6 +203,15 @@ def _in_grid(cell: GridCell) -> bool:
     return per_stage > 0 and cell.count % per_stage == 0 and cell.count // per_stage > 1
 
 
+def one_call_steps(spec: RunSpec) -> bool:
+    """One stage on one device in one process, one micro-batch: each step is a single call of
+    that stage (its forward, backward and update), and several steps can share a call, as
+    `fit` runs them with steps_per_execution."""
+    one_part = not schedule_record(spec.schedule).micro_batches or spec.micro_batches in (None, 1)
+    alone = spec.replicas == 1 and spec.workers == 1 and spec.options.get("stages", 1) == 1
+    return alone and spec.virtual_stages == 1 and one_part
+
+
 def _label(spec: RunSpec) -> str:
     label = f"{spec.strategy}×{spec.replicas} {spec.schedule}"
     if is_auto(spec.micro_batches):
@@ -235,6 +250,7 @@ PIPELINE = Strategy(
     options=PIPELINE_OPTIONS,
     plan=pipeline_options,
     check=check_pipeline,
+    steps_together=one_call_steps,
     in_grid=_in_grid,
     label=_label,
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_pipeline",

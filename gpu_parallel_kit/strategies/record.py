@@ -35,6 +35,10 @@ def _no_checks(spec: RunSpec) -> None:
     return None
 
 
+def _never(spec: RunSpec) -> bool:
+    return False
+
+
 def _plain_label(spec: RunSpec) -> str:
     return f"{spec.strategy}×{spec.devices.count}"
 
@@ -52,6 +56,9 @@ class Strategy:
     missing: Mapping[str, str] = field(default_factory=dict)
     # backends on which it trains with Keras's own `fit` (tune's steps per execution apply)
     fit_on: frozenset[str] = frozenset()
+    # whether a run's own loop takes several whole steps in one call, as fit does with
+    # steps_per_execution (tune's steps per execution then apply): a one-stage pipeline
+    steps_together: Callable[[RunSpec], bool] = _never
     baseline: bool = False  # the one-device run speedups are measured against
     one_device: bool = False  # runs on exactly one device, without replicas (tune's XLA rule)
     all_reduce: bool = False  # its communication is the gradients' all-reduce between replicas

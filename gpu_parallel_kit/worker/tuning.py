@@ -11,6 +11,7 @@ import keras
 
 from ..runs.description.run_spec import RunSpec
 from ..runs.description.tuning_rules import Tuned, choose_settings
+from ..strategies import strategy_record
 from .keras_internals import compile_config
 
 
@@ -39,4 +40,5 @@ def tune_run(
         deterministic=spec.training.deterministic,
         steps_per_execution=spe,
         jit_compile=jit,
+        steps_together=strategy_record(spec.strategy).steps_together(spec),
     )

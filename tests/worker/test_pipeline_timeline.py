@@ -43,6 +43,7 @@ def report(tasks, serial=False):
         update_s=[0.0, 0.0],
         duration_s=max(t.end for t in tasks) + 0.25,
         peak_live=[1, 1],
+        steps_in_call=1,
     )
 
 

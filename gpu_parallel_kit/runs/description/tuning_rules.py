@@ -74,9 +74,11 @@ def choose_settings(
     deterministic: bool = False,
     steps_per_execution: int | None = None,
     jit_compile: bool | None = None,
+    steps_together: bool = False,
 ) -> Tuned:
     """The settings of one run of `strategy` on `backend` under `tune`, the user's explicit
-    values first."""
+    values first. `steps_together`: the run's own loop can take several steps in one call
+    (`Strategy.steps_together`), so tune's steps per execution apply as they do to `fit`."""
     why: dict[str, str] = {}
     record = strategy_record(strategy)
     on_fit = backend in record.fit_on  # trained by Keras's own fit on this backend
@@ -87,7 +89,7 @@ def choose_settings(
     if steps_per_execution is not None:
         spe = steps_per_execution
         why["steps_per_execution"] = "user"
-    elif auto:
+    elif auto or (tune == "auto" and steps_together):
         spe = tuned_steps_per_execution(
             steps_per_epoch, total_steps, warmup_steps, evaluate_every_steps
         )
@@ -99,7 +101,7 @@ def choose_settings(
     else:
         spe = 1
         why["steps_per_execution"] = (
-            "default" if fit else f"not used by {_loop(strategy, mode, on_fit)}"
+            "default" if fit or steps_together else f"not used by {_loop(strategy, mode, on_fit)}"
         )
 
     if jit_compile is not None:

@@ -176,7 +176,8 @@ class StepRecorder:
             return "per step: time between consecutive step ends (Keras's batch callbacks)"
         n = self.steps_per_execution
         return (
-            f"per execution of {n} steps: Keras calls back once per execution, so each step's "
+            f"per execution of {n} steps: Keras calls back once per execution (a one-stage "
+            f"pipeline's loop stamps once per call alike), so each step's "
             f"time is its execution's time / {n}; the spread is between executions, and "
             f"warm-up is rounded up to whole executions"
         )

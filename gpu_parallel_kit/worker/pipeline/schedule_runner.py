@@ -56,7 +56,9 @@ class PipelineStage(Protocol):
     """
 
     index: int
-    fuses: bool  # offers `forward_backward`: the last stage's passes in one call
+    # offers `forward_backward`: the last stage's passes in one call, and `whole_steps`: a
+    # one-stage model's steps (forward, backward, update each), several in one call
+    fuses: bool
 
     def begin_step(self) -> None: ...
 
@@ -75,6 +77,10 @@ class PipelineStage(Protocol):
     def forward_backward(
         self, received: dict[str, Any], y: Any, update: bool
     ) -> tuple[Any, Any]: ...
+
+    def whole_steps(
+        self, read: Callable[[], tuple[dict[str, Any], Any]], count: int
+    ) -> list[Any]: ...
 
     def apply(self) -> None: ...
 
@@ -137,9 +143,46 @@ class ScheduleRunner:
         self.local = crossings.local_devices if crossings else list(range(self.devices))
         self.splits_backward = splits_backward(schedule)
         self._pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="gpk-device")
+        self._reader: tuple[Callable, Callable] | None = None  # `steps`: (take, its reader)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+    @property
+    def steps_together(self) -> bool:
+        """Whether several steps can run in one call: one stage holding the whole model, one
+        micro-batch, all in this process (`steps`)."""
+        alone = len(self.stages) == 1 and self.micro_batches == 1 and self.crossings is None
+        return alone and self.stages[0].fuses
+
+    def steps(self, take: Callable[[], tuple[Any, Any]], count: int) -> list[StepReport]:
+        """`count` whole steps of a one-stage model in one call of its stage, as `fit` runs
+        `steps_per_execution` steps in one call; `take()` gives the next batch (x, y), read
+        where the stage reads it (inside the call on TensorFlow, as `fit` reads its iterator).
+        Each step's report is returned once its work is dispatched (`settle` waits for it),
+        the last holding the updated weights."""
+        (stage,) = self.stages
+        if self._reader is None or self._reader[0] is not take:  # one reader: traced once
+
+            def read() -> tuple[dict[str, Any], Any]:
+                x, y = take()
+                return self.feed(x), y
+
+            self._reader = (take, read)
+        stage.begin_step()
+        objectives = stage.whole_steps(self._reader[1], count)
+        reports = [
+            StepReport(
+                loss=0.0,
+                peak_live=[1],
+                update_s=[0.0],
+                pending=([], [objective]),
+                steps_in_call=count,
+            )
+            for objective in objectives
+        ]
+        reports[-1].pending = ([(stage, stage.weights())], [objectives[-1]])
+        return reports
 
     def step(
         self, x: Any, y: Any, timed: bool = False, serial: bool = False, settle: bool = True
@@ -306,50 +349,65 @@ class ScheduleRunner:
 
 def train_steps(
     runner: ScheduleRunner,
-    batch: Callable[[int], tuple[Any, Any]],
+    take: Callable[[], tuple[Any, Any]],
     epochs: int,
     steps_per_epoch: int,
     recorder: Any,
+    first: tuple[Any, Any] | None = None,
 ) -> list[StepReport]:
-    """Every step of every epoch through `runner`, `batch(i)` the i-th step's (x, y), told to
+    """Every step of every epoch through `runner`, `take()` the next step's (x, y), told to
     the step `recorder`; the `TIMED_STEPS` after its warm-up timed task by task. Returns the
     steps' reports; a failure closes the runner's threads before it is raised.
 
     As Keras's `fit` does, the loop runs one step ahead of the devices: it dispatches a step,
     then waits for the one before and stamps its end, so the host's work of a step overlaps
     the devices' work of the last. Not before a timed step, whose tasks must run alone, nor
-    where the recorder evaluates between steps, which must see the step's own weights.
+    where the recorder evaluates between steps, which must see the step's own weights. Where
+    the runner can (`ScheduleRunner.steps_together`), the recorder's `steps_per_execution`
+    steps run in one call, as `fit` runs them, except the timed ones; the `first` batch then
+    rehearses a step run alone before anything is timed (traced, its update put back), so
+    the timed steps do not trace it.
     """
     timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
     ahead = not recorder.evaluate_every_steps
+    together = recorder.steps_per_execution if runner.steps_together and ahead else 1
     reports: list[StepReport] = []
-    waiting: StepReport | None = None  # dispatched, not yet stamped
+    waiting: list[StepReport] = []  # dispatched, not yet stamped
 
     def stamp() -> None:
         nonlocal waiting
-        if waiting is not None:
-            runner.settle(waiting)
-            recorder.step_end()
-            waiting = None
+        if waiting:
+            for report in waiting:
+                runner.settle(report)
+            recorder.step_end(len(waiting))
+            waiting = []
 
     try:
+        if together > 1 and first is not None:
+            rehearse(runner, *first)
         recorder.train_begin()
         index = 0
         for _ in range(epochs):
             recorder.epoch_begin()
             first = len(reports)
-            for _ in range(steps_per_epoch):
-                x, y = batch(index)
-                alone = index in timed or not ahead
-                if alone:
-                    stamp()  # the step before, stamped before this one runs
-                report = runner.step(x, y, timed=index in timed, settle=False)
-                reports.append(report)
-                stamp()  # the step before, finished while this one was dispatched
-                waiting = report
+            end = index + steps_per_epoch
+            while index < end:
+                group = range(index, index + together)
+                if together > 1 and group[-1] < end and not timed.intersection(group):
+                    dispatched = runner.steps(take, together)
+                    alone = False
+                else:
+                    x, y = take()
+                    alone = index in timed or not ahead
+                    if alone:
+                        stamp()  # the step before, stamped before this one runs
+                    dispatched = [runner.step(x, y, timed=index in timed, settle=False)]
+                reports.extend(dispatched)
+                stamp()  # the steps before, finished while these were dispatched
+                waiting = dispatched
                 if alone:
                     stamp()
-                index += 1
+                index += len(dispatched)
             stamp()
             losses = [r.loss for r in reports[first:]]
             recorder.epoch_end({"loss": sum(losses) / len(losses)})
@@ -357,6 +415,17 @@ def train_steps(
         runner.close()
         raise
     return reports
+
+
+def rehearse(runner: ScheduleRunner, x: Any, y: Any) -> None:
+    """One step of (x, y), its calls traced, then every stage's state put back: a rehearsal
+    must not train the model."""
+    kept = [stage.snapshot() for stage in runner.stages]
+    try:
+        runner.step(x, y)
+    finally:
+        for stage, state in zip(runner.stages, kept, strict=True):
+            stage.restore(state)
 
 
 def passes_alone(runner: ScheduleRunner, x: Any, y: Any) -> list[StepReport]:

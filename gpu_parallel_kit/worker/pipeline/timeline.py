@@ -59,6 +59,8 @@ def schedule_figures(schedule: Schedule, reports: list[Any], spec: Any) -> dict[
         if simulated
         else None,
         "cut_bytes": trained[-1].cut_bytes if trained else [],
+        # Several steps in one call of a one-stage model, as fit's steps_per_execution runs them.
+        "steps_per_call": max((r.steps_in_call for r in trained), default=1),
         "cut_time_s": cut_times(timed, stages),
         **overheads([r for r in reports if r.tasks and not r.serial], alone),
         # Copies across cuts only: stage 0's copy of its input is feeding, not communication.

@@ -15,6 +15,8 @@ the model's optimizer; the trained weights are copied back into the user's model
 
 from __future__ import annotations
 
+import functools
+import itertools
 import time
 from typing import Any
 
@@ -80,10 +82,11 @@ class PipelineParallel(JaxStrategy):
             self._place(model)
             self.reports = train_steps(
                 self.runner,
-                lambda index: batches[index],
+                functools.partial(next, iter(batches[i] for i in itertools.count())),
                 self.spec.training.epochs,
                 steps_per_epoch,
                 recorder,
+                first=self.first_batch,
             )
         finally:
             for stage in self.stages:

@@ -106,6 +106,8 @@ class StageFunctions:
             update: jax.jit(functools.partial(self._forward_backward, update=update))
             for update in (False, True)
         }
+        # A one-stage model's steps, several in one call (`whole_steps`); compiled if run so.
+        self._steps = jax.jit(self._whole_steps)
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M each micro-batch's objective is divided by: an argument of the compiled
@@ -201,6 +203,19 @@ class StageFunctions:
             return outputs[1], state, grads, summed
         trainable, optimizer_state, summed = self._update(optimizer_state, summed, trainable)
         return outputs[1], state, grads, summed, trainable, optimizer_state
+
+    def _whole_steps(self, trainable, non_trainable, received, ys, m, accumulated, optimizer_state):
+        """Each step in turn (forward, backward, update), as Keras's train function unrolls
+        `steps_per_execution` steps: the objectives, then the state the last step leaves."""
+        objectives = []
+        for inputs, y in zip(received, ys, strict=True):
+            objective, non_trainable, _, accumulated, trainable, optimizer_state = (
+                self._forward_backward(
+                    trainable, non_trainable, inputs, y, m, accumulated, optimizer_state, True
+                )
+            )
+            objectives.append(objective)
+        return objectives, non_trainable, accumulated, trainable, optimizer_state
 
     def _update(self, optimizer_state, accumulated, trainable):
         trainable, optimizer_state = self.optimizer.stateless_apply(
@@ -319,6 +334,28 @@ class StageFunctions:
         if update:
             self.trainable, self.optimizer_state = updated
         return dict(grads), objective
+
+    @_layers_named
+    def whole_steps(self, read: Any, count: int) -> list[Any]:
+        """`count` whole steps of a one-stage model (forward, backward, update each) in one
+        call, as Keras's train function runs `steps_per_execution` steps on the batches it
+        was given: each step's objective. `read()` gives each batch's inputs by name and its
+        targets."""
+        batches = [read() for _ in range(count)]
+        received = [self.put(inputs) for inputs, _ in batches]
+        ys = [self.labels(y) for _, y in batches]
+        objectives, self.non_trainable, self.accumulated, self.trainable, self.optimizer_state = (
+            self._steps(
+                self.trainable,
+                self.non_trainable,
+                received,
+                ys,
+                self.m,
+                self.accumulated,
+                self.optimizer_state,
+            )
+        )
+        return objectives
 
     def apply(self) -> None:
         """The summed gradients applied once, by this stage's optimizer; the sum starts again."""

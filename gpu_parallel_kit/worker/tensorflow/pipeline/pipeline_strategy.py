@@ -117,7 +117,12 @@ class PipelineEngine(Engine):
         runner = ScheduleRunner(tasks, schedule, micro_batches, lambda x: feed(traced, x), split)
         try:
             reports = train_steps(
-                runner, lambda _: next(iterator), spec.training.epochs, steps_per_epoch, recorder
+                runner,
+                iterator.get_next,
+                spec.training.epochs,
+                steps_per_epoch,
+                recorder,
+                first=(first_x, first_y),
             )
         finally:
             copy_back(stages)  # what was trained, as on JAX, even when a step failed

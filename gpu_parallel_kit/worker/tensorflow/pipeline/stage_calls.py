@@ -186,6 +186,9 @@ class EagerTasks(_OnDevice):
     def forward_backward(self, received: Any, y: Any, update: bool) -> tuple[Any, Any]:
         raise NotImplementedError("eager stages keep their tape: the runner fuses no call")
 
+    def whole_steps(self, read: Any, count: int) -> list[Any]:
+        raise NotImplementedError("eager stages keep their tape: the runner fuses no call")
+
     def _accumulate(self, grads: list[tf.Tensor | None]) -> None:
         self._unread |= {i for i, g in enumerate(grads) if g is None}
         self._accumulated = [
@@ -240,6 +243,9 @@ class CompiledTasks(_OnDevice):
             for update in (False, True)
         }
         self._summed = False  # gradients summed since the last update: cleared at the next step
+        # A one-stage model's steps, several in one call (`whole_steps`): (its reader, the
+        # function reading from it), traced if run so.
+        self._steps: tuple[Any, Any] | None = None
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M the loss is shared over, once "auto" has chosen it."""
@@ -271,6 +277,18 @@ class CompiledTasks(_OnDevice):
             stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
         )
         return _received_gradients(stage, dict(zip(floating, grads, strict=True)), {}), loss
+
+    @_layers_named
+    def whole_steps(self, read: Any, count: int) -> list[Any]:
+        """`count` whole steps of a one-stage model (forward, backward, update each) in one
+        call, each batch read inside it (`read()`: the inputs by name and the targets), as
+        Keras's train function runs `steps_per_execution` steps on its iterator: each step's
+        loss."""
+        if self._steps is None or self._steps[0] is not read:
+            body = functools.partial(self._steps_body, read)
+            self._steps = (read, tf.function(body, reduce_retracing=True))
+        with tf.device(self.stage.device):
+            return self._steps[1](count)
 
     @_layers_named
     def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any, Any]:
@@ -419,6 +437,15 @@ class CompiledTasks(_OnDevice):
             self._apply_body()
         return _zero_filled(grads[: len(watched)], watched), loss
 
+    def _steps_body(self, read: Any, count: int) -> list[tf.Tensor]:
+        """Each step in turn, its update before the next step's forward."""
+        losses = []
+        for _ in range(count):
+            received, y = read()
+            inputs = [received[n] for n in self.stage.cut.received]
+            losses.append(self._forward_backward_body(inputs, y, update=True)[1])
+        return losses
+
     def _apply_body(self) -> None:
         totals = [total.read_value() for total in self._sums]
         self.stage.optimizer.apply_gradients(_updated(totals, self.stage.variables, self._unread))
@@ -434,6 +461,8 @@ def _differentiated(stage: Stage, received: dict[str, tf.Tensor], loss_fn: Any) 
     """The received tensors a backward differentiates: those the stage's layers read, and, on
     the last stage, those it passes straight into the loss (a model output made by an earlier
     stage, such as one head of a two-output model). Integer tensors have no gradient."""
+    if stage.index == 0:  # its inputs are the data: nothing upstream wants their gradient
+        return []
     wanted = set(stage.cut.used)
     if loss_fn is not None:
         wanted |= set(stage.cut.passed_through)
