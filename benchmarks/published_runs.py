@@ -10,7 +10,8 @@ process (keras-hub would import it). Then prints, for every run of
 `planning/published_runs.py`, the reported throughput, the kit's projection of the same
 plan in the paper's counting, their ratio, whether the plan fits, and the kit's best plan with
 the step-time parts that make it faster. `--markdown` prints the table of
-`docs/published-runs.md`.
+`docs/published-runs.md`; `--leave-one-out` prints the matmul efficiency's fit and each run
+projected by the fit made without it (`planning/efficiency_fit.py`), as that page's tables.
 """
 
 from __future__ import annotations
@@ -98,13 +99,36 @@ def print_markdown(rows: list[dict]) -> None:
         )
 
 
+def print_leave_one_out() -> None:
+    from gpu_parallel_kit.analysis.cost_model.matmul_efficiency import FITTED
+    from gpu_parallel_kit.planning import efficiency_fit
+
+    fitted = efficiency_fit.fitted()
+    print(f"fitted now: {fitted!r}\nstored:     {FITTED!r}\n")
+    print("| run | H (10⁻³) | implied share | fit without it | left out: kit ÷ published |")
+    print("|---|---|---|---|---|")
+    left_out = efficiency_fit.leave_one_out()
+    for run, row in zip(published_runs.RUNS, left_out, strict=True):
+        shape = efficiency_fit.point(run).inverse_size
+        print(f"| {row.name} | {shape * 1e3:.3f} | {row.implied:.3f} | {row.share:.3f} "
+              f"| {row.ratio:.2f} |")  # fmt: skip
+    ratios = [row.ratio for row in left_out]
+    print(f"left out, kit ÷ published: {min(ratios):.2f} to {max(ratios):.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recount", action="store_true", help="count the models again")
     parser.add_argument("--markdown", action="store_true", help="print the docs' table")
+    parser.add_argument(
+        "--leave-one-out", action="store_true", help="print the efficiency's fit, run by run"
+    )
     args = parser.parse_args(argv)
     if args.recount:
         recount()
+    if args.leave_one_out:
+        print_leave_one_out()
+        return 0
     rows = published_runs.runs_table()
     (print_markdown if args.markdown else print_table)(rows)
     ratios = [row["ratio"] for row in rows]

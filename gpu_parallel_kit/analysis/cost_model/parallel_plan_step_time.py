@@ -14,10 +14,11 @@ from ...pipeline.schedules import ONE_F_ONE_B
 from ...pipeline.simulation import theoretical_bubble
 from .gpu_cluster import GPUCluster
 from .hardware_presets import Interconnect
+from .matmul_efficiency import FITTED, MatmulEfficiency
 from .model_card import FLASH, SELECTIVE, ModelCard
 from .parallel_plan import FULL, Plan
 from .parallel_plan_memory import device_parameters, plan_split
-from .roofline import DEFAULT_EFFICIENCY, LAUNCH_S, Efficiency
+from .roofline import LAUNCH_S, Efficiency
 from .stage_split import StageSplit, edge_work
 from .step_time_model import ring_all_reduce_s
 from .training_precision import training_precision
@@ -31,10 +32,13 @@ def step_time(
     card: ModelCard,
     plan: Plan,
     cluster: GPUCluster,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    efficiency: Efficiency | MatmulEfficiency = FITTED,
 ) -> dict[str, float | str]:
     """The step's seconds at the efficiency band's likely, low and high ends, its parts, and
-    what bounds it (the largest part). The compute is the busiest stage's."""
+    what bounds it (the largest part). The compute is the busiest stage's. The band is the
+    plan's own under a `MatmulEfficiency` (by its matmuls' shapes on one device), else the one
+    given."""
+    efficiency = efficiency.for_plan(card, plan)
     links = _links(cluster, plan.data * plan.context, plan.tensor, plan.stages)
     gpus = cluster.gpus
     samples = plan.data * plan.micro_batch_size * plan.micro_batches

@@ -59,6 +59,11 @@ class Efficiency:
     def at(self, which: str) -> float:
         return {"low": self.low, "likely": self.likely, "high": self.high}[which]
 
+    def for_plan(self, card: object, plan: object) -> Efficiency:
+        """The band a parallel plan's step is timed at: this one, whatever the plan (a
+        `matmul_efficiency.MatmulEfficiency` gives one per plan's matmul shapes)."""
+        return self
+
 
 DEFAULT_EFFICIENCY = Efficiency(0.30, 0.45, 0.60, "assumed: MFU of published runs (PaLM, Megatron)")
 

@@ -1,0 +1,101 @@
+"""The matmul efficiency fitted to the published runs, and each run projected without itself.
+
+Each published run (`published_runs.py`) gives the share of peak that makes the kit's step of
+its plan last as long as the paper's (`implied_share`); with its matmuls' shapes on one device
+(`analysis/cost_model/matmul_efficiency.py`) that is one point of the fit. `fitted` fits every
+run, `leave_one_out` projects each run by a fit made without it. The fitted parameters are kept
+in `matmul_efficiency.py`, and `tests/planning/test_efficiency_fit.py` re-fits and checks them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ..analysis.cost_model.matmul_efficiency import (
+    MatmulEfficiency,
+    Measured,
+    card_inverse_size,
+    fit,
+)
+from ..analysis.cost_model.parallel_plan_step_time import step_time
+from ..analysis.cost_model.roofline import Efficiency
+from . import published_runs
+from .published_runs import RUNS, PublishedRun
+
+SOURCE = "the published runs' step times (docs/published-runs.md)"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A published run projected by an efficiency fitted without it.
+
+    Args:
+        name: the run's name.
+        share: the share of peak the fit without it gives its plan.
+        implied: the share of peak that reproduces its published step.
+        ratio: the kit's throughput over the published one, at `share`.
+    """
+
+    name: str
+    share: float
+    implied: float
+    ratio: float
+
+
+def published_step_s(run: PublishedRun) -> float:
+    """The run's published seconds per iteration."""
+    flops = published_runs.published_flops(run)
+    return flops / (published_runs.published_tflops(run) * 1e12 * run.gpus)
+
+
+def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> float:
+    """The kit's step of the run's plan at `efficiency`."""
+    card, cluster = published_runs.card(run), published_runs.cluster(run)
+    return step_time(card, published_runs.plan(run), cluster, efficiency)["step_time_s"]
+
+
+def implied_share(run: PublishedRun) -> float:
+    """The share of peak at which the kit's step of the run's plan lasts the published step
+    (bisection: the step shortens as the share grows)."""
+    return _implied_share(RUNS.index(run)) if run in RUNS else _bisect(run)
+
+
+@functools.cache
+def _implied_share(index: int) -> float:
+    return _bisect(RUNS[index])
+
+
+def _bisect(run: PublishedRun) -> float:
+    target = published_step_s(run)
+    low, high = 0.01, 1.0
+    for _ in range(40):
+        middle = (low + high) / 2
+        if step_s(run, Efficiency(middle, middle, middle)) > target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def point(run: PublishedRun) -> Measured:
+    """The run as a point of the fit: its plan's matmul shapes and its implied share."""
+    card = published_runs.card(run)
+    shape = card_inverse_size(card, run.tensor, run.micro_batch_size)
+    return Measured(run.name, shape, implied_share(run))
+
+
+def fitted(runs: tuple[PublishedRun, ...] = RUNS) -> MatmulEfficiency:
+    """The `MatmulEfficiency` fitted on `runs`."""
+    return fit([point(run) for run in runs], SOURCE)
+
+
+def leave_one_out(runs: tuple[PublishedRun, ...] = RUNS) -> list[LeftOut]:
+    """Each run projected by the efficiency fitted on the others, in the order of `runs`."""
+    found = []
+    for run in runs:
+        others = fitted(tuple(r for r in runs if r is not run))
+        share = others.share(point(run).inverse_size)
+        ratio = published_step_s(run) / step_s(run, Efficiency(share, share, share))
+        found.append(LeftOut(run.name, share, implied_share(run), ratio))
+    return found
