@@ -55,6 +55,27 @@ def test_an_executions_time_is_spread_over_its_steps_and_warm_up_is_whole_execut
     assert "per step" in StepRecorder(4, lambda **_: None).method()
 
 
+def test_steps_timed_task_by_task_are_set_aside_while_others_remain(clock):
+    from gpu_parallel_kit.worker.measuring.recorder import StepRecorder
+
+    recorder = StepRecorder(6, lambda **_: None, warmup_steps=1)
+    recorder.train_begin()
+    for seconds, aside in ((1.0, False), (0.5, True), (0.5, True), (0.1, False), (0.1, False)):
+        clock.now += seconds
+        recorder.step_end(aside=aside)
+    clock.now += 0.2
+    recorder.step_end()
+    assert recorder.summary()["step_times_s"] == pytest.approx((0.1, 0.1, 0.2))
+    assert "2 steps timed task by task are left out" in recorder.method()
+    # With nothing else after warm-up, the steps set aside are what there is.
+    alone = StepRecorder(2, lambda **_: None, warmup_steps=1)
+    alone.train_begin()
+    for aside in (False, True):
+        clock.now += 0.3
+        alone.step_end(aside=aside)
+    assert alone.summary()["step_times_s"] == pytest.approx((0.3,))
+
+
 def test_a_late_call_for_an_execution_already_counted_adds_no_step(clock):
     from gpu_parallel_kit.worker.measuring.recorder import StepRecorder, StepTimer
 

@@ -53,6 +53,8 @@ class StepRecorder:
         self.waited_s = 0.0
         self._first_begin: float | None = None
         self._batch_ends: list[float] = []
+        self._aside: set[int] = set()  # steps timed task by task (`step_end(aside=True)`)
+        self._left_out = 0  # of them, left out of the statistics by `summary`
         self._epoch_begin = 0.0
         self._paused_s = 0.0  # spent on evaluations: left out of every timing
         self.epoch_times: list[float] = []
@@ -107,10 +109,15 @@ class StepRecorder:
     def epoch_begin(self) -> None:
         self._epoch_begin = self._clock()
 
-    def step_end(self, steps: int = 1) -> None:
-        """Record the end of `steps` optimizer steps (more than one with steps_per_execution)."""
+    def step_end(self, steps: int = 1, aside: bool = False) -> None:
+        """Record the end of `steps` optimizer steps (more than one with steps_per_execution).
+        `aside`: a step its loop timed task by task (a pipeline's timeline), whose waits are
+        the measurement's, not training's: left out of the step statistics where other
+        steps remain."""
         now = self._clock()
         previous = self._batch_ends[-1] if self._batch_ends else self._first_begin or now
+        if aside:
+            self._aside.update(range(len(self._batch_ends), len(self._batch_ends) + steps))
         for i in range(1, steps + 1):
             self._batch_ends.append(previous + (now - previous) * i / steps)
         if now - self._last_progress >= PROGRESS_INTERVAL_S or self.done:
@@ -172,14 +179,16 @@ class StepRecorder:
 
     def method(self) -> str:
         """How the step times were taken, in words, for the row's `extra["step_time_method"]`."""
+        left_out = self._left_out
+        aside = f"; the {left_out} steps timed task by task are left out" if left_out else ""
         if self.steps_per_execution == 1:
-            return "per step: time between consecutive step ends (Keras's batch callbacks)"
+            return f"per step: time between consecutive step ends (Keras's batch callbacks){aside}"
         n = self.steps_per_execution
         return (
             f"per execution of {n} steps: Keras calls back once per execution (a one-stage "
-            f"pipeline's loop stamps once per call alike), so each step's "
+            "pipeline's loop stamps once per call alike), so each step's "
             f"time is its execution's time / {n}; the spread is between executions, and "
-            f"warm-up is rounded up to whole executions"
+            f"warm-up is rounded up to whole executions{aside}"
         )
 
     @property
@@ -194,6 +203,11 @@ class StepRecorder:
         """Step statistics, as RunResult fields."""
         durations = step_durations(self._batch_ends, self._first_begin or 0.0)
         measured = durations[self.warmup_steps :]
+        training = [
+            d for i, d in enumerate(durations) if i >= self.warmup_steps and i not in self._aside
+        ]
+        self._left_out = len(measured) - len(training) if training else 0
+        measured = training or measured
         median, spread = median_and_spread(measured)
         wall = (self._batch_ends[-1] - self._first_begin) if self._batch_ends else None
         # The first execution traces and compiles: its time beyond typical steps is a one-off.

@@ -356,7 +356,8 @@ def train_steps(
     first: tuple[Any, Any] | None = None,
 ) -> list[StepReport]:
     """Every step of every epoch through `runner`, `take()` the next step's (x, y), told to
-    the step `recorder`; the `TIMED_STEPS` after its warm-up timed task by task. Returns the
+    the step `recorder`; the `TIMED_STEPS` after its warm-up timed task by task (and set aside
+    from the step statistics, their waits being the timeline's, not training's). Returns the
     steps' reports; a failure closes the runner's threads before it is raised.
 
     As Keras's `fit` does, the loop runs one step ahead of the devices: it dispatches a step,
@@ -379,7 +380,7 @@ def train_steps(
         if waiting:
             for report in waiting:
                 runner.settle(report)
-            recorder.step_end(len(waiting))
+            recorder.step_end(len(waiting), aside=any(r.tasks for r in waiting))
             waiting = []
 
     try:
