@@ -12,8 +12,11 @@ from dataclasses import fields
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.parallel_plan import Plan
-from ..analysis.cost_model.parallel_plan_step_time import PARTS
+from ..analysis.cost_model.model_card import AS_WRITTEN, FLASH, ModelCard
+from ..analysis.cost_model.parallel_plan import FULL, NONE, Plan
+from ..analysis.cost_model.parallel_plan_memory import memory
+from ..analysis.cost_model.parallel_plan_step_time import PARTS, step_time
+from ..analysis.cost_model.stage_split import blocks_text
 from ..strategies.plan_axes import DATA, PLAN_AXES, STAGES, TENSOR
 
 Row = Mapping[str, Any]
@@ -27,6 +30,7 @@ _PART_WORDS = {
     "memory-bandwidth": "memory bandwidth (weights and activations read and written)",
     "launches": "kernel launches (the small kernels' launch floor)",
     "comm:tensor": "tensor all-reduces",
+    "comm:context": "context ring's sends not hidden by attention",
     "comm:data": "exposed gradient all-reduce",
     "comm:stages": "sends between stages",
     "bubble": "pipeline bubble",
@@ -50,19 +54,31 @@ def gigabytes(value: float) -> str:
 
 
 def plan_text(row: Row) -> str:
-    """ "data 4 × tensor 8 × stages 4, zero-1, micro-batch 1 × 16, 1f1b, checkpointing full"."""
+    """ "data 2 × tensor 8 × stages 4, micro-batch 1 × 64, 1f1b, blocks 19-20-21-20, sequence
+    parallel, checkpointing selective"."""
     text = " × ".join(f"{axis} {row[axis]}" for axis in AXES)
+    text += f" × context {row['context']}" if row.get("context", 1) > 1 else ""
     text += f", {row['sharding']}" if row["sharding"] != "none" else ""
     text += f", micro-batch {row['micro_batch_size']} × {row['micro_batches']}"
     if row["stages"] > 1:
         chunks = f" ({row['virtual_stages']} chunks)" if row["virtual_stages"] > 1 else ""
         text += f", {row['schedule']}{chunks}"
-    return text + (", checkpointing full" if row["checkpointing"] != "none" else "")
+        if row.get("stage_blocks"):
+            text += f", blocks {blocks_text(tuple(row['stage_blocks']))}"
+    text += ", sequence parallel" if row.get("sequence_parallel") else ""
+    return text + (
+        f", checkpointing {row['checkpointing']}" if row["checkpointing"] != "none" else ""
+    )
 
 
-def explain(rows: Sequence[Row], cluster: GPUCluster, room: float) -> str:
-    """A few sentences: the best plan and what bounds it, then the runner-up and the fastest
-    plan of another tensor size, each with what it adds and why; or the nothing-fits sentence."""
+def explain(
+    rows: Sequence[Row], cluster: GPUCluster, room: float, card: ModelCard | None = None
+) -> str:
+    """A few sentences: the best plan and what bounds it, what each of its choices of
+    attention, sequence parallelism, recomputation, stages and context gives it (`card`, when
+    given, sizes the plan with attention run the other way), then the runner-up and the
+    fastest plan of another tensor size, each with what it adds and why; or the nothing-fits
+    sentence."""
     fitting = [r for r in rows if r["fits"]]
     if not fitting:
         return nothing_fits(rows, cluster, room)
@@ -72,6 +88,7 @@ def explain(rows: Sequence[Row], cluster: GPUCluster, room: float) -> str:
         f"(MFU {best['mfu']:.0%}), bounded by {_PART_WORDS.get(best['bound'], best['bound'])}, "
         f"and needs {gigabytes(best['memory_bytes'])} of {gigabytes(room)} usable per GPU."
     ]
+    said += _what_made_it_win(best, rows, cluster, room, card)
     others = []
     if len(fitting) > 1:
         others.append(("The runner-up", fitting[1]))
@@ -119,6 +136,70 @@ def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
     return sentence + "."
 
 
+def _what_made_it_win(
+    best: Row, rows: Sequence[Row], cluster: GPUCluster, room: float, card: ModelCard | None
+) -> list[str]:
+    """A sentence for each of flash attention, sequence parallelism, selective recomputation,
+    uneven stages and a context axis the best plan uses: the same plan without it, and what
+    that needs or takes."""
+    said = []
+    if card is not None and best.get("attention") == FLASH:
+        written = Plan(**{**{f: best[f] for f in PLAN_FIELDS}, "attention": AS_WRITTEN})
+        need = sum(memory(card, written).values())
+        took = step_time(card, written, cluster)["step_time_s"]
+        said.append(
+            f"Flash attention keeps no attention scores: run as written, the same plan would "
+            f"need {gigabytes(need)} per GPU{_fits_or_not(need, room)}, and take {seconds(took)}."
+        )
+    alternatives = (
+        ("sequence_parallel", False, "Sequence parallelism (the layer norms and dropouts "
+         "split by tensor)"),
+        ("checkpointing", NONE, "Selective recomputation (the attention core run again)"),
+        ("context", 1, "The context axis (each sample's tokens over a ring)"),
+    )  # fmt: skip
+    for field, other, words in alternatives:
+        if best.get(field, other) in (other, False, NONE, FULL):
+            continue
+        changed = {field: other}
+        if field == "context":
+            changed["data"] = best["data"] * best["context"]
+        twin = _same_but(rows, best, changed)
+        if twin is not None:
+            said.append(
+                f"{words} saves {gigabytes(twin['memory_bytes'] - best['memory_bytes'])} per "
+                f"GPU: without it the plan needs {gigabytes(twin['memory_bytes'])}"
+                f"{_fits_or_not(twin['memory_bytes'], room)}."
+            )
+    blocks = tuple(best.get("stage_blocks") or ())
+    if len(set(blocks)) > 1:
+        said.append(
+            f"Its {best['stages']} stages hold {blocks_text(blocks)} blocks, balanced by counted "
+            "time with the embedding on the first and the head on the last: no even split of "
+            f"{sum(blocks)} blocks into {best['stages']} stages exists."
+            if sum(blocks) % best["stages"]
+            else f"Its {best['stages']} stages hold {blocks_text(blocks)} blocks, balanced by "
+            "counted time with the embedding on the first and the head on the last."
+        )
+    return said
+
+
+def _same_but(rows: Sequence[Row], best: Row, changed: dict[str, Any]) -> Row | None:
+    """The row of `best`'s plan with `changed` fields, if the search has it."""
+    keys = [f for f in PLAN_FIELDS if f not in changed and f != "stage_blocks"]
+    return next(
+        (
+            r
+            for r in rows
+            if all(r[f] == v for f, v in changed.items()) and all(r[f] == best[f] for f in keys)
+        ),
+        None,
+    )
+
+
+def _fits_or_not(need: float, room: float) -> str:
+    return ", which fits" if need <= room else ", more than fits"
+
+
 def _tie(label: str, differs: str, row: Row, best: Row) -> str:
     """A row as fast as the best within `TIE`: the memory it needs instead, or "" when that is
     the same too."""
@@ -132,7 +213,8 @@ def _tie(label: str, differs: str, row: Row, best: Row) -> str:
 
 
 def _link(cluster: GPUCluster, row: Row, axis: str) -> Any:
-    return cluster.links(data=row["data"], tensor=row["tensor"], stages=row["stages"])[axis]
+    replicas = row["data"] * row.get("context", 1)  # the context axis sits inside the data axis
+    return cluster.links(data=replicas, tensor=row["tensor"], stages=row["stages"])[axis]
 
 
 def nothing_fits(rows: Sequence[Row], cluster: GPUCluster, room: float) -> str:

@@ -17,6 +17,7 @@ from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.model_card import ModelCard
 from ..analysis.cost_model.parallel_plan import Plan
 from ..analysis.cost_model.parallel_plan_step_time import PARTS
+from ..analysis.cost_model.stage_split import blocks_text
 from ..errors import GpkError
 from .explanation import AXES, explain, gigabytes, nothing_fits, seconds
 
@@ -106,7 +107,7 @@ class Plans:
 
     def explain(self) -> str:
         """Why the best plan beats the runners-up, in a few sentences from the table's figures."""
-        return explain(self._rows, self.cluster, self.room)
+        return explain(self._rows, self.cluster, self.room, self.card)
 
     def plot(self) -> Any:
         """Step time against memory per GPU for every plan, the usable memory as a line, the
@@ -132,6 +133,10 @@ class Plans:
         shown = top[list(AXES) + ["sharding"]].copy()
         shown["micro-batch"] = [f"{b} × {m}" for b, m in sizes]
         shown["schedule"] = top["schedule"]
+        shown["blocks"] = [blocks_text(tuple(b)) if b else "" for b in top["stage_blocks"]]
+        shown["attention"] = top["attention"]
+        shown["seq. parallel"] = top["sequence_parallel"].map({True: "yes", False: ""})
+        shown["context"] = top["context"]
         shown["recompute"] = top["checkpointing"]
         shown["step"] = top["step_time_s"].map(seconds)
         shown["MFU"] = top["mfu"].map("{:.0%}".format)

@@ -14,6 +14,7 @@ from typing import Any
 from ..analysis.cost_model.bubble_refinement import refine
 from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.model_card import ModelCard, model_card
+from ..analysis.cost_model.parallel_plan import attention_of
 from ..analysis.cost_model.parallel_plan_memory import RESERVE
 from ..analysis.cost_model.parallel_plan_ranking import rank
 from ..analysis.cost_model.training_precision import state_bytes, training_precision
@@ -38,6 +39,7 @@ def search(
     sequence: int | None = None,
     labels: Any = None,
     reserve: float = RESERVE,
+    attention: str | None = None,
     progress: bool = True,
 ) -> Plans:
     """Rank every plan of `model` on the cluster `gpus` at `global_batch` samples a step.
@@ -63,6 +65,9 @@ def search(
             model's output shape: a class index, `np.int32(0)`, for
             `sparse_categorical_crossentropy`. Default: shaped like the model's output.
         reserve: the share of each GPU's memory kept free for the framework.
+        attention: "flash" (a fused kernel: the attention's s² residuals never kept, its QKᵀ
+            recomputed in the backward) or "as-written"; None: "flash" where the cluster's GPU
+            has a fused kernel.
         progress: show the count's progress.
 
     Returns:
@@ -89,6 +94,7 @@ def search(
         structure,
         reserve,
         progress,
+        attention=attention,
     )
 
 
@@ -110,6 +116,7 @@ def search_experiment(
         structure,
         options.pop("reserve", RESERVE),
         options.pop("progress", True),
+        attention=options.pop("attention", None),
         unknown=options,
     )
 
@@ -121,9 +128,11 @@ def plans_of(
     reserve: float = RESERVE,
     name: str = "the model",
     note: str = "",
+    attention: str | None = None,
 ) -> Plans:
-    """Every plan of a counted `card` on `gpus`, ranked, the leading pipelines replayed."""
-    rows = rank(card, gpus, global_batch, reserve=reserve)
+    """Every plan of a counted `card` on `gpus`, ranked, the leading pipelines replayed;
+    `attention` is `rank`'s."""
+    rows = rank(card, gpus, global_batch, reserve=reserve, attention=attention)
     replayed = refine(rows, card, lambda row: _stage_link(gpus, row))
     room = gpus.device.memory_bytes * (1 - reserve)
     said = f"the {replayed} leading pipelined plans' bubbles simulated, the others' closed form"
@@ -142,12 +151,14 @@ def _search(
     structure: dict[str, Any],
     reserve: float,
     progress: bool,
+    attention: str | None = None,
     unknown: dict[str, Any] | None = None,
 ) -> Plans:
     if unknown:
         raise GpkError(
             f"search() got {', '.join(repr(k) for k in unknown)}, which it does not take; use "
-            "precision=, optimizer=, blocks=, hidden=, heads=, sequence=, reserve= or progress="
+            "precision=, optimizer=, blocks=, hidden=, heads=, sequence=, reserve=, attention= or "
+            "progress="
         )
     if not isinstance(gpus, GPUCluster):
         raise GpkError(
@@ -157,6 +168,7 @@ def _search(
     whole_number(global_batch, "global_batch")
     record = training_precision(precision)
     state_bytes(optimizer, precision)
+    attention_of(gpus, attention)  # one sentence for an unknown name, before the count
     if not 0 <= reserve < 1:
         raise GpkError(f"reserve={reserve} must lie in [0, 1); e.g. 0.1 keeps a tenth free")
     for key, value in structure.items():
@@ -177,8 +189,11 @@ def _search(
         f"{source.name}: {card.parameters:,.0f} parameters, {card.layers} blocks ({said}), one "
         f"sample's step {how} under {record.policy}"
     )
-    return plans_of(card, gpus, global_batch, reserve, name=source.name, note=note)
+    return plans_of(
+        card, gpus, global_batch, reserve, name=source.name, note=note, attention=attention
+    )
 
 
 def _stage_link(cluster: GPUCluster, row: dict[str, Any]) -> Any:
-    return cluster.links(data=row["data"], tensor=row["tensor"], stages=row["stages"])["stages"]
+    replicas = row["data"] * row["context"]  # the context axis sits inside the data axis
+    return cluster.links(data=replicas, tensor=row["tensor"], stages=row["stages"])["stages"]

@@ -40,6 +40,27 @@ def test_a_gpt2_backbone_is_counted_read_and_ranked(tmp_path, monkeypatch):
     assert f"at 1 and 2 blocks and extrapolated to {LAYERS}" in found.note  # counted by depth
 
 
+def build_llama():
+    import keras_hub
+
+    return keras_hub.models.Llama3Backbone(
+        vocabulary_size=256, num_layers=LAYERS, num_query_heads=HEADS, hidden_dim=WIDTH,
+        intermediate_dim=4 * WIDTH, num_key_value_heads=2,
+    )  # fmt: skip
+
+
+def test_a_grouped_query_backbone_gives_its_kv_heads_and_its_scores(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path))
+    sample = {"token_ids": np.zeros(SEQUENCE, "int32"), "padding_mask": np.ones(SEQUENCE, "int32")}
+    cluster = gpk.GPUCluster("h100", nodes=1, per_node=8)
+    found = gpk.search(build_llama, sample, cluster, global_batch=16, progress=False)
+    card = found.card
+    assert (card.kv_heads, card.vocabulary, card.heads) == (2, 256, HEADS)
+    # The trace's (s, s) residuals: at least one float per head and score, within the block's
+    assert HEADS * SEQUENCE**2 * 2 <= card.score_bytes < card.activation_bytes
+    assert set(found.table["attention"]) == {"flash"}
+
+
 CLASSES = 3
 H100S = gpk.GPUCluster("h100", nodes=1, per_node=8)
 # What Keras, JAX and TensorFlow say in their own words; never part of the kit's sentence.

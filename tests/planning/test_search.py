@@ -96,6 +96,25 @@ def test_the_kernels_per_block_come_from_the_count_else_megatrons():
     assert card.kernels_per_block == KERNELS_PER_BLOCK
 
 
+def test_the_card_carries_the_kv_heads_vocabulary_and_scores_the_count_found():
+    said = {**COUNT["structure"], "kv_heads": 2, "vocabulary": 256}
+    by_depth = {**COUNT, "structure": said,
+                "per_block": {"scores_bytes": 5e4, "parameters": 5e4, "flops": 1e7}}  # fmt: skip
+    card = model_card(by_depth, "bf16", "adam", "m", sequence=32)
+    assert (card.kv_heads, card.key_value_heads, card.vocabulary) == (2, 2, 256)
+    assert (card.score_bytes, card.block_parameters, card.block_flops) == (5e4, 5e4, 1e7)
+    whole = model_card({**COUNT, "scores_bytes": 4e4}, "bf16", "adam", "m", sequence=32)
+    assert whole.score_bytes == 4e4 / 4 and whole.key_value_heads == whole.heads
+    # A count made before the scores were read: Korthikanti's 5·a·s² at 16 bits.
+    assert model_card(COUNT, "bf16", "adam", "m", sequence=32).score_bytes == 5 * 4 * 32**2
+
+
+def test_an_unknown_attention_is_one_sentence_before_any_count(counted):
+    with pytest.raises(GpkError, match="attention='fast' is not known; use 'flash' or"):
+        gpk.search(build, TOKENS, CLUSTER, 64, attention="fast", progress=False)
+    assert counted == []
+
+
 def test_the_counting_entry_point_exists():
     module, _, function = PLAN_COUNT_ENTRY.partition(":")
     path = pathlib.Path(gpk.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")

@@ -233,6 +233,7 @@ def model_card(
         )
     layers, width, attention_heads = (whole_number(figures[k], k) for k in STRUCTURE)
     sequence = whole_number(sequence, "sequence")
+    per_block = count.get("per_block") or {}
     return ModelCard(
         parameters=float(count["parameters"]),
         layers=layers,
@@ -244,7 +245,23 @@ def model_card(
         precision=precision,
         optimizer=optimizer,
         kernels_per_block=block_kernels(count, layers),
+        kv_heads=said.get("kv_heads"),
+        vocabulary=said.get("vocabulary") or 0,
+        attention_scores_bytes=block_scores(count, layers),
+        block_parameters=per_block.get("parameters"),
+        block_flops=per_block.get("flops"),
     )
+
+
+def block_scores(count: dict[str, Any], blocks: int) -> float | None:
+    """The s² residuals one block keeps per sample, as the trace found them (an attention's
+    scores, softmax and mask, whatever op computes them): a count by depth's slope, else the
+    whole step's over the blocks; None for a count made before they were read."""
+    slope = (count.get("per_block") or {}).get("scores_bytes")
+    if slope is not None:
+        return max(float(slope), 0.0)
+    found = count.get("scores_bytes")
+    return None if found is None else float(found) / blocks
 
 
 def block_activations(count: dict[str, Any], blocks: int) -> float:

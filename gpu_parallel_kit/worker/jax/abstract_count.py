@@ -144,7 +144,9 @@ def activations(
         sequence: the sequence length, to name (s, s) tensors "scores".
 
     Returns:
-        A dict: "saved_bytes", "kept_bytes", "by_kind" (kind -> kept bytes, a kind being the
+        A dict: "saved_bytes", "kept_bytes", "scores_bytes" (the kept (s, s) tensors: an
+        attention's scores, softmax and dropout mask, whatever computes them), "by_kind" (kind
+        -> kept bytes, a kind being the
         layer's name without its index, then "mask" for booleans, "scores" for (s, s) tensors),
         "by_layer" (the first numbered layer, a backbone's block -> kept bytes), "residuals"
         (one dict per residual: layer, op, shape, dtype, bytes, role "kept", "recomputed",
@@ -186,9 +188,11 @@ def activations(
         by_layer[top] = by_layer.get(top, 0) + row["bytes"]
     for row in rows:
         del row["var"]
+    square = [r for r in kept if sequence and r["shape"][-2:] == (sequence, sequence)]
     return {
         "saved_bytes": sum(r["bytes"] for r in rows if r["role"] in ("kept", "recomputed")),
         "kept_bytes": sum(r["bytes"] for r in kept),
+        "scores_bytes": sum(r["bytes"] for r in square),
         "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
         "by_layer": by_layer,
         "residuals": rows,

@@ -20,7 +20,7 @@ from .abstract_count import count_abstract
 
 DEPTHS = (1, 2)  # blocks of the two counted models
 LINEAR = ("flops", "bytes", "parameters", "kernels")
-LINEAR_ACTIVATIONS = ("saved_bytes", "kept_bytes")
+LINEAR_ACTIVATIONS = ("saved_bytes", "kept_bytes", "scores_bytes")
 
 
 def count_by_depth(
@@ -43,9 +43,9 @@ def count_by_depth(
 
     Returns:
         A dict: "flops", "bytes", "parameters", "kernels" and "activations" ("saved_bytes",
-        "kept_bytes", "by_kind") at `layers` blocks; "per_block", the same figures for one
-        block (the line's slope); "depths", "layers", "batch", "optimizer", "precision",
-        "attention" and "count_s" (the two counts' wall time).
+        "kept_bytes", "scores_bytes", "by_kind") at `layers` blocks; "per_block", the same
+        figures for one block (the line's slope); "depths", "layers", "batch", "optimizer",
+        "precision", "attention" and "count_s" (the two counts' wall time).
     """
     whole_number(layers, "layers")
     whole_number(batch, "batch")
@@ -76,7 +76,7 @@ def count_by_depth(
     kept = [c["activations"] for c in counts]
     activations: dict[str, Any] = {}
     for key in LINEAR_ACTIVATIONS:
-        activations[key], per_block[key] = line(kept[0][key], kept[1][key])
+        activations[key], per_block[key] = line(kept[0].get(key, 0), kept[1].get(key, 0))
     kinds = dict.fromkeys([*kept[1]["by_kind"], *kept[0]["by_kind"]])
     activations["by_kind"] = {
         kind: line(kept[0]["by_kind"].get(kind, 0), kept[1]["by_kind"].get(kind, 0))[0]

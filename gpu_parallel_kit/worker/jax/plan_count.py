@@ -3,8 +3,9 @@ training step (`abstract_count.count_abstract`, no weight allocated) and the mod
 its repeated blocks, width and heads, read off the model where it says them.
 
 keras-hub backbones say them (`num_layers`, `hidden_dim`, `num_heads` or `num_query_heads`, and
-`transformer_layers`); another model's blocks are its attention layers, found by their
-`num_heads`, when it has several. What is not found is left out, for the caller to ask for.
+`transformer_layers`; `num_key_value_heads` and `vocabulary_size` where they have them);
+another model's blocks are its attention layers, found by their `num_heads`, when it has
+several. What is not found is left out, for the caller to ask for.
 
 A model whose config says its blocks (`num_layers`: a keras-hub backbone, or a task on one) is
 counted by depth (`depth_scaling.count_by_depth`): at one and two blocks, the figures read at its
@@ -60,6 +61,7 @@ def count_for_plans(
         return {
             **counted,
             "kept_bytes": kept["kept_bytes"],
+            "scores_bytes": kept["scores_bytes"],
             "by_layer": kept["by_layer"],
             "structure": structure(built[-1]),
             "depth": depth_of(built[-1]),  # what a plan run here may rebuild; None: kept as is
@@ -106,6 +108,7 @@ def _by_depth(
     return {
         **counted,
         "kept_bytes": kept["kept_bytes"],
+        "scores_bytes": kept["scores_bytes"],
         "by_layer": dict.fromkeys(said.get("block_names") or [], per_block),
         "structure": said,
         "depth": blocks,
@@ -127,20 +130,29 @@ def _loss(source: Any, sample: Any) -> Any:
 
 def structure(model: Any) -> dict[str, Any]:
     """The blocks a pipeline cuts between, the width and the heads: "blocks", "hidden",
-    "heads", "block_names" (the layers whose activations are a block's), and "found_in"."""
+    "heads", "block_names" (the layers whose activations are a block's), "found_in", and
+    where a backbone says them "kv_heads" and "vocabulary"."""
     layers = _every_layer(model)
     for layer in layers:
         heads = getattr(layer, "num_heads", None) or getattr(layer, "num_query_heads", None)
         blocks, hidden = getattr(layer, "num_layers", None), getattr(layer, "hidden_dim", None)
         if all(isinstance(v, int) for v in (heads, blocks, hidden)):
             names = [b.name for b in getattr(layer, "transformer_layers", [])]
-            return {
+            said = {
                 "blocks": blocks,
                 "hidden": hidden,
                 "heads": heads,
                 "block_names": names,
                 "found_in": type(layer).__name__,
             }
+            # Grouped-query attention's K and V heads, and the embedding's tokens, where said.
+            for key, name in (
+                ("kv_heads", "num_key_value_heads"),
+                ("vocabulary", "vocabulary_size"),
+            ):
+                if isinstance(getattr(layer, name, None), int):
+                    said[key] = getattr(layer, name)
+            return said
     attention = [
         layer
         for layer in layers

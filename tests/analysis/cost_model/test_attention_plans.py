@@ -1,0 +1,130 @@
+"""How a plan runs attention and splits a layer's activations: fused attention, sequence
+parallelism, selective recomputation (Korthikanti et al. 2022), grouped-query attention and a
+context axis, against the published formulas."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
+from gpu_parallel_kit.analysis.cost_model.model_card import ModelCard
+from gpu_parallel_kit.analysis.cost_model.parallel_plan import Plan, plans
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_memory import memory
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_ranking import rank
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_step_time import step_time
+from gpu_parallel_kit.errors import GpkError
+
+S, H, A, L = 2048, 4096, 32, 32
+CARD = ModelCard(
+    parameters=12 * H * H * L, layers=L, hidden=H, heads=A, sequence=S,
+    flops_per_sample=72 * S * L * H * H * (1 + S / (6 * H)),
+    activation_bytes=S * H * 34 + 5 * A * S * S,  # Korthikanti's, per block and sample
+)  # fmt: skip
+
+
+def plan(**fields):
+    base = dict(data=1, tensor=1, stages=1, sharding="none", micro_batch_size=1,
+                micro_batches=1, schedule="-", virtual_stages=1, checkpointing="none")  # fmt: skip
+    return Plan(**{**base, **fields})
+
+
+def activations(card=CARD, **fields):
+    return memory(card, plan(**fields))["activations_bytes"]
+
+
+def test_sequence_parallelism_and_selective_recomputation_follow_korthikanti():
+    t = 8
+    # Table 2: tensor + sequence parallel, s·b·h/t·(34 + 5·a·s/h) per layer
+    split = activations(tensor=t, sequence_parallel=True)
+    assert split == pytest.approx(L * S * H / t * (34 + 5 * A * S / H))
+    # with selective recomputation, 34·s·b·h/t
+    selective = activations(tensor=t, sequence_parallel=True, checkpointing="selective")
+    assert selective == pytest.approx(L * 34 * S * H / t)
+    # selective without sequence parallelism: s·b·h·(10 + 24/t)
+    alone = activations(tensor=t, checkpointing="selective")
+    assert alone == pytest.approx(L * S * H * (10 + 24 / t))
+
+
+def test_flash_attention_keeps_its_output_and_log_sum_exp_but_no_scores():
+    t = 4
+    flash = activations(tensor=t, attention="flash")
+    # Korthikanti's form without the 5·a·s² term, and one float32 per head and token
+    assert flash == pytest.approx(L * (S * H * (10 + 24 / t) + 4 * A * S / t))
+    # A count whose trace found no s² residuals has nothing for a fused kernel to drop.
+    plain = dataclasses.replace(CARD, attention_scores_bytes=0.0, activation_bytes=34 * S * H)
+    assert activations(plain, attention="flash") == activations(plain)
+
+
+def test_recomputed_attention_adds_the_attention_cores_matmuls():
+    cluster = GPUCluster("h100", nodes=1, per_node=1)
+
+    def flops_s(**fields):
+        return step_time(CARD, plan(**fields), cluster)["flops_s"]
+
+    base = flops_s()
+    # Megatron's s/6h term is the attention core's QKᵀ and scores·V: 12·s²·h a layer, forward
+    # and backward; selective recomputation runs its forward (4·s²·h) again, a fused kernel's
+    # backward its QKᵀ (2·s²·h); each with its softmax, a few FLOPs a score (about 1 % here).
+    core = L * 4 * S * S * H
+    assert flops_s(checkpointing="selective") / base - 1 == pytest.approx(
+        core / CARD.flops_per_sample, rel=0.02
+    )
+    assert flops_s(attention="flash") / base - 1 == pytest.approx(
+        core / 2 / CARD.flops_per_sample, rel=0.02
+    )
+
+
+def test_sequence_parallelism_moves_the_same_bytes_on_the_tensor_link():
+    cluster = GPUCluster("a100", nodes=1, per_node=8)
+    one = step_time(CARD, plan(tensor=8), cluster)
+    split = step_time(CARD, plan(tensor=8, sequence_parallel=True), cluster)
+    assert split["comm:tensor_s"] == one["comm:tensor_s"] > 0
+
+
+def test_a_tensor_split_beyond_the_kv_heads_copies_k_and_v():
+    gqa = dataclasses.replace(CARD, kv_heads=4)
+    d = H // A
+    kv_weights = 2 * H * 4 * d  # one block's K and V projections
+    per_parameter = gqa.state.params + gqa.state.grads + gqa.state.optimizer
+
+    def states(card, t):
+        parts = memory(card, plan(tensor=t))
+        return parts["params_bytes"] + parts["grads_bytes"] + parts["optimizer_bytes"]
+
+    assert states(gqa, 4) == pytest.approx(states(CARD, 4))  # t divides the KV heads
+    extra = states(gqa, 8) - states(CARD, 8)
+    assert extra == pytest.approx(L * kv_weights * (1 / 4 - 1 / 8) * per_parameter)
+    with pytest.raises(GpkError, match="kv_heads=5 does not divide heads=32"):
+        dataclasses.replace(CARD, kv_heads=5)
+
+
+def test_a_context_axis_divides_the_activations_and_is_offered_for_long_sequences():
+    long = dataclasses.replace(
+        CARD, sequence=16384, activation_bytes=16384 * H * 34 + 5 * A * 16384**2
+    )
+    whole = activations(long, data=2, tensor=8, sequence_parallel=True, attention="flash")
+    ring = activations(long, data=1, context=2, tensor=8, sequence_parallel=True,
+                       attention="flash")  # fmt: skip
+    assert ring == pytest.approx(whole / 2)
+    cluster = GPUCluster("h100", nodes=2, per_node=8)
+    assert {p.context for p in plans(long, cluster, 16)} == {1, 2, 4, 8, 16}
+    assert {p.context for p in plans(CARD, cluster, 16)} == {1}
+    # The ring's K and V ride the context link: across nodes when tensor × context is wider.
+    timed = step_time(long, plan(tensor=8, context=2, attention="flash"), cluster)
+    inside = step_time(long, plan(tensor=4, context=2, data=2, attention="flash"), cluster)
+    assert timed["comm:context_s"] >= inside["comm:context_s"]
+
+
+def test_plans_run_flash_attention_where_the_gpu_has_a_fused_kernel():
+    h100 = GPUCluster("h100", nodes=1, per_node=8)
+    assert {p.attention for p in plans(CARD, h100, 64)} == {"flash"}
+    older = {"name": "older", "tflops": 125, "memory_gb": 32, "memory_bandwidth_gb_s": 900}
+    older = GPUCluster(older, nodes=1, per_node=8, inside="pcie4")
+    found = list(plans(CARD, older, 64))
+    assert {p.attention for p in found} == {"as-written"}
+    assert "selective" in {p.checkpointing for p in found}
+    assert all(p.sequence_parallel is False for p in found if p.tensor == 1)
+    with pytest.raises(GpkError, match="attention='fused' is not known"):
+        rank(CARD, h100, 64, attention="fused")
