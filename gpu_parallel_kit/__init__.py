@@ -13,7 +13,7 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .analysis.cost_model.memory_plan import plan_memory
-    from .api import Experiment
+    from .api import Experiment, SlurmCluster
     from .comparison import Comparison
     from .errors import GpkError
     from .planning import Plans, search
@@ -27,6 +27,7 @@ _LAZY = {
     "plan_memory": ".analysis.cost_model.memory_plan",
     "GPUCluster": ".analysis.cost_model.gpu_cluster",
     "Experiment": ".api",
+    "SlurmCluster": ".api",
     "Comparison": ".comparison",
     "GpkError": ".errors",
     "Plans": ".planning",
@@ -57,6 +58,7 @@ __all__ = [
     "GpkError",
     "Plans",
     "RunResult",
+    "SlurmCluster",
     "history",
     "history_comparison",
     "list_devices",

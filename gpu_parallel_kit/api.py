@@ -11,6 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .backends import backend_record
+from .cluster.slurm.allocation import (
+    SlurmCluster,  # noqa: F401 - public as gpk.SlurmCluster
+    held_allocation,
+    is_slurm,
+)
 from .comparison import Comparison, remember_counter
 from .errors import GpkError
 from .planning import PlanRuns, search_experiment
@@ -285,12 +290,21 @@ class Experiment:
         cancel: threading.Event | None = None,
         **plan: Any,
     ) -> RunResult:
-        """Train once in a fresh worker process; the result is logged even when the run failed."""
+        """Train once in a fresh worker process; the result is logged even when the run failed.
+
+        With `cluster=` a `gpk.SlurmCluster` (or the allocation its `with` block gives), the run
+        is a job step of that Slurm allocation."""
+        slurm = _slurm_of(plan)
         spec = self.plan(strategy, devices, **plan)
-        try:
-            return self._execute(spec, cancel)
-        except RunInterrupted as interrupted:
-            raise KeyboardInterrupt("run cancelled; its row is in gpk.history()") from interrupted
+        with held_allocation(slurm) as allocation:
+            if allocation is not None:
+                spec = dataclasses.replace(spec, slurm=allocation)
+            try:
+                return self._execute(spec, cancel)
+            except RunInterrupted as interrupted:
+                raise KeyboardInterrupt(
+                    "run cancelled; its row is in gpk.history()"
+                ) from interrupted
 
     def compare(
         self,
@@ -308,8 +322,23 @@ class Experiment:
         unfixed, a configuration whose step is not yet known runs more rounds while they fit in
         `measure_s` s (`runs/scheduling/measuring_until_known.py`). Each row is the median of its
         rounds with a 95 % interval. Ctrl-C or `cancel` stops within seconds, keeping every row.
+        With `cluster=` a `gpk.SlurmCluster` (or the allocation its `with` block gives), every
+        run is a job step of one Slurm allocation, sized to its row.
         """
+        slurm = _slurm_of(plan)
         planned = plan_comparison(self.plan, self.backend, strategies, devices, plan)
+        with held_allocation(slurm) as allocation:
+            if allocation is not None:
+                planned = [dataclasses.replace(spec, slurm=allocation) for spec in planned]
+            return self._compare_planned(planned, rounds, measure_s, cancel)
+
+    def _compare_planned(
+        self,
+        planned: list[RunSpec],
+        rounds: int | None,
+        measure_s: float | None,
+        cancel: threading.Event | None,
+    ) -> Comparison:
         specs = [with_gate(spec) for spec in planned]
         to_target = any(s.training.target for s in specs)
         count = rounds_to_run(rounds, to_target=to_target)
@@ -456,6 +485,14 @@ class Experiment:
         for row in rows:
             self.log.append(row)
         return rows
+
+
+def _slurm_of(plan: dict[str, Any]) -> Any:
+    """The Slurm request or allocation `cluster=` names, taken out of `plan`; None otherwise.
+    It applies to every run (a named cluster's file only to runs over processes)."""
+    if is_slurm(plan.get("cluster")):
+        return plan.pop("cluster")
+    return None
 
 
 def _loaded_cluster(cluster: Any) -> Any:

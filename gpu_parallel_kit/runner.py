@@ -19,6 +19,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from .cluster.coordinator import run_on_cluster
+from .cluster.slurm.steps import run_on_slurm
 from .runs.description.communication_reuse import reuse_fields, reusing
 from .runs.description.run_spec import RunSpec
 from .runs.processes.child_process import (
@@ -65,6 +66,8 @@ def run_isolated(
     With `ahead`, the run takes its process from there if it was started ahead, and once it
     has trained, starts `then` (the caller's next run) ahead, beside its own after-training work.
     """
+    if spec.slurm is not None:
+        return run_on_slurm(spec, on_event, cancel)
     if spec.several_processes and spec.cluster is not None:
         return run_on_cluster(spec, on_event, cancel)
     watch = _Watch(spec, on_event or (lambda event: None), cancel)

@@ -14,6 +14,7 @@ JAX = Backend(
     cluster_entry="gpu_parallel_kit.cluster.local:launch_local_cluster",
     member_entry="gpu_parallel_kit.worker.jax.member:run_member",
     served_entry="gpu_parallel_kit.worker.jax.member:served_member_main",
+    step_entry="gpu_parallel_kit.worker.jax.member:slurm_step_member",
     server="gpu_parallel_kit.runs.processes.server_client:jax_server",
     shards_layers=True,
     xla_always=True,

@@ -25,6 +25,7 @@ class Backend:
     cluster_entry: str | None = None  # launches a run of several processes; None: it has none
     member_entry: str | None = None  # one worker process of such a run
     served_entry: str | None = None  # one worker process on a named cluster's host (`gpk worker`)
+    step_entry: str | None = None  # one task of a Slurm job step, joining by Slurm's variables
     # "module:function" returning its own server, whose `start(entry, args)` forks a run's child;
     # None: the standard library's fork server, which preloads the TensorFlow worker
     server: str | None = None

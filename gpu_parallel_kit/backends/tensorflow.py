@@ -15,6 +15,7 @@ TENSORFLOW = Backend(
     cluster_entry="gpu_parallel_kit.cluster.local:launch_local_cluster",
     member_entry="gpu_parallel_kit.worker.tensorflow.member:run_member",
     served_entry="gpu_parallel_kit.worker.tensorflow.member:served_member_main",
+    step_entry="gpu_parallel_kit.worker.tensorflow.member:slurm_step_member",
     server=None,
     splits_gpus=True,
     custom_loop=True,

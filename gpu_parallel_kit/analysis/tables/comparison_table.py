@@ -65,6 +65,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "mesh",  # tensor parallel: data x model devices
     *PLAN_COLUMNS,  # devices on each plan axis, as `Plans.table` names them
     "workers",
+    "nodes",
     "devices_per_worker",
     "scaling",
     "mode",
@@ -174,6 +175,7 @@ _FLOAT_COLUMNS = (
 _INT_COLUMNS = (
     "devices",
     "workers",
+    "nodes",
     "devices_per_worker",
     "global_batch",
     "epochs",

@@ -152,6 +152,8 @@ class RunSpec:
     # gate until every one has (runs/scheduling/resident_rounds.py); False: prepared when its turn
     # comes
     prepares_together: bool = False
+    # the Slurm allocation (cluster/slurm/allocation.py) whose job step runs it; None: this machine
+    slurm: Any = None
 
     def __getattr__(self, name: str) -> Any:
         # Only for names a dataclass field or property does not hold: a strategy's option, its

@@ -26,12 +26,14 @@ LOCAL_CLUSTER_ENTRY = TENSORFLOW.cluster_entry
 DISCOVERY_ENTRY = TENSORFLOW.discovery_entry
 MEMBER_ENTRY = TENSORFLOW.member_entry
 SERVED_MEMBER_ENTRY = TENSORFLOW.served_entry
+STEP_MEMBER_ENTRY = TENSORFLOW.step_entry
 # JAX runs: Keras on JAX, no TensorFlow; started from the JAX server
 # (runs/processes/server_client.py).
 JAX_RUN_ENTRY = JAX.run_entry
 JAX_DISCOVERY_ENTRY = JAX.discovery_entry
 JAX_MEMBER_ENTRY = JAX.member_entry
 JAX_SERVED_MEMBER_ENTRY = JAX.served_entry
+JAX_STEP_MEMBER_ENTRY = JAX.step_entry
 JAX_SERVER_ENTRY = "gpu_parallel_kit.worker.jax.server:serve"
 # A step's work counted for a projection (worker/work_count.py): a short child, on demand.
 WORK_COUNT_JAX_ENTRY = "gpu_parallel_kit.worker.jax.work_count:count_with_jax"
@@ -42,10 +44,12 @@ ENTRIES = (
     DISCOVERY_ENTRY,
     MEMBER_ENTRY,
     SERVED_MEMBER_ENTRY,
+    STEP_MEMBER_ENTRY,
     JAX_RUN_ENTRY,
     JAX_DISCOVERY_ENTRY,
     JAX_MEMBER_ENTRY,
     JAX_SERVED_MEMBER_ENTRY,
+    JAX_STEP_MEMBER_ENTRY,
     JAX_SERVER_ENTRY,
     WORK_COUNT_JAX_ENTRY,
     WORK_COUNT_TF_ENTRY,
@@ -58,12 +62,14 @@ __all__ = [
     "JAX_MEMBER_ENTRY",
     "JAX_RUN_ENTRY",
     "JAX_SERVED_MEMBER_ENTRY",
+    "JAX_STEP_MEMBER_ENTRY",
     "JAX_SERVER_ENTRY",
     "LOCAL_CLUSTER_ENTRY",
     "MEMBER_ENTRY",
     "PRELOAD",
     "RUN_ENTRY",
     "SERVED_MEMBER_ENTRY",
+    "STEP_MEMBER_ENTRY",
     "WORK_COUNT_JAX_ENTRY",
     "WORK_COUNT_TF_ENTRY",
     "enter",
@@ -71,6 +77,7 @@ __all__ = [
     "main_module_hidden",
     "member_entry",
     "served_entry",
+    "step_entry",
 ]
 _starting = threading.Lock()
 
@@ -94,6 +101,16 @@ def served_entry(backend: str) -> str:
     entry = backend_record(backend).served_entry
     if entry is None:
         raise ValueError(f"backend {backend!r} serves no named cluster")
+    return entry
+
+
+def step_entry(backend: str, several_processes: bool) -> str:
+    """The entry point of one task of a Slurm job step on `backend`: one of several processes
+    joining by Slurm's variables, or a run of one process."""
+    record = backend_record(backend)
+    entry = record.step_entry if several_processes else record.run_entry
+    if not entry:
+        raise ValueError(f"backend {backend!r} runs no Slurm job steps")
     return entry
 
 

@@ -34,6 +34,7 @@ class RunResult:
     device_kind: str = "cpu"  #: cpu | gpu
     device_names: tuple[str, ...] = ()  #: TensorFlow names of the devices the run used
     workers: int = 1  #: processes the devices belong to (multiworker, hosts or local processes)
+    nodes: int = 1  #: machines the processes ran on (a Slurm step's nodes; 1 on this machine)
     global_batch: int = 0  #: samples per optimizer step, over all devices
     scaling: str = "strong"  #: "strong" keeps the global batch, "weak" each device's batch
     mode: str = "fit"  #: fit (Keras model.fit) | explicit (custom loop, visible all-reduce)

@@ -72,7 +72,8 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Call
 
     try:
         try:
-            joined = join(addresses, spec.workers, index, named=spec.cluster is not None)
+            named = spec.cluster is not None or spec.slurm is not None
+            joined = join(addresses, spec.workers, index, named=named)
         except GpkError as error:  # the host's variables disagree with the cluster file
             reason = str(error)
             report_and_exit(RunResult(**spec.result_identity(), status="failed", reason=reason))
@@ -94,6 +95,13 @@ def served_member_main(spec: RunSpec, workers: tuple[str, ...], index: int, send
         os.setpgid(0, 0)
     die_with_parent()  # the parent is the JAX server, which ends with `gpk worker`
     run_member(spec, workers, index, sender.send)
+
+
+def slurm_step_member(spec: RunSpec, index: int, send: Callable) -> None:
+    """Entry point of one task of a Slurm job step (`cluster/slurm/task.py`): JAX's own Slurm
+    detection (`jax.distributed.initialize()` with no arguments) finds the coordinator, the
+    count and this process's id from the variables srun sets."""
+    run_member(spec, (), index, send)
 
 
 class ProcessRun(JaxRun):

@@ -49,7 +49,7 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any)
 
     try:
         os.environ["TF_CONFIG"] = tf_config(addresses, index)  # before the runtime starts
-        if spec.cluster is None:
+        if spec.cluster is None and spec.slurm is None:  # Slurm binds each task's GPUs
             gpus = len(tf.config.list_physical_devices("GPU"))  # does not start the runtime
             devices = local_worker_plan(spec.devices, index, spec.workers, gpus)
             spec = dataclasses.replace(spec, devices=devices)
@@ -62,6 +62,32 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any)
     finally:  # an unexpected error: its traceback, printed by the caller, reaches the terminal
         if quiet:
             quiet.close()
+
+
+def slurm_step_member(spec: RunSpec, index: int, send: Any) -> None:
+    """Entry point of one task of a Slurm job step (`cluster/slurm/task.py`): TensorFlow's own
+    `SlurmClusterResolver` gives every task's address from the variables srun sets."""
+    # Slurm binds each task's GPUs itself; the resolver's own GPU arithmetic (which needs a
+    # non-zero GPU per task) is left unused.
+    tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", "1"))
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+        port_base=step_port_base(os.environ),
+        gpus_per_node=tasks,
+        gpus_per_task=1,
+        auto_set_gpu=False,
+    )
+    addresses = tuple(resolver.cluster_spec().as_dict()["worker"])
+    _, task = resolver.get_task_info()  # known once the cluster spec is
+    if task != index:
+        raise RuntimeError(f"SlurmClusterResolver made this task {task}, but srun made it {index}")
+    run_member(spec, addresses, index, send)
+
+
+def step_port_base(env: Any) -> int:
+    """The first port of a step's TensorFlow servers: one range per job and step, so a step
+    never meets the last one's ports in TIME_WAIT (the resolver's default is always 8888)."""
+    job, step = int(env.get("SLURM_JOB_ID", "0")), int(env.get("SLURM_STEP_ID", "0"))
+    return 20000 + (job * 97 + step * 16) % 30000
 
 
 def served_member_main(spec: RunSpec, workers: tuple[str, ...], index: int, sender: Any) -> None:
