@@ -13,13 +13,14 @@ from typing import Any
 
 from ..analysis.cost_model.bubble_refinement import refine
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.model_card import ModelCard, model_card
+from ..analysis.cost_model.model_card import ModelCard, NotATransformer, model_card
 from ..analysis.cost_model.parallel_plan import attention_of
 from ..analysis.cost_model.parallel_plan_memory import RESERVE
 from ..analysis.cost_model.parallel_plan_ranking import rank
 from ..analysis.cost_model.training_precision import state_bytes, training_precision
 from ..errors import GpkError, whole_number
 from ..runs.description.sources import CountedSample, ModelSource, model_source
+from .layer_search import LayerPlans, layer_search
 from .plans import Plans
 from .sample_inputs import experiment_sample, sample_spec, sequence_of
 from .step_count import counted_step
@@ -100,25 +101,32 @@ def search(
 
 def search_experiment(
     experiment: Any, gpus: GPUCluster, global_batch: int, **options: Any
-) -> Plans:
+) -> Plans | LayerPlans:
     """`search` on an experiment's own model and one sample of its data, labels included, with
-    its loss; `options` are `search`'s keywords (`precision`, `optimizer`, `blocks`, ...)."""
+    its loss; `options` are `search`'s keywords (`precision`, `optimizer`, `blocks`, ...). A
+    model without Transformer blocks is planned layer by layer (`layer_search.py`)."""
     sample = experiment_sample(experiment.data, experiment.training.loss)
     structure = {k: options.pop(k, None) for k in ("blocks", "hidden", "heads", "sequence")}
-    return _search(
-        experiment.model,
-        None,
-        sample,
-        gpus,
-        global_batch,
-        options.pop("precision", "bf16"),
-        options.pop("optimizer", "adam"),
-        structure,
-        options.pop("reserve", RESERVE),
-        options.pop("progress", True),
-        attention=options.pop("attention", None),
-        unknown=options,
-    )
+    precision = options.pop("precision", "bf16")
+    optimizer = options.pop("optimizer", "adam")
+    reserve = options.pop("reserve", RESERVE)
+    try:
+        return _search(
+            experiment.model,
+            None,
+            sample,
+            gpus,
+            global_batch,
+            precision,
+            optimizer,
+            structure,
+            reserve,
+            options.pop("progress", True),
+            attention=options.pop("attention", None),
+            unknown=options,
+        )
+    except NotATransformer:
+        return layer_search(experiment, gpus, global_batch, precision, optimizer, reserve)
 
 
 def plans_of(

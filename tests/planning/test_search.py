@@ -19,6 +19,8 @@ from gpu_parallel_kit.runs.description.sources import CountedSample, model_sourc
 
 from .conftest import COUNT
 
+DATA = pathlib.Path(__file__).parents[1] / "analysis" / "data"
+
 TOKENS = {"token_ids": np.zeros(32, "int32"), "padding_mask": np.ones(32, "int32")}
 CLUSTER = gpk.GPUCluster("a100", nodes=2, per_node=8)
 
@@ -122,16 +124,19 @@ def test_the_counting_entry_point_exists():
     assert function in names
 
 
-def test_a_built_in_model_is_told_the_search_plans_transformer_stacks_only(counted, monkeypatch):
+def test_a_built_in_model_without_transformer_blocks_is_planned_layer_by_layer(
+    counted, monkeypatch
+):
     monkeypatch.setattr("tests.planning.conftest.COUNT", {**COUNT, "structure": {}})
     exp = gpk.Experiment(model="mlp", data="tabular")
-    with pytest.raises(GpkError) as raised:
-        exp.search(gpus=gpk.GPUCluster("h100", nodes=1, per_node=8), global_batch=64)
-    sentence = str(raised.value)
-    assert sentence.startswith("mlp is not a Transformer stack the search can read")
-    assert (
-        "plans Transformer stacks only" in sentence and "pass blocks=, hidden=, heads=" in sentence
-    )
+    # the experiment's own count, layer by layer, as its projections use it (a stored one)
+    stored = json.loads((DATA / "mlp_jax_count.json").read_text())
+    monkeypatch.setattr(exp, "counted_step", lambda experiment_id: stored)
+    found = exp.search(gpus=gpk.GPUCluster("h100", nodes=1, per_node=8), global_batch=64)
+    assert found.best["fits"] and found.best["data"] == 8
+    assert list(found.layers()["kind"]) == ["Dense"] * 4
+    assert "no Transformer blocks, so no tensor plans" in found.note
+    assert {row["sharding"] for row in found.rows} == {"none", "zero-1", "zero-2", "fsdp"}
     sample = counted[0][1]
     assert (sample.inputs, sample.labels, sample.given_by) == (((32,), "float32"), ((), "int32"),
                                                                "data")  # fmt: skip

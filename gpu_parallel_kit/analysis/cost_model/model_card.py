@@ -34,6 +34,11 @@ ATTENTIONS = (FLASH, AS_WRITTEN)
 SELECTIVE = "selective"  # checkpointing that recomputes the attention core only
 
 
+class NotATransformer(GpkError):
+    """A counted model without the Transformer blocks a `ModelCard` needs: a per-layer card
+    (`layer_card.py`) plans it instead."""
+
+
 @dataclass(frozen=True)
 class ModelCard:
     """What a plan needs of a Transformer, counted once (`worker/jax/abstract_count.py`).
@@ -221,7 +226,7 @@ def model_card(
     missing = [k for k in STRUCTURE if figures[k] is None] + (["sequence"] if not sequence else [])
     keywords = ", ".join(f"{k}=" for k in missing)
     if any(k in missing for k in STRUCTURE):
-        raise GpkError(
+        raise NotATransformer(
             f"{name} is not a Transformer stack the search can read (neither a keras-hub "
             "backbone nor a model with several attention layers), and the plan search plans "
             f"Transformer stacks only; for a Transformer it cannot read, pass {keywords}"
