@@ -54,7 +54,7 @@ def _replay(row: dict[str, Any], card: ModelCard, link: Any) -> None:
     loads = stage_flops(card, Plan(**{f.name: row[f.name] for f in fields(Plan)}))
     # Chunk-stage c runs on device c mod K: a forward of one chunk and micro-batch there.
     per_task = [
-        busy * loads[c % stages] / max(loads) / (micro * chunks * 3.0)
+        busy * loads[c % stages] / max(loads.values()) / (micro * chunks * 3.0)
         for c in range(stages * chunks)
     ]
     chunk_stages = stages * chunks

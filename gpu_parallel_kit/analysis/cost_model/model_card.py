@@ -121,7 +121,9 @@ class ModelCard:
     def key_value_copies(self, tensor: int) -> float:
         """What one block's K and V cost each device beyond an even split by `tensor`, as a
         share of one copy: 1/min(t, kv) − 1/t (0 while t divides the KV heads)."""
-        return 1.0 / self.key_value_split(tensor) - 1.0 / tensor
+        if self.kv_heads is None or tensor <= self.kv_heads:
+            return 0.0
+        return 1.0 / self.kv_heads - 1.0 / tensor
 
     @property
     def key_value_parameters(self) -> float:
@@ -182,8 +184,11 @@ class ModelCard:
         elif checkpointing != SELECTIVE:
             kept += self.score_bytes / tensor
         # K and V, two s·h·kv/a tensors, are kept on every device of a group beyond their heads.
-        width = self.state.activation * self.sequence * self.hidden / self.heads
-        return kept + 2 * width * self.key_value_heads * self.key_value_copies(tensor)
+        copies = self.key_value_copies(tensor)
+        if copies:
+            width = self.state.activation * self.sequence * self.hidden / self.heads
+            kept += 2 * width * self.key_value_heads * copies
+        return kept
 
     def moved_bytes(self, shard: float, kept: float, micro_batch_size: float) -> float:
         """Bytes one device moves through its memory for one micro-batch of its stage: its

@@ -24,11 +24,18 @@ def memory(card: ModelCard, plan: Plan) -> dict[str, float]:
     """Bytes on the fullest device, by part: its share of the parameters, gradients and Adam's
     state under the plan's sharding, and the activations of the micro-batches in flight."""
     split = plan_split(card, plan)
+    kept = card.kept_bytes(plan.tensor, plan.checkpointing, plan.attention, plan.sequence_parallel)
+    rebuilt = 0.0
+    if plan.checkpointing == FULL:  # one block's activations rebuilt during its backward
+        rebuilt = card.kept_bytes(plan.tensor, "none", plan.attention, plan.sequence_parallel)
+    copies = card.key_value_parameters * card.key_value_copies(plan.tensor)
+    # The first stage holds the most micro-batches and the embedding, the last the head; the
+    # second is fuller than the first only with more blocks.
+    last = plan.stages - 1
+    candidates = {0, last} | ({1} if last > 1 and split.blocks[1] > split.blocks[0] else set())
     found: dict[str, float] = {}
-    # The first stage holds the most micro-batches, the second the most of the plain blocks,
-    # the last the head: one of them is the fullest.
-    for stage in sorted({0, min(1, plan.stages - 1), plan.stages - 1}):
-        parts = stage_memory(card, plan, split, stage)
+    for stage in sorted(candidates):
+        parts = _stage_memory(card, plan, split, stage, (kept, rebuilt, copies))
         if sum(parts.values()) > sum(found.values()):
             found = parts
     return found
@@ -47,20 +54,21 @@ def device_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int
     return split.parameters[stage] / plan.tensor + split.blocks[stage] * copies
 
 
-def stage_memory(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> dict[str, float]:
-    """Bytes on a device of `stage`, by part."""
+def _stage_memory(
+    card: ModelCard,
+    plan: Plan,
+    split: StageSplit,
+    stage: int,
+    block: tuple[float, float, float],
+) -> dict[str, float]:
+    """Bytes on a device of `stage`, by part; `block` is what one block keeps of a sample,
+    what a rebuilt one holds, and its K and V's copied parameters."""
+    kept, rebuilt, copies = block
     replicas = plan.data * plan.context  # ZeRO shards over every copy of the weights
-    states = model_state_bytes(
-        device_parameters(card, plan, split, stage), card.state, replicas, 1, 1, plan.sharding
-    )
-    kept = card.kept_bytes(
-        plan.tensor, plan.checkpointing, plan.attention, plan.sequence_parallel
-    )
+    parameters = split.parameters[stage] / plan.tensor + split.blocks[stage] * copies
+    states = model_state_bytes(parameters, card.state, replicas, 1, 1, plan.sharding)
     batch = plan.micro_batch_size / plan.context
-    activations = kept * split.blocks[stage] * batch * _in_flight(plan, stage)
-    if plan.checkpointing == FULL:  # one block's activations rebuilt during its backward
-        rebuilt = card.kept_bytes(plan.tensor, "none", plan.attention, plan.sequence_parallel)
-        activations += rebuilt * batch
+    activations = (kept * split.blocks[stage] * _in_flight(plan, stage) + rebuilt) * batch
     if stage == plan.stages - 1:  # the logits the loss keeps, split by tensor as Megatron's
         activations += split.head_activation_bytes / plan.tensor * batch
     return {**states, "activations_bytes": activations}

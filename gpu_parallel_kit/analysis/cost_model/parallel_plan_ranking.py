@@ -3,8 +3,6 @@ those that fit first, each group fastest first."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from ...errors import GpkError
 from .gpu_cluster import GPUCluster
 from .matmul_efficiency import FITTED, MatmulEfficiency
@@ -42,8 +40,9 @@ def rank(
     for plan in plans(card, cluster, global_batch, attention):
         parts = memory(card, plan)
         total = sum(parts.values())
-        row = {**asdict(plan), **step_time(card, plan, cluster, efficiency), **parts}
-        rows.append({**row, "memory_bytes": total, "fits": total <= room})
+        # vars, not asdict: asdict deep-copies each plan's tuple of stage blocks.
+        timed = step_time(card, plan, cluster, efficiency)
+        rows.append({**vars(plan), **timed, **parts, "memory_bytes": total, "fits": total <= room})
     if not rows:
         raise GpkError(
             f"no data × tensor × stages plan splits {card.layers} blocks, {card.heads} heads "

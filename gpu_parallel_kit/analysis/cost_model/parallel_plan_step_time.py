@@ -19,7 +19,7 @@ from .model_card import FLASH, SELECTIVE, ModelCard
 from .parallel_plan import FULL, Plan
 from .parallel_plan_memory import device_parameters, plan_split
 from .roofline import LAUNCH_S, Efficiency
-from .stage_split import StageSplit, edge_work
+from .stage_split import StageSplit
 from .step_time_model import ring_all_reduce_s
 from .training_precision import training_precision
 
@@ -44,8 +44,8 @@ def step_time(
     samples = plan.data * plan.micro_batch_size * plan.micro_batches
     model_flops = card.flops_per_sample * samples / gpus
     split = plan_split(card, plan)
-    per_stage = stage_flops(card, plan, split)
-    busiest = max(range(plan.stages), key=per_stage.__getitem__)
+    per_stage = stage_flops(card, plan, split, split.candidates)
+    busiest = max(per_stage, key=per_stage.__getitem__)
     flops = per_stage[busiest] * plan.micro_batch_size * plan.micro_batches
     peak = cluster.device.peak_flops(training_precision(card.precision).peak)
     terms = _compute_terms(card, plan, cluster, split, busiest, flops / peak)
@@ -54,7 +54,7 @@ def step_time(
     data_s = _data_comm_s(card, plan, links["data"], device_parameters(card, plan, split, 0))
     sends_s = _stage_sends_s(card, plan, links["stages"])
     context_link = _context_link(cluster, plan)
-    bubble = theoretical_bubble(
+    bubble = _bubble(
         plan.schedule if plan.stages > 1 else ONE_F_ONE_B.name,
         plan.stages,
         plan.micro_batches,
@@ -95,8 +95,14 @@ def step_time(
     return {**row, "bound": bound(row)}
 
 
-def stage_flops(card: ModelCard, plan: Plan, split: StageSplit | None = None) -> list[float]:
-    """Each stage's FLOPs of one sample on one of its devices, recomputation included.
+def stage_flops(
+    card: ModelCard,
+    plan: Plan,
+    split: StageSplit | None = None,
+    stages: tuple[int, ...] | None = None,
+) -> dict[int, float]:
+    """Each stage's FLOPs of one sample on one of its devices, recomputation included, by
+    stage (`stages` only, where given).
 
     A stage's counted FLOPs split by tensor and context; on each block, what the plan computes
     again: full checkpointing its forward, selective its attention core, a fused attention's
@@ -106,17 +112,18 @@ def stage_flops(card: ModelCard, plan: Plan, split: StageSplit | None = None) ->
     split = split or plan_split(card, plan)
     again = 0.0
     if plan.checkpointing == FULL:
-        again += edge_work(card).block_flops / 3  # a forward is a third of a block's work
+        again += split.block_flops / 3  # a forward is a third of a block's work
     if plan.attention == FLASH:
         again += card.flash_recompute_flops
     elif plan.checkpointing == SELECTIVE:
         again += card.attention_core_flops
     copies = 6.0 * card.sequence * card.key_value_parameters * card.key_value_copies(plan.tensor)
     ways = plan.tensor * plan.context
-    return [
-        (flops + blocks * again) / ways + blocks * copies / plan.context
-        for flops, blocks in zip(split.flops, split.blocks, strict=True)
-    ]
+    return {
+        stage: (split.flops[stage] + split.blocks[stage] * again) / ways
+        + split.blocks[stage] * copies / plan.context
+        for stage in (range(plan.stages) if stages is None else stages)
+    }
 
 
 def bound(row: dict[str, float | str]) -> str:
@@ -127,6 +134,10 @@ def bound(row: dict[str, float | str]) -> str:
     if largest != "compute":
         return largest
     return COMPUTE_TERMS[max(COMPUTE_TERMS, key=lambda term: row[f"{term}_s"])]
+
+
+# A search asks the same few (schedule, stages, micro-batches, chunks) thousands of times.
+_bubble = functools.lru_cache(maxsize=4096)(theoretical_bubble)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -30,12 +30,24 @@ class StageSplit:
         flops: each stage's forward and backward FLOPs of one sample, as the count made them.
         head_activation_bytes: what the head keeps of one sample for the loss's backward on
             the last stage (its logits at the activations' width).
+        block_flops: one block's forward and backward FLOPs of one sample.
     """
 
     blocks: tuple[int, ...]
     parameters: tuple[float, ...]
     flops: tuple[float, ...]
     head_activation_bytes: float
+    block_flops: float = 0.0
+
+    @functools.cached_property
+    def candidates(self) -> tuple[int, ...]:
+        """The stages one of which computes the most, whatever is added per block: the last
+        (the head's) and the first of the others with the most blocks."""
+        last = len(self.blocks) - 1
+        if last == 0:
+            return (0,)
+        widest = max(range(last), key=self.blocks.__getitem__)
+        return (widest, last)
 
     def __repr__(self) -> str:
         return f"<StageSplit {blocks_text(self.blocks)}>"
@@ -121,15 +133,17 @@ def split_of(card: ModelCard, blocks: tuple[int, ...]) -> StageSplit:
             f"the model's {card.layers}; give one count a stage, e.g. {_example(card.layers)}"
         )
     logits = card.state.activation * card.sequence * card.vocabulary
-    if len(blocks) == 1:
-        return StageSplit(blocks, (card.parameters,), (card.flops_per_sample,), logits)
     work = edge_work(card)
+    if len(blocks) == 1:
+        return StageSplit(
+            blocks, (card.parameters,), (card.flops_per_sample,), logits, work.block_flops
+        )
     parameters = [n * work.block_parameters for n in blocks]
     flops = [n * work.block_flops for n in blocks]
     parameters[0] += work.embedding_parameters
     parameters[-1] += work.head_parameters
     flops[-1] += work.head_flops
-    return StageSplit(blocks, tuple(parameters), tuple(flops), logits)
+    return StageSplit(blocks, tuple(parameters), tuple(flops), logits, work.block_flops)
 
 
 def _example(layers: int) -> str:
