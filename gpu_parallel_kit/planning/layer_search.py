@@ -16,6 +16,7 @@ import pandas as pd
 from ..analysis.cost_model.counted_work import from_counts
 from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.layer_card import LayerCard, layer_rows, rank_layers
+from ..analysis.cost_model.roofline import ACTIVATION_WIDTH
 from ..analysis.cost_model.training_precision import state_bytes, training_precision
 from ..errors import GpkError, whole_number
 
@@ -107,7 +108,8 @@ def layer_search(
         raise GpkError(f"{experiment.model.name}'s step could not be counted: {counted}")
     work = from_counts(counted)
     name = experiment.model.name
-    card = LayerCard(name, layer_rows(work), work, record.name, optimizer)
+    width = ACTIVATION_WIDTH[record.peak]  # the count keeps 32-bit activations
+    card = LayerCard(name, layer_rows(work, activation_width=width), work, record.name, optimizer)
     rows = rank_layers(card, gpus, global_batch, reserve=reserve)
     blocks = card.blocks()
     repeated = f", {len(blocks)} runs of repeated layers" if blocks else ""

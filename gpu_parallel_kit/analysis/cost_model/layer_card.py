@@ -126,11 +126,15 @@ class LayerCard:
         return [asdict(row) for row in self.rows]
 
 
-def layer_rows(work: WorkCount, kept: dict[str, float] | None = None) -> tuple[LayerRow, ...]:
+def layer_rows(
+    work: WorkCount, kept: dict[str, float] | None = None, activation_width: float = 1.0
+) -> tuple[LayerRow, ...]:
     """The rows of a count's layers: their forward FLOPs scaled so that the rows sum to the
     step's FLOPs per sample, and the activations each keeps, from `kept` (bytes by layer name)
     where the count gave them, else the layer's output: half its forward bytes per sample (it
-    reads its input and writes its output; its weights are read once a step, not per sample)."""
+    reads its input and writes its output; its weights are read once a step, not per sample),
+    times `activation_width`, the training's activation bytes over the count's (0.5 for 16-bit
+    activations counted at 32 bits, `roofline.ACTIVATION_WIDTH`)."""
     if not work.layers:
         raise GpkError(f"the count from {work.source} names no layer; count it with its layers")
     forward = math.fsum(layer.forward_flops for layer in work.layers)
@@ -143,7 +147,7 @@ def layer_rows(work: WorkCount, kept: dict[str, float] | None = None) -> tuple[L
             flops=layer.forward_flops * scale,
             bytes=layer.forward_bytes,
             parameters=layer.parameters,
-            kept_bytes=float(kept.get(layer.name, layer.forward_bytes / 2)),
+            kept_bytes=float(kept.get(layer.name, layer.forward_bytes / 2 * activation_width)),
         )
         for layer in work.layers
     )
