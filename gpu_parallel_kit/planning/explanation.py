@@ -39,6 +39,7 @@ _FIELD_WORDS = {
     "micro_batch_size": "micro-batch size",
     "micro_batches": "micro-batches",
     "virtual_stages": "virtual stages",
+    "sequence_parallel": "sequence parallel",
 }
 _AXIS_OF_PART = {f"comm:{axis}": axis for axis in PLAN_AXES}
 
@@ -113,7 +114,9 @@ def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
     """How `row` differs from `best`, how much longer it takes and which part grows most; for
     a row that ties with `best`, what else tells them apart ("" when nothing does)."""
     changed = [f for f in PLAN_FIELDS if row[f] != best[f]]
-    differs = ", ".join(f"{_FIELD_WORDS.get(f, f)} {row[f]}" for f in changed) or "the same shape"
+    if "stages" in changed:  # the blocks per stage follow the stages
+        changed = [f for f in changed if f != "stage_blocks"]
+    differs = ", ".join(_field_text(f, row[f]) for f in changed) or "the same shape"
     extra = row["step_time_s"] - best["step_time_s"]
     if extra <= TIE * best["step_time_s"]:
         return _tie(label, differs, row, best)
@@ -198,6 +201,12 @@ def _same_but(rows: Sequence[Row], best: Row, changed: dict[str, Any]) -> Row | 
 
 def _fits_or_not(need: float, room: float) -> str:
     return ", which fits" if need <= room else ", more than fits"
+
+
+def _field_text(field: str, value: Any) -> str:
+    if field == "stage_blocks":
+        return f"blocks {blocks_text(tuple(value))}" if value else "blocks unsplit"
+    return f"{_FIELD_WORDS.get(field, field)} {value}"
 
 
 def _tie(label: str, differs: str, row: Row, best: Row) -> str:

@@ -143,3 +143,18 @@ def test_the_figure_marks_the_best_and_the_usable_memory(found):
     assert "usable memory" in labels
     line = next(x for x in axes.get_lines() if x.get_label() == "usable memory")
     assert line.get_xdata()[0] == pytest.approx(found.room / 1e9)
+
+
+def test_the_explanation_names_what_flash_attention_and_sequence_parallelism_gave(found):
+    best = found.best
+    words = found.explain()
+    assert best.attention == "flash"
+    said = re.search(r"run as written, the same plan would need ([\d.]+) GB", words)
+    assert said and float(said.group(1)) * 1e9 > best.memory_bytes
+    if best.sequence_parallel:
+        saved = re.search(r"Sequence parallelism .* saves ([\d.]+) GB", words)
+        assert saved and float(saved.group(1)) > 0
+    as_written = plans_of(gpt_card(), GPUCluster("a100", nodes=4, per_node=8), 256,
+                          attention="as-written")  # fmt: skip
+    assert "Flash attention" not in as_written.explain()
+    assert set(as_written.table["attention"]) == {"as-written"}
