@@ -118,7 +118,8 @@ def test_a_transformer_classifier_on_class_indices_is_planned(tmp_path, monkeypa
 def test_a_classifier_that_is_no_transformer_is_planned_layer_by_layer(tmp_path, monkeypatch):
     monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path))
     features = np.zeros((128, 16), "float32")
-    exp = gpk.Experiment(build_mlp_classifier, (features, _labels(128)), backend="jax")
+    data = (features, _labels(128))
+    exp = gpk.Experiment(build_mlp_classifier, data, batch_size=64, backend="jax")
     # An experiment's search plans it layer by layer, on the count its projections use.
     layered = exp.search(gpus=H100S, global_batch=64, progress=False)
     assert layered.best["fits"] and "counted layer by layer" in layered.note
