@@ -53,6 +53,11 @@ _ENDINGS = (
         "the Slurm allocation {0} was cancelled",
     ),
     (
+        re.compile(r"STEP (\d+\.\d+) ON \S+ CANCELLED AT"),
+        "cancelled",
+        "the Slurm job step {0} was cancelled (scancel)",
+    ),
+    (
         re.compile(r"tasks? ([\d,-]+): Killed"),
         "crashed",
         "task {0} was killed (SIGKILL), and Slurm ended the step",
@@ -66,11 +71,6 @@ _ENDINGS = (
         re.compile(r"tasks? ([\d,-]+): (Terminated|Segmentation fault|Aborted|Bus error)"),
         "crashed",
         "task {0} ended by a signal ({1}), and Slurm ended the step",
-    ),
-    (
-        re.compile(r"STEP (\d+\.\d+) ON \S+ CANCELLED AT"),
-        "cancelled",
-        "the Slurm job step {0} was cancelled (scancel)",
     ),
 )
 
@@ -206,7 +206,7 @@ class _Step:
 
     def _err(self, line: str) -> None:
         text = _LABELLED.sub(r"\2", line)
-        if text.startswith(("srun:", "slurmstepd:")) or "error:" in text[:40]:
+        if text.startswith(("srun:", "slurmstepd")) or "error:" in text[:40]:
             self.said.append(text)
             return
         print(line, file=sys.stderr, flush=True)

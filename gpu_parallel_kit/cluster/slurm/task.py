@@ -86,7 +86,8 @@ def main() -> int:
     _, status = os.waitpid(pid, 0)
     shutil.rmtree(folder, ignore_errors=True)
     if os.WIFSIGNALED(status):  # srun then says the task was killed by the same signal
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's handler cannot be set
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
 
