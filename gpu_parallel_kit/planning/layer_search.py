@@ -87,6 +87,7 @@ def layer_search(
     precision: str = "bf16",
     optimizer: str = "adam",
     reserve: float = 0.1,
+    kept: dict[str, float] | None = None,
 ) -> LayerPlans:
     """Rank every plan of the experiment's model, counted layer by layer, on `gpus`.
 
@@ -97,6 +98,8 @@ def layer_search(
         precision: the training precision on the GPUs.
         optimizer: the optimizer whose state the memory counts.
         reserve: the share of each GPU's memory kept free for the framework.
+        kept: what backpropagation keeps of each layer per sample at `precision`, by layer
+            name (the plan count's residuals); None: estimated from the layers' bytes.
     """
     if not isinstance(gpus, GPUCluster):
         raise GpkError(f"gpus={gpus!r} is not a cluster; give gpk.GPUCluster('a100', nodes=1)")
@@ -109,7 +112,8 @@ def layer_search(
     work = from_counts(counted)
     name = experiment.model.name
     width = ACTIVATION_WIDTH[record.peak]  # the count keeps 32-bit activations
-    card = LayerCard(name, layer_rows(work, activation_width=width), work, record.name, optimizer)
+    rows = layer_rows(work, kept, activation_width=width)
+    card = LayerCard(name, rows, work, record.name, optimizer)
     rows = rank_layers(card, gpus, global_batch, reserve=reserve)
     blocks = card.blocks()
     repeated = f", {len(blocks)} runs of repeated layers" if blocks else ""

@@ -126,7 +126,11 @@ def search_experiment(
             unknown=options,
         )
     except NotATransformer:
-        return layer_search(experiment, gpus, global_batch, precision, optimizer, reserve)
+        # the count just made, kept: what backpropagation keeps, named by layer
+        policy = training_precision(precision).policy
+        count = counted_step(experiment.model, None, sample, policy, optimizer, False)
+        kept = count.get("by_layer")
+        return layer_search(experiment, gpus, global_batch, precision, optimizer, reserve, kept)
 
 
 def plans_of(

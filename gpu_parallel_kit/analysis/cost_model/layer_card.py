@@ -130,16 +130,19 @@ def layer_rows(
     work: WorkCount, kept: dict[str, float] | None = None, activation_width: float = 1.0
 ) -> tuple[LayerRow, ...]:
     """The rows of a count's layers: their forward FLOPs scaled so that the rows sum to the
-    step's FLOPs per sample, and the activations each keeps, from `kept` (bytes by layer name)
-    where the count gave them, else the layer's output: half its forward bytes per sample (it
-    reads its input and writes its output; its weights are read once a step, not per sample),
-    times `activation_width`, the training's activation bytes over the count's (0.5 for 16-bit
-    activations counted at 32 bits, `roofline.ACTIVATION_WIDTH`)."""
+    step's FLOPs per sample, and the activations each keeps. Those come from `kept` (bytes by
+    layer name, a traced count's residuals) when it names any of the layers, a layer it does
+    not name keeping nothing (its output is kept under the next layer's name); else each
+    layer's output: half its forward bytes per sample (it reads its input and writes its
+    output; its weights are read once a step, not per sample), times `activation_width`, the
+    training's activation bytes over the count's (0.5 for 16-bit activations counted at 32
+    bits, `roofline.ACTIVATION_WIDTH`)."""
     if not work.layers:
         raise GpkError(f"the count from {work.source} names no layer; count it with its layers")
     forward = math.fsum(layer.forward_flops for layer in work.layers)
     scale = work.flops_per_sample / forward if forward > 0 else STEP_PER_FORWARD
     kept = kept or {}
+    traced = any(layer.name in kept for layer in work.layers)
     return tuple(
         LayerRow(
             name=layer.name,
@@ -147,7 +150,9 @@ def layer_rows(
             flops=layer.forward_flops * scale,
             bytes=layer.forward_bytes,
             parameters=layer.parameters,
-            kept_bytes=float(kept.get(layer.name, layer.forward_bytes / 2 * activation_width)),
+            kept_bytes=float(
+                kept.get(layer.name, 0.0) if traced else layer.forward_bytes / 2 * activation_width
+            ),
         )
         for layer in work.layers
     )

@@ -85,3 +85,14 @@ def test_a_small_mlp_waits_on_its_kernel_launches(node):
 def test_a_batch_no_plan_divides_is_refused_in_one_sentence(node):
     with pytest.raises(GpkError, match="multiple of 8"):
         lc.rank_layers(card("mlp"), node, 7)
+
+
+def test_a_traced_counts_residuals_replace_the_estimate_where_they_name_the_layers():
+    work = card("resnet50").work
+    estimated = lc.layer_rows(work, activation_width=0.5)
+    traced = lc.layer_rows(work, {"conv1_bn": 6.4e6, "(model)": 64.0})
+    named = {row.name: row.kept_bytes for row in traced}
+    assert named["conv1_bn"] == 6.4e6 and named["conv1_conv"] == 0.0  # kept under the next
+    assert sum(row.kept_bytes for row in traced) == 6.4e6
+    assert lc.layer_rows(work, {"dense_9": 1.0}) == lc.layer_rows(work)  # no name matches
+    assert estimated[1].kept_bytes == pytest.approx(lc.layer_rows(work)[1].kept_bytes / 2)
