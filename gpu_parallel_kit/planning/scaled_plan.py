@@ -18,7 +18,7 @@ and the shape says so. Pure logic: `Experiment.run_plan` asks it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from ..analysis.cost_model.parallel_plan import Plan
@@ -34,6 +34,9 @@ MIN_BLOCKS = 2  # a scaled model keeps at least two blocks, so blocks still foll
 RECOMPUTE = "recompute"  # the option of a strategy whose backward recomputes its forward
 MESH = "mesh"  # the option of a strategy laid out on a (data, model) mesh
 NO_CHECKPOINTING = "none"  # the plan search's word for keeping every activation
+FULL_CHECKPOINTING = "full"  # the one recomputation a strategy's `recompute` runs
+DEFAULTS = {f.name: f.default for f in fields(Plan) if f.default is not MISSING}
+NOT_NUMBERS = ("sequence_parallel", "stage_blocks")
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,18 @@ def plan_fields(plan: Any) -> dict[str, Any]:
     source = row if isinstance(row, Mapping) and row else plan
     getter = source.get if hasattr(source, "get") else lambda k: getattr(source, k, None)
     found = {k: getter(k) for k in PLAN_FIELDS}
+    # Fields a plan of before attention, sequence parallelism, context and uneven stages lacks.
+    found |= {k: v for k, v in DEFAULTS.items() if found[k] is None}
     missing = [k for k, v in found.items() if v is None]
     if missing:
         raise GpkError(
             f"the plan has no {', '.join(missing)}; give plans.best, a row of plans.table or "
             "plans.top(3)"
         )
-    for key in (k for k in PLAN_FIELDS if _integral(found[k]) or k in PLAN_AXES):
+    found["sequence_parallel"] = bool(found["sequence_parallel"])
+    found["stage_blocks"] = tuple(int(b) for b in found["stage_blocks"])
+    numbers = (k for k in PLAN_FIELDS if k not in NOT_NUMBERS)
+    for key in (k for k in numbers if _integral(found[k]) or k in PLAN_AXES):
         found[key] = whole_number(int(found[key]) if _integral(found[key]) else found[key], key)
     return found
 
@@ -149,11 +157,15 @@ def scale_plan(
         shape["virtual_stages"] = 1
     shape["micro_batches"] = micro_batches
     shape["micro_batch_size"] = batch // (data_here * micro_batches)
-    recompute = fields_["checkpointing"] != NO_CHECKPOINTING
+    # Selective recomputation is no strategy's option here: its blocks keep their activations.
+    recompute = fields_["checkpointing"] == FULL_CHECKPOINTING
     if RECOMPUTE in record.option_names():
         options[RECOMPUTE] = recompute
-    else:
+    shape["checkpointing"] = FULL_CHECKPOINTING if recompute else NO_CHECKPOINTING
+    if RECOMPUTE not in record.option_names():
         shape["checkpointing"] = NO_CHECKPOINTING
+    # The layers here run as the model computes them: no sequence split, the model's attention.
+    shape["context"], shape["sequence_parallel"], shape["stage_blocks"] = 1, False, ()
     offered = [name for name in record.worker_classes if _shards(name) or MESH not in options]
     backend_here = backend if backend in offered else offered[0]
     searched = data * fields_["micro_batches"] * fields_["micro_batch_size"]
@@ -167,8 +179,11 @@ def scale_plan(
         (STAGES, stages, stages_here),
         (batching, fields_["micro_batches"], micro_batches),
         ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
+        ("context", fields_["context"], 1),
         ("backend", backend, backend_here),
     )
+    if fields_["sequence_parallel"] and tensor_here > 1:
+        scaled.append("sequence parallel run as plain tensor")
     depth = _blocks_here(model_blocks, blocks, stages_here * shape["virtual_stages"], scaled)
     return ScaledPlan(
         strategy=record.name,

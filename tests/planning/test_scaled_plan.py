@@ -190,3 +190,18 @@ def test_every_kind_of_plan_the_search_gives_is_read():
     assert len(plan_rows([found.table.head(2), found.best])) == 3  # a list's tables opened
     with pytest.raises(GpkError, match="is not a plan"):
         plan_rows([found.best, "1f1b"])
+
+
+def test_what_a_plan_runs_that_the_devices_here_do_not_is_said():
+    import pandas as pd
+
+    row = pd.Series(plan(data=8, tensor=4, checkpointing="selective", sequence_parallel=True,
+                         context=2, attention="flash"))  # fmt: skip
+    shape = scale_plan(row, 8, 16, "jax", 12, 8)
+    assert shape.shape["tensor"] == 4 and shape.shape["context"] == 1
+    assert shape.shape["checkpointing"] == "none" and shape.shape["sequence_parallel"] is False
+    assert "context 2 -> 1" in shape.scaled and "checkpointing selective -> none" in shape.scaled
+    assert "sequence parallel run as plain tensor" in shape.scaled
+    # A plan written before these fields took defaults is read with the defaults.
+    old = {k: v for k, v in plan().items() if k not in ("attention", "context", "stage_blocks")}
+    assert scale_plan(old, 8, 16, "jax", 12, 8).shape["context"] == 1
