@@ -146,14 +146,20 @@ FITTED = MatmulEfficiency(
 
 
 def transformer_matmuls(
-    hidden: int, heads: int, sequence: int, vocabulary: int, tensor: int, micro_batch_size: int
+    hidden: int,
+    heads: int,
+    sequence: int,
+    vocabulary: int,
+    tensor: int,
+    micro_batch_size: int,
+    layers: int = 1,
 ) -> tuple[Matmul, ...]:
     """One block's matmuls on one of `tensor` devices, and the head's, for one micro-batch.
 
     Megatron-LM's split: the QKV and first MLP matmuls split their columns by t, the attention
     projection and second MLP matmul their depth, the attention core its heads, the head its
-    vocabulary. The head's FLOPs are one block's share of it (the head runs once per
-    micro-batch, not per block), so `vocabulary` weighs only as much as it does per block.
+    vocabulary. The head's FLOPs are one block's share of it, over `layers` blocks (the head
+    runs once per micro-batch, not per block).
     """
     tokens = micro_batch_size * sequence
     h, t, s = hidden, tensor, sequence
@@ -167,15 +173,13 @@ def transformer_matmuls(
     # QKᵀ and the scores times V, one pair per head and sample on the device
     core = 2.0 * micro_batch_size * heads / t * s * s * size
     attention = (Matmul(s, s, size, core), Matmul(s, size, s, core))
-    return dense + attention + (Matmul(tokens, max(1, vocabulary // t), h, 0.0),)
+    head = 2.0 * tokens * h * vocabulary / t / layers
+    return dense + attention + (Matmul(tokens, max(1, vocabulary // t), h, head),)
 
 
-def inverse_size(matmuls: Sequence[Matmul], head_flops: float = 0.0) -> float:
-    """H: the matmuls' 1/M + 1/N + 1/K weighted by their FLOPs (the last one weighted by
-    `head_flops` when given, as `transformer_matmuls` leaves the head's FLOPs to the caller)."""
+def inverse_size(matmuls: Sequence[Matmul]) -> float:
+    """H: the matmuls' 1/M + 1/N + 1/K weighted by their FLOPs."""
     weights = [m.flops for m in matmuls]
-    if head_flops:
-        weights[-1] = head_flops
     total = math.fsum(weights)
     if not total > 0:
         raise GpkError("the matmuls have no FLOPs to weigh their shapes by")
@@ -198,10 +202,9 @@ def _transformer_inverse_size(
 ) -> float:  # fmt: skip
     blocks = layers * (12 * hidden * hidden + 13 * hidden)
     vocabulary = max(1, round((parameters - blocks) / hidden) - sequence)
-    matmuls = transformer_matmuls(hidden, heads, sequence, vocabulary, tensor, micro_batch_size)
-    tokens = micro_batch_size * sequence
-    head = 2.0 * tokens * hidden * vocabulary / tensor / layers
-    return inverse_size(matmuls, head_flops=head)
+    return inverse_size(
+        transformer_matmuls(hidden, heads, sequence, vocabulary, tensor, micro_batch_size, layers)
+    )
 
 
 def fit(points: Sequence[Measured], source: str = "fitted") -> MatmulEfficiency:

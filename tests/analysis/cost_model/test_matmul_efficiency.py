@@ -45,9 +45,12 @@ def test_a_matmul_reaches_less_of_peak_as_any_side_shrinks():
 
 def test_a_blocks_matmuls_count_megatrons_forward_flops_on_one_device():
     for tensor, micro in ((1, 1), (8, 2)):
-        found = me.transformer_matmuls(H, A, S, V, tensor, micro)
-        dense_and_core = sum(m.flops for m in found)
-        assert dense_and_core == pytest.approx(micro * (24 * S * H * H + 4 * S * S * H) / tensor)
+        *block, head = me.transformer_matmuls(H, A, S, V, tensor, micro, layers=L)
+        assert sum(m.flops for m in block) == pytest.approx(
+            micro * (24 * S * H * H + 4 * S * S * H) / tensor
+        )
+        assert head.flops == pytest.approx(micro * 2 * S * H * V / tensor / L)  # its share
+        found = block
         # the split shrinks the columns of the QKV matmul and the depth of the projection
         assert found[0].columns == 3 * H // tensor and found[1].depth == H // tensor
 
