@@ -18,6 +18,11 @@ DATA = pathlib.Path(__file__).parent.parent / "data"
 # NVIDIA DeepLearningExamples, PyTorch ResNet-50 v1.5, DGX A100 (8x A100 80GB), mixed
 # precision, 8 GPUs: 16,621 img/s (docs/planning.md names the table)
 PUBLISHED_8_A100 = 16_621
+# the same table, DGX-1 (8x V100 16GB), mixed precision, 8 GPUs
+PUBLISHED_8_V100 = 8_322
+# NVIDIA's V100 datasheet (SXM2): 125 TFLOP/s of fp16 tensor math, 900 GB/s, 16 GB; NVLink 2
+V100 = {"name": "v100", "tflops": 125, "memory_gb": 16, "memory_bandwidth_gb_s": 900}
+NVLINK2 = {"name": "nvlink2", "bandwidth_gb_s": 130, "latency_us": 5}
 
 
 def card(name: str) -> lc.LayerCard:
@@ -75,6 +80,15 @@ def test_resnet50_on_eight_a100s_is_within_15_percent_of_the_published_figure(no
     assert 0.85 < best["throughput_samples_s"] / PUBLISHED_8_A100 < 1.15
     piped = [r for r in ranked if r["stages"] > 1]
     assert piped and all(r["bubble_s"] > 0 for r in piped)
+
+
+def test_resnet50_on_eight_v100s_is_within_15_percent_of_the_published_figure():
+    work = card("resnet50").work
+    fp16 = lc.LayerCard("resnet50", lc.layer_rows(work, activation_width=0.5), work, "fp16")
+    dgx1 = GPUCluster(V100, nodes=1, per_node=8, inside=NVLINK2)
+    best = lc.rank_layers(fp16, dgx1, 2048)[0]
+    assert best["fits"] and best["data"] == 8
+    assert 0.85 < best["throughput_samples_s"] / PUBLISHED_8_V100 < 1.15
 
 
 def test_a_small_mlp_waits_on_its_kernel_launches(node):
