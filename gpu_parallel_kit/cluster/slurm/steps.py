@@ -37,12 +37,12 @@ _LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
 # What srun and slurmstepd say when Slurm ends a step, as the row's sentence: (pattern, sentence)
 _ENDINGS = (
     (
-        re.compile(r"JOB (\d+) ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT"),
+        re.compile(r"(?:JOB|STEP) (\d+)\S* ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT"),
         "timeout",
         "the Slurm allocation {0} reached its time limit",
     ),
     (
-        re.compile(r"JOB (\d+) ON \S+ CANCELLED AT \S+ DUE TO NODE FAILURE"),
+        re.compile(r"(?:JOB|STEP) (\d+)\S* ON \S+ CANCELLED AT \S+ DUE TO NODE FAILURE"),
         "crashed",
         "a node of the Slurm allocation {0} failed or was marked down",
     ),
@@ -216,6 +216,13 @@ class _Step:
         said = "\n".join(self.said)
         for pattern, status, sentence in _ENDINGS:
             found = pattern.search(said)
+            if (
+                found
+                and pattern.pattern.startswith("STEP")
+                and job_state(self.job_id).state != "RUNNING"
+            ):
+                # slurmstepd names the step even when the whole allocation was cancelled
+                return "cancelled", f"the Slurm allocation {self.job_id} was cancelled"
             if found:
                 return status, sentence.format(*found.groups())
         state = job_state(self.job_id)
