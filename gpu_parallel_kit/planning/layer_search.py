@@ -71,6 +71,34 @@ class LayerPlans:
             )
         return dict(self.rows[0])
 
+    def explain(self) -> str:
+        """Why the best plan wins, in a few sentences: its step, what bounds it and its memory,
+        then the fastest plan of each other kind (sharding, pipeline) and what it adds."""
+        best = self.best
+        room = self.cluster.device.memory_bytes
+        said = [
+            f"The best plan of {self.card.name}, {_plan_text(best)}, takes "
+            f"{_seconds(best['step_time_s'])} a step ({best['throughput_samples_s']:,.0f} "
+            f"samples/s), bounded by {best['bound'].replace('-', ' ')}, and needs "
+            f"{_bytes(best['memory_bytes'])} of {_bytes(room)} per GPU."
+        ]
+        kinds = (
+            ("Sharding every state (fsdp)", lambda r: r["stages"] == 1 and r["sharding"] == "fsdp"),
+            ("The fastest pipeline", lambda r: r["stages"] > 1),
+        )
+        for name, chosen in kinds:
+            other = next((r for r in self.rows if r["fits"] and chosen(r) and r != best), None)
+            if other is None:
+                continue
+            parts = ("comm:data_s", "comm:stages_s", "bubble_s", "compute_s")
+            part = max(parts, key=lambda p: other[p] - best[p])
+            said.append(
+                f"{name}, {_plan_text(other)}, takes "
+                f"{_seconds(other['step_time_s'] - best['step_time_s'])} more: its "
+                f"{part[:-2]} adds {_seconds(other[part] - best[part])}."
+            )
+        return " ".join(said)
+
     def top(self, n: int = 5) -> pd.DataFrame:
         """The `n` leading plans."""
         return self.table.head(n)
@@ -130,3 +158,11 @@ def _plan_text(row: dict[str, Any]) -> str:
         f"data {row['data']}{stages}, {row['sharding']}, micro-batch {row['micro_batch_size']} "
         f"× {row['micro_batches']}"
     )
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def _bytes(value: float) -> str:
+    return f"{value / 1e9:.3g} GB" if value >= 1e9 else f"{value / 1e6:.3g} MB"

@@ -53,3 +53,11 @@ def test_nothing_fitting_says_what_the_leanest_needs():
 def test_a_step_that_could_not_be_counted_is_one_sentence():
     with pytest.raises(GpkError, match="could not be counted: no JAX"):
         layer_search(experiment("mlp", counted="no JAX here"), NODE, 64)
+
+
+def test_the_explanation_names_the_bound_and_what_the_others_add():
+    sentence = layer_search(experiment("resnet50"), NODE, 2048).explain()
+    assert sentence.startswith("The best plan of resnet50, data 8, ")
+    assert "bounded by memory bandwidth" in sentence
+    assert "fsdp" in sentence and "its comm:data adds" in sentence
+    assert "The fastest pipeline, data 4 × stages 2" in sentence and "its bubble adds" in sentence
