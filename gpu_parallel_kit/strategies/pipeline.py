@@ -251,6 +251,7 @@ PIPELINE = Strategy(
     plan=pipeline_options,
     check=check_pipeline,
     steps_together=one_call_steps,
+    rounds_in_process=True,
     in_grid=_in_grid,
     label=_label,
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_pipeline",

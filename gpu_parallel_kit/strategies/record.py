@@ -59,6 +59,9 @@ class Strategy:
     # whether a run's own loop takes several whole steps in one call, as fit does with
     # steps_per_execution (tune's steps per execution then apply): a one-stage pipeline
     steps_together: Callable[[RunSpec], bool] = _never
+    # its own loop trains a comparison's later rounds in the first round's process, as fit
+    # does (runs/scheduling/resident_rounds.py)
+    rounds_in_process: bool = False
     baseline: bool = False  # the one-device run speedups are measured against
     one_device: bool = False  # runs on exactly one device, without replicas (tune's XLA rule)
     all_reduce: bool = False  # its communication is the gradients' all-reduce between replicas

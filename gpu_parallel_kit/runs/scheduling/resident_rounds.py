@@ -3,10 +3,11 @@
 At the end of a round the process reports the round's row and waits, holding nothing; when the
 round's turn comes it puts back the weights and optimizer state its first round started from,
 passes the training gate (`runs/scheduling/training_gate.py`) and trains the same batches again,
-already traced. Only runs that Keras's `fit` trains stay, off GPUs, without validation, a target
-or saved weights; `GPK_RESIDENT=0` starts a fresh process for every round. A round ends at an
-epoch's end, where both backends' `fit` keep the state in the model's variables. Why, and what
-it costs: `docs/results.md`, "What a round costs".
+already traced. Only runs that Keras's `fit` trains stay, and a pipeline's, whose own loop
+trains rounds as `fit` does, without validation, a target or saved weights; `GPK_RESIDENT=0`
+starts a fresh process for every round. A round ends at an epoch's end, where both backends'
+`fit` keep the state in the model's variables (a pipeline puts its stages' back itself). Why,
+and what it costs: `docs/results.md`, "What a round costs".
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from ..description.run_spec import RunSpec
 
 
 def stays_resident(spec: RunSpec, rounds: int) -> bool:
-    """Whether `spec`'s rounds may be trained in one process (the rules above)."""
+    """Whether `spec`'s rounds may be trained in one process (the rules above, or a strategy
+    whose own loop trains them so: `Strategy.rounds_in_process`)."""
     if rounds < 2 or _one_at_a_time():
         return False
-    return waits_for_turns(spec)
+    return waits_for_turns(spec) or (
+        strategy_record(spec.strategy).rounds_in_process and _waits_alone(spec)
+    )
 
 
 def waits_for_turns(spec: RunSpec) -> bool:
@@ -31,11 +35,14 @@ def waits_for_turns(spec: RunSpec) -> bool:
     rounds: Keras's `fit` in one process under the gate, with no validation, target or saved
     weights."""
     record = strategy_record(spec.strategy)
+    return spec.backend in record.fit_on and spec.mode == "fit" and _waits_alone(spec)
+
+
+def _waits_alone(spec: RunSpec) -> bool:
+    """One process under the gate, with no validation, target or saved weights."""
     training = spec.training
     return (
-        spec.backend in record.fit_on
-        and spec.mode == "fit"
-        and not spec.several_processes
+        not spec.several_processes
         and spec.gate is not None
         and training.validation is None
         and training.target is None

@@ -354,11 +354,12 @@ def train_steps(
     steps_per_epoch: int,
     recorder: Any,
     first: tuple[Any, Any] | None = None,
+    round_end: Callable[[list[StepReport]], None] | None = None,
 ) -> list[StepReport]:
     """Every step of every epoch through `runner`, `take()` the next step's (x, y), told to
     the step `recorder`; the `TIMED_STEPS` after its warm-up timed task by task (and set aside
     from the step statistics, their waits being the timeline's, not training's). Returns the
-    steps' reports; a failure closes the runner's threads before it is raised.
+    last round's reports; the runner's threads are closed when it returns or fails.
 
     As Keras's `fit` does, the loop runs one step ahead of the devices: it dispatches a step,
     then waits for the one before and stamps its end, so the host's work of a step overlaps
@@ -368,10 +369,44 @@ def train_steps(
     steps run in one call, as `fit` runs them, except the timed ones; the `first` batch then
     rehearses a step run alone before anything is timed (traced, its update put back), so
     the timed steps do not trace it.
+
+    A comparison's later rounds trained in this process (`runs/scheduling/resident_rounds.py`)
+    follow as `fit` trains them: at a round's end `round_end` gets its reports, the recorder's
+    `next_round` reports the round and gives the next one's recorder, and every stage is put
+    back as the first round found it; the same batches come again, already traced.
     """
+    together = recorder.steps_per_execution if runner.steps_together else 1
+    if recorder.evaluate_every_steps:
+        together = 1
+    try:
+        if together > 1 and first is not None:
+            rehearse(runner, *first)
+        kept = [stage.snapshot() for stage in runner.stages] if recorder.next_round else None
+        recorder.train_begin()  # a later round's recorder begins with the caller's word
+        while True:
+            reports = _one_round(runner, take, epochs, steps_per_epoch, recorder, together)
+            if recorder.next_round is None:
+                return reports
+            if round_end is not None:
+                round_end(reports)
+            recorder = recorder.next_round()
+            for stage, state in zip(runner.stages, kept, strict=True):
+                stage.restore(state)
+    finally:
+        runner.close()
+
+
+def _one_round(
+    runner: ScheduleRunner,
+    take: Callable[[], tuple[Any, Any]],
+    epochs: int,
+    steps_per_epoch: int,
+    recorder: Any,
+    together: int,
+) -> list[StepReport]:
+    """One round's steps (`train_steps`), told to its recorder."""
     timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
     ahead = not recorder.evaluate_every_steps
-    together = recorder.steps_per_execution if runner.steps_together and ahead else 1
     reports: list[StepReport] = []
     waiting: list[StepReport] = []  # dispatched, not yet stamped
 
@@ -383,38 +418,34 @@ def train_steps(
             recorder.step_end(len(waiting), aside=any(r.tasks for r in waiting))
             waiting = []
 
-    try:
-        if together > 1 and first is not None:
-            rehearse(runner, *first)
-        recorder.train_begin()
-        index = 0
-        for _ in range(epochs):
-            recorder.epoch_begin()
-            first = len(reports)
-            end = index + steps_per_epoch
-            while index < end:
-                group = range(index, index + together)
-                if together > 1 and group[-1] < end and not timed.intersection(group):
-                    dispatched = runner.steps(take, together)
-                    alone = False
-                else:
-                    x, y = take()
-                    alone = index in timed or not ahead
-                    if alone:
-                        stamp()  # the step before, stamped before this one runs
-                    dispatched = [runner.step(x, y, timed=index in timed, settle=False)]
-                reports.extend(dispatched)
-                stamp()  # the steps before, finished while these were dispatched
-                waiting = dispatched
+    index = 0
+    for _ in range(epochs):
+        recorder.epoch_begin()
+        first = len(reports)
+        end = index + steps_per_epoch
+        while index < end:
+            if index >= recorder.warmup_steps and recorder.after_warmup is not None:
+                stamp()
+                recorder.wait_for_turn()  # prepared beside other runs: its turn, untimed
+            group = range(index, index + together)
+            if together > 1 and group[-1] < end and not timed.intersection(group):
+                dispatched = runner.steps(take, together)
+                alone = False
+            else:
+                x, y = take()
+                alone = index in timed or not ahead
                 if alone:
-                    stamp()
-                index += len(dispatched)
-            stamp()
-            losses = [r.loss for r in reports[first:]]
-            recorder.epoch_end({"loss": sum(losses) / len(losses)})
-    except BaseException:
-        runner.close()
-        raise
+                    stamp()  # the step before, stamped before this one runs
+                dispatched = [runner.step(x, y, timed=index in timed, settle=False)]
+            reports.extend(dispatched)
+            stamp()  # the steps before, finished while these were dispatched
+            waiting = dispatched
+            if alone:
+                stamp()
+            index += len(dispatched)
+        stamp()
+        losses = [r.loss for r in reports[first:]]
+        recorder.epoch_end({"loss": sum(losses) / len(losses)})
     return reports
 
 
@@ -432,11 +463,10 @@ def rehearse(runner: ScheduleRunner, x: Any, y: Any) -> None:
 def passes_alone(runner: ScheduleRunner, x: Any, y: Any) -> list[StepReport]:
     """`SERIAL_REPEATS` steps of (x, y) with one task at a time (the simulated view's task
     times), then every stage's state put back: the measurement must not train the model. The
-    runner is closed after."""
+    tasks run in this thread: a runner closed after training serves."""
     kept = [stage.snapshot() for stage in runner.stages]
     try:
         return [runner.step(x, y, serial=True) for _ in range(SERIAL_REPEATS)]
     finally:
-        runner.close()
         for stage, state in zip(runner.stages, kept, strict=True):
             stage.restore(state)

@@ -87,10 +87,15 @@ class PipelineParallel(JaxStrategy):
                 steps_per_epoch,
                 recorder,
                 first=self.first_batch,
+                round_end=self._round_end,
             )
         finally:
             for stage in self.stages:
                 stage.copy_back()
+
+    def _round_end(self, reports: list[StepReport]) -> None:
+        """A round followed by another in this process: its steps, for its row."""
+        self.reports, self.alone = reports, []
 
     def _place(self, model: keras.Model) -> None:
         """The stages cut and placed, held against the memory budget (their states, then with
@@ -146,7 +151,6 @@ class PipelineParallel(JaxStrategy):
     ) -> dict[str, Any]:
         """The schedule's figures from the timed steps (and the passes alone, when measured:
         the simulated view), the stages, and memory by part per device."""
-        self.runner.close()
         found = figures(
             self.stages,
             self.traced,

@@ -115,6 +115,7 @@ class PipelineEngine(Engine):
         for task in tasks:
             task.set_micro_batches(micro_batches)
         runner = ScheduleRunner(tasks, schedule, micro_batches, lambda x: feed(traced, x), split)
+        trained, firsts = (stages, schedule, runner), (sample, first_x, first_y)
         try:
             reports = train_steps(
                 runner,
@@ -123,11 +124,16 @@ class PipelineEngine(Engine):
                 steps_per_epoch,
                 recorder,
                 first=(first_x, first_y),
+                round_end=lambda steps: self._round(_Trained(*trained, steps, *firsts)),
             )
         finally:
             copy_back(stages)  # what was trained, as on JAX, even when a step failed
+        self._round(_Trained(*trained, reports, *firsts))
+
+    def _round(self, trained: _Trained) -> None:
+        """A round's training (of those this process trains), for its row."""
         self._alone: list[StepReport] = []
-        self._trained = _Trained(stages, schedule, runner, reports, sample, first_x, first_y)
+        self._trained = trained
 
     def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
         """The stages' forward passes in order, each on its device, and their regularization."""
@@ -154,7 +160,6 @@ class PipelineEngine(Engine):
         """The schedule's figures from the timed steps (and the passes alone, when timed: the
         simulated view), the stages, and the micro-batch curve."""
         trained = self._trained
-        trained.runner.close()
         figures = _figures(trained, self._traced, self._alone, self.spec)
         comm_time = figures.pop("comm_time_s")
         figures.update(
