@@ -128,3 +128,34 @@ def test_plans_run_flash_attention_where_the_gpu_has_a_fused_kernel():
     assert all(p.sequence_parallel is False for p in found if p.tensor == 1)
     with pytest.raises(GpkError, match="attention='fused' is not known"):
         rank(CARD, h100, 64, attention="fused")
+
+
+def test_a_70b_llama_at_8k_tokens_fits_without_full_recomputation_under_flash():
+    # Llama 3 70 B (Meta, 2024): 80 blocks of width 8,192, 64 heads, 8 KV heads, FFN 28,672,
+    # 70.6 B parameters; FLOPs 6·N·s + 12·L·s²·h a sample (Chowdhery et al.), Korthikanti's
+    # activations per block.
+    s, h, a, layers = 8192, 8192, 64, 80
+    llama = ModelCard(
+        parameters=70.6e9, layers=layers, hidden=h, heads=a, sequence=s, kv_heads=8,
+        flops_per_sample=6 * 70.6e9 * s + 12 * layers * s * s * h,
+        activation_bytes=s * h * 34 + 5 * a * s * s, vocabulary=128256,
+    )  # fmt: skip
+    cluster = GPUCluster("h100", nodes=8, per_node=8)
+    rows = rank(llama, cluster, 128)
+    assert any(r["fits"] and r["checkpointing"] == "none" for r in rows)
+    # tensor 8 × stages 4 × data 2 keeps its activations once the scores go and the layer
+    # norms split: 34·s·h/8 a block, 20 blocks, 4 micro-batches in flight, and 16 bytes a
+    # parameter over 32 GPUs
+    used = plan(data=2, tensor=8, stages=4, micro_batches=64, schedule="1f1b",
+                attention="flash", sequence_parallel=True)  # fmt: skip
+    kept = memory(llama, used)["activations_bytes"]
+    assert kept == pytest.approx(34 * s * h / 8 * 20 * 4, rel=0.05)
+    assert sum(memory(llama, used).values()) <= 0.9 * 80e9
+    # As written, the scores (5·a·s² a block) fit no plan that keeps them on a tensor group
+    # inside a node: only recomputing them, or splitting them further (a context ring, or a
+    # tensor group across nodes), fits.
+    written = rank(llama, cluster, 128, attention="as-written")
+    kept_whole = [r for r in written if r["checkpointing"] == "none" and r["context"] == 1
+                  and r["tensor"] <= 8]  # fmt: skip
+    assert kept_whole and not any(r["fits"] for r in kept_whole)
+    assert any(r["fits"] and r["context"] > 1 for r in written if r["checkpointing"] == "none")
