@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.model_card import ATTENTIONS
 from ..analysis.cost_model.training_precision import PRECISIONS
 from ..errors import GpkError
 from .argtypes import positive
@@ -57,6 +58,12 @@ SEARCH: tuple[Flag, ...] = (
     _searched("--blocks", "the model's repeated blocks, where it does not say them", type=positive),
     _searched("--hidden", "the model's width, where it does not say it", type=positive),
     _searched("--heads", "attention heads, where the model does not say them", type=positive),
+    _searched(
+        "--attention",
+        "flash (a fused kernel: no attention scores kept) or as-written; default: flash where "
+        "the GPU has a fused kernel",
+        choices=ATTENTIONS,
+    ),
     _searched("--top", "plans shown; default: %(default)s", type=positive, default=5),
 )
 _STRUCTURE = ("blocks", "hidden", "heads")
@@ -106,5 +113,6 @@ def keywords(parsed: argparse.Namespace) -> dict[str, Any]:
         "global_batch": parsed.global_batch,
         "precision": parsed.precision,
         "optimizer": parsed.optimizer,
+        "attention": parsed.attention,
         **given,
     }

@@ -65,3 +65,12 @@ def test_mistakes_are_one_line_before_any_count(capsys, counted, argv, message):
     err = capsys.readouterr().err
     assert err.startswith("gpk: error: ") and message in err and err.count("\n") == 1
     assert counted == []
+
+
+def test_gpk_search_plans_attention_as_written_when_asked(capsys, counted):
+    argv = ["search", "--model", "tests.cli.test_search_command:build", *SAMPLE, *CLUSTER]
+    assert main([*argv, "--global-batch", "64", "--attention", "as-written"]) == 0
+    out = capsys.readouterr().out
+    assert "as-written" in out.split("\n")[2] and "flash" not in out.split("\n")[2]
+    assert main([*argv, "--global-batch", "64", "--attention", "fused"]) == 2
+    assert "--attention" in capsys.readouterr().err
