@@ -15,6 +15,7 @@ from .cluster.slurm.allocation import (
     SlurmCluster,  # noqa: F401 - public as gpk.SlurmCluster
     held_allocation,
     is_slurm,
+    slurm_record,
 )
 from .comparison import Comparison, remember_counter
 from .errors import GpkError
@@ -491,7 +492,7 @@ def _slurm_of(plan: dict[str, Any]) -> Any:
     """The Slurm request or allocation `cluster=` names, taken out of `plan`; None otherwise.
     It applies to every run (a named cluster's file only to runs over processes)."""
     if is_slurm(plan.get("cluster")):
-        return plan.pop("cluster")
+        return slurm_record(plan.pop("cluster"))
     return None
 
 

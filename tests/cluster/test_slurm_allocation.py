@@ -39,10 +39,15 @@ def step_environment(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", REPOSITORY)  # the tasks import tests.builders
 
 
-def compare_until(act, held):
+def compare_until(act, held, steps_per_epoch=LONG["steps_per_epoch"]):
     """A comparison of two rows in `held`, `act()` called once the first trains."""
     exp = gpk.Experiment(
-        sgd_model, small_data(), batch_size=32, progress=when_training(act), **LONG
+        sgd_model,
+        small_data(),
+        batch_size=32,
+        progress=when_training(act),
+        epochs=LONG["epochs"],
+        steps_per_epoch=steps_per_epoch,
     )
     return exp.compare(["single", "data"], [1], cluster=held, rounds=1, timeout=300)
 
@@ -67,7 +72,7 @@ def test_a_cancelled_allocation_ends_every_remaining_row(tmp_path):
 @pytest.mark.slow  # Slurm counts time limits in minutes
 def test_an_allocation_past_its_time_limit_ends_every_remaining_row():
     with gpk.SlurmCluster(time="00:01:00") as held:
-        comparison = compare_until(lambda: None, held)
+        comparison = compare_until(lambda: None, held, steps_per_epoch=4000)
     first, second = comparison.results
     assert (first.status, first.reason) == (
         "timeout",

@@ -159,6 +159,44 @@ class SlurmCluster:
         if allocation is not None:
             allocation.release()
 
+    @classmethod
+    def from_text(cls, text: str) -> SlurmCluster | SlurmAllocation:
+        """The request a flag writes: `slurm`, `slurm:nodes=2,partition=gpu,time=00:30:00`
+        (`option=--exclusive` adds a salloc option), or `slurm:current` for the allocation this
+        process runs in.
+
+        >>> SlurmCluster.from_text("slurm:nodes=2,gpus_per_node=8,partition=gpu")
+        <SlurmCluster nodes=2 gpus_per_node=8 partition=gpu time=01:00:00>
+        """
+        _, _, rest = text.partition(":")
+        if rest.strip() == "current":
+            return cls.current()
+        given: dict[str, Any] = {}
+        options: list[str] = []
+        for pair in filter(None, (p.strip() for p in rest.split(","))):
+            name, equals, value = pair.partition("=")
+            names = [f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+            if not equals or name not in (*names, "option"):
+                raise GpkError(
+                    f"{pair!r} in {text!r} is not name=value of a SlurmCluster field; use "
+                    f"{', '.join(n for n in names if n != 'options')} or option, e.g. "
+                    "slurm:nodes=2,partition=gpu,time=00:30:00"
+                )
+            if name == "option":
+                options.append(value)
+            elif name in ("nodes", "gpus_per_node", "tasks_per_node"):
+                if not value.isdigit():
+                    raise GpkError(f"{name}={value!r} in {text!r} must be a whole number, e.g. 2")
+                given[name] = int(value)
+            else:
+                given[name] = value
+        return cls(**given, options=tuple(options))
+
+    def list_devices(self, max_virtual: int | None = None, backend: str | None = None) -> Any:
+        """`gpk.list_devices(cluster=...)`: the devices of an allocation held for this call."""
+        with held_allocation(self) as allocation:
+            return allocation.list_devices(max_virtual, backend)
+
     @staticmethod
     def current() -> SlurmAllocation:
         """The allocation this process runs inside (a notebook started under `salloc` or
@@ -222,6 +260,13 @@ class SlurmAllocation:
                 "nodes= or tasks_per_node= in SlurmCluster, or run fewer workers"
             )
         return nodes
+
+    def list_devices(self, max_virtual: int | None = None, backend: str | None = None) -> Any:
+        """One row per device on each of the allocation's nodes, as `gpk.list_devices()` lists
+        them there (a step of one task per node), with the node's name."""
+        from .steps import devices_on_nodes
+
+        return devices_on_nodes(self, max_virtual, backend)
 
     def release(self) -> None:
         """Give the allocation back (only one the kit asked for); waits until Slurm lets it go."""
@@ -290,9 +335,20 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+SLURM_PREFIX = "slurm"
+
+
 def is_slurm(cluster: Any) -> bool:
-    """Whether `cluster=` names a Slurm request or allocation (not a named cluster's file)."""
+    """Whether `cluster=` names a Slurm request or allocation (not a named cluster's file): a
+    record, or the text form `slurm:...` of the `--cluster` flag."""
+    if isinstance(cluster, str):
+        return cluster == SLURM_PREFIX or cluster.startswith(SLURM_PREFIX + ":")
     return isinstance(cluster, SlurmCluster | SlurmAllocation)
+
+
+def slurm_record(cluster: Any) -> SlurmCluster | SlurmAllocation:
+    """The record `cluster=` names (`is_slurm` is true of it)."""
+    return SlurmCluster.from_text(cluster) if isinstance(cluster, str) else cluster
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...errors import GpkError
 from ...runs.description.run_spec import RunSpec
 from ...runs.processes.child_process import RunInterrupted
 from ...runs.results.run_result import RunResult
@@ -132,7 +133,8 @@ class _Step:
             f"--wait={END_WAIT_S:g}",
             "--quiet",
         ]
-        if spec.devices.kind == "gpu":
+        if spec.devices.kind == "gpu" or spec.slurm.request.gpus_per_node:
+            # Slurm binds each task its GPUs; the task plans its devices on them
             command.append(f"--gpus-per-task={spec.devices.count}")
         command += [sys.executable, "-m", __package__ + ".task"]
         self.process = subprocess.Popen(
@@ -259,11 +261,63 @@ class _Step:
             self.process.wait()
 
 
+def devices_on_nodes(allocation: Any, max_virtual: int | None, backend: str | None) -> Any:
+    """Every node's devices (one task per node lists its own), one table with a `node` column."""
+    import pandas as pd
+
+    state = job_state(allocation.job_id)
+    if state.state != "RUNNING":
+        raise GpkError(_allocation_gone(allocation.job_id, state))
+    nodes = max(len(allocation.nodes), 1)
+    command = [
+        "srun",
+        f"--jobid={allocation.job_id}",
+        f"--nodes={nodes}",
+        "--ntasks-per-node=1",
+        "--label",
+        "--quiet",
+        sys.executable,
+        "-m",
+        __package__ + ".task",
+        "--devices",
+        str(max_virtual or 0),
+        backend or "",
+    ]
+    answer = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    readers: dict[int, EventLines] = {}
+    frames = []
+    for line in answer.stdout.splitlines():
+        labelled = _LABELLED.match(line)
+        if not labelled:
+            continue
+        index, text = int(labelled.group(1)), labelled.group(2)
+        _, event = readers.setdefault(index, EventLines()).read(text)
+        if event is not None:
+            frames.append(pd.DataFrame(event["rows"]).assign(node=event["node"]))
+    if not frames:
+        said = (answer.stderr.strip().splitlines() or ["no output"])[-1]
+        raise GpkError(
+            f"the Slurm allocation {allocation.job_id} could not list its devices ({said}); "
+            "check that the kit is installed on its nodes"
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+# Why Slurm ended a job, in the words of a row: squeue's reason of an ending job.
+_ENDED_BECAUSE = {
+    "TimeLimit": "it reached its time limit",
+    "NodeDown": "a node went down",
+    "NodeFail": "a node failed",
+}
+
+
 def _allocation_gone(job_id: str, state: Any) -> str:
-    if state.state == GONE:
+    ending = state.state in (GONE, "COMPLETING", "COMPLETED", "CANCELLED", "TIMEOUT", "FAILED")
+    if ending:
+        because = _ENDED_BECAUSE.get(state.reason, "cancelled, or past its time limit")
         return (
-            f"the Slurm allocation {job_id} has ended (cancelled, or past its time limit); "
-            "ask for a new one with gpk.SlurmCluster(...)"
+            f"the Slurm allocation {job_id} has ended ({because}); ask for a new one with "
+            "gpk.SlurmCluster(...)"
         )
     return (
         f"the Slurm allocation {job_id} is {state.state.lower()} ({state.reason}), not running; "

@@ -73,7 +73,20 @@ class EventLines:
         return True, pickle.loads(base64.b64decode(whole))
 
 
+def list_node_devices(max_virtual: str, backend: str) -> int:
+    """`python -m ...task --devices MAX BACKEND`: this node's devices as one event."""
+    from ...runs.description.device_choice import list_devices
+
+    events = StepConnection(os.fdopen(os.dup(1), "w", buffering=1))
+    table = list_devices(int(max_virtual) or None, backend or None)
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    events.send({"event": "devices", "node": node, "rows": table.to_dict("records")})
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--devices"]:
+        return list_node_devices(*sys.argv[2:4])
     # Events keep a stdout of their own: the run may filter fd 1 (gloo's chatter), and a filter's
     # thread must never hold back the result line written just before the process exits.
     events = os.fdopen(os.dup(1), "w", buffering=1)
@@ -101,6 +114,8 @@ def _train(job: dict[str, Any], folder: Path, index: int, events: Any) -> None:
     code = 0
     try:
         spec = unpack_job(job, folder)
+        if os.environ.get("SLURM_STEP_GPUS") or os.environ.get("SLURM_JOB_GPUS"):
+            spec = _planned_here(spec)  # the caller (a login node) may have no GPU
         connection = StepConnection(events)
         entry = entry_point(step_entry(spec.backend, spec.several_processes))
         if spec.several_processes:
@@ -114,6 +129,17 @@ def _train(job: dict[str, Any], folder: Path, index: int, events: Any) -> None:
         code = 1
     finally:
         os._exit(code)
+
+
+def _planned_here(spec: Any) -> Any:
+    """The run's device count planned on the GPUs Slurm bound to this task."""
+    import dataclasses
+
+    from ...runs.description.device_choice import discover_physical_devices
+    from ..worker_devices import plan_on_this_host
+
+    found = discover_physical_devices(spec.backend)
+    return dataclasses.replace(spec, devices=plan_on_this_host(spec.devices, found))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...backends import REGISTERED, backend_record, lookup
 from ...errors import BackendUnavailable, GpkError, one_sentence, whole_number
@@ -143,12 +143,17 @@ def _unavailable(backend: str, error: BaseException) -> str:
     )
 
 
-def list_devices(max_virtual: int | None = None, backend: str | None = None) -> pd.DataFrame:
+def list_devices(
+    max_virtual: int | None = None, backend: str | None = None, cluster: Any = None
+) -> pd.DataFrame:
     """One row per device a run can use: the real GPUs, else virtual devices made from the CPU.
 
     Columns: index, name, kind, description, memory_bytes, virtual, physical. `backend` says who
-    looks (TensorFlow where installed, by default; "jax" asks JAX).
+    looks (TensorFlow where installed, by default; "jax" asks JAX). `cluster=` a
+    `gpk.SlurmCluster` (or its allocation) lists each of its nodes' devices, with a `node` column.
     """
+    if cluster is not None:
+        return cluster.list_devices(max_virtual, backend)
     physical = discover_physical_devices(backend)
     gpus = [d for d in physical if d.kind == "gpu"]
     rows = []
