@@ -3,10 +3,12 @@ that does something to the run (kill a task, cancel its step) once it trains."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpu_parallel_kit.cluster.slurm.commands import slurm_client
@@ -28,6 +30,21 @@ def why_no_slurm() -> str | None:
     return None
 
 
+# Marking the one node down ends every job on it: that test holds this lock alone, every other
+# Slurm test shares it, so two suites on one machine never end each other's allocations.
+NODE_LOCK = "/tmp/gpk-slurm-node.lock"
+
+
+@contextlib.contextmanager
+def node_lock(alone: bool) -> Iterator[None]:
+    with open(NODE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def jobs() -> list[str]:
     """Every job squeue lists."""
     answer = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True)
@@ -42,12 +59,22 @@ def steps(job_id: str) -> list[str]:
     return [step for step in answer.stdout.split() if not step.endswith((".batch", ".extern"))]
 
 
-def task_processes() -> list[int]:
-    """Process ids of every step task's training process (the task's forked child)."""
+def task_processes(job_id: str) -> list[int]:
+    """Process ids of the training processes (each task's forked child) of the job's steps."""
     answer = subprocess.run(["pgrep", "-f", TASK_MODULE], capture_output=True, text=True)
     pids = [int(pid) for pid in answer.stdout.split()]
     parents = {pid: _parent(pid) for pid in pids}
-    return [pid for pid in pids if parents[pid] in parents]
+    return [pid for pid in pids if parents[pid] in parents and _job_of(pid) == job_id]
+
+
+def _job_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            variables = environ.read().split(b"\0")
+    except OSError:
+        return ""
+    found = [v for v in variables if v.startswith(b"SLURM_JOB_ID=")]
+    return found[0].split(b"=", 1)[1].decode() if found else ""
 
 
 def _parent(pid: int) -> int:
@@ -81,9 +108,9 @@ def when_training(act: Callable[[], None]) -> Callable[[Any], WhenTraining]:
     return lambda spec: display
 
 
-def kill_one_task() -> None:
-    """SIGKILL the training process of the step's last task."""
-    os.kill(max(task_processes()), signal.SIGKILL)
+def kill_one_task(job_id: str) -> Callable[[], None]:
+    """SIGKILL the training process of the last task of the job's step."""
+    return lambda: os.kill(max(task_processes(job_id)), signal.SIGKILL)
 
 
 def cancel_steps(job_id: str) -> Callable[[], None]:

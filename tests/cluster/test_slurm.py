@@ -17,6 +17,7 @@ from tests.cluster.slurm_faults import (
     cancel_steps,
     jobs,
     kill_one_task,
+    node_lock,
     steps,
     when_training,
     why_no_slurm,
@@ -39,7 +40,7 @@ def sgd_model():
 def step_environment(tmp_path_factory):
     """A step's tasks are fresh interpreters: they import this suite's builders from the
     repository, as a host imports a user's module."""
-    with pytest.MonkeyPatch.context() as patch:
+    with node_lock(alone=False), pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", str(Path(__file__).parents[2]))
         folder = tmp_path_factory.mktemp("slurm")
         patch.chdir(folder)
@@ -114,7 +115,9 @@ def test_fsdp_over_two_tasks_trains_the_weights_of_one_device(allocation, tmp_pa
 
 
 def test_a_killed_task_ends_the_row_in_one_sentence(allocation):
-    exp = experiment(backend="jax", **LONG, progress=when_training(kill_one_task))
+    exp = experiment(
+        backend="jax", **LONG, progress=when_training(kill_one_task(allocation.job_id))
+    )
     row = exp.run("multiworker", 1, workers=2, cluster=allocation, timeout=300)
     assert row.status == "crashed"
     assert "was killed (SIGKILL), and Slurm ended the step" in row.reason
@@ -159,12 +162,10 @@ def test_a_run_larger_than_the_allocation_says_which_field_to_change(allocation)
     ],
 )
 def test_slurm_s_refusal_names_the_field_to_change(request_, said, field):
-    before = jobs()
     with pytest.raises(GpkError) as raised, gpk.SlurmCluster(time="00:05:00", **request_):
         pass
     message = str(raised.value)
     assert said in message and message.endswith(field)
-    assert jobs() == before
 
 
 def test_current_uses_the_allocation_the_process_runs_in(monkeypatch, allocation):

@@ -18,7 +18,7 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from tests.builders import dense_chain, small_data
-from tests.cluster.slurm_faults import jobs, steps, when_training, why_no_slurm
+from tests.cluster.slurm_faults import jobs, node_lock, steps, when_training, why_no_slurm
 
 WHY = why_no_slurm()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -35,8 +35,10 @@ def sgd_model():
 
 
 @pytest.fixture(autouse=True)
-def step_environment(monkeypatch):
+def step_environment(request, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", REPOSITORY)  # the tasks import tests.builders
+    with node_lock(alone="node_marked_down" in request.node.name):
+        yield
 
 
 def compare_until(act, held, steps_per_epoch=LONG["steps_per_epoch"]):

@@ -216,17 +216,18 @@ class _Step:
     def _why(self) -> tuple[str, str]:
         """Why the step ended before its tasks reported, in Slurm's words made one sentence."""
         said = "\n".join(self.said)
-        for pattern, status, sentence in _ENDINGS:
-            found = pattern.search(said)
-            if (
-                found
-                and pattern.pattern.startswith("STEP")
-                and job_state(self.job_id).state != "RUNNING"
-            ):
+        # What ended the whole allocation comes first; of a step's own endings, the earliest
+        # said is the cause (a killed task makes Slurm cancel the step; a cancelled step kills
+        # its tasks).
+        found = [(p.search(said), status, sentence) for p, status, sentence in _ENDINGS]
+        found = [(match, status, sentence) for match, status, sentence in found if match]
+        whole = [f for f in found if not f[0].re.pattern.startswith(("STEP", "tasks?"))]
+        if whole or found:
+            match, status, sentence = (whole or sorted(found, key=lambda f: f[0].start()))[0]
+            if match.re.pattern.startswith("STEP") and job_state(self.job_id).state != "RUNNING":
                 # slurmstepd names the step even when the whole allocation was cancelled
                 return "cancelled", f"the Slurm allocation {self.job_id} was cancelled"
-            if found:
-                return status, sentence.format(*found.groups())
+            return status, sentence.format(*match.groups())
         state = job_state(self.job_id)
         if state.state != "RUNNING":
             return "failed", _allocation_gone(self.job_id, state)
