@@ -38,7 +38,8 @@ CLUSTER = Option(
     str,
     None,
     'a JSON file {"worker": ["host1:23456", ...], "coordinator": "host0:23400"} naming the '
-    "hosts, where `gpk worker` runs; default: local workers",
+    "hosts, where `gpk worker` runs; or slurm:nodes=2,partition=gpu,time=00:30:00 to run every "
+    "row as a step of one Slurm allocation; default: local workers",
     metavar="FILE",
 )
 # The options a comparison gives only to the strategies that always run in processes.
