@@ -183,3 +183,32 @@ def test_current_outside_an_allocation_says_how_to_get_one(monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     with pytest.raises(GpkError, match="start it under salloc or sbatch"):
         gpk.SlurmCluster.current()
+
+
+def test_the_magic_runs_in_the_allocation_it_names(monkeypatch, allocation, tmp_path):
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("SLURM_JOB_ID", allocation.job_id)  # as in a kernel started by salloc
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "localhost")
+    config = Config()
+    config.HistoryManager.enabled = False
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_line_magic("load_ext", "gpu_parallel_kit")
+        row = shell.run_line_magic(
+            "gpk", "run mlp --steps-per-epoch 3 --no-progress --cluster slurm:current"
+        )
+    finally:
+        InteractiveShell.clear_instance()
+    assert row.ok, row.reason
+    assert row.extra["slurm_job"] == allocation.job_id
+    assert allocation.state().state == "RUNNING"  # the kit never releases one it did not ask for
+
+
+def test_list_devices_lists_each_node_of_the_allocation(allocation):
+    table = gpk.list_devices(max_virtual=2, cluster=allocation)
+    assert list(table["node"]) == ["localhost", "localhost"]
+    assert list(table["name"]) == ["/cpu:0", "/cpu:1"]
