@@ -216,18 +216,13 @@ class _Step:
     def _why(self) -> tuple[str, str]:
         """Why the step ended before its tasks reported, in Slurm's words made one sentence."""
         said = "\n".join(self.said)
-        # What ended the whole allocation comes first; of a step's own endings, the earliest
-        # said is the cause (a killed task makes Slurm cancel the step; a cancelled step kills
-        # its tasks).
-        found = [(p.search(said), status, sentence) for p, status, sentence in _ENDINGS]
-        found = [(match, status, sentence) for match, status, sentence in found if match]
-        whole = [f for f in found if not f[0].re.pattern.startswith(("STEP", "tasks?"))]
-        if whole or found:
-            match, status, sentence = (whole or sorted(found, key=lambda f: f[0].start()))[0]
-            if match.re.pattern.startswith("STEP") and job_state(self.job_id).state != "RUNNING":
+        ending = step_ending(self.said)
+        if ending is not None:
+            status, sentence, step_only = ending
+            if step_only and job_state(self.job_id).state != "RUNNING":
                 # slurmstepd names the step even when the whole allocation was cancelled
                 return "cancelled", f"the Slurm allocation {self.job_id} was cancelled"
-            return status, sentence.format(*match.groups())
+            return status, sentence
         state = job_state(self.job_id)
         if state.state != "RUNNING":
             return "failed", _allocation_gone(self.job_id, state)
@@ -260,6 +255,26 @@ class _Step:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def step_ending(said: list[str]) -> tuple[str, str, bool] | None:
+    """Why Slurm ended a step, from what srun and slurmstepd said: (status, sentence, whether
+    it names the step's cancel only), or None when they said none of `_ENDINGS`.
+
+    What ended the whole allocation comes first; of a step's own endings, the earliest said is
+    the cause (a killed task makes Slurm cancel the step; a cancelled step kills its tasks).
+
+    >>> step_ending(["srun: error: localhost: task 1: Killed"])
+    ('crashed', 'task 1 was killed (SIGKILL), and Slurm ended the step', False)
+    """
+    text = "\n".join(said)
+    found = [(p.search(text), status, sentence) for p, status, sentence in _ENDINGS]
+    found = [(match, status, sentence) for match, status, sentence in found if match]
+    if not found:
+        return None
+    whole = [f for f in found if not f[0].re.pattern.startswith(("STEP", "tasks?"))]
+    match, status, sentence = (whole or sorted(found, key=lambda f: f[0].start()))[0]
+    return status, sentence.format(*match.groups()), match.re.pattern.startswith("STEP")
 
 
 def devices_on_nodes(allocation: Any, max_virtual: int | None, backend: str | None) -> Any:
