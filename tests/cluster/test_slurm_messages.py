@@ -62,7 +62,8 @@ def test_what_slurm_said_is_one_sentence(said, ending):
     [
         (
             "sbatch: error: invalid partition specified: nowhere\nallocation failure: Invalid partition name specified",  # noqa: E501
-            "Slurm refused the allocation R: invalid partition specified: nowhere; change partition",
+            "Slurm refused the allocation R: invalid partition specified: nowhere; "
+            "change partition",
         ),
         (
             "allocation failure: Requested node configuration is not available",
