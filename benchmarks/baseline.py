@@ -1,15 +1,17 @@
-"""Are `single`, `data`×1 and plain `fit` one speed, once measured side by side?
+"""Are `single`, `data`×1, `pipeline`×1 and plain `fit` one speed, once measured side by side?
 
-All three train the same model on batches of the same size on one device:
+All four train the same model on batches of the same size on one device:
 - `single`, the baseline every speedup is taken against;
 - `data`×1, the data-parallel engine on one device (TensorFlow: MirroredStrategy over one
   device; JAX: `keras.distribution.DataParallel` over a one-device mesh);
+- `pipeline`×1, the pipeline runtime with one stage and one micro-batch (naive): nothing to
+  pipeline, so any gap is the runtime's own;
 - plain `fit`, the program a user writes without any strategy (`hand_written.py --no-strategy`,
   `hand_written_jax.py --no-strategy`: `model.fit` on NumPy arrays in a fresh interpreter), at
   the steps per execution the kit's tune chose for its runs, so only the code paths differ.
 
-Each round runs the kit's two (one comparison of one round) and then plain `fit`, so the
-machine's drift hits all three alike; each ratio of step times to `single`'s comes with its 95 %
+Each round runs the kit's three (one comparison of one round) and then plain `fit`, so the
+machine's drift hits all four alike; each ratio of step times to `single`'s comes with its 95 %
 interval over the rounds (paired: `gpu_parallel_kit.runs.scheduling.step_intervals`). An interval
 that holds 1 means no difference this measurement can show.
 
@@ -91,12 +93,18 @@ def _backend(args: argparse.Namespace, backend: str, folder: pathlib.Path, data)
         progress=False,
         log=str(folder / "runs.sqlite"),
     )
-    sides: dict[str, list[list[float]]] = {"single×1": [], "data×1": [], "plain fit": []}
+    sides: dict[str, list[list[float]]] = {
+        "single×1": [],
+        "data×1": [],
+        "pipeline×1": [],
+        "plain fit": [],
+    }
     for _ in range(args.rounds):
         comparison = exp.compare(
-            ["single", "data"],
+            ["single", "data", "pipeline"],
             [1],
             rounds=1,
+            schedule="naive",
             steps_per_execution=args.steps_per_execution,
             measure_comm=args.measure_comm,
         )
@@ -114,7 +122,7 @@ def _backend(args: argparse.Namespace, backend: str, folder: pathlib.Path, data)
         low, high = speedup_interval(base, args.batch, rounds, args.batch) or (None, None)
         ratio = base_step / statistics.median(medians)
         print(
-            f"{backend:<10} {side:<9}: step {statistics.median(medians) * 1e3:6.2f} ms, "
+            f"{backend:<10} {side:<10}: step {statistics.median(medians) * 1e3:6.2f} ms, "
             f"speed against single {ratio:.3f} ({_fmt(low)}–{_fmt(high)}); rounds' medians "
             + " ".join(f"{1e3 * m:.2f}" for m in medians)
             + f" ms; steps/execution {spe}",
