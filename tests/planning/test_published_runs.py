@@ -76,8 +76,11 @@ def test_the_run_each_paper_calls_faster_is_projected_faster(table):
     # Korthikanti et al., Table 5: selective recomputation with sequence parallelism beats full
     # recomputation on every model; Smith et al.: MT-NLG's iteration shortens with its nodes.
     by_name = {row["name"]: row for row in table}
-    pairs = [(f"Korthikanti {size} B, selective + sequence parallel",
-              f"Korthikanti {size} B, full recomputation") for size in (22, 175, 530, 1000)]
+    named = (
+        "Korthikanti {} B, selective + sequence parallel",
+        "Korthikanti {} B, full recomputation",
+    )
+    pairs = [tuple(name.format(size) for name in named) for size in (22, 175, 530, 1000)]
     pairs += [("MT-NLG 530 B, 2800 GPUs", "MT-NLG 530 B, 2240 GPUs"),
               ("MT-NLG 530 B, 3360 GPUs", "MT-NLG 530 B, 2800 GPUs")]  # fmt: skip
     for faster, slower in pairs:
