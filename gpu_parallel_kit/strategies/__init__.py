@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import GpkError
 from .batches import check_batch
 from .data import DATA
+from .expert import EXPERT
 from .fsdp import FSDP
 from .multiworker import MULTIWORKER
 from .option import Option
@@ -36,6 +37,7 @@ REGISTERED: tuple[Strategy, ...] = (
     MULTIWORKER,
     TENSOR,
     FSDP,
+    EXPERT,
     DATA_PIPELINE,
 )
 BACKENDS = ("tensorflow", "jax")

@@ -200,6 +200,8 @@ class JaxRun:
         return self.strategy.describe()
 
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
+        if getattr(self, "batches", None) is not None:
+            self.strategy.after_training(model, *self.batches[0])
         fields = self.strategy.result_fields(model, self.measured, step_time_s)
         if self.spec.training.deterministic:
             fields["extra"]["determinism"] = DETERMINISM[self.spec.devices.kind]

@@ -137,6 +137,10 @@ class JaxStrategy:
     def time_tasks_alone(self) -> None:
         """A pipeline's tasks timed one at a time after training (`BackendRun`); nothing here."""
 
+    def after_training(self, model: keras.Model, x: Any, y: Any) -> None:
+        """What a strategy reads off the trained model on `x`, `y`, one global batch of the
+        run's data, before its row is written; nothing here."""
+
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         """Communication to measure on `x`, `y`, one global batch of the run's data (no update
         applied), compiled as the measurement is prepared and timed when `JaxRun.measure` calls

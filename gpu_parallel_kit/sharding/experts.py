@@ -1,0 +1,196 @@
+"""Expert parallelism's layout, read off a model's shapes: each mixture-of-experts block's stacked
+expert kernels split over the expert axis, and what its collectives move and its experts compute.
+
+A block's router is a 2-D kernel (width, E); its experts are the block's 3-D kernels whose
+leading dimension is E and whose other dimensions hold the width, kept in the same layer as the
+router (keras-hub's Mixtral and Qwen-MoE banks: (E, width, FFN) and (E, FFN, width)). Names are
+not read, so a user's own bank laid out alike is found too. Each expert kernel is placed
+`("model", None, None)`: the expert axis, which Keras's mesh names "model", holds E ÷ devices
+experts on each device.
+
+With the dense bank every device computes its experts for all its tokens, and the block's output
+is summed over the expert axis: one all-reduce forward, one for the input's gradient backward,
+as tensor parallelism's row split. Dispatched, each token goes to its top-k experts' devices by
+an all-to-all and comes back by another, forward and backward alike. Pure: `LayerInfo`s in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from .layout import (
+    MODEL,
+    Axes,
+    Collective,
+    LayerInfo,
+    Layout,
+    Placement,
+    VariableInfo,
+    derive_layout,
+)
+from .traffic import ACTIVATION_BYTES
+
+EXPERT_AXIS = MODEL  # the mesh's second axis, as keras.distribution names it
+
+
+@dataclass(frozen=True)
+class ExpertBank:
+    """One mixture-of-experts block's router and stacked expert kernels, as its shapes show."""
+
+    layer: str  # the layer holding the block (a Transformer block of keras-hub's)
+    router: str  # the router kernel's path, (width, experts)
+    experts: int
+    width: int
+    kernels: tuple[VariableInfo, ...]  # the stacked expert kernels, (experts, ..., ...)
+    tokens_per_sample: int  # tokens each sample routes: the block's output ÷ width
+
+    @property
+    def parameters_per_expert(self) -> int:
+        """One expert's weights: the matmuls each routed token goes through, multiply-adds."""
+        return sum(math.prod(k.shape[1:]) for k in self.kernels)
+
+    @property
+    def bytes(self) -> int:
+        return sum(math.prod(k.shape) * k.itemsize for k in self.kernels)
+
+
+def find_banks(layers: Sequence[LayerInfo]) -> list[ExpertBank]:
+    """Every block with a router and stacked experts, in call order.
+
+    >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
+    >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
+    >>> down = VariableInfo("b/moe/experts/down", (4, 16, 8), "moe/experts/down")
+    >>> [b.experts for b in find_banks([LayerInfo("b", "other", (router, up, down), None, 40, 40)])]
+    [4]
+    """
+    banks = []
+    for layer in layers:
+        for router in layer.variables:
+            if len(router.shape) != 2 or not router.trainable:
+                continue
+            width, experts = router.shape
+            owner = _owner(router.role)
+            kernels = tuple(
+                v
+                for v in layer.variables
+                if len(v.shape) == 3
+                and v.shape[0] == experts
+                and width in v.shape[1:]
+                and v.role.startswith(owner)
+            )
+            if experts < 2 or not kernels:
+                continue
+            tokens = (layer.out_elements or 0) // width
+            banks.append(ExpertBank(layer.name, router.path, experts, width, kernels, tokens))
+    return banks
+
+
+def _owner(role: str) -> str:
+    """The layer holding a kernel's layer: "moe/router/kernel" → "moe/" ("" at the top)."""
+    parts = role.split("/")
+    return "/".join(parts[:-2]) + "/" if len(parts) > 2 else ""
+
+
+def expert_layout(
+    layers: Sequence[LayerInfo],
+    banks: Sequence[ExpertBank],
+    expert: int,
+    user: Sequence[tuple[str, Axes]] = (),
+    source: str = "user",
+    dispatched: bool = False,
+) -> Layout:
+    """Every expert kernel of `banks` on the expert axis of `expert` devices, every other weight
+    whole; `user` (pattern, axes) pairs win, as in `derive_layout`. The dense bank's output is
+    summed over the expert axis (forward) and so is its input's gradient (backward); dispatched
+    experts move tokens by all-to-all instead (`all_to_all_bytes`), no sum.
+
+    >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
+    >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
+    >>> block = LayerInfo("b", "other", (router, up), None, 40, 40)
+    >>> expert_layout([block], find_banks([block]), 2).axes_by_path()["b/moe/experts/up"]
+    ('model', None, None)
+    """
+    placed = {k.path for bank in banks for k in bank.kernels}
+    layout = derive_layout(layers, 1, user, source)  # the user's or the model's own placements
+    layout.model = expert
+    layout.placements = [_expert_placement(p, placed, source) for p in layout.placements]
+    if expert > 1 and not dispatched:
+        for bank in banks:
+            per_sample = bank.tokens_per_sample * bank.width
+            layout.collectives.append(
+                Collective(bank.layer, "forward", per_sample, "experts' weighted outputs summed")
+            )
+            layout.collectives.append(
+                Collective(bank.layer, "backward", per_sample, "experts' input gradients summed")
+            )
+    return layout
+
+
+def _expert_placement(p: Placement, placed: set[str], source: str) -> Placement:
+    """An expert kernel on the expert axis along its leading dimension, a placement given by
+    the user or the model kept, any other weight whole."""
+    if p.role in ("user", source):
+        return p
+    if p.path in placed:
+        return replace(p, axes=(EXPERT_AXIS,) + (None,) * (len(p.shape) - 1), role="expert")
+    return replace(p, axes=(None,) * len(p.shape), role="replicated")
+
+
+def capacity_per_expert(tokens: int, top_k: int, experts: int, capacity_factor: float) -> int:
+    """Slots each expert keeps for the tokens one device sends it: capacity_factor × tokens ×
+    top-k ÷ experts, rounded up, and never more than the tokens themselves.
+
+    >>> capacity_per_expert(64, 2, 4, 1.25)
+    40
+    """
+    return max(1, min(tokens, math.ceil(capacity_factor * tokens * top_k / experts)))
+
+
+@dataclass(frozen=True)
+class ExpertWork:
+    """Per training step, over the whole mesh: the expert matmuls' FLOPs, dense and dispatched,
+    and the bytes dispatched experts' all-to-alls move."""
+
+    dense_flops: int  # every expert on every token, forward and backward
+    dispatched_flops: int  # every expert on its capacity's slots from every device
+    all_to_all_bytes: int  # per device: dispatch and return, forward and backward
+
+    @property
+    def ratio(self) -> float:
+        return self.dispatched_flops / self.dense_flops if self.dense_flops else float("nan")
+
+
+def expert_work(
+    banks: Sequence[ExpertBank],
+    global_batch: int,
+    mesh: tuple[int, int],
+    top_k: Sequence[int],
+    capacity_factor: float,
+) -> ExpertWork:
+    """Textbook counts: a multiply-add is 2 FLOPs and the backward twice the forward, so a
+    training step is 6 × tokens × one expert's weights per token an expert computes. The dense
+    bank computes every expert on every token; dispatched, each expert computes its capacity's
+    slots from each of the mesh's devices (padding included), about top-k ÷ experts of that.
+    Each slot's width crosses the expert axis twice forward (there and back) and twice backward.
+
+    >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
+    >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
+    >>> bank = find_banks([LayerInfo("b", "other", (router, up), None, 80, 80)])[0]
+    >>> work = expert_work([bank], 8, (1, 2), [2], 1.0)
+    >>> work.ratio
+    0.5
+    """
+    data, expert = mesh
+    dense = dispatched = moved = 0
+    devices = data * expert
+    for bank, k in zip(banks, top_k, strict=True):
+        tokens = global_batch * bank.tokens_per_sample
+        per_device = tokens // devices
+        slots = capacity_per_expert(per_device, k, bank.experts, capacity_factor)
+        dense += 6 * tokens * bank.experts * bank.parameters_per_expert
+        dispatched += 6 * slots * devices * bank.experts * bank.parameters_per_expert
+        buffer = slots * bank.experts * bank.width * ACTIVATION_BYTES
+        moved += 4 * (expert - 1) * buffer // expert
+    return ExpertWork(dense, dispatched, moved)
