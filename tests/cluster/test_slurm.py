@@ -24,7 +24,8 @@ from tests.cluster.slurm_faults import (
 )
 
 WHY = why_no_slurm()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+# Real allocations, steps and processes: about 2 min on two shared cores.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason=WHY or "")]
 
 TOLERANCE = 1e-5
 LONG = dict(steps_per_epoch=40, epochs=200)  # trains until the fault ends it
