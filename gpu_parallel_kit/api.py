@@ -340,7 +340,8 @@ class Experiment:
         measure_s: float | None,
         cancel: threading.Event | None,
     ) -> Comparison:
-        specs = [with_gate(spec) for spec in planned]
+        # A Slurm step trains on the allocation's nodes: this machine's gate has nothing to hold.
+        specs = [spec if spec.slurm is not None else with_gate(spec) for spec in planned]
         to_target = any(s.training.target for s in specs)
         count = rounds_to_run(rounds, to_target=to_target)
         rule = measuring_rule(fixed=rounds is not None or to_target, measure_s=measure_s)
