@@ -33,6 +33,7 @@ PAGES = {
     "multiworker": DOCS / "multiworker.md",
     "tensor": DOCS / "strategies" / "tensor.md",
     "fsdp": DOCS / "strategies" / "fsdp.md",
+    "expert": DOCS / "strategies" / "expert.md",
 }
 
 pytestmark = pytest.mark.usefixtures("fake_machine")
@@ -104,7 +105,7 @@ def test_every_option_is_a_keyword_of_plan_a_flag_and_a_request_field():
 
 def test_strategies_sharing_an_option_agree_on_it():
     mesh = {r.name: next(o for o in r.options if o.name == "mesh") for r in option_owners("mesh")}
-    assert set(mesh) == {"tensor", "fsdp", "pipeline"}
+    assert set(mesh) == {"tensor", "fsdp", "pipeline", "expert"}
     assert mesh["pipeline"] is mesh["tensor"]  # a stage's sub-mesh is tensor's (data, model)
     assert mesh["tensor"].default == mesh["fsdp"].default is None
     assert "model axis" in mesh["tensor"].help and "data axis" in mesh["fsdp"].help

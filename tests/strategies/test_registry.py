@@ -94,4 +94,12 @@ def test_every_worker_class_and_projector_named_exists():
 
 
 def test_runnable_names_are_in_the_registrys_order():
-    assert runnable_names() == ("single", "data", "pipeline", "multiworker", "tensor", "fsdp")
+    assert runnable_names() == (
+        "single",
+        "data",
+        "pipeline",
+        "multiworker",
+        "tensor",
+        "fsdp",
+        "expert",
+    )

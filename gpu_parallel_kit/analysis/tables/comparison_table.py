@@ -131,12 +131,23 @@ CONVERGENCE_COLUMNS: tuple[str, ...] = (
     "epochs_to_target",
     "time_to_target_speedup",
 )
+# A mixture of experts under `expert` (strategies/expert.py): dense or dispatched experts, the
+# (token, expert) choices a dispatched run dropped of those routed (one global batch through the
+# trained model), and the expert matmuls' FLOPs per step against the dense bank's.
+EXPERT_COLUMNS: tuple[str, ...] = (
+    "experts",
+    "dropped_tokens",
+    "routed_tokens",
+    "expert_flops",
+    "dense_expert_flops",
+)
 # A projected row's band (analysis/cost_model/projected_compute.py): its step at high and low
 # efficiency.
 BAND_COLUMNS: tuple[str, ...] = ("step_time_low_s", "step_time_high_s")
 ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + AUTO_COLUMNS
 ALL_COLUMNS += MEMORY_COLUMNS
 ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + INTERVAL_COLUMNS + CONVERGENCE_COLUMNS
+ALL_COLUMNS += EXPERT_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -252,6 +263,7 @@ def _row(result: RunResult) -> dict[str, object]:
         and name not in INTERVAL_COLUMNS
         and name not in AUTO_COLUMNS
         and name not in PLAN_COLUMNS
+        and name not in EXPERT_COLUMNS
     }
     row.update(plan_cells(result))
     row["micro_batches_auto"] = auto_note(result.extra.get("microbatch_choice") or {})
@@ -273,6 +285,9 @@ def _row(result: RunResult) -> dict[str, object]:
         max((h for h in held if h is not None), default=None)
     )
     row.update(fullest_components(result))
+    experts = result.extra.get("experts") or {}
+    row["experts"] = experts.get("kind", "")
+    row.update({n: parse_number(experts.get(n)) for n in EXPERT_COLUMNS[1:]})
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
     row.update(interval_cells(result))
     # Not measured is not zero: the step's split into compute and communication is unknown.

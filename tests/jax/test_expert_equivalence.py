@@ -1,0 +1,109 @@
+"""`expert` on JAX trains the weights one device trains, to 1e-5, for a tiny Mixtral and a tiny
+Qwen3-MoE (4 experts, top 2) built from a config: the experts on 2 and 4 devices and on a
+(data 2, expert 2) mesh, dense (keras-hub's bank) and dispatched (the kit's all-to-all, with room
+for every token), and Qwen3-MoE under its own layout map too.
+
+Weights only here (`measure_comm=False`); the last tests measure a run's communication, its
+memory by part and its dropped tokens.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from tests.builders import largest_difference, saved_weights
+from tests.moe_models import BUILDERS, moe_tokens
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-5
+ROOMY = 2.0  # capacity_factor = experts ÷ top-k: every token fits, none is dropped
+PLANS = {
+    "expert-2": dict(devices=2),
+    "expert-4": dict(devices=4),
+    "expert-2x2": dict(devices=4, mesh=(2, 2)),
+    "dispatched-2": dict(devices=2, experts="dispatched", capacity_factor=ROOMY),
+    "dispatched-4": dict(devices=4, experts="dispatched", capacity_factor=ROOMY),
+    "dispatched-2x2": dict(devices=4, mesh=(2, 2), experts="dispatched", capacity_factor=ROOMY),
+    "own-2x2": dict(devices=4, mesh=(2, 2), layout_map="own"),
+}
+
+
+def _experiment(name: str, **settings) -> gpk.Experiment:
+    return gpk.Experiment(
+        BUILDERS[name],
+        moe_tokens(),
+        batch_size=16,
+        epochs=1,
+        steps_per_epoch=2,
+        backend="jax",
+        progress=False,
+        **{"measure_comm": False, **settings},
+    )
+
+
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def trained_alone(request, tmp_path_factory):
+    experiment = _experiment(request.param)
+    path = tmp_path_factory.mktemp(request.param) / "single.npz"
+    result = experiment.run("single", 1, save_weights=str(path))
+    assert result.ok, result.reason
+    return request.param, experiment, saved_weights(path)
+
+
+@pytest.mark.parametrize("plan", list(PLANS))
+def test_expert_trains_the_weights_of_one_device(trained_alone, plan, tmp_path):
+    name, experiment, reference = trained_alone
+    if plan.startswith("own") and name != "qwen3_moe":
+        pytest.skip("keras-hub's Mixtral has no get_layout_map")
+    path = tmp_path / f"{plan}.npz"
+    result = experiment.run("expert", **PLANS[plan], save_weights=str(path))
+    assert result.ok, f"{name} {plan}: {result.reason}"
+    assert largest_difference(saved_weights(path), reference) <= TOLERANCE, (name, plan)
+    experts = result.extra["experts"]
+    assert [b["experts"] for b in experts["banks"]] == [4, 4]
+    if experts["kind"] == "dispatched":
+        assert experts["dropped_tokens"] == 0 and experts["routed_tokens"] == 16 * 16 * 2 * 2
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """Mixtral's experts on 2 devices, dense and dispatched at capacity 1.0, measured."""
+    experiment = _experiment("mixtral", measure_comm=True)
+    return {
+        kind: experiment.run("expert", 2, experts=kind, capacity_factor=1.0)
+        for kind in ("dense", "dispatched")
+    }
+
+
+@pytest.mark.parametrize("kind", ["dense", "dispatched"])
+def test_the_communication_is_measured_and_counted_in_bytes(measured, kind):
+    result = measured[kind]
+    assert result.ok, result.reason
+    assert result.comm_bytes > 0 and result.extra["traffic_bytes_per_device"] > 0
+    assert result.extra.get("comm_measured", True)
+    timed = "standalone_all_to_all_s" if kind == "dispatched" else "standalone_all_reduce_s"
+    assert result.extra[timed] > 0  # below its noise, comm_time_s may be blank
+    if kind == "dispatched":
+        assert result.extra["experts"]["all_to_all_bytes"] > 0
+        assert "all-to-all" in result.extra["comm_method"]
+
+
+@pytest.mark.parametrize("kind", ["dense", "dispatched"])
+def test_each_device_holds_half_the_experts(measured, kind):
+    experts = measured[kind].extra["experts"]
+    held = experts["expert_bytes_per_device"]
+    assert len(held) == 2 and set(held.values()) == {experts["expert_bytes"] // 2}
+    parts = measured[kind].extra["memory"]["devices"]
+    assert all(p["params_bytes"] < measured[kind].extra["parameter_bytes"] for p in parts.values())
+
+
+def test_the_row_shows_dropped_tokens_and_the_flops_against_the_dense_bank(measured):
+    table = gpk.Comparison(list(measured.values())).table
+    dense, dispatched = (
+        table[table["experts"] == kind].iloc[0] for kind in ("dense", "dispatched")
+    )
+    assert dense["expert_flops"] == dense["dense_expert_flops"]
+    assert dispatched["expert_flops"] == pytest.approx(0.5 * dispatched["dense_expert_flops"])
+    assert 0 < dispatched["dropped_tokens"] < dispatched["routed_tokens"]

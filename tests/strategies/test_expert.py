@@ -1,0 +1,143 @@
+"""`expert` without a worker: its record, its refusals, and the pure rules that find a mixture of
+experts' banks by shape, place them, and count their work and traffic, on hand counts."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from gpu_parallel_kit.errors import GpkError
+from gpu_parallel_kit.sharding.experts import (
+    capacity_per_expert,
+    expert_layout,
+    expert_work,
+    find_banks,
+)
+from gpu_parallel_kit.sharding.layout import LayerInfo, VariableInfo
+from gpu_parallel_kit.sharding.traffic import tensor_traffic
+from gpu_parallel_kit.strategies import check_backend, options, strategy_record
+from tests.builders import small_data, small_mlp
+
+pytestmark = pytest.mark.usefixtures("fake_machine")
+WIDTH, FFN, EXPERTS, SEQUENCE = 8, 16, 4, 10
+
+
+def _variable(role: str, shape: tuple[int, ...]) -> VariableInfo:
+    return VariableInfo(f"block/{role}", shape, role)
+
+
+def _moe_block() -> LayerInfo:
+    """A keras-hub-like decoder block: attention, a router and a Mixtral-like bank of 4."""
+    variables = (
+        _variable("attention/query/kernel", (WIDTH, EXPERTS, 2)),  # 4 heads: as many as experts
+        _variable("attention/attention_output/kernel", (EXPERTS, 2, WIDTH)),
+        _variable("moe/router/kernel", (WIDTH, EXPERTS)),
+        _variable("moe/experts/gate", (EXPERTS, WIDTH, FFN)),
+        _variable("moe/experts/up", (EXPERTS, WIDTH, FFN)),
+        _variable("moe/experts/down", (EXPERTS, FFN, WIDTH)),
+        _variable("norm/scale", (WIDTH,)),
+    )
+    per_sample = SEQUENCE * WIDTH
+    return LayerInfo("block", "other", variables, None, per_sample, per_sample)
+
+
+def _experiment() -> gpk.Experiment:
+    return gpk.Experiment(small_mlp, small_data(), batch_size=32, backend="jax", progress=False)
+
+
+def test_tensorflow_refuses_expert_in_one_sentence_saying_what_to_use():
+    with pytest.raises(GpkError) as error:
+        check_backend("tensorflow", "expert")
+    message = str(error.value)
+    assert "strategy='expert' is not available on backend='tensorflow'" in message
+    assert "use backend='jax'" in message and message.count(". ") == 0
+
+
+def test_every_device_is_on_the_expert_axis_unless_a_mesh_says_otherwise():
+    exp = _experiment()
+    spec = exp.plan("expert", 4)
+    assert spec.mesh_shape == (1, 4)
+    assert (spec.experts, spec.capacity_factor) == ("dense", 1.25)
+    dispatched = exp.plan("expert", 4, mesh=(2, 2), experts="dispatched", capacity_factor=1.0)
+    assert dispatched.mesh_shape == (2, 2)
+    assert strategy_record("expert").label(dispatched) == "expert×4 mesh 2x2 dispatched c=1"
+
+
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        (dict(experts="sparse"), "experts='sparse' is not known; use experts='dense'"),
+        (dict(capacity_factor=0), "capacity_factor=0 must be a number above 0"),
+        (dict(capacity_factor="x"), "capacity_factor='x' is not a number like 1.25"),
+        (dict(mesh=(3, 2)), "mesh=(3, 2) holds 6 devices but the run has 4"),
+    ],
+)
+def test_a_bad_option_is_one_sentence_naming_it_and_the_fix(given, words):
+    with pytest.raises(GpkError) as error:
+        _experiment().plan("expert", 4, **given)
+    message = str(error.value)
+    assert words in message and message.replace("e.g. ", "").count(". ") == 0
+
+
+def test_its_options_reach_the_command_line_and_the_api():
+    names = {o.name: o for o in options()}
+    assert names["experts"].choices == ("dense", "dispatched")
+    assert names["capacity_factor"].type("1.5", "capacity_factor") == 1.5
+
+
+def test_a_bank_is_found_by_its_shapes_beside_its_router_not_its_attention():
+    (bank,) = find_banks([_moe_block()])
+    assert (bank.experts, bank.width, bank.tokens_per_sample) == (EXPERTS, WIDTH, SEQUENCE)
+    assert bank.router == "block/moe/router/kernel"
+    assert [k.role for k in bank.kernels] == [
+        "moe/experts/gate",
+        "moe/experts/up",
+        "moe/experts/down",
+    ]
+    assert bank.parameters_per_expert == 3 * WIDTH * FFN
+
+
+def test_a_dense_model_has_no_bank():
+    dense = LayerInfo("d", "dense", (_variable("kernel", (WIDTH, EXPERTS)),))
+    assert find_banks([dense]) == []
+
+
+def test_the_experts_go_on_the_expert_axis_and_everything_else_stays_whole():
+    block = _moe_block()
+    layout = expert_layout([block], find_banks([block]), 2)
+    axes = layout.axes_by_path()
+    for role in ("gate", "up", "down"):
+        assert axes[f"block/moe/experts/{role}"] == ("model", None, None)
+    assert axes["block/moe/router/kernel"] == (None, None)
+    assert axes["block/attention/query/kernel"] == (None, None, None)
+    # the dense bank: its output summed over the expert axis forward, its input's gradient back
+    assert [c.direction for c in layout.collectives] == ["forward", "backward"]
+    traffic = tensor_traffic(layout, 1, 4)
+    assert traffic.activation_bytes == 2 * 4 * SEQUENCE * WIDTH * 4
+
+
+def test_a_users_placement_wins_over_the_expert_rule():
+    block = _moe_block()
+    user = ((".*experts/down", (None, "model", None)),)
+    layout = expert_layout([block], find_banks([block]), 2, user)
+    assert layout.axes_by_path()["block/moe/experts/down"] == (None, "model", None)
+
+
+def test_dispatched_experts_move_tokens_by_all_to_all_and_sum_nothing():
+    block = _moe_block()
+    banks = find_banks([block])
+    assert expert_layout([block], banks, 2, dispatched=True).collectives == []
+    # 32 samples of 10 tokens on (1, 2): 160 tokens a device, 80 slots an expert at 1.0
+    work = expert_work(banks, 32, (1, 2), [2], 1.0)
+    assert work.ratio == pytest.approx(2 / EXPERTS)
+    assert work.dense_flops == 6 * 320 * EXPERTS * 3 * WIDTH * FFN
+    slots = capacity_per_expert(160, 2, EXPERTS, 1.0)
+    assert slots == 80
+    # four passes, half of each buffer leaving the device
+    assert work.all_to_all_bytes == 4 * (slots * EXPERTS * WIDTH * 4) // 2
+
+
+def test_capacity_rounds_up_and_never_exceeds_the_tokens():
+    assert capacity_per_expert(64, 2, 4, 1.25) == 40
+    assert capacity_per_expert(10, 2, 4, 1.0) == 5
+    assert capacity_per_expert(10, 2, 4, 100.0) == 10
