@@ -31,6 +31,7 @@ _PART_WORDS = {
     "launches": "kernel launches (the small kernels' launch floor)",
     "comm:tensor": "tensor all-reduces",
     "comm:context": "context ring's sends not hidden by attention",
+    "comm:expert": "experts' all-to-alls",
     "comm:data": "exposed gradient all-reduce",
     "comm:stages": "sends between stages",
     "bubble": "pipeline bubble",
@@ -59,6 +60,7 @@ def plan_text(row: Row) -> str:
     parallel, checkpointing selective"."""
     text = " × ".join(f"{axis} {row[axis]}" for axis in AXES)
     text += f" × context {row['context']}" if row.get("context", 1) > 1 else ""
+    text += f" × expert {row['expert']}" if row.get("expert", 1) > 1 else ""
     text += f", {row['sharding']}" if row["sharding"] != "none" else ""
     text += f", micro-batch {row['micro_batch_size']} × {row['micro_batches']}"
     if row["stages"] > 1:
@@ -159,6 +161,8 @@ def _what_made_it_win(
          "split by tensor)"),
         ("checkpointing", NONE, "Selective recomputation (the attention core run again)"),
         ("context", 1, "The context axis (each sample's tokens over a ring)"),
+        ("expert", 1, "The expert axis (each device holding its share of every block's "
+         "experts)"),
     )  # fmt: skip
     for field, other, words in alternatives:
         if best.get(field, other) in (other, False, NONE, FULL):

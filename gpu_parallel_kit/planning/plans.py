@@ -137,6 +137,8 @@ class Plans:
         shown["attention"] = top["attention"]
         shown["seq. parallel"] = top["sequence_parallel"].map({True: "yes", False: ""})
         shown["context"] = top["context"]
+        if self.card.has_experts:
+            shown["expert"] = top["expert"]
         shown["recompute"] = top["checkpointing"]
         shown["step"] = top["step_time_s"].map(seconds)
         shown["MFU"] = top["mfu"].map("{:.0%}".format)

@@ -1,5 +1,7 @@
 """One sample's training step counted for a plan search: in a short child on the JAX server
-(`worker/jax/plan_count.py`), shown as it goes, and kept, so the next search is instant.
+(`worker/jax/plan_count.py`), shown as it goes, and kept, so the next search is instant. A
+second short child reads a mixture of experts' routing and expert banks
+(`worker/expert_banks.py`); a count kept from before they were read plans as dense.
 
 A count is kept as a small JSON file in the user's cache folder
 (`runs/processes/cache_folder.py`: `$GPK_CACHE_DIR`, else `$XDG_CACHE_HOME/gpu_parallel_kit`,
@@ -27,6 +29,8 @@ from ..runs.processes.progress_bars import in_widget
 # The counting child's entry point, named as text: the caller never imports the worker
 # (tests/planning/test_step_count.py checks that it exists).
 PLAN_COUNT_ENTRY = "gpu_parallel_kit.worker.jax.plan_count:count_for_plans"
+# The child that reads a mixture of experts' routing and banks off the model, weights deferred.
+EXPERTS_ENTRY = "gpu_parallel_kit.worker.expert_banks:read_experts"
 COUNT_TIMEOUT_S = 3600.0  # GPT-3 175 B takes about 3 min on two cores; a larger model longer
 POLL_S = 0.5
 _counted: dict[str, dict[str, Any]] = {}  # this process's counts: a second search reads no file
@@ -112,7 +116,8 @@ def _count_in_child(
             succeeded, answer = message
             if not succeeded:
                 raise GpkError(f"the step of {source.name} could not be counted: {answer}")
-            return answer
+            shown.phase("reading its experts")
+            return {**answer, "experts": _read_in_child(source, EXPERTS_ENTRY)}
     except EOFError:
         raise GpkError(
             f"the process counting the step of {source.name} ended without answering; the "
@@ -122,6 +127,27 @@ def _count_in_child(
         shown.close()
         receiver.close()
         stop_child(process)
+
+
+def _read_in_child(source: ModelSource, entry: str) -> dict[str, Any]:
+    """What a short JAX child answers of the model (`entry(source, sender)`), one sentence
+    where it fails."""
+    from ..runs.processes.child_process import start_child, stop_child
+
+    process, receiver = start_child(entry, source, backend="jax")
+    try:
+        succeeded, answer = receiver.recv()
+    except EOFError:
+        raise GpkError(
+            f"the process reading {source.name}'s experts ended without answering; the machine "
+            "may be out of memory"
+        ) from None
+    finally:
+        receiver.close()
+        stop_child(process)
+    if not succeeded:
+        raise GpkError(f"the experts of {source.name} could not be read: {answer}")
+    return answer
 
 
 class _Shown:

@@ -50,7 +50,7 @@ def _replay(row: dict[str, Any], card: ModelCard, link: Any) -> None:
     stages, micro, chunks = row["stages"], row["micro_batches"], row["virtual_stages"]
     schedule = build_schedule(row["schedule"], stages, micro, chunks)
     # The busiest device's work in the whole step; each other stage's in proportion to its FLOPs.
-    busy = row["compute_s"] + row["comm:tensor_s"] + row["comm:context_s"]
+    busy = row["compute_s"] + row["comm:tensor_s"] + row["comm:context_s"] + row["comm:expert_s"]
     loads = stage_flops(card, Plan(**{f.name: row[f.name] for f in fields(Plan)}))
     # Chunk-stage c runs on device c mod K: a forward of one chunk and micro-batch there.
     per_task = [

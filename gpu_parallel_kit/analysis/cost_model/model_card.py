@@ -5,6 +5,11 @@ The card holds the count's parameters and FLOPs per sample, the structure the mo
 user gives), the activations one block keeps (the mean of the count's blocks) and the kernels
 one block launches (the compiled step's). What a block keeps on one of `tensor` devices follows
 Korthikanti et al. (2022); docs/planning.md gives the formulas and sources.
+
+A mixture of experts' card holds the FLOPs of its active parameters: keras-hub's expert banks
+are dense (every expert computes every token, the router's top-k only weighting the outputs), so
+the count's FLOPs and kept activations of the banks are scaled by top-k ÷ experts, as a training
+run that dispatches each token to its top-k experts computes and keeps them.
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ SOFTMAX_FLOPS = 5.0
 FLASH, AS_WRITTEN = "flash", "as-written"
 ATTENTIONS = (FLASH, AS_WRITTEN)
 SELECTIVE = "selective"  # checkpointing that recomputes the attention core only
+# Slots each expert keeps over its even share of the tokens (Fedus et al. 2021; Megatron-Core's
+# `moe_expert_capacity_factor`): the busiest expert's tokens bound a dispatched step.
+CAPACITY_FACTOR = 1.25
+# FLOPs of one weight for one token, forward and backward: 2 in the forward's multiply-add,
+# 4 in the backward's two (Kaplan et al. 2020's 6·N per token).
+TRAINING_FLOPS_PER_WEIGHT = 6.0
 
 
 class NotATransformer(GpkError):
@@ -63,6 +74,11 @@ class ModelCard:
             count found them in the trace (None: Korthikanti et al.'s 5·a·s² at 16 bits).
         block_parameters, block_flops: one block's parameters and FLOPs per sample (a count
             by depth's slope; None: what the embedding and the head leave of the whole).
+        experts: a mixture of experts' experts per block (0: a dense model).
+        top_k: the experts each token is routed to.
+        expert_parameters: every block's expert weights, all experts (in `parameters` too).
+        capacity_factor: slots per expert over its even share of the tokens; the busiest
+            expert's tokens bound the step of a plan with an expert axis.
     """
 
     parameters: float
@@ -80,9 +96,23 @@ class ModelCard:
     attention_scores_bytes: float | None = None
     block_parameters: float | None = None
     block_flops: float | None = None
+    experts: int = 0
+    top_k: int = 0
+    expert_parameters: float = 0.0
+    capacity_factor: float = CAPACITY_FACTOR
 
     def __post_init__(self) -> None:
         state_bytes(self.optimizer, self.precision)  # one sentence for an unknown name
+        if self.experts and not 1 <= self.top_k <= self.experts:
+            raise GpkError(
+                f"top_k={self.top_k} is not between 1 and the {self.experts} experts; give the "
+                "experts each token is routed to, e.g. 2 for Mixtral"
+            )
+        if self.experts and not self.capacity_factor >= 1:
+            raise GpkError(
+                f"capacity_factor={self.capacity_factor} is below 1; give at least 1, e.g. "
+                f"{CAPACITY_FACTOR}"
+            )
         if self.kv_heads is not None and (self.kv_heads < 1 or self.heads % self.kv_heads):
             raise GpkError(
                 f"kv_heads={self.kv_heads} does not divide heads={self.heads}; give a divisor "
@@ -93,6 +123,39 @@ class ModelCard:
                 f"kernels_per_block={self.kernels_per_block} must be above 0; e.g. "
                 f"{KERNELS_PER_BLOCK:g}, Megatron-LM's fused block"
             )
+
+    @property
+    def has_experts(self) -> bool:
+        """Whether the model is a mixture of experts, whose plans get an expert axis."""
+        return self.experts > 1
+
+    @property
+    def active_parameters(self) -> float:
+        """The weights one token goes through: every parameter but the experts it is not
+        routed to."""
+        if not self.has_experts:
+            return self.parameters
+        return self.parameters - self.expert_parameters * (1 - self.top_k / self.experts)
+
+    @property
+    def block_expert_parameters(self) -> float:
+        """One block's expert weights, all its experts."""
+        return self.expert_parameters / self.layers
+
+    @property
+    def block_expert_flops(self) -> float:
+        """What one block's routed experts compute per sample, forward and backward: 6 FLOPs a
+        weight and token for the top-k of its experts."""
+        if not self.has_experts:
+            return 0.0
+        routed = self.block_expert_parameters * self.top_k / self.experts
+        return TRAINING_FLOPS_PER_WEIGHT * self.sequence * routed
+
+    @property
+    def routed_bytes(self) -> float:
+        """One sample's tokens sent to their experts by one all-to-all: s·h·top-k values at the
+        activations' width."""
+        return self.state.activation * self.sequence * self.hidden * self.top_k
 
     @functools.cached_property
     def state(self) -> StateBytes:
@@ -201,8 +264,10 @@ class ModelCard:
 
     def update_bytes(self, plan: Plan) -> float:
         """Bytes the optimizer's update moves on one device once a step: the optimizer state of
-        its slice read and written, that slice's gradients read and weights written."""
-        shard = self.parameters / (plan.tensor * plan.stages)
+        its slice read and written, that slice's gradients read and weights written (its
+        experts divided by the expert axis)."""
+        held = self.parameters - self.expert_parameters * (1 - 1 / plan.expert)
+        shard = held / (plan.tensor * plan.stages)
         slice_ = shard / (plan.data if SHARDED_BY_DATA[plan.sharding][2] else 1)
         return slice_ * (2 * self.state.optimizer + self.state.grads + self.state.params)
 
@@ -244,14 +309,16 @@ def model_card(
     layers, width, attention_heads = (whole_number(figures[k], k) for k in STRUCTURE)
     sequence = whole_number(sequence, "sequence")
     per_block = count.get("per_block") or {}
+    routed = routed_experts(count.get("experts") or {}, layers, sequence, precision)
+    block_flops = per_block.get("flops")
     return ModelCard(
         parameters=float(count["parameters"]),
         layers=layers,
         hidden=width,
         heads=attention_heads,
         sequence=sequence,
-        flops_per_sample=float(count["flops"]),
-        activation_bytes=block_activations(count, layers),
+        flops_per_sample=float(count["flops"]) - routed.flops_saved * layers,
+        activation_bytes=block_activations(count, layers) - routed.kept_saved,
         precision=precision,
         optimizer=optimizer,
         kernels_per_block=block_kernels(count, layers),
@@ -259,8 +326,42 @@ def model_card(
         vocabulary=said.get("vocabulary") or 0,
         attention_scores_bytes=block_scores(count, layers),
         block_parameters=per_block.get("parameters"),
-        block_flops=per_block.get("flops"),
+        block_flops=None if block_flops is None else block_flops - routed.flops_saved,
+        experts=routed.experts,
+        top_k=routed.top_k,
+        expert_parameters=routed.parameters,
     )
+
+
+@dataclass(frozen=True)
+class RoutedExperts:
+    """A mixture of experts as the count read it, and what its dense banks counted beyond
+    dispatched training, per block and sample."""
+
+    experts: int = 0
+    top_k: int = 0
+    parameters: float = 0.0  # every block's expert weights
+    flops_saved: float = 0.0  # the dense banks' FLOPs on the experts a token skips
+    kept_saved: float = 0.0  # their kept outputs beyond the top-k's, at the capacity factor
+
+
+def routed_experts(
+    found: dict[str, Any], blocks: int, sequence: int, precision: str
+) -> RoutedExperts:
+    """The count's experts (`worker/expert_banks.py`: "experts", "top_k", "expert_parameters",
+    "expert_outputs") and what its dense banks did beyond top-k ÷ experts of them: each weight's
+    6 FLOPs a token on the experts not routed to, and each stacked matmul's output for E − c·k
+    of the E experts (c the capacity factor); nothing for a dense model."""
+    experts, top_k = int(found.get("experts") or 0), int(found.get("top_k") or 0)
+    if experts < 2:
+        return RoutedExperts()
+    skipped = 1 - top_k / experts
+    parameters = float(found.get("expert_parameters") or 0.0)
+    flops = TRAINING_FLOPS_PER_WEIGHT * sequence * parameters / blocks * skipped
+    outputs = float(found.get("expert_outputs") or 0.0) / blocks  # one expert's, a token
+    width = state_bytes("sgd", precision).activation
+    kept = width * sequence * outputs * max(0.0, experts - CAPACITY_FACTOR * top_k)
+    return RoutedExperts(experts, top_k, parameters, flops, kept)
 
 
 def block_scores(count: dict[str, Any], blocks: int) -> float | None:

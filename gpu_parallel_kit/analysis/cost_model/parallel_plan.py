@@ -3,7 +3,10 @@
 A plan splits the cluster's GPUs into data × tensor × pipeline axes and says how the model states
 are sharded over the data axis (none, ZeRO's zero-1 and zero-2, or fsdp), how a replica's batch
 is cut into micro-batches, which schedule runs the pipeline and whether the blocks are
-recomputed. Its memory is `parallel_plan_memory.py`'s, its step `parallel_plan_step_time.py`'s.
+recomputed. A mixture of experts' plans add an expert axis inside the data axis: each expert
+group of the data replicas holds experts ÷ expert of every block's experts (Megatron-Core's
+expert parallelism). Its memory is `parallel_plan_memory.py`'s, its step
+`parallel_plan_step_time.py`'s.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Plan:
     sequence_parallel: bool = False  # layer norms and dropouts split by tensor (Korthikanti)
     context: int = 1  # each sample's tokens split over a ring passing K and V (ring attention)
     stage_blocks: tuple[int, ...] = ()  # blocks per stage; (): balanced by counted time
+    expert: int = 1  # data replicas sharing a block's experts, each holding experts ÷ expert
 
 
 def plans(
@@ -58,7 +62,8 @@ def plans(
 
     Stages need not divide the blocks (`stage_split.py` balances them); sequence parallelism
     is offered with a tensor axis, selective checkpointing where attention keeps its scores,
-    and a context axis where a sample has `LONG_SEQUENCE` tokens or more.
+    and a context axis where a sample has `LONG_SEQUENCE` tokens or more; a mixture of experts
+    gets an expert axis of each size that divides both its experts and the data axis.
 
     Args:
         card: the model's counted figures.
@@ -80,7 +85,11 @@ def plans(
             if global_batch % data:
                 continue
             replica = global_batch // data
-            for size in (s for s in _divisors(replica) if s & (s - 1) == 0):
+            shapes = itertools.product(
+                _expert_axes(card, data),
+                (s for s in _divisors(replica) if s & (s - 1) == 0),
+            )
+            for expert, size in shapes:
                 micro_batches = replica // size
                 for schedule in _schedules(card, stages, micro_batches):
                     even = schedule.chunks > 1
@@ -102,6 +111,7 @@ def plans(
                                     sequence_parallel=split_norms,
                                     context=context,
                                     stage_blocks=blocks,
+                                    expert=expert,
                                 )
 
 
@@ -133,6 +143,14 @@ def _contexts(card: ModelCard, rest: int) -> Iterator[int]:
         if rest % context == 0 and card.sequence % (2 * context) == 0:
             yield context
         context *= 2
+
+
+def _expert_axes(card: ModelCard, data: int) -> tuple[int, ...]:
+    """Expert axes for `data` replicas: 1, and for a mixture of experts every size above 1
+    that divides both its experts and the replicas."""
+    if not card.has_experts:
+        return (1,)
+    return (1, *(e for e in _divisors(card.experts)[1:] if data % e == 0))
 
 
 class _Schedule(NamedTuple):

@@ -6,7 +6,9 @@ gradients too by zero-2, everything by fsdp) for the parameters of each stage
 (`stage_split.py`: its blocks, the embedding on the first, the head on the last, and K and V's
 copies where the tensor axis outgrows their heads); the activations are what each block keeps
 (`ModelCard.kept_bytes`, Korthikanti et al.) for the micro-batches the stage holds in flight,
-divided by the context axis. docs/planning.md gives the formulas and sources.
+divided by the context axis. A mixture of experts' expert weights, and their gradients and
+optimizer state, are further divided by the expert axis, and ZeRO shards them over the replicas
+that hold the same experts. docs/planning.md gives the formulas and sources.
 """
 
 from __future__ import annotations
@@ -49,9 +51,21 @@ def plan_split(card: ModelCard, plan: Plan) -> StageSplit:
 
 
 def device_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
-    """One device's parameters on `stage`: the stage's split by tensor, and K and V's copies."""
+    """One device's parameters on `stage`: the stage's split by tensor, its experts further by
+    the expert axis, and K and V's copies."""
     copies = card.key_value_parameters * card.key_value_copies(plan.tensor)
-    return split.parameters[stage] / plan.tensor + split.blocks[stage] * copies
+    experts = expert_parameters(card, plan, split, stage)
+    return split.parameters[stage] / plan.tensor + split.blocks[stage] * copies - experts
+
+
+def expert_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """What the expert axis takes off one device of `stage`: the share of its blocks' expert
+    weights (split by tensor) that the other devices of its expert group hold; 0 for a
+    dense model or an expert axis of one."""
+    if plan.expert == 1:
+        return 0.0
+    held = split.blocks[stage] * card.block_expert_parameters / plan.tensor
+    return held * (1 - 1 / plan.expert)
 
 
 def _stage_memory(
@@ -67,6 +81,13 @@ def _stage_memory(
     replicas = plan.data * plan.context  # ZeRO shards over every copy of the weights
     parameters = split.parameters[stage] / plan.tensor + split.blocks[stage] * copies
     states = model_state_bytes(parameters, card.state, replicas, 1, 1, plan.sharding)
+    if plan.expert > 1:  # the experts a device keeps, sharded over the fewer copies of them
+        experts = split.blocks[stage] * card.block_expert_parameters / plan.tensor
+        dense = model_state_bytes(parameters - experts, card.state, replicas, 1, 1, plan.sharding)
+        held = model_state_bytes(
+            experts / plan.expert, card.state, replicas // plan.expert, 1, 1, plan.sharding
+        )
+        states = {part: dense[part] + held[part] for part in states}
     batch = plan.micro_batch_size / plan.context
     activations = (kept * split.blocks[stage] * _in_flight(plan, stage) + rebuilt) * batch
     if stage == plan.stages - 1:  # the logits the loss keeps, split by tensor as Megatron's

@@ -2,7 +2,9 @@
 
 Compute is on the roofline (`roofline.py`'s max(flops / peak, bytes / bandwidth) / efficiency,
 floored by kernels · launch); each axis's collectives are timed on the link `cluster.links()`
-places them on; a pipeline adds its schedule's bubble and the sends of its fill and drain.
+places them on; a pipeline adds its schedule's bubble and the sends of its fill and drain. An
+expert axis adds its all-to-alls (each block's tokens to their experts and back, forward and
+backward) and the busiest expert's share of the tokens, the capacity factor over an even one.
 docs/planning.md gives the formulas and sources.
 """
 
@@ -17,7 +19,7 @@ from .hardware_presets import Interconnect
 from .matmul_efficiency import FITTED, MatmulEfficiency
 from .model_card import FLASH, SELECTIVE, ModelCard
 from .parallel_plan import FULL, Plan
-from .parallel_plan_memory import device_parameters, plan_split
+from .parallel_plan_memory import device_parameters, expert_parameters, plan_split
 from .roofline import LAUNCH_S, Efficiency
 from .stage_split import StageSplit
 from .step_time_model import ring_all_reduce_s
@@ -25,7 +27,15 @@ from .training_precision import training_precision
 
 # The compute part's three terms (`step_time`), and the bound each names when it rules.
 COMPUTE_TERMS = {"flops": "compute", "memory-bandwidth": "memory-bandwidth", "launches": "launches"}
-PARTS = ("compute", "comm:tensor", "comm:context", "comm:data", "comm:stages", "bubble")
+PARTS = (
+    "compute",
+    "comm:tensor",
+    "comm:context",
+    "comm:expert",
+    "comm:data",
+    "comm:stages",
+    "bubble",
+)
 
 
 def step_time(
@@ -51,7 +61,14 @@ def step_time(
     terms = _compute_terms(card, plan, cluster, split, busiest, flops / peak)
     blocks = split.blocks[busiest]
     tensor_s = _tensor_comm_s(card, plan, links["tensor"], blocks)
-    data_s = _data_comm_s(card, plan, links["data"], device_parameters(card, plan, split, 0))
+    shard = device_parameters(card, plan, split, 0)
+    data_s = _data_comm_s(card, plan, links["data"], shard)
+    if plan.expert > 1:  # the experts' gradients reduce over the replicas holding them alone
+        held = expert_parameters(card, plan, split, 0) / (plan.expert - 1)
+        data_s = _data_comm_s(card, plan, links["data"], shard - held) + _data_comm_s(
+            card, plan, links["data"], held, plan.expert
+        )
+    expert_s = _expert_comm_s(card, plan, _expert_link(cluster, plan), blocks)
     sends_s = _stage_sends_s(card, plan, links["stages"])
     context_link = _context_link(cluster, plan)
     bubble = _bubble(
@@ -66,7 +83,7 @@ def step_time(
         share = efficiency.at(end)
         compute = max(terms["flops"] / share, terms["memory-bandwidth"] / share, terms["launches"])
         context_s = _context_comm_s(card, plan, context_link, blocks, peak * share)
-        busy = compute + tensor_s + context_s
+        busy = compute + tensor_s + context_s + expert_s
         idle = busy * bubble / (1 - bubble)
         # The gradients' collectives overlap the backward (about 2/3 of the compute).
         exposed = max(0.0, data_s - 2 / 3 * compute) if plan.sharding != "fsdp" else data_s
@@ -76,6 +93,7 @@ def step_time(
                 "compute": compute,
                 "comm:tensor": tensor_s,
                 "comm:context": context_s,
+                "comm:expert": expert_s,
                 "comm:data": exposed,
                 "comm:stages": sends_s,
                 "bubble": idle,
@@ -106,8 +124,9 @@ def stage_flops(
 
     A stage's counted FLOPs split by tensor and context; on each block, what the plan computes
     again: full checkpointing its forward, selective its attention core, a fused attention's
-    backward its QKᵀ and softmax; and K and V's projections on the copies a tensor axis beyond
-    their heads keeps (6·s FLOPs per weight, a sample).
+    backward its QKᵀ and softmax; K and V's projections on the copies a tensor axis beyond
+    their heads keeps (6·s FLOPs per weight, a sample); and under an expert axis, the busiest
+    expert's tokens over an even share (the capacity factor) on each block's routed experts.
     """
     split = split or plan_split(card, plan)
     again = 0.0
@@ -117,6 +136,8 @@ def stage_flops(
         again += card.flash_recompute_flops
     elif plan.checkpointing == SELECTIVE:
         again += card.attention_core_flops
+    if plan.expert > 1:
+        again += card.block_expert_flops * (card.capacity_factor - 1)
     copies = 6.0 * card.sequence * card.key_value_parameters * card.key_value_copies(plan.tensor)
     ways = plan.tensor * plan.context
     return {
@@ -206,14 +227,39 @@ def _context_comm_s(
     return max(0.0, ring - hidden) * blocks * plan.micro_batches
 
 
-def _data_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None, shard: float) -> float:
+def _data_comm_s(
+    card: ModelCard, plan: Plan, link: Interconnect | None, shard: float, expert: int = 1
+) -> float:
     """The gradients' all-reduce (or reduce-scatter and all-gather, the same bytes) over the
-    data and context axes, and fsdp's gathers on top: 1.5 times the bytes."""
+    data and context axes (over their replicas ÷ `expert` for weights an expert axis divides),
+    and fsdp's gathers on top: 1.5 times the bytes."""
     if link is None:
         return 0.0
     grads = shard * card.state.grads
     factor = 1.5 if plan.sharding == "fsdp" else 1.0
-    return factor * ring_all_reduce_s(grads, plan.data * plan.context, link)
+    return factor * ring_all_reduce_s(grads, plan.data * plan.context // expert, link)
+
+
+def _expert_link(cluster: GPUCluster, plan: Plan) -> Interconnect | None:
+    """The link an expert group's all-to-alls cross: its ranks sit next to the tensor and
+    context groups' (Megatron-Core orders tensor, context, expert, data), so inside a node
+    while tensor × context × expert fits one."""
+    if plan.expert == 1:
+        return None
+    group = plan.tensor * plan.context * plan.expert
+    return cluster.inside if group <= cluster.per_node else cluster.between
+
+
+def _expert_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None, blocks: int) -> float:
+    """Each block's four all-to-alls per micro-batch (its tokens to their top-k experts and
+    back, forward and backward alike), for the stage's blocks and every micro-batch: of a
+    device's s·h·top-k values, (e−1)/e leave it, in e−1 messages."""
+    if link is None:
+        return 0.0
+    routed = card.routed_bytes * plan.micro_batch_size / (plan.tensor * plan.context)
+    leaving = routed * (plan.expert - 1) / plan.expert
+    one = link.latency_s * (plan.expert - 1) + leaving / link.bandwidth_bytes_s
+    return 4 * one * blocks * plan.micro_batches
 
 
 def _stage_sends_s(card: ModelCard, plan: Plan, link: Interconnect | None) -> float:
