@@ -146,8 +146,8 @@ EXPERT_COLUMNS: tuple[str, ...] = (
 BAND_COLUMNS: tuple[str, ...] = ("step_time_low_s", "step_time_high_s")
 ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + AUTO_COLUMNS
 ALL_COLUMNS += MEMORY_COLUMNS
-ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + INTERVAL_COLUMNS + CONVERGENCE_COLUMNS
-ALL_COLUMNS += EXPERT_COLUMNS
+ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + EXPERT_COLUMNS
+ALL_COLUMNS += INTERVAL_COLUMNS + CONVERGENCE_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.

@@ -55,6 +55,7 @@ def test_columns_come_in_contract_order_then_extras():
         "activations_bytes", "compute_time_s", "effective_bandwidth_bytes_s",
         "comm_noise_s",
         "comm_below_noise", "comm_measured", "step_time_low_s", "step_time_high_s",
+        "experts", "dropped_tokens", "routed_tokens", "expert_flops", "dense_expert_flops",
         "rounds", "measured_until", "measure_needs_s", "step_time_ci_low_s",
         "step_time_ci_high_s", "speedup_ci_low", "speedup_ci_high", "above_ideal",
         "learning_rate", "lr_scaling", "lr_factor", "warmup_epochs", "target", "target_reached",
