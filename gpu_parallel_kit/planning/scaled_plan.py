@@ -166,6 +166,7 @@ def scale_plan(
         shape["checkpointing"] = NO_CHECKPOINTING
     # The layers here run as the model computes them: no sequence split, the model's attention.
     shape["context"], shape["sequence_parallel"], shape["stage_blocks"] = 1, False, ()
+    shape["expert"] = 1  # the experts stay whole on each replica: their axis runs as data
     offered = [name for name in record.worker_classes if _shards(name) or MESH not in options]
     backend_here = backend if backend in offered else offered[0]
     searched = data * fields_["micro_batches"] * fields_["micro_batch_size"]
@@ -180,6 +181,7 @@ def scale_plan(
         (batching, fields_["micro_batches"], micro_batches),
         ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
         ("context", fields_["context"], 1),
+        ("expert", fields_["expert"], 1),
         ("backend", backend, backend_here),
     )
     if fields_["sequence_parallel"] and tensor_here > 1:

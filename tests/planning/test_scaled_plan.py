@@ -205,3 +205,12 @@ def test_what_a_plan_runs_that_the_devices_here_do_not_is_said():
     # A plan written before these fields took defaults is read with the defaults.
     old = {k: v for k, v in plan().items() if k not in ("attention", "context", "stage_blocks")}
     assert scale_plan(old, 8, 16, "jax", 12, 8).shape["context"] == 1
+
+
+def test_a_plans_expert_axis_is_said_to_run_as_data_here():
+    shape = scale_plan(plan(data=8, expert=4), 8, 16, "jax", 12, 8)
+    assert shape.shape["expert"] == 1 and shape.shape["data"] == 8
+    assert "expert 4 -> 1" in shape.scaled
+    # A plan written before the expert axis reads as one of 1.
+    old = {k: v for k, v in plan().items() if k != "expert"}
+    assert scale_plan(old, 8, 16, "jax", 12, 8).shape["expert"] == 1
