@@ -15,7 +15,7 @@ SIZE = dict(num_layers=2, hidden_dim=32, num_query_heads=4, num_key_value_heads=
 INPUTS = ("token_ids", "padding_mask")
 
 
-def mixtral():
+def mixtral(router_aux_loss_coef: float = 0.02):
     import keras_hub
 
     backbone = keras_hub.models.MixtralBackbone(
@@ -24,9 +24,15 @@ def mixtral():
         num_experts=EXPERTS,
         top_k=TOP_K,
         sliding_window=8,
+        router_aux_loss_coef=router_aux_loss_coef,
         **SIZE,
     )
     return _classifier(backbone, INPUTS)
+
+
+def mixtral_without_router_loss():
+    """Mixtral without its load-balancing loss: the weights it trains show what the loss moves."""
+    return mixtral(router_aux_loss_coef=0.0)
 
 
 def qwen3_moe():
@@ -52,4 +58,11 @@ def moe_tokens(samples: int = 64, seed: int = 0):
     return tokens("mixtral", samples, seed)
 
 
-__all__ = ["BUILDERS", "SEQUENCE", "mixtral", "moe_tokens", "qwen3_moe"]
+__all__ = [
+    "BUILDERS",
+    "SEQUENCE",
+    "mixtral",
+    "mixtral_without_router_loss",
+    "moe_tokens",
+    "qwen3_moe",
+]

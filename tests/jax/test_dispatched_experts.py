@@ -13,6 +13,8 @@ import pytest
 
 from .json_child import run_json_script
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = r"""
 import os, json
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"

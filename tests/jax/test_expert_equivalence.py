@@ -3,8 +3,10 @@ Qwen3-MoE (4 experts, top 2) built from a config: the experts on 2 and 4 devices
 (data 2, expert 2) mesh, dense (keras-hub's bank) and dispatched (the kit's all-to-all, with room
 for every token), and Qwen3-MoE under its own layout map too.
 
-Weights only here (`measure_comm=False`); the last tests measure a run's communication, its
-memory by part and its dropped tokens.
+A pipeline of either model trains one device's weights too, and the router's load-balancing loss
+is shown to move the weights beyond the tolerance, so every equality here shows it kept. Weights
+only (`measure_comm=False`) but for the tests that measure a run's communication, its memory by
+part and its dropped tokens; a model `expert` cannot split is refused in one sentence.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from tests.builders import largest_difference, saved_weights
-from tests.moe_models import BUILDERS, moe_tokens
+from tests.moe_models import BUILDERS, mixtral_without_router_loss, moe_tokens
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +69,33 @@ def test_expert_trains_the_weights_of_one_device(trained_alone, plan, tmp_path):
         assert experts["dropped_tokens"] == 0 and experts["routed_tokens"] == 16 * 16 * 2 * 2
 
 
+def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
+    trained_alone, tmp_path
+):
+    """The kit's JAX stages cut the MoE blocks whole, each stage keeping its router's loss."""
+    name, experiment, reference = trained_alone
+    path = tmp_path / "pipeline.npz"
+    result = experiment.run("pipeline", 2, save_weights=str(path))
+    assert result.ok, f"{name} pipeline: {result.reason}"
+    assert largest_difference(saved_weights(path), reference) <= TOLERANCE, name
+
+
+def test_the_router_loss_moves_the_weights_so_the_equalities_show_it_kept(tmp_path):
+    """Without its load-balancing loss Mixtral trains other weights than with it, beyond the
+    tolerance: so a dispatched or pipelined run that dropped the loss could not pass above."""
+    runs = {}
+    for name, builder in (("with", BUILDERS["mixtral"]), ("without", mixtral_without_router_loss)):
+        experiment = gpk.Experiment(
+            builder, moe_tokens(), batch_size=16, steps_per_epoch=2, backend="jax",
+            progress=False, measure_comm=False,
+        )  # fmt: skip
+        path = tmp_path / f"{name}.npz"
+        assert experiment.run("expert", 2, experts="dispatched", capacity_factor=ROOMY,
+                              save_weights=str(path)).ok  # fmt: skip
+        runs[name] = saved_weights(path)
+    assert largest_difference(runs["with"], runs["without"]) > 10 * TOLERANCE
+
+
 @pytest.fixture(scope="module")
 def measured():
     """Mixtral's experts on 2 devices, dense and dispatched at capacity 1.0, measured."""
@@ -107,3 +136,27 @@ def test_the_row_shows_dropped_tokens_and_the_flops_against_the_dense_bank(measu
     assert dense["expert_flops"] == dense["dense_expert_flops"]
     assert dispatched["expert_flops"] == pytest.approx(0.5 * dispatched["dense_expert_flops"])
     assert 0 < dispatched["dropped_tokens"] < dispatched["routed_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "devices", "words"),
+    [
+        ("mlp", "tabular", 2, "found no mixture-of-experts block in the model"),
+        (BUILDERS["mixtral"], moe_tokens(), 3, "the expert axis of 3 devices does not divide"),
+    ],
+    ids=["dense-model", "indivisible-experts"],
+)
+def test_a_model_expert_cannot_split_is_refused_in_one_sentence(model, data, devices, words):
+    experiment = gpk.Experiment(
+        model,
+        data,
+        batch_size=24,
+        steps_per_epoch=1,
+        backend="jax",
+        progress=False,
+        measure_comm=False,
+    )
+    result = experiment.run("expert", devices)
+    assert not result.ok and words in result.reason
+    sentence = result.reason.splitlines()[0] if "\n" in result.reason else result.reason
+    assert sentence.replace("e.g. ", "").count(". ") == 0
