@@ -1,12 +1,14 @@
 """`gpk.search` on a Mixtral-8×7B-sized mixture of experts at 4,096 tokens on 8 nodes of 8 H100s.
 
-    python benchmarks/search_mixtral.py [--nodes 8] [--batch 256] [--sequence 4096]
+    python benchmarks/search_mixtral.py [--nodes 8] [--batch 256] [--sequence 4096] [--store]
 
 Builds keras-hub's `MixtralBackbone` at Mixtral 8×7B's shape (32 blocks of width 4,096, 32 heads,
 8 KV heads, FFN 14,336, 8 experts, top-2, a 32,000-token vocabulary), counts one sample by depth,
 and prints the count's FLOPs per token against 6 × the active parameters, the leading plans and
 why the best wins; then Megatron-Core's published Mixtral 8×7B run projected on the same card
-(docs/published-runs.md, "A mixture of experts").
+(docs/published-runs.md, "A mixture of experts"); `--store` keeps the card in
+`gpu_parallel_kit/planning/published_moe_cards.json`, which
+`tests/planning/test_published_moe_run.py` projects.
 """
 
 from __future__ import annotations
@@ -17,20 +19,7 @@ import time
 import numpy as np
 
 import gpu_parallel_kit as gpk
-from gpu_parallel_kit.analysis.cost_model.parallel_plan import Plan
-from gpu_parallel_kit.analysis.cost_model.parallel_plan_memory import memory
-from gpu_parallel_kit.analysis.cost_model.parallel_plan_step_time import step_time
-
-# Megatron-Core's MoE README (NVIDIA/Megatron-LM, megatron/core/transformer/moe/README.md):
-# 468 TFLOP/s per GPU for Mixtral 8x7B in bf16 (MCore v0.9), and its reference mapping on 64
-# H100s (MCore v0.8): TP 1, EP 8, PP 4, VP 8, micro-batch 1, global batch 256, 4,096 tokens,
-# dropless, all-to-all dispatcher, distributed optimizer.
-PUBLISHED_TFLOPS = 468.0
-PUBLISHED = dict(
-    data=16, tensor=1, stages=4, sharding="zero-1", micro_batch_size=1, micro_batches=16,
-    schedule="interleaved", virtual_stages=8, checkpointing="none", attention="flash",
-    expert=8,
-)  # fmt: skip
+from gpu_parallel_kit.planning.published_moe_run import MIXTRAL_8X7B, project_moe, store_card
 
 
 def mixtral():
@@ -48,6 +37,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--sequence", type=int, default=4096)
+    parser.add_argument("--store", action="store_true", help="keep the card for the tests")
     options = parser.parse_args()
     tokens = options.sequence
     sample = {"token_ids": np.zeros(tokens, "int32"), "padding_mask": np.ones(tokens, "int32")}
@@ -65,16 +55,15 @@ def main() -> None:
     )
     print(plans.text())
     if (options.nodes, options.batch, tokens) == (8, 256, 4096):
-        used = Plan(**PUBLISHED)
-        timed = step_time(card, used, cluster)
-        need = sum(memory(card, used).values())
-        tflops = timed["model_tflops_per_device"]
+        projected = project_moe(MIXTRAL_8X7B, card)
         print(
             f"Megatron-Core's published plan (TP 1, EP 8, PP 4, VP 8, micro-batch 1 × 16): "
-            f"{timed['step_time_s']:.2f} s, {tflops:.0f} TFLOP/s per GPU projected against "
-            f"{PUBLISHED_TFLOPS:.0f} published ({tflops / PUBLISHED_TFLOPS:.2f}×), "
-            f"{need / 1e9:.1f} GB per GPU counted"
+            f"{projected['step_time_s']:.2f} s, {projected['tflops_per_gpu']:.0f} TFLOP/s per "
+            f"GPU projected against {MIXTRAL_8X7B.tflops_per_gpu:.0f} published "
+            f"({projected['ratio']:.2f}×), {projected['memory_bytes'] / 1e9:.1f} GB per GPU counted"
         )
+        if options.store:
+            store_card(card, MIXTRAL_8X7B, plans.note)
 
 
 if __name__ == "__main__":
