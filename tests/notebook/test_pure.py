@@ -74,6 +74,8 @@ def test_a_request_is_the_apis_arguments():
         "backend": None,  # the experiment's: tensorflow
         "mesh": None,
         "min_shard_bytes": None,  # fsdp's default
+        "experts": "dense",  # expert's: keras-hub's bank
+        "capacity_factor": 1.25,
         "steps_per_execution": None,  # tune's choice
     }
     experiment = request.experiment(progress=False)
