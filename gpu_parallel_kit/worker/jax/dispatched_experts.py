@@ -192,8 +192,9 @@ class MoeBlock:
     kernels: tuple[Any, ...]  # the bank's stacked kernels, in its order
 
     @property
-    def top_k(self) -> int:
-        return _routing(self.layer)[1]
+    def top_k(self) -> int | None:
+        """The experts each token is sent to: the block's `top_k`, as keras-hub names it."""
+        return getattr(self.layer, "top_k", None)
 
 
 def moe_blocks(model: keras.Model, banks: Sequence[ExpertBank]) -> list[MoeBlock]:

@@ -8,6 +8,7 @@ request the experts dispatched (`dispatched_experts.py`).
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -63,9 +64,15 @@ class ExpertParallel(TensorParallel):
         from .dispatched_experts import moe_blocks, swap_in  # noqa: PLC0415
 
         model = super().build(builder, sample)
-        blocks = moe_blocks(model, self.banks)
+        dispatched = self.spec.experts == DISPATCHED
+        try:
+            blocks = moe_blocks(model, self.banks)
+        except GpkError:
+            if dispatched:
+                raise
+            blocks = []  # dense: keras-hub's bank trains as it is, its top-k unread
         self.top_k = [block.top_k for block in blocks]
-        if self.spec.experts == DISPATCHED:
+        if dispatched:
             from jax.sharding import Mesh  # noqa: PLC0415
 
             data, expert = self.spec.mesh_shape
@@ -91,6 +98,14 @@ class ExpertParallel(TensorParallel):
                     f"{bank.experts}, e.g. mesh=(1, {_divisor(bank.experts, expert)})"
                 )
         dispatched = self.spec.experts == DISPATCHED
+        devices = len(self.devices)
+        tokens = self.spec.global_batch * self.banks[0].tokens_per_sample
+        if dispatched and tokens % devices:
+            raise GpkError(
+                f"experts='dispatched' splits the {tokens} tokens of a global batch over "
+                f"{devices} devices, which does not divide them; use a batch size whose tokens "
+                f"{devices} divides, or experts='dense'"
+            )
         if own is not None:
             return expert_layout(layers, self.banks, expert, own, OWN_LAYOUT, dispatched)
         return expert_layout(layers, self.banks, expert, self.spec.layout_map, "user", dispatched)
@@ -103,11 +118,15 @@ class ExpertParallel(TensorParallel):
     def after_training(self, model: keras.Model, x: Any, y: Any) -> None:
         """The dispatched blocks' dropped tokens, counted in one forward pass on `x` (one
         global batch of the run's data) through the trained model."""
-        if self.dispatched:
-            from .dispatched_experts import dropped_tokens  # noqa: PLC0415
+        if not self.dispatched:
+            return
+        from .dispatched_experts import dropped_tokens  # noqa: PLC0415
 
+        try:
             with self.scope():
                 self.dropped = dropped_tokens(self.dispatched, model, x)
+        except Exception:  # noqa: BLE001 - the count must not cost the run its row
+            traceback.print_exc()
 
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if self.spec.experts != DISPATCHED or len(self.devices) < 2:
@@ -152,20 +171,24 @@ class ExpertParallel(TensorParallel):
         if not self.banks:
             return fields
         kernels = [v for v in model.weights if v.path in self._kernel_paths()]
-        work = self._work()
+        top_k = self.top_k if len(self.top_k) == len(self.banks) else [None] * len(self.banks)
         fields["experts"] = {
             "kind": self.spec.experts,
             "banks": [
                 {"layer": b.layer, "experts": b.experts, "router": b.router, "top_k": k}
-                for b, k in zip(self.banks, self.top_k, strict=True)
+                for b, k in zip(self.banks, top_k, strict=True)
             ],
             "expert_bytes": sum(b.bytes for b in self.banks),
             "expert_bytes_per_device": placed_bytes(kernels),
-            "dense_expert_flops": work.dense_flops,
-            "expert_flops": work.dense_flops
-            if self.spec.experts != DISPATCHED
-            else work.dispatched_flops,
         }
+        if None in top_k:  # a bank of the user's own, its top-k unread: no FLOPs counted
+            return fields
+        work = self._work()
+        dispatched = self.spec.experts == DISPATCHED
+        fields["experts"].update(
+            dense_expert_flops=work.dense_flops,
+            expert_flops=work.dispatched_flops if dispatched else work.dense_flops,
+        )
         if self.spec.experts == DISPATCHED:
             fields["experts"]["capacity_factor"] = self.spec.capacity_factor
             fields["experts"]["all_to_all_bytes"] = work.all_to_all_bytes
