@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GpkError
 from .batches import check_batch
 from .option import Option, bad_value
+from .processes import CLUSTER, WORKERS, workers_option
 from .record import GridCell, Strategy
 from .tensor import LAYOUT_MAP, MESH, check_layout_map, check_mesh, mesh_size
 
@@ -86,6 +87,8 @@ EXPERT_OPTIONS = (
         "device, the rest dropped and counted",
         metavar="F",
     ),
+    WORKERS,
+    CLUSTER,
 )
 
 
@@ -125,6 +128,7 @@ def expert_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "layout_map": check_layout_map(options.get("layout_map")),
         "experts": check_experts(options.get("experts")),
         "capacity_factor": check_capacity_factor(options.get("capacity_factor")),
+        **workers_option(options),
     }
 
 
@@ -135,6 +139,11 @@ def check_expert(spec: RunSpec) -> None:
     spec.options["layout_map"] = check_layout_map(spec.layout_map)
     spec.options["experts"] = check_experts(spec.experts)
     spec.options["capacity_factor"] = check_capacity_factor(spec.capacity_factor)
+    if spec.experts == DISPATCHED and spec.several_processes:
+        raise GpkError(
+            f"experts='dispatched' runs in one process, but this run has {spec.workers} "
+            "workers; drop workers= and cluster=, or use experts='dense'"
+        )
     data, _ = spec.mesh_shape
     check_batch(spec.global_batch, data)
 
@@ -169,6 +178,7 @@ EXPERT = Strategy(
     columns=("mesh", "state_bytes"),
     options=EXPERT_OPTIONS,
     plan=expert_options,
+    over_processes=frozenset({"jax"}),
     check=check_expert,
     in_grid=_in_grid,
     label=_label,
