@@ -151,6 +151,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "notebook": {
         "errors",
+        "cluster",
         "strategies",
         "pipeline",
         "runs.description",

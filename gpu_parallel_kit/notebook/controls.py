@@ -1,8 +1,11 @@
 """The panel's controls, and the plan they describe (widgets only produce a plan).
 
 `Controls.plan` reads the widgets' values into a `PanelPlan`: a `Request` (the same object the
-magic builds), the ticked strategies and the device choices. The panel hands that plan to the API
-and nothing else; the small pure helpers here are tested without a browser or a kernel.
+magic builds), the ticked strategies and the device choices. Where a Slurm client is on the
+machine, a "where" list offers its partitions (from `sinfo`): picking one runs the comparison as
+job steps of one allocation there (`cluster=gpk.SlurmCluster(partition=...)`). The panel hands
+that plan to the API and nothing else; the small pure helpers here are tested without a browser
+or a kernel.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 import pandas as pd
 
+from ..cluster.slurm.allocation import SlurmCluster
+from ..cluster.slurm.commands import Partition
 from ..errors import GpkError
 from ..options.request import Request
 from ..pipeline.microbatch import AUTO, is_auto
@@ -39,7 +44,27 @@ class PanelPlan:
     def describe(self) -> str:
         counts = ", ".join(str(len(choice)) for choice in self.devices)
         verb = "Running" if self.action == "run" else "Comparing"
-        return f"{verb} {', '.join(self.strategies)} on {counts} device(s)"
+        where = f" on Slurm partition {self.request.cluster.partition}" if self.on_slurm else ""
+        return f"{verb} {', '.join(self.strategies)} on {counts} device(s){where}"
+
+    @property
+    def on_slurm(self) -> bool:
+        return isinstance(self.request.cluster, SlurmCluster)
+
+    def device_choices(self) -> list[int | tuple[int, ...]]:
+        """The choices as the API takes them: this machine's devices by index, or, on a Slurm
+        allocation, how many of its devices."""
+        return [len(c) if self.on_slurm else c for c in self.devices]
+
+
+def slurm_request(partition: Partition, most_devices: int) -> SlurmCluster:
+    """One allocation on `partition` for a comparison of up to `most_devices` devices: as many
+    nodes as its GPUs need (one on CPU nodes), at most the partition's."""
+    per_node = partition.gpus_per_node
+    nodes = -(-most_devices // per_node) if per_node else 1
+    return SlurmCluster(
+        nodes=max(1, min(nodes, partition.nodes)), gpus_per_node=per_node, partition=partition.name
+    )
 
 
 def device_options(devices: pd.DataFrame, limit: int) -> list[tuple[str, int]]:
@@ -73,8 +98,18 @@ def default_schedule(request: Request) -> str:
 class Controls:
     """Devices, strategies, pipeline options and training sizes, laid out in one box."""
 
-    def __init__(self, request: Request, devices: pd.DataFrame) -> None:
+    def __init__(
+        self, request: Request, devices: pd.DataFrame, partitions: Sequence[Partition] = ()
+    ) -> None:
         self.request = request
+        self.partitions = {p.name: p for p in partitions}
+        # This machine, or a Slurm partition: its nodes and GPUs as sinfo lists them.
+        self.where = widgets.Dropdown(
+            options=[("this machine", "")] + [(str(p), p.name) for p in partitions],
+            value="",
+            description="where",
+            layout=widgets.Layout(width="26em", display=None if partitions else "none"),
+        )
         options = device_options(devices, virtual_device_limit())
         self.devices = widgets.SelectMultiple(
             options=options,
@@ -138,9 +173,12 @@ class Controls:
         strategies = widgets.HBox([heading, *self.strategies.values()])
         sizes = widgets.VBox([self.backend, self.batch_size, self.epochs, self.steps_per_epoch])
         self.widget = widgets.HBox(
-            [self.devices, widgets.VBox([strategies, self.model_options, sizes])]
+            [
+                widgets.VBox([self.where, self.devices]),
+                widgets.VBox([strategies, self.model_options, sizes]),
+            ]
         )
-        for control in (self.devices, *self.strategies.values()):
+        for control in (self.where, self.devices, *self.strategies.values()):
             control.observe(self._refresh, names="value")
         self._refresh()
 
@@ -164,6 +202,10 @@ class Controls:
             micro_batches=AUTO if self.auto_micro_batches.value else self.micro_batches.value,
             backend=list(self.backend.value),
         )
+        if self.where.value:
+            most = max(len(choice) for choice in choices)
+            cluster = slurm_request(self.partitions[self.where.value], most)
+            request = dataclasses.replace(request, cluster=cluster)
         return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
 
     def _auto_ticked(self, change: dict) -> None:
@@ -188,9 +230,18 @@ class Controls:
             if self.strategies["multiworker"].value
             else ""
         )
+        where = ""
+        if self.where.value:
+            partition = self.partitions[self.where.value]
+            kind = "GPUs" if partition.gpus_per_node else "devices"
+            where = (
+                f" On Slurm partition <code>{partition.name}</code>: one allocation, each run a "
+                f"job step on as many of its {kind} (this list gives the counts)."
+            )
         self.hint.value = (
             f"<i>Run: the ticked strategies on the {len(picked)} picked device(s). "
-            f"Compare: on {counts} of them. <code>single</code> always uses one.{workers}</i>"
+            f"Compare: on {counts} of them. <code>single</code> always uses one.{workers}"
+            f"{where}</i>"
         )
 
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 import html
 import threading
 import time
+from collections.abc import Sequence
 
 import ipywidgets as widgets
 import pandas as pd
 from IPython.display import display
 
+from ..cluster.slurm.commands import Partition
+from ..cluster.slurm.commands import partitions as slurm_partitions
 from ..comparison import Comparison
 from ..errors import one_sentence
 from ..options.request import Request
@@ -43,10 +46,15 @@ class Panel(ShowOnce):
     """
 
     def __init__(
-        self, request: Request, devices: pd.DataFrame | None = None, title: str = ""
+        self,
+        request: Request,
+        devices: pd.DataFrame | None = None,
+        title: str = "",
+        partitions: Sequence[Partition] | None = None,
     ) -> None:
         found = list_devices() if devices is None else devices
-        self.controls = Controls(request, found)
+        offered = slurm_partitions() if partitions is None else partitions
+        self.controls = Controls(request, found, offered)
         self.run_button = widgets.Button(description="Run", button_style="primary", icon="play")
         self.compare_button = widgets.Button(
             description="Compare", button_style="info", icon="bar-chart"
@@ -124,7 +132,7 @@ class Panel(ShowOnce):
         started = time.perf_counter()
         try:
             comparison = plan.request.compare(
-                plan.strategies, plan.devices, progress=self._row, cancel=self._cancel
+                plan.strategies, plan.device_choices(), progress=self._row, cancel=self._cancel
             )
             self.comparison = comparison
             result_tabs.fill(self.outputs, comparison)

@@ -240,3 +240,32 @@ def test_the_panel_says_what_it_offers_every_strategy_backend_and_tab(shell, dev
     assert all(f"<code>{name}</code>" in text for name in runnable_names())
     assert all(tab in text for tab in TABS) and "backend" in text
     assert "<code>tensor</code>: each layer" in text and "<i>(jax)</i>" in text
+
+
+def test_a_slurm_partition_picked_runs_the_comparison_on_one_allocation_there(shell, device_table):
+    from gpu_parallel_kit.cluster.slurm.allocation import SlurmCluster
+    from gpu_parallel_kit.cluster.slurm.commands import parse_partitions
+
+    listed = parse_partitions(
+        "gpu*|up|4|64|gpu:a100:8(S:0-1)|node[1-4]\ncpu|up|2|32|(null)|small[1-2]"
+    )
+    alone = Panel(small_request(), devices=device_table, partitions=[])
+    assert alone.controls.where.layout.display == "none"  # no Slurm here: nothing to pick
+    assert alone.plan("compare").request.cluster is None
+    panel = Panel(small_request(), devices=device_table, partitions=listed)
+    controls = panel.controls
+    assert [label for label, _ in controls.where.options] == [
+        "this machine",
+        "Slurm gpu: 4 node(s) (node[1-4]), 8 GPUs and 64 CPUs each",
+        "Slurm cpu: 2 node(s) (small[1-2]), 32 CPUs each",
+    ]
+    assert panel.plan("compare").device_choices() == [(0,), (0, 1), (0, 1, 2, 3)]
+    controls.where.value = "gpu"
+    assert "On Slurm partition <code>gpu</code>" in controls.hint.value
+    plan = panel.plan("compare")
+    assert plan.request.cluster == SlurmCluster(nodes=1, gpus_per_node=8, partition="gpu")
+    assert plan.device_choices() == [1, 2, 4]  # the allocation's devices, by count
+    assert plan.describe().endswith("on Slurm partition gpu")
+    controls.devices.value = tuple(range(8))
+    controls.where.value = "cpu"
+    assert panel.plan("compare").request.cluster.nodes == 1  # CPU nodes: one is enough

@@ -61,6 +61,80 @@ class JobState:
     nodes: str  # its node list, compressed as Slurm writes it ("node[1-2]")
 
 
+@dataclass(frozen=True)
+class Partition:
+    """One partition as `sinfo` lists it: where a `SlurmCluster` may ask for nodes."""
+
+    name: str
+    default: bool  # the partition a request without partition= goes to
+    up: bool
+    nodes: int
+    cpus_per_node: int  # the most any of its nodes has
+    gpus_per_node: int  # the most any of its nodes has; 0 without GPUs
+    node_names: str  # Slurm's compressed list, e.g. "node[1-4]"
+
+    def __str__(self) -> str:
+        gpus = f"{self.gpus_per_node} GPUs and " if self.gpus_per_node else ""
+        state = "" if self.up else ", down"
+        return (
+            f"Slurm {self.name}: {self.nodes} node(s) ({self.node_names}), "
+            f"{gpus}{self.cpus_per_node} CPUs each{state}"
+        )
+
+
+# sinfo's columns, one line per group of alike nodes: partition (default marked "*"),
+# availability, node count, CPUs per node, generic resources, node names.
+SINFO_FORMAT = "%P|%a|%D|%c|%G|%N"
+
+
+def parse_partitions(text: str) -> list[Partition]:
+    """`sinfo -h -o SINFO_FORMAT`'s lines as partitions, in sinfo's order, a partition's
+    groups of nodes merged.
+
+    >>> parse_partitions("gpu*|up|4|64|gpu:a100:8(S:0-1)|node[1-4]")[0].gpus_per_node
+    8
+    """
+    found: dict[str, Partition] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 6:
+            continue
+        name, available, nodes, cpus, gres, names = fields
+        default = name.endswith("*")
+        name = name.rstrip("*")
+        gpus = sum(int(n) for n in re.findall(r"gpu(?::[^:,()]+)?:(\d+)", gres))
+        group = Partition(
+            name, default, available == "up", _count(nodes), _count(cpus), gpus, names
+        )
+        if name in found:
+            kept = found[name]
+            group = Partition(
+                name,
+                kept.default or default,
+                kept.up or group.up,
+                kept.nodes + group.nodes,
+                max(kept.cpus_per_node, group.cpus_per_node),
+                max(kept.gpus_per_node, group.gpus_per_node),
+                f"{kept.node_names},{names}",
+            )
+        found[name] = group
+    return list(found.values())
+
+
+def partitions() -> list[Partition]:
+    """The partitions this machine's Slurm offers; none without a Slurm client."""
+    if slurm_client() is not None or shutil.which("sinfo") is None:
+        return []
+    answer = call("sinfo", "-h", "-o", SINFO_FORMAT)
+    return parse_partitions(answer.stdout) if answer.returncode == 0 else []
+
+
+def _count(text: str) -> int:
+    """sinfo's count ("64", or "64+" where nodes differ): its number."""
+    digits = re.match(r"\d+", text.strip())
+    return int(digits.group()) if digits else 0
+
+
 def slurm_client() -> str | None:
     """Why no Slurm client can be used here, or None when `srun`, `salloc` and `squeue` can."""
     missing = [name for name in ("salloc", "srun", "squeue", "scancel") if not shutil.which(name)]
