@@ -142,10 +142,15 @@ class SlurmCluster:
         reader.start()
         allocation = SlurmAllocation(self, job_id="", nodes=(), holder=holder)
         try:
-            return allocation._wait_granted(lines, say)
+            return allocation.wait_granted(lines, say)
         except BaseException:
             allocation.release()
             raise
+
+    @property
+    def held(self) -> SlurmAllocation | None:
+        """The allocation a `with` block of this request holds; None outside one."""
+        return self._held.get("allocation")
 
     def __enter__(self) -> SlurmAllocation:
         if "allocation" in self._held:
@@ -293,7 +298,7 @@ class SlurmAllocation:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def _wait_granted(self, lines: list[str], say: Callable[[str], None]) -> SlurmAllocation:
+    def wait_granted(self, lines: list[str], say: Callable[[str], None]) -> SlurmAllocation:
         """Follow the holder's word and squeue until the allocation is granted."""
         job, shown, polled = "", "", 0.0
         while True:
@@ -357,8 +362,8 @@ def held_allocation(cluster: SlurmCluster | SlurmAllocation | None) -> Iterator[
     one asked for now and released when the calling run or comparison ends."""
     if cluster is None or isinstance(cluster, SlurmAllocation):
         yield cluster
-    elif "allocation" in cluster._held:
-        yield cluster._held["allocation"]
+    elif cluster.held is not None:
+        yield cluster.held
     else:
         with cluster as allocation:
             yield allocation

@@ -44,7 +44,7 @@ def test_columns_come_in_contract_order_then_extras():
         "comm_share", "comm_bytes", "projected",
     ]  # fmt: skip
     assert list(df.columns[len(COLUMNS) :]) == [
-        "backend", "mesh", "data", "tensor", "stages", "workers", "devices_per_worker",
+        "backend", "mesh", "data", "tensor", "stages", "workers", "nodes", "devices_per_worker",
         "scaling", "mode", "all_reduce",
         "device_kind", "epochs", "steps_per_epoch", "timed_steps", "startup_s",
         "training_time_s", "tune", "steps_per_execution", "jit_compile", "experiment_id",
