@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from ...pipeline.fused_calls import fused_calls
 from ...pipeline.schedules import Schedule, device_of, execution_order, splits_backward
 from ...pipeline.tasks import Pass, task_pass
@@ -78,9 +80,7 @@ class PipelineStage(Protocol):
         self, received: dict[str, Any], y: Any, update: bool
     ) -> tuple[Any, Any]: ...
 
-    def whole_steps(
-        self, read: Callable[[], tuple[dict[str, Any], Any]], count: int
-    ) -> list[Any]: ...
+    def whole_steps(self, read: Callable[[], tuple[dict[str, Any], Any]], count: int) -> Any: ...
 
     def apply(self) -> None: ...
 
@@ -108,6 +108,33 @@ class DeviceStep:
     gradients_in: dict[int, int] = field(default_factory=dict)  # gradient bytes, per stage
     peak_live: dict[int, int] = field(default_factory=dict)  # micro-batches held, per stage
     update_s: float = 0.0  # its stages' optimizer updates
+
+
+class CallLosses:
+    """The losses of the steps one call ran (one array on the device), copied to the host once,
+    when the first of them is read: a copy per step would cost each step a wait."""
+
+    def __init__(self, values: Any) -> None:
+        self._values = values
+        self._host: np.ndarray | None = None
+
+    def step(self, index: int) -> _StepLoss:
+        """Step `index`'s loss, as a value `float()` reads."""
+        return _StepLoss(self, index)
+
+    def read(self, index: int) -> float:
+        if self._host is None:
+            self._host = np.asarray(self._values)
+        return float(self._host[index])
+
+
+@dataclass(frozen=True)
+class _StepLoss:
+    losses: CallLosses
+    index: int
+
+    def __float__(self) -> float:
+        return self.losses.read(self.index)
 
 
 class ScheduleRunner:
@@ -170,18 +197,18 @@ class ScheduleRunner:
 
             self._reader = (take, read)
         stage.begin_step()
-        objectives = stage.whole_steps(self._reader[1], count)
+        losses = CallLosses(stage.whole_steps(self._reader[1], count))
         reports = [
             StepReport(
                 loss=0.0,
                 peak_live=[1],
                 update_s=[0.0],
-                pending=([], [objective]),
+                pending=([], [losses.step(i)]),
                 steps_in_call=count,
             )
-            for objective in objectives
+            for i in range(count)
         ]
-        reports[-1].pending = ([(stage, stage.weights())], [objectives[-1]])
+        reports[-1].pending = ([(stage, stage.weights())], [losses.step(count - 1)])
         return reports
 
     def step(

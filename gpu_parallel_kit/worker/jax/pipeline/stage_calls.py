@@ -215,7 +215,7 @@ class StageFunctions:
                 )
             )
             objectives.append(objective)
-        return objectives, non_trainable, accumulated, trainable, optimizer_state
+        return jnp.stack(objectives), non_trainable, accumulated, trainable, optimizer_state
 
     def _update(self, optimizer_state, accumulated, trainable):
         trainable, optimizer_state = self.optimizer.stateless_apply(
@@ -336,14 +336,14 @@ class StageFunctions:
         return dict(grads), objective
 
     @_layers_named
-    def whole_steps(self, read: Any, count: int) -> list[Any]:
+    def whole_steps(self, read: Any, count: int) -> Any:
         """`count` whole steps of a one-stage model (forward, backward, update each) in one
         call, as Keras's train function runs `steps_per_execution` steps on the batches it
-        was given: each step's objective. `read()` gives each batch's inputs by name and its
-        targets."""
+        was given: the steps' objectives, in one array. `read()` gives each batch's inputs by
+        name and its targets."""
         batches = [read() for _ in range(count)]
-        received = [self.put(inputs) for inputs, _ in batches]
-        ys = [self.labels(y) for _, y in batches]
+        # One transfer for every batch of the call, as Keras's JAX trainer passes its batches.
+        received, ys = self.placement.put_batch(([x for x, _ in batches], [y for _, y in batches]))
         objectives, self.non_trainable, self.accumulated, self.trainable, self.optimizer_state = (
             self._steps(
                 self.trainable,

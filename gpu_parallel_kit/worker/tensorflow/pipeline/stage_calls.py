@@ -279,11 +279,11 @@ class CompiledTasks(_OnDevice):
         return _received_gradients(stage, dict(zip(floating, grads, strict=True)), {}), loss
 
     @_layers_named
-    def whole_steps(self, read: Any, count: int) -> list[Any]:
+    def whole_steps(self, read: Any, count: int) -> tf.Tensor:
         """`count` whole steps of a one-stage model (forward, backward, update each) in one
         call, each batch read inside it (`read()`: the inputs by name and the targets), as
-        Keras's train function runs `steps_per_execution` steps on its iterator: each step's
-        loss."""
+        Keras's train function runs `steps_per_execution` steps on its iterator: the steps'
+        losses, in one tensor."""
         if self._steps is None or self._steps[0] is not read:
             body = functools.partial(self._steps_body, read)
             self._steps = (read, tf.function(body, reduce_retracing=True))
@@ -437,14 +437,14 @@ class CompiledTasks(_OnDevice):
             self._apply_body()
         return _zero_filled(grads[: len(watched)], watched), loss
 
-    def _steps_body(self, read: Any, count: int) -> list[tf.Tensor]:
+    def _steps_body(self, read: Any, count: int) -> tf.Tensor:
         """Each step in turn, its update before the next step's forward."""
         losses = []
         for _ in range(count):
             received, y = read()
             inputs = [received[n] for n in self.stage.cut.received]
             losses.append(self._forward_backward_body(inputs, y, update=True)[1])
-        return losses
+        return tf.stack(losses)
 
     def _apply_body(self) -> None:
         totals = [total.read_value() for total in self._sums]
