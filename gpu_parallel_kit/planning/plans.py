@@ -45,6 +45,9 @@ COLUMNS = (
     *(*PART_COLUMNS, *COMPUTE_COLUMNS, "bubble_source"),
 )
 SHOWN = 5  # plans a notebook or a terminal shows
+# Columns of the shown plans left out where every shown plan has the same value (the
+# explanation still names what made the best win).
+OPTIONAL_SHOWN = ("blocks", "attention", "seq. parallel", "context", "expert", "recompute")
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,10 @@ class Plans:
         shown["MFU"] = top["mfu"].map("{:.0%}".format)
         shown["memory/GPU"] = top["memory_bytes"].map(gigabytes)
         shown["bound"] = top["bound"]
-        return shown.reset_index(drop=True)
+        # A choice every shown plan makes alike is left out: the table must fit a notebook's
+        # output area.
+        alike = [c for c in OPTIONAL_SHOWN if c in shown and shown[c].nunique() <= 1]
+        return shown.drop(columns=alike).reset_index(drop=True)
 
     def _heading(self) -> str:
         fit = int(self.table["fits"].sum())
