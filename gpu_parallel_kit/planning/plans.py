@@ -45,9 +45,9 @@ COLUMNS = (
     *(*PART_COLUMNS, *COMPUTE_COLUMNS, "bubble_source"),
 )
 SHOWN = 5  # plans a notebook or a terminal shows
-# Columns of the shown plans left out where every shown plan has the same value (the
-# explanation still names what made the best win).
-OPTIONAL_SHOWN = ("blocks", "attention", "seq. parallel", "context", "expert", "recompute")
+# Columns a notebook's table leaves out where every shown plan has the same value (the
+# explanation still names what made the best win; the terminal's text shows them all).
+OPTIONAL_SHOWN = ("blocks", "seq. parallel", "context", "expert", "recompute")
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,7 @@ class Plans:
         shown["MFU"] = top["mfu"].map("{:.0%}".format)
         shown["memory/GPU"] = top["memory_bytes"].map(gigabytes)
         shown["bound"] = top["bound"]
-        # A choice every shown plan makes alike is left out: the table must fit a notebook's
-        # output area.
-        alike = [c for c in OPTIONAL_SHOWN if c in shown and shown[c].nunique() <= 1]
-        return shown.drop(columns=alike).reset_index(drop=True)
+        return shown.reset_index(drop=True)
 
     def _heading(self) -> str:
         fit = int(self.table["fits"].sum())
@@ -175,7 +172,11 @@ class Plans:
         heading = f"<p><b>{html.escape(self._heading())}</b></p>"
         if not self.table["fits"].any():
             return heading + f"<p>{html.escape(self._nothing_fits())}</p>"
-        table = self._shown().to_html(index=False, border=0)
+        shown = self._shown()
+        # A choice every shown plan makes alike is left out: the table must fit a notebook's
+        # output area at 1,280 px.
+        alike = [c for c in OPTIONAL_SHOWN if c in shown and shown[c].nunique() <= 1]
+        table = shown.drop(columns=alike).to_html(index=False, border=0)
         words = html.escape(self.explain())
         note = f"<p><small>{html.escape(self.note)}</small></p>" if self.note else ""
         return (
