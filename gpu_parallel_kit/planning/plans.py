@@ -47,7 +47,7 @@ COLUMNS = (
 SHOWN = 5  # plans a notebook or a terminal shows
 # Columns a notebook's table leaves out where every shown plan has the same value (the
 # explanation still names what made the best win; the terminal's text shows them all).
-OPTIONAL_SHOWN = ("blocks", "seq. parallel", "context", "expert", "recompute")
+OPTIONAL_SHOWN = ("blocks", "attention", "seq. parallel", "context", "expert", "recompute")
 
 
 @dataclass(frozen=True)
