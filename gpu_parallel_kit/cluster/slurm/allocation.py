@@ -274,23 +274,31 @@ class SlurmAllocation:
         return devices_on_nodes(self, max_virtual, backend)
 
     def release(self) -> None:
-        """Give the allocation back (only one the kit asked for); waits until Slurm lets it go."""
+        """Give the allocation back (only one the kit asked for); waits until Slurm lets it go.
+
+        An allocation that ended on its own (cancelled, past its time limit) may still be
+        completing; this waits, within `RELEASE_WAIT_S`, until squeue lists it no more.
+        """
         holder = self.holder
-        if holder is None or holder.poll() is not None:
+        if holder is None:
             return
-        with contextlib.suppress(OSError, ValueError):
-            holder.stdin.write("release\n")
-            holder.stdin.flush()
-            holder.stdin.close()
-        try:
-            holder.wait(RELEASE_WAIT_S)
-        except subprocess.TimeoutExpired:
-            holder.kill()
-            holder.wait()
+        if holder.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                holder.stdin.write("release\n")
+                holder.stdin.flush()
+                holder.stdin.close()
+            try:
+                holder.wait(RELEASE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                holder.kill()
+                holder.wait()
         if self.job_id:  # the holder cancelled it; make sure, once more, before returning
             from .commands import cancel
 
             cancel(self.job_id)
+            deadline = time.monotonic() + RELEASE_WAIT_S
+            while job_state(self.job_id).state != GONE and time.monotonic() < deadline:
+                time.sleep(STATE_POLL_S / 4)
 
     def __enter__(self) -> SlurmAllocation:
         return self
