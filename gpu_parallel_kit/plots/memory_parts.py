@@ -88,7 +88,7 @@ def components_figure(
     axis.set_xticks(positions, [label.replace(" ", "\n", 1) for label in labels], fontsize=9)
     axis.set_xlim(-0.75, len(shown) - 0.25)
     axis.set_ylabel(unit)
-    top = max(max(bottom), *(b / scale for b, _ in lines))
+    top = max([*bottom, *(b / scale for b, _ in lines)])
     axis.set_ylim(0, top * LEGEND_ROOM or 1.0)  # the legend's rows sit above the tallest bar
     lines_drawn, _ = axis.get_legend_handles_labels()
     handles = [*lines_drawn[: len(lines)], *(Patch(color=c, label=n) for n, c in PARTS.values())]

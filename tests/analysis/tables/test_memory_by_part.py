@@ -116,6 +116,12 @@ def test_plot_memory_stacks_four_parts_per_run_under_the_devices_memory():
     assert "fsdp×2" in " ".join(t.get_text() for t in axis.get_xticklabels())
 
 
+def test_plot_memory_with_no_line_across_is_as_tall_as_its_tallest_bar():
+    axis = Comparison([SINGLE, FSDP]).plot_memory().axes[0]
+    tallest = max(p.get_y() + p.get_height() for p in axis.patches)
+    assert tallest > 0 and axis.get_ylim()[1] > tallest
+
+
 def test_a_run_refused_by_its_budget_is_drawn_faded_at_what_it_needed():
     import dataclasses
 
