@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .quiet_start import native_stderr_filtered
 from .work_count import answer
 
 TOP_K_NAMES = ("top_k", "num_experts_per_tok")
@@ -31,11 +32,13 @@ def read_experts(source: Any, sender: Any) -> None:
 
         from .compiling import load_model
 
-        try:
-            with keras.StatelessScope(initialize_variables=False):
-                return expert_structure(load_model(source))
-        except Exception:  # noqa: BLE001 - as plan_count's count by depth: counted as dense
-            return {}
+        # keras-hub imports TensorFlow: its start-up chatter stays out of the notebook's stderr.
+        with native_stderr_filtered():
+            try:
+                with keras.StatelessScope(initialize_variables=False):
+                    return expert_structure(load_model(source))
+            except Exception:  # noqa: BLE001 - as plan_count's count by depth: counted as dense
+                return {}
 
     answer(sender, read)
 
