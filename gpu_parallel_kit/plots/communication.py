@@ -18,6 +18,7 @@ from .style import (
     DisplayFigure,
     projected_rows,
     run_labels,
+    series_names,
     strategy_color,
     title,
 )
@@ -39,6 +40,11 @@ def communication_figure(df: pd.DataFrame) -> DisplayFigure:
     _draw_breakdown(bars, rows)
     _draw_share(share, rows)
     caption = METHOD
+    if "experts" in rows.columns and rows["experts"].fillna("").astype(bool).any():
+        caption += (
+            " Experts: the expert axis's collectives (dispatched: the all-to-alls) timed alone on "
+            "arrays of the sizes they move."
+        )
     if "virtual" in rows.columns and rows["virtual"].astype(bool).any():
         caption += (
             " On virtual devices these are runtime overheads on shared cores, not a network's cost."
@@ -130,9 +136,11 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
         else multi.iloc[0:0]
     )
     bands = band(with_share)
-    for (strategy, projected), group in with_share.groupby(
-        [with_share["strategy"], projected_rows(with_share)], sort=False
+    names = pd.Series(series_names(with_share), index=with_share.index, dtype=object)
+    for (name, projected), group in with_share.groupby(
+        [names, projected_rows(with_share)], sort=False
     ):
+        strategy = group["strategy"].iloc[0]
         group = group.sort_values("devices")
         found = bands.loc[group.index]
         if projected and found["comm_share_low"].notna().any():
@@ -148,11 +156,11 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
         ax.plot(
             group["devices"],
             group["comm_share"].clip(lower=0) * 100,
-            linestyle="--" if projected else "-",
+            linestyle="--" if projected else ("-" if name == strategy else ":"),
             color=strategy_color(strategy),  # as in every other figure
-            marker="o",
+            marker="o" if name == strategy else "s",
             markerfacecolor="none" if projected else None,
-            label=f"{strategy}{', projected' if projected else ''}",
+            label=f"{name}{', projected' if projected else ''}",
         )
     if not below.empty:
         ax.plot(

@@ -76,6 +76,7 @@ def components_figure(
             "devices": [r.devices for r, _ in shown],
             "backend": [r.backend for r, _ in shown],
             "mesh": [r.mesh for r, _ in shown],
+            "experts": [(r.extra.get("experts") or {}).get("kind", "") for r, _ in shown],
             "experiment_id": [r.experiment_id for r, _ in shown],
             "projected": [False] * len(shown),
         }

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from ..analysis.cost_model.compute_source import uncounted
 from ..backends import Backend, of_row, tagged
 from ..strategies import lookup
+from ..strategies.expert import DISPATCHED
 from .figure_data import png_metadata
 
 OTHER_COLOR = "tab:purple"  # a strategy no record knows, e.g. one an older kit logged
@@ -123,18 +124,30 @@ def mesh_tag(mesh: object) -> bool:
     return isinstance(mesh, str) and "x" in mesh and not mesh.startswith("1x")
 
 
+def series_names(df: pd.DataFrame) -> list[str]:
+    """Each row's strategy as a figure names its series: "expert dispatched" for a run whose
+    experts were dispatched (strategies/expert.py), so it is not drawn as keras-hub's dense
+    bank."""
+    kinds = df["experts"] if "experts" in df.columns else [""] * len(df)
+    return [
+        f"{strategy} {DISPATCHED}" if kind == DISPATCHED else str(strategy)
+        for strategy, kind in zip(df["strategy"], kinds, strict=True)
+    ]
+
+
 def run_labels(df: pd.DataFrame) -> list[str]:
-    """Bar labels such as "data×2", "data×8 [nvlink4]" for a projected row, and "tensor×4 jax"
-    when the figure holds JAX rows."""
+    """Bar labels such as "data×2", "data×8 [nvlink4]" for a projected row, "tensor×4 jax"
+    when the figure holds JAX rows, and "expert×4 dispatched"."""
     tags = [
         f" [{projection_label(e)}]" if p else ""
         for e, p in zip(df.get("experiment_id", [""] * len(df)), projected_rows(df), strict=True)
     ]
     meshes = [f" {m}" if mesh_tag(m) else "" for m in df.get("mesh", pd.Series([""] * len(df)))]
+    kinds = [name.partition(" ")[2] for name in series_names(df)]
     return [
-        f"{strategy}×{devices}{backend}{mesh}{tag}"
-        for strategy, devices, backend, mesh, tag in zip(
-            df["strategy"], df["devices"], backend_tags(df), meshes, tags, strict=True
+        f"{strategy}×{devices}{' ' + kind if kind else ''}{backend}{mesh}{tag}"
+        for strategy, devices, kind, backend, mesh, tag in zip(
+            df["strategy"], df["devices"], kinds, backend_tags(df), meshes, tags, strict=True
         )
     ]
 

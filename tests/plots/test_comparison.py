@@ -284,3 +284,18 @@ def test_throughput_bars_a_hundred_times_apart_get_a_log_axis(with_projection):
     assert ax.get_yscale() == "log" and "log scale" in ax.get_ylabel()
     heights = sorted(bar.get_height() for bar in ax.patches if bar.get_height() > 0)
     assert heights == pytest.approx([50_000.0, 1_000_000.0, 5_000_000.0])  # the table's values
+
+
+def test_dispatched_experts_are_their_own_bars_and_line_beside_the_dense_bank():
+    from gpu_parallel_kit.plots.communication import communication_figure
+
+    def expert(run_id, devices, kind):
+        extra = {"experts": {"kind": kind}}
+        return run(run_id, "expert", devices, 100.0, comm_time_s=0.05, comm_share=0.1, extra=extra)
+
+    runs = [expert(f"{k}{d}", d, k) for k in ("dense", "dispatched") for d in (2, 4)]
+    bars, share = communication_figure(comparison_table(runs)).axes
+    labels = [t.get_text() for t in bars.get_xticklabels()]
+    assert labels == ["expert×2", "expert×4", "expert×2 dispatched", "expert×4 dispatched"]
+    lines = {line.get_label(): list(line.get_xdata()) for line in share.lines}
+    assert lines["expert"] == [2, 4] and lines["expert dispatched"] == [2, 4]
