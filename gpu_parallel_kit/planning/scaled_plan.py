@@ -6,7 +6,9 @@ data axis). A plan with both a tensor axis and stages runs once the pipeline's r
 mesh (each stage on a (data, tensor) sub-mesh), and is refused in one sentence until then. Each
 axis is run by the strategy whose record names it (`Strategy.plan_axis`, and `plan_sharding` for
 the data axis's sharding); a sharding no record trains (zero-1, zero-2) runs as whole replicas,
-and the shape says so. Pure logic: `Experiment.run_plan` asks it.
+and the shape says so. A mixture of experts' expert axis runs as `expert` on a (data, expert)
+mesh where the plan has neither a tensor axis nor stages, and its experts stay whole beside them.
+Pure logic: `Experiment.run_plan` asks it.
 
 >>> plan = dict(data=16, tensor=8, stages=1, sharding="zero-1", micro_batch_size=1,
 ...             micro_batches=32, schedule="-", virtual_stages=1, checkpointing="none")
@@ -17,6 +19,7 @@ and the shape says so. Pure logic: `Experiment.run_plan` asks it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -26,7 +29,7 @@ from ..backends import backend as backend_record
 from ..errors import GpkError, whole_number
 from ..pipeline.schedules import check_plan
 from ..strategies import runnable
-from ..strategies.plan_axes import DATA, PLAN_AXES, STAGES, TENSOR
+from ..strategies.plan_axes import DATA, EXPERT, PLAN_AXES, STAGES, TENSOR
 from ..strategies.record import Strategy
 
 PLAN_FIELDS = tuple(f.name for f in fields(Plan))  # data, tensor, stages, sharding, ...
@@ -143,10 +146,18 @@ def scale_plan(
         record = pipeline
     elif tensor_here > 1 and not record.layout:
         record = layered
+    # An expert axis runs where nothing else splits the layers: a (data, expert) mesh.
+    expert = fields_[EXPERT]
+    expert_here = math.gcd(expert, data_here) if tensor_here == stages_here == 1 else 1
+    if expert_here > 1:  # the replicas beside the experts are whole
+        record, words = _axis_record(EXPERT), "replicated"
+        sharding = str(_whole_replicas().plan_sharding)
     shape = {**fields_, DATA: data_here, TENSOR: tensor_here, STAGES: stages_here}
     shape["sharding"] = sharding
     one_stage = record.layout and stages_here == 1
     options: dict[str, Any] = {MESH: (data_here, tensor_here)} if one_stage else {}
+    if expert_here > 1:
+        options[MESH] = (data_here // expert_here, expert_here)
     micro_batches = 1
     if stages_here > 1:
         options.update(_pipeline_options(fields_, stages_here, batch, data_here))
@@ -166,7 +177,7 @@ def scale_plan(
         shape["checkpointing"] = NO_CHECKPOINTING
     # The layers here run as the model computes them: no sequence split, the model's attention.
     shape["context"], shape["sequence_parallel"], shape["stage_blocks"] = 1, False, ()
-    shape["expert"] = 1  # the experts stay whole on each replica: their axis runs as data
+    shape[EXPERT] = expert_here  # beside a tensor axis or stages, the experts stay whole
     offered = [name for name in record.worker_classes if _shards(name) or MESH not in options]
     backend_here = backend if backend in offered else offered[0]
     searched = data * fields_["micro_batches"] * fields_["micro_batch_size"]
@@ -181,7 +192,7 @@ def scale_plan(
         (batching, fields_["micro_batches"], micro_batches),
         ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
         ("context", fields_["context"], 1),
-        ("expert", fields_["expert"], 1),
+        (EXPERT, expert, expert_here),
         ("backend", backend, backend_here),
     )
     if fields_["sequence_parallel"] and tensor_here > 1:
@@ -232,7 +243,7 @@ def _data_record(sharding: str, data: int, tensor: int, stages: int) -> tuple[St
     """The strategy of the data axis, the sharding it trains and how a row says it: the record
     that trains `sharding`, else whole replicas (a record of the data axis that splits no
     state); one device of one replica is the baseline run."""
-    replicas = next(r for r in runnable() if r.plan_axis == DATA and not r.splits_state)
+    replicas = _whole_replicas()
     trains = next((r for r in runnable() if r.plan_sharding == sharding), None)
     if trains is None or stages > 1 or data * tensor == 1:
         trains = replicas
@@ -240,6 +251,11 @@ def _data_record(sharding: str, data: int, tensor: int, stages: int) -> tuple[St
     if data * tensor == 1:
         return next(r for r in runnable() if r.baseline), str(replicas.plan_sharding), words
     return trains, str(trains.plan_sharding), words
+
+
+def _whole_replicas() -> Strategy:
+    """The record of the data axis whose replicas each hold the whole model's state."""
+    return next(r for r in runnable() if r.plan_axis == DATA and not r.splits_state)
 
 
 def _pipeline_options(

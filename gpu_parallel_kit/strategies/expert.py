@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GpkError
 from .batches import check_batch
 from .option import Option, bad_value
+from .plan_axes import EXPERT as EXPERT_AXIS
 from .processes import CLUSTER, WORKERS, workers_option
 from .record import GridCell, Strategy
 from .tensor import LAYOUT_MAP, MESH, check_layout_map, check_mesh, mesh_size
@@ -174,6 +175,7 @@ EXPERT = Strategy(
     measures_comm=True,
     layout=True,
     splits_state=True,
+    plan_axis=EXPERT_AXIS,
     color="tab:pink",
     columns=("mesh", "state_bytes"),
     options=EXPERT_OPTIONS,

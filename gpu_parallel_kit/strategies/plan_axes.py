@@ -5,6 +5,9 @@ from __future__ import annotations
 TENSOR = "tensor"  # a layer's weights split over devices (inside a node, where it fits)
 STAGES = "stages"  # the model cut into a pipeline
 DATA = "data"  # replicas, or shards of one (fsdp), each with its share of the batch
+# Data replicas that share one copy of the rest and divide a mixture of experts' experts: an
+# axis inside DATA, as Megatron-Core's expert parallelism and the plan search count it.
+EXPERT = "expert"
 
 PLAN_AXES = (TENSOR, STAGES, DATA)  # the order ranks are laid out in: tensor fastest
 # A run of a searched plan (`Experiment.run_plan`) keeps the plan's fields as it ran in its row's
@@ -30,6 +33,9 @@ def plan_shape(plan_axis: str | None, devices: int, mesh: str = "") -> dict[str,
     {'tensor': 2, 'stages': 2, 'data': 2}
     """
     sizes = dict.fromkeys(PLAN_AXES, 1)
+    if plan_axis == EXPERT:  # a (data, expert) mesh: every device is a data replica
+        sizes[DATA] = devices
+        return sizes
     if mesh:
         sizes[DATA], sizes[TENSOR] = (int(n) for n in mesh.split("x"))
     rest = max(devices // (sizes[DATA] * sizes[TENSOR]), 1)

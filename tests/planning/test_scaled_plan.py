@@ -207,9 +207,19 @@ def test_what_a_plan_runs_that_the_devices_here_do_not_is_said():
     assert scale_plan(old, 8, 16, "jax", 12, 8).shape["context"] == 1
 
 
-def test_a_plans_expert_axis_is_said_to_run_as_data_here():
-    shape = scale_plan(plan(data=8, expert=4), 8, 16, "jax", 12, 8)
-    assert shape.shape["expert"] == 1 and shape.shape["data"] == 8
+def test_a_plans_expert_axis_runs_as_expert_on_a_data_by_expert_mesh():
+    shape = scale_plan(plan(data=8, expert=4, sharding="zero-1"), 8, 16, "tensorflow", 12, 8)
+    assert (shape.strategy, shape.backend, shape.devices) == ("expert", "jax", 8)
+    assert shape.options["mesh"] == (2, 4) and shape.shape["expert"] == 4
+    assert "zero-1 run as replicated" in shape.scaled
+    # Four devices here keep as much of the expert axis as the replicas here hold.
+    fewer = scale_plan(plan(data=16, expert=8), 4, 16, "jax", 12, 8)
+    assert fewer.options["mesh"] == (1, 4) and "expert 8 -> 4" in fewer.scaled
+
+
+def test_beside_a_tensor_axis_the_experts_stay_whole():
+    shape = scale_plan(plan(data=4, tensor=2, expert=4), 8, 16, "jax", 12, 8)
+    assert shape.strategy == "tensor" and shape.shape["expert"] == 1
     assert "expert 4 -> 1" in shape.scaled
     # A plan written before the expert axis reads as one of 1.
     old = {k: v for k, v in plan().items() if k != "expert"}
