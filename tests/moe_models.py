@@ -51,6 +51,11 @@ def qwen3_moe():
 
 
 BUILDERS = {"mixtral": mixtral, "qwen3_moe": qwen3_moe}
+# One block's expert bank in float32: experts × 3 kernels (gate, up, down) of width × FFN.
+EXPERT_BYTES_PER_BLOCK = {
+    "mixtral": EXPERTS * 3 * SIZE["hidden_dim"] * 64 * 4,
+    "qwen3_moe": EXPERTS * 3 * SIZE["hidden_dim"] * 48 * 4,
+}
 
 
 def moe_tokens(samples: int = 64, seed: int = 0):

@@ -128,6 +128,42 @@ def expert_layout(
     return layout
 
 
+def with_experts_split(layout: Layout, layers: Sequence[LayerInfo]) -> Layout:
+    """`layout` (tensor's, over `layout.model` devices) with each dense expert bank it left whole
+    split along its experts over the same model axis, as `expert` splits it, where that axis
+    divides the bank's experts; its output is then summed over the axis, forward and backward.
+    A placement the user or the model gave is kept. So a pipeline stage's (data, model)
+    sub-mesh, and `tensor`, hold a mixture of experts' experts divided, not copied.
+
+    >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
+    >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
+    >>> block = LayerInfo("b", "other", (router, up), None, 40, 40)
+    >>> split = with_experts_split(derive_layout([block], 2), [block])
+    >>> split.axes_by_path()["b/moe/experts/up"], len(split.collectives)
+    (('model', None, None), 2)
+    """
+    if layout.model < 2:
+        return layout
+    banks = [b for b in find_banks(layers) if b.experts % layout.model == 0]
+    kernels = {k.path for bank in banks for k in bank.kernels}
+    whole = {p.path for p in layout.placements if p.path in kernels and p.role == "replicated"}
+    if not whole:
+        return layout
+    placements = [
+        _expert_placement(p, whole, "") if p.path in whole else p for p in layout.placements
+    ]
+    collectives = list(layout.collectives)
+    for bank in (b for b in banks if any(k.path in whole for k in b.kernels)):
+        per_sample = bank.tokens_per_sample * bank.width
+        collectives.append(
+            Collective(bank.layer, "forward", per_sample, "experts' weighted outputs summed")
+        )
+        collectives.append(
+            Collective(bank.layer, "backward", per_sample, "experts' input gradients summed")
+        )
+    return Layout(layout.model, placements, collectives)
+
+
 def _expert_placement(p: Placement, placed: set[str], source: str) -> Placement:
     """An expert kernel on the expert axis along its leading dimension, a placement given by
     the user or the model kept, any other weight whole."""

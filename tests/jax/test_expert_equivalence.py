@@ -3,10 +3,12 @@ Qwen3-MoE (4 experts, top 2) built from a config: the experts on 2 and 4 devices
 (data 2, expert 2) mesh, dense (keras-hub's bank) and dispatched (the kit's all-to-all, with room
 for every token), and Qwen3-MoE under its own layout map too.
 
-A pipeline of either model trains one device's weights too, and the router's load-balancing loss
-is shown to move the weights beyond the tolerance, so every equality here shows it kept. Weights
-only (`measure_comm=False`) but for the tests that measure a run's communication, its memory by
-part and its dropped tokens; a model `expert` cannot split is refused in one sentence.
+A pipeline of either model trains one device's weights too, on one device a stage and with each
+stage on a (data, model) sub-mesh whose model axis divides the experts, and the router's
+load-balancing loss is shown to move the weights beyond the tolerance, so every equality here
+shows it kept. Weights only (`measure_comm=False`) but for the tests that measure a run's
+communication, its memory by part and its dropped tokens; a model `expert` cannot split is
+refused in one sentence.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from tests.builders import largest_difference, saved_weights
-from tests.moe_models import BUILDERS, mixtral_without_router_loss, moe_tokens
+from tests.moe_models import (
+    BUILDERS,
+    EXPERT_BYTES_PER_BLOCK,
+    mixtral_without_router_loss,
+    moe_tokens,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +85,17 @@ def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
     result = experiment.run("pipeline", 2, save_weights=str(path))
     assert result.ok, f"{name} pipeline: {result.reason}"
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE, name
+    # Each stage on a (data 2, model 2) sub-mesh: the model axis divides its block's experts
+    # too (sharding/experts.with_experts_split), not only its attention heads.
+    meshed = experiment.run("pipeline", 8, mesh=(2, 2), save_weights=str(path))
+    assert meshed.ok, f"{name} pipeline on a mesh: {meshed.reason}"
+    assert largest_difference(saved_weights(path), reference) <= TOLERANCE, name
+    whole = result.extra["memory"]["devices"]
+    split = meshed.extra["memory"]["devices"]
+    for stage, alone in zip(meshed.extra["stages"], sorted(whole), strict=True):
+        held = {split[device]["params_bytes"] for device in stage["devices"]}
+        assert len(held) == 1  # the stage's four devices hold alike shares
+        assert whole[alone]["params_bytes"] - held.pop() >= EXPERT_BYTES_PER_BLOCK[name] // 2
 
 
 def test_the_router_loss_moves_the_weights_so_the_equalities_show_it_kept(tmp_path):

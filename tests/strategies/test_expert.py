@@ -12,8 +12,9 @@ from gpu_parallel_kit.sharding.experts import (
     expert_layout,
     expert_work,
     find_banks,
+    with_experts_split,
 )
-from gpu_parallel_kit.sharding.layout import LayerInfo, VariableInfo
+from gpu_parallel_kit.sharding.layout import LayerInfo, VariableInfo, derive_layout
 from gpu_parallel_kit.sharding.traffic import tensor_traffic
 from gpu_parallel_kit.strategies import check_backend, options, strategy_record
 from tests.builders import small_data, small_mlp
@@ -118,6 +119,25 @@ def test_the_experts_go_on_the_expert_axis_and_everything_else_stays_whole():
     assert [c.direction for c in layout.collectives] == ["forward", "backward"]
     traffic = tensor_traffic(layout, 1, 4)
     assert traffic.activation_bytes == 2 * 4 * SEQUENCE * WIDTH * 4
+
+
+def test_a_tensor_layouts_model_axis_divides_the_experts_it_left_whole():
+    block = _moe_block()
+    tensor = derive_layout([block], 2)
+    split = with_experts_split(tensor, [block])
+    axes = split.axes_by_path()
+    for role in ("gate", "up", "down"):
+        assert tensor.axes_by_path()[f"block/moe/experts/{role}"] == (None, None, None)
+        assert axes[f"block/moe/experts/{role}"] == ("model", None, None)
+    assert (
+        axes["block/attention/query/kernel"]
+        == tensor.axes_by_path()["block/attention/query/kernel"]
+    )  # the heads as tensor splits them
+    assert len(split.collectives) == len(tensor.collectives) + 2  # the bank's sums, both ways
+    # An axis that does not divide the experts leaves them whole, as does one device.
+    three = derive_layout([block], 3)
+    assert with_experts_split(three, [block]).axes_by_path() == three.axes_by_path()
+    assert with_experts_split(derive_layout([block], 1), [block]).collectives == []
 
 
 def test_a_users_placement_wins_over_the_expert_rule():

@@ -19,6 +19,7 @@ import keras
 
 from ...runs.description.communication_reuse import reuse_fields
 from ...runs.description.run_spec import RunSpec
+from ...sharding.experts import with_experts_split
 from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic
 from ...strategies import strategy_record
@@ -293,8 +294,10 @@ class TensorParallel(JaxStrategy):
         """The layout over the mesh from the model's layers (`sharding.layout`); the model's own
         (pattern, axes) pairs, where given, win, as the user's do."""
         if own is not None:
-            return derive_layout(layers, self.spec.mesh_shape[1], own, OWN_LAYOUT)
-        return derive_layout(layers, self.spec.mesh_shape[1], self.spec.layout_map)
+            layout = derive_layout(layers, self.spec.mesh_shape[1], own, OWN_LAYOUT)
+        else:
+            layout = derive_layout(layers, self.spec.mesh_shape[1], self.spec.layout_map)
+        return with_experts_split(layout, layers)
 
     def describe(self) -> str:
         return "xla collectives (ModelParallel)"

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ....sharding.experts import with_experts_split
 from ....sharding.layout import Layout, derive_layout
 from ....sharding.traffic import tensor_traffic
 from ....strategies.fsdp import DATA_AXIS, MODEL_AXIS
@@ -125,6 +126,7 @@ def stage_layout(spec: Any, model: keras.Model, sample: Any, group: list[Any]) -
         layout = derive_layout(layers, model_axis, own_layout(model, mesh), OWN_LAYOUT)
     else:
         layout = derive_layout(layers, model_axis, spec.layout_map)
+    layout = with_experts_split(layout, layers)  # a mixture of experts' banks, divided
     check_divides(layout, {DATA_AXIS: data, MODEL_AXIS: model_axis})
     return layout
 
