@@ -140,11 +140,6 @@ def check_expert(spec: RunSpec) -> None:
     spec.options["layout_map"] = check_layout_map(spec.layout_map)
     spec.options["experts"] = check_experts(spec.experts)
     spec.options["capacity_factor"] = check_capacity_factor(spec.capacity_factor)
-    if spec.experts == DISPATCHED and spec.several_processes:
-        raise GpkError(
-            f"experts='dispatched' runs in one process, but this run has {spec.workers} "
-            "workers; drop workers= and cluster=, or use experts='dense'"
-        )
     data, _ = spec.mesh_shape
     check_batch(spec.global_batch, data)
 

@@ -114,16 +114,21 @@ def test_the_router_loss_moves_the_weights_so_the_equalities_show_it_kept(tmp_pa
     assert largest_difference(runs["with"], runs["without"]) > 10 * TOLERANCE
 
 
-def test_dense_experts_over_two_processes_train_the_weights_of_one_device(trained_alone, tmp_path):
-    """One mesh over 2 workers × 1 device through `jax.distributed`: an expert pair each."""
+@pytest.mark.parametrize("kind", ["dense", "dispatched"])
+def test_experts_over_two_processes_train_the_weights_of_one_device(trained_alone, kind, tmp_path):
+    """One mesh over 2 workers × 1 device through `jax.distributed`, an expert pair each; the
+    dispatched experts' all-to-alls cross the processes (gloo), dropping no token."""
     name, experiment, reference = trained_alone
     if name != "mixtral":
         pytest.skip("two processes are covered on Mixtral")
     path = tmp_path / "workers.npz"
-    result = experiment.run("expert", 1, workers=2, save_weights=str(path))
+    settings = {"experts": kind, "capacity_factor": ROOMY}
+    result = experiment.run("expert", 1, workers=2, save_weights=str(path), **settings)
     assert result.ok, result.reason
-    assert result.mesh == "1x2"
+    assert (result.mesh, result.workers) == ("1x2", 2)
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE
+    if kind == "dispatched":
+        assert result.extra["experts"]["dropped_tokens"] == 0
 
 
 @pytest.fixture(scope="module")

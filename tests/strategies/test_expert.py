@@ -71,10 +71,6 @@ def test_every_device_is_on_the_expert_axis_unless_a_mesh_says_otherwise():
         (dict(capacity_factor=0), "capacity_factor=0 must be a number above 0"),
         (dict(capacity_factor="x"), "capacity_factor='x' is not a number like 1.25"),
         (dict(mesh=(3, 2)), "mesh=(3, 2) holds 6 devices but the run has 4"),
-        (
-            dict(experts="dispatched", workers=2, mesh=(2, 4)),
-            "experts='dispatched' runs in one process, but this run has 2 workers",
-        ),
     ],
 )
 def test_a_bad_option_is_one_sentence_naming_it_and_the_fix(given, words):
