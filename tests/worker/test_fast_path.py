@@ -214,3 +214,44 @@ def test_a_builders_own_compile_settings_count_as_the_users(monkeypatch):
     # A run's own value wins over the builder's.
     spec = _plan_on_fake_gpus(monkeypatch, 2).plan("data", 2, steps_per_execution=1)
     assert tune_run(spec, model, 16, 32, 2).steps_per_execution == 1
+
+
+class SynchronousRunner:
+    """A one-stage runner whose calls return when done, as TensorFlow's eager calls do: a call
+    of `count` steps winds the clock by `count` seconds, a step run alone by 2."""
+
+    runs_ahead = False
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+
+    def steps(self, take, count):
+        from gpu_parallel_kit.worker.pipeline.runner_messages import StepReport
+
+        self.clock.now += count
+        return [StepReport(loss=1.0, steps_in_call=count) for _ in range(count)]
+
+    def step(self, x, y, timed=False, serial=False, settle=True):
+        from gpu_parallel_kit.worker.pipeline.runner_messages import StepReport, TaskRecord
+
+        self.clock.now += 2.0
+        tasks = [TaskRecord(0, "forward", 0, 0.0, 1.0)] if timed else []
+        return StepReport(loss=1.0, tasks=tasks)
+
+    def settle(self, report):
+        return report
+
+
+def test_a_call_that_returns_when_done_is_stamped_with_its_own_time(clock):
+    """Stamping each call once the next is dispatched suits JAX, whose calls run ahead; a call
+    that returns when done would give each step the next call's time (a group of four the
+    single step after it, the single step nearly nothing)."""
+    from gpu_parallel_kit.worker.measuring.recorder import StepRecorder
+    from gpu_parallel_kit.worker.pipeline.schedule_runner import _one_round
+
+    # 20 steps: 4 of warm-up, 3 timed alone, then calls of 4, 4, 4 and one step left.
+    recorder = StepRecorder(20, lambda **_: None, warmup_steps=4, steps_per_execution=4)
+    recorder.train_begin()
+    _one_round(SynchronousRunner(clock), lambda: (None, None), 1, 20, recorder, 4)
+    times = recorder.summary()["step_times_s"]
+    assert times == pytest.approx((1.0,) * 12 + (2.0,)), times

@@ -61,6 +61,9 @@ class PipelineStage(Protocol):
     # offers `forward_backward`: the last stage's passes in one call, and `whole_steps`: a
     # one-stage model's steps (forward, backward, update each), several in one call
     fuses: bool
+    # its calls return once dispatched, before their work is done (JAX); False where a call
+    # returns when its work is done (TensorFlow's eager executor)
+    runs_ahead: bool
 
     def begin_step(self) -> None: ...
 
@@ -181,6 +184,12 @@ class ScheduleRunner:
         micro-batch, all in this process (`steps`)."""
         alone = len(self.stages) == 1 and self.micro_batches == 1 and self.crossings is None
         return alone and self.stages[0].fuses
+
+    @property
+    def runs_ahead(self) -> bool:
+        """Whether a step returns before its work is done, so the next can be dispatched while
+        it runs (every stage's `runs_ahead`)."""
+        return all(stage.runs_ahead for stage in self.stages)
 
     def steps(self, take: Callable[[], tuple[Any, Any]], count: int) -> list[StepReport]:
         """`count` whole steps of a one-stage model in one call of its stage, as `fit` runs
@@ -433,7 +442,10 @@ def _one_round(
 ) -> list[StepReport]:
     """One round's steps (`train_steps`), told to its recorder."""
     timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
-    ahead = not recorder.evaluate_every_steps
+    # Steps are stamped once the next is dispatched, as Keras stamps a step that ran ahead;
+    # where a call returns only when done, that would give each step the next one's time, so
+    # each is stamped as it returns.
+    ahead = not recorder.evaluate_every_steps and runner.runs_ahead
     reports: list[StepReport] = []
     waiting: list[StepReport] = []  # dispatched, not yet stamped
 
@@ -467,7 +479,7 @@ def _one_round(
             reports.extend(dispatched)
             stamp()  # the steps before, finished while these were dispatched
             waiting = dispatched
-            if alone:
+            if alone or not ahead:
                 stamp()
             index += len(dispatched)
         stamp()

@@ -159,6 +159,7 @@ class RemoteStage:
     """A stage another process trains: its place in the model and where it lives, no arrays."""
 
     fuses = True  # as `StageFunctions`: the schedule's fused calls are the same everywhere
+    runs_ahead = True
 
     def __init__(self, stage: Any) -> None:
         self.index, self.cut, self.loss_fn = stage.index, stage.cut, stage.loss_fn

@@ -233,6 +233,7 @@ class StageFunctions:
     # The stage as the shared runner asks it (`worker/pipeline/schedule_runner.PipelineStage`).
 
     fuses = True  # the last stage's passes can run as one call (`forward_backward`)
+    runs_ahead = True  # JAX dispatches asynchronously: a call returns before its work is done
 
     def begin_step(self) -> None:
         """Nothing to clear: an update starts the sums again."""

@@ -50,6 +50,9 @@ class _OnDevice:
     device, the waits, the sizes, and the state a timing pass puts back."""
 
     stage: Stage
+    # TensorFlow's eager executor runs each call through before it returns (its default,
+    # synchronous execution): a step is done once dispatched.
+    runs_ahead = False
 
     @property
     def index(self) -> int:
