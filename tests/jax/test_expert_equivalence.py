@@ -61,11 +61,18 @@ def trained_alone(request, tmp_path_factory):
     return request.param, experiment, saved_weights(path)
 
 
+# Dispatched experts read both families' blocks alike (their router, top-k and loss); Qwen3-MoE's
+# is checked on the fullest mesh, Mixtral's on each.
+ON_MIXTRAL_ONLY = {"dispatched-2", "dispatched-4"}
+
+
 @pytest.mark.parametrize("plan", list(PLANS))
 def test_expert_trains_the_weights_of_one_device(trained_alone, plan, tmp_path):
     name, experiment, reference = trained_alone
     if plan.startswith("own") and name != "qwen3_moe":
         pytest.skip("keras-hub's Mixtral has no get_layout_map")
+    if plan in ON_MIXTRAL_ONLY and name != "mixtral":
+        pytest.skip("dispatched Qwen3-MoE is checked on the (data 2, expert 2) mesh")
     path = tmp_path / f"{plan}.npz"
     result = experiment.run("expert", **PLANS[plan], save_weights=str(path))
     assert result.ok, f"{name} {plan}: {result.reason}"
@@ -98,20 +105,19 @@ def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
         assert whole[alone]["params_bytes"] - held.pop() >= EXPERT_BYTES_PER_BLOCK[name] // 2
 
 
-def test_the_router_loss_moves_the_weights_so_the_equalities_show_it_kept(tmp_path):
+def test_the_router_loss_moves_the_weights_so_the_equalities_show_it_kept(trained_alone, tmp_path):
     """Without its load-balancing loss Mixtral trains other weights than with it, beyond the
     tolerance: so a dispatched or pipelined run that dropped the loss could not pass above."""
-    runs = {}
-    for name, builder in (("with", BUILDERS["mixtral"]), ("without", mixtral_without_router_loss)):
-        experiment = gpk.Experiment(
-            builder, moe_tokens(), batch_size=16, steps_per_epoch=2, backend="jax",
-            progress=False, measure_comm=False,
-        )  # fmt: skip
-        path = tmp_path / f"{name}.npz"
-        assert experiment.run("expert", 2, experts="dispatched", capacity_factor=ROOMY,
-                              save_weights=str(path)).ok  # fmt: skip
-        runs[name] = saved_weights(path)
-    assert largest_difference(runs["with"], runs["without"]) > 10 * TOLERANCE
+    name, _, reference = trained_alone
+    if name != "mixtral":
+        pytest.skip("the loss is switched off on Mixtral")
+    path = tmp_path / "without.npz"
+    experiment = gpk.Experiment(
+        mixtral_without_router_loss, moe_tokens(), batch_size=16, epochs=1, steps_per_epoch=2,
+        backend="jax", progress=False, measure_comm=False,
+    )  # fmt: skip
+    assert experiment.run("single", 1, save_weights=str(path)).ok
+    assert largest_difference(saved_weights(path), reference) > 10 * TOLERANCE
 
 
 @pytest.mark.parametrize("kind", ["dense", "dispatched"])
