@@ -103,6 +103,7 @@ def _steps(result: Any, label: str) -> list[dict[str, Any]]:
         for name, seconds in (
             ("all-reduce alone", extra.get("standalone_all_reduce_s")),
             ("collectives alone", extra.get("standalone_collectives_s")),
+            ("all-to-alls alone", extra.get("standalone_all_to_all_s")),  # dispatched experts
             ("exposed per step (with minus without it)", result.comm_time_s),
         )
         if seconds

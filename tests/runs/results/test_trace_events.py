@@ -160,6 +160,22 @@ def test_a_data_parallel_trace_puts_communication_after_the_steps(tmp_path):
     assert [e["dur"] for e in comm] == [6000.0, 4000.0]
 
 
+def test_dispatched_experts_all_to_alls_are_on_the_communication_track(tmp_path):
+    row = RunResult(
+        run_id="x1",
+        experiment_id="e",
+        strategy="expert",
+        devices=4,
+        virtual=True,
+        status="ok",
+        step_times_s=(0.01, 0.01),
+        extra={"standalone_all_to_all_s": 0.002, "experts": {"kind": "dispatched"}},
+    )
+    trace = json.loads(Path(row.save_trace(str(tmp_path / "run.json"))).read_text())
+    (comm,) = [e for e in validate(trace) if e["cat"] == "communication"]
+    assert comm["name"].startswith("all-to-alls alone") and comm["dur"] == 2000.0
+
+
 def test_the_validator_refuses_what_a_viewer_would_mangle():
     good = {
         "name": "a",
