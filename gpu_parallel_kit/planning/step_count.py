@@ -72,6 +72,8 @@ def counted_step(
         found = json.loads(path.read_text())
     except (OSError, ValueError):
         found = None
+    if found is not None and _experts_unplaced(found):
+        found = None  # counted before its banks' kept bytes were read: counted again
     if found is None:
         found = _count_in_child(source, sample, policy, optimizer, progress)
         _save(path, found)
@@ -80,6 +82,12 @@ def counted_step(
         cached = True
     _counted[key] = found
     return {**found, "cached": cached}
+
+
+def _experts_unplaced(found: dict[str, Any]) -> bool:
+    """A mixture of experts counted before the count named each layer's kept bytes
+    ("kept_by_path"), which its card reads the banks' activations from."""
+    return bool((found.get("experts") or {}).get("experts")) and "kept_by_path" not in found
 
 
 def _count_in_child(

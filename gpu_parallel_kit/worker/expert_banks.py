@@ -15,6 +15,7 @@ read as having no experts.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from .quiet_start import native_stderr_filtered
@@ -58,20 +59,29 @@ def expert_structure(model: Any) -> dict[str, Any]:
         return {}
     weights = model.trainable_variables
     blocks = {_block(v.path) for v in weights if len(v.shape) == 2 and v.shape[1] == experts}
-    banks = [
-        tuple(v.shape)
+    kernels = [
+        v
         for v in weights
         if len(v.shape) == 3 and v.shape[0] == experts and _block(v.path) in blocks
     ]
-    if not banks:
+    if not kernels:
         return {}
+    banks = [tuple(v.shape) for v in kernels]
     return {
         "experts": experts,
         "top_k": top_k,
         "expert_parameters": float(sum(math.prod(shape) for shape in banks)),
         # each stacked matmul writes its last dimension per token and expert
         "expert_outputs": float(sum(shape[-1] for shape in banks)),
+        # the layers holding the banks, as a count's residuals name them (`layer_path`)
+        "bank_paths": sorted({_bank_path(v.path) for v in kernels}),
     }
+
+
+def _bank_path(path: str) -> str:
+    """The layer holding a weight, each name without its index, as
+    `jax/abstract_count.layer_path` names a residual's layer."""
+    return "/".join(re.sub(r"_\d+$", "", p) for p in path.split("/")[:-1])
 
 
 def _block(path: str) -> str:

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import gpu_parallel_kit as gpk
+from gpu_parallel_kit.analysis.cost_model.model_card import bank_kept_bytes
+from gpu_parallel_kit.planning import step_count
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +36,7 @@ def searched(build, tmp_path):
 
 def test_the_dense_banks_are_counted_at_top_k_of_their_experts(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(step_count, "_counted", {})  # this test's two counts alone
     four = searched(mixtral(4, 2), tmp_path)
     # keras-hub imports TensorFlow in the children that read the model: none of its start-up
     # lines reaches the user's stderr.
@@ -50,3 +53,12 @@ def test_the_dense_banks_are_counted_at_top_k_of_their_experts(tmp_path, monkeyp
     assert four.card.flops_per_sample == pytest.approx(two.card.flops_per_sample, rel=0.05)
     assert {int(e) for e in four.table["expert"]} == {1, 2, 4}
     assert {int(e) for e in two.table["expert"]} == {1, 2}
+    # The count names the layers' kept bytes as the expert reader names the banks' layers, and a
+    # dense bank keeps per expert: four experts' banks keep twice what two experts' keep.
+    kept = [
+        bank_kept_bytes(count["experts"]["bank_paths"], count["kept_by_path"])
+        for count in step_count._counted.values()
+        if count["experts"].get("experts") in (4, 2)
+    ]
+    assert len(kept) == 2 and min(kept) > 0
+    assert max(kept) / min(kept) == pytest.approx(2.0, rel=0.1)

@@ -309,7 +309,9 @@ def model_card(
     layers, width, attention_heads = (whole_number(figures[k], k) for k in STRUCTURE)
     sequence = whole_number(sequence, "sequence")
     per_block = count.get("per_block") or {}
-    routed = routed_experts(count.get("experts") or {}, layers, sequence, precision)
+    routed = routed_experts(
+        count.get("experts") or {}, layers, sequence, precision, count.get("kept_by_path")
+    )
     block_flops = per_block.get("flops")
     return ModelCard(
         parameters=float(count["parameters"]),
@@ -346,22 +348,53 @@ class RoutedExperts:
 
 
 def routed_experts(
-    found: dict[str, Any], blocks: int, sequence: int, precision: str
+    found: dict[str, Any],
+    blocks: int,
+    sequence: int,
+    precision: str,
+    kept_by_path: dict[str, float] | None = None,
 ) -> RoutedExperts:
     """The count's experts (`worker/expert_banks.py`: "experts", "top_k", "expert_parameters",
-    "expert_outputs") and what its dense banks did beyond top-k ÷ experts of them: each weight's
-    6 FLOPs a token on the experts not routed to, and each stacked matmul's output for E − c·k
-    of the E experts (c the capacity factor); nothing for a dense model."""
+    "expert_outputs", "bank_paths") and what its dense banks did beyond top-k ÷ experts of them:
+    each weight's 6 FLOPs a token on the experts not routed to, and what the banks keep for
+    E − c·k of the E experts (c the capacity factor); nothing for a dense model.
+
+    What a bank keeps is read off the count where it names the banks' layers (`kept_by_path`,
+    each layer's kept bytes per sample, and "bank_paths"): everything the dense bank keeps is
+    per expert and token, so a dispatched bank keeps c·k ÷ E of it. A count made before it named
+    them falls back to the stacked matmuls' outputs, which leave out the bank's other kept
+    values (its float32 copies and gated products) and so take off too little."""
     experts, top_k = int(found.get("experts") or 0), int(found.get("top_k") or 0)
     if experts < 2:
         return RoutedExperts()
     skipped = 1 - top_k / experts
     parameters = float(found.get("expert_parameters") or 0.0)
     flops = TRAINING_FLOPS_PER_WEIGHT * sequence * parameters / blocks * skipped
-    outputs = float(found.get("expert_outputs") or 0.0) / blocks  # one expert's, a token
-    width = state_bytes("sgd", precision).activation
-    kept = width * sequence * outputs * max(0.0, experts - CAPACITY_FACTOR * top_k)
+    banks = bank_kept_bytes(found.get("bank_paths") or [], kept_by_path or {}) / blocks
+    if banks > 0:
+        kept = banks * max(0.0, 1 - CAPACITY_FACTOR * top_k / experts)
+    else:
+        outputs = float(found.get("expert_outputs") or 0.0) / blocks  # one expert's, a token
+        width = state_bytes("sgd", precision).activation
+        kept = width * sequence * outputs * max(0.0, experts - CAPACITY_FACTOR * top_k)
     return RoutedExperts(experts, top_k, parameters, flops, kept)
+
+
+def bank_kept_bytes(bank_paths: list[str], kept_by_path: dict[str, float]) -> float:
+    """What the count's layers inside the expert banks keep, per sample, all blocks: every
+    residual whose layer path holds a bank's path, whole names only.
+
+    >>> bank_kept_bytes(["block/moe/experts"],
+    ...                 {"model/block/moe/experts": 8.0, "model/block/moe/experts/einsum": 2.0,
+    ...                  "model/block/moe/experts_norm": 5.0, "model/block/attention": 3.0})
+    10.0
+    """
+    found = 0.0
+    for path, kept in kept_by_path.items():
+        whole = f"/{path}/"
+        if any(f"/{bank}/" in whole for bank in bank_paths):
+            found += float(kept)
+    return found
 
 
 def block_scores(count: dict[str, Any], blocks: int) -> float | None:

@@ -148,7 +148,8 @@ def activations(
         attention's scores, softmax and dropout mask, whatever computes them), "by_kind" (kind
         -> kept bytes, a kind being the
         layer's name without its index, then "mask" for booleans, "scores" for (s, s) tensors),
-        "by_layer" (the first numbered layer, a backbone's block -> kept bytes), "residuals"
+        "by_layer" (the first numbered layer, a backbone's block -> kept bytes), "by_path"
+        (the layer's whole path, each name without its index -> kept bytes), "residuals"
         (one dict per residual: layer, op, shape, dtype, bytes, role "kept", "recomputed",
         "input", "weights" or "broadcast").
     """
@@ -182,8 +183,11 @@ def activations(
     kept = [r for r in rows if r["role"] == "kept"]
     by_kind: dict[str, int] = {}
     by_layer: dict[str, int] = {}
+    by_path: dict[str, int] = {}
     for row in kept:
         by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + row["bytes"]
+        path = layer_path(row["layer"])
+        by_path[path] = by_path.get(path, 0) + row["bytes"]
         top = _top_layer(row["layer"])
         by_layer[top] = by_layer.get(top, 0) + row["bytes"]
     for row in rows:
@@ -195,6 +199,7 @@ def activations(
         "scores_bytes": sum(r["bytes"] for r in square),
         "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
         "by_layer": by_layer,
+        "by_path": by_path,
         "residuals": rows,
     }
 
@@ -308,6 +313,14 @@ def _top_layer(layer: str) -> str:
     parts = [p for p in layer.split("/") if p]
     numbered = [p for p in parts if re.search(r"_\d+$", p)]
     return numbered[0] if numbered else (parts[0] if parts else "(model)")
+
+
+def layer_path(layer: str) -> str:
+    """A residual's layer path as its blocks share it: the trace's jit frames left out, each
+    name without its index ("transformer_layer_1/moe_block_1/experts" →
+    "transformer_layer/moe_block/experts")."""
+    inner = [p for p in layer.split("/") if p and not p.startswith(("jit(", "pjit("))]
+    return "/".join(re.sub(r"_\d+$", "", p) for p in inner)
 
 
 def _kind(layer: str, aval: Any, sequence: int | None) -> str:

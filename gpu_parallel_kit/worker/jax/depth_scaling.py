@@ -77,11 +77,11 @@ def count_by_depth(
     activations: dict[str, Any] = {}
     for key in LINEAR_ACTIVATIONS:
         activations[key], per_block[key] = line(kept[0].get(key, 0), kept[1].get(key, 0))
-    kinds = dict.fromkeys([*kept[1]["by_kind"], *kept[0]["by_kind"]])
-    activations["by_kind"] = {
-        kind: line(kept[0]["by_kind"].get(kind, 0), kept[1]["by_kind"].get(kind, 0))[0]
-        for kind in kinds
-    }
+    for part in ("by_kind", "by_path"):
+        names = dict.fromkeys([*kept[1].get(part, {}), *kept[0].get(part, {})])
+        activations[part] = {
+            name: line(kept[0][part].get(name, 0), kept[1][part].get(name, 0))[0] for name in names
+        }
     return {
         **found,
         "activations": activations,

@@ -63,6 +63,7 @@ def count_for_plans(
             "kept_bytes": kept["kept_bytes"],
             "scores_bytes": kept["scores_bytes"],
             "by_layer": kept["by_layer"],
+            "kept_by_path": kept.get("by_path", {}),
             "structure": structure(built[-1]),
             "depth": depth_of(built[-1]),  # what a plan run here may rebuild; None: kept as is
         }
@@ -110,6 +111,7 @@ def _by_depth(
         "kept_bytes": kept["kept_bytes"],
         "scores_bytes": kept["scores_bytes"],
         "by_layer": dict.fromkeys(said.get("block_names") or [], per_block),
+        "kept_by_path": kept.get("by_path", {}),
         "structure": said,
         "depth": blocks,
     }

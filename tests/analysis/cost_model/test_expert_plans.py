@@ -62,6 +62,39 @@ def test_a_dense_banks_count_is_scaled_to_its_routed_experts():
     assert skipped == pytest.approx(6.0 * S * EXPERT_WEIGHTS * (1 - K / E))
 
 
+def test_a_dense_bank_keeps_what_a_dispatched_one_keeps_at_its_capacitys_share():
+    """Everything a dense bank keeps is per expert and token: dispatched, its capacity's
+    c·k ÷ E of it. The count names each layer's kept bytes and the expert reader the banks'
+    layers; a count without them takes off the stacked outputs alone."""
+    bank, other = 4.0e9 * L, 1.0e9 * L  # per sample, all blocks
+    count = {
+        "flops": 6.0 * S * PARAMETERS,
+        "parameters": PARAMETERS,
+        "kept_bytes": bank + other,
+        "structure": {"blocks": L, "hidden": H, "heads": A},
+        "kept_by_path": {
+            "mixtral/transformer_layer/moe_block/experts": bank * 0.75,
+            "mixtral/transformer_layer/moe_block/experts/einsum": bank * 0.25,
+            "mixtral/transformer_layer/self_attention": other,
+        },
+        "experts": {
+            "experts": E,
+            "top_k": K,
+            "expert_parameters": EXPERT_WEIGHTS,
+            "expert_outputs": L * (2 * F + H),
+            "bank_paths": ["transformer_layer/moe_block/experts"],
+        },
+    }
+    card = model_card(count, "bf16", "adam", "mixtral", sequence=S)
+    capacity = 1.25 * K / E
+    assert card.activation_bytes == pytest.approx((other + bank * capacity) / L)
+    older = {**count, "kept_by_path": None}  # counted before layers' kept bytes were named
+    outputs_only = model_card(older, "bf16", "adam", "mixtral", sequence=S)
+    assert outputs_only.activation_bytes == pytest.approx(
+        (bank + other) / L - 2 * S * (2 * F + H) * (E - 1.25 * K)
+    )
+
+
 def test_a_count_without_experts_keeps_its_flops():
     count = {"flops": 1e12, "parameters": 1e6, "structure": {"blocks": 2, "hidden": 8, "heads": 2}}
     card = model_card(count, "bf16", "adam", "gpt", sequence=16)
