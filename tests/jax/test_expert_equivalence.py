@@ -3,12 +3,12 @@ Qwen3-MoE (4 experts, top 2) built from a config: the experts on 2 and 4 devices
 (data 2, expert 2) mesh, dense (keras-hub's bank) and dispatched (the kit's all-to-all, with room
 for every token), and Qwen3-MoE under its own layout map too.
 
-A pipeline of either model trains one device's weights too, on one device a stage and with each
-stage on a (data, model) sub-mesh whose model axis divides the experts, and the router's
-load-balancing loss is shown to move the weights beyond the tolerance, so every equality here
-shows it kept. Weights only (`measure_comm=False`) but for the tests that measure a run's
-communication, its memory by part and its dropped tokens; a model `expert` cannot split is
-refused in one sentence.
+A pipeline of either model trains one device's weights too, on one device a stage, and
+Mixtral's with each stage on a (data, model) sub-mesh whose model axis divides the experts. The
+router's load-balancing loss is shown to move the weights beyond the tolerance, so every
+equality here shows it kept. Weights only (`measure_comm=False`) but for the tests that measure
+a run's communication, its memory by part and its dropped tokens; a model `expert` cannot split
+is refused in one sentence.
 """
 
 from __future__ import annotations
@@ -93,7 +93,10 @@ def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
     assert result.ok, f"{name} pipeline: {result.reason}"
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE, name
     # Each stage on a (data 2, model 2) sub-mesh: the model axis divides its block's experts
-    # too (sharding/experts.with_experts_split), not only its attention heads.
+    # too (sharding/experts.with_experts_split), not only its attention heads; found by shape,
+    # so checked on Mixtral alone.
+    if name != "mixtral":
+        return
     meshed = experiment.run("pipeline", 8, mesh=(2, 2), save_weights=str(path))
     assert meshed.ok, f"{name} pipeline on a mesh: {meshed.reason}"
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE, name
@@ -120,21 +123,20 @@ def test_the_router_loss_moves_the_weights_so_the_equalities_show_it_kept(traine
     assert largest_difference(saved_weights(path), reference) > 10 * TOLERANCE
 
 
-@pytest.mark.parametrize("kind", ["dense", "dispatched"])
-def test_experts_over_two_processes_train_the_weights_of_one_device(trained_alone, kind, tmp_path):
-    """One mesh over 2 workers × 1 device through `jax.distributed`, an expert pair each; the
-    dispatched experts' all-to-alls cross the processes (gloo), dropping no token."""
+def test_experts_over_two_processes_train_the_weights_of_one_device(trained_alone, tmp_path):
+    """One mesh over 2 workers × 1 device through `jax.distributed`, an expert pair each,
+    dispatched: the layout the dense bank shares, and the all-to-alls across the processes
+    (gloo), dropping no token."""
     name, experiment, reference = trained_alone
     if name != "mixtral":
         pytest.skip("two processes are covered on Mixtral")
     path = tmp_path / "workers.npz"
-    settings = {"experts": kind, "capacity_factor": ROOMY}
+    settings = {"experts": "dispatched", "capacity_factor": ROOMY}
     result = experiment.run("expert", 1, workers=2, save_weights=str(path), **settings)
     assert result.ok, result.reason
     assert (result.mesh, result.workers) == ("1x2", 2)
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE
-    if kind == "dispatched":
-        assert result.extra["experts"]["dropped_tokens"] == 0
+    assert result.extra["experts"]["dropped_tokens"] == 0
 
 
 @pytest.fixture(scope="module")
