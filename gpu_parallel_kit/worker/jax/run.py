@@ -34,6 +34,7 @@ from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
 from ..input_names import check_input_names  # noqa: E402
+from ..measuring.comm_once import communication_once  # noqa: E402
 from ..measuring.recorder import StepRecorder, StepTimer  # noqa: E402
 from ..measuring.stats import Timing  # noqa: E402
 from ..quiet_start import native_stderr_filtered  # noqa: E402
@@ -182,16 +183,12 @@ class JaxRun:
         """The communication figures, timed now, or None when measure_comm=False skipped them
         or measuring failed: the trained run keeps its row (marked not measured), and the
         worker's stderr keeps why."""
-        if self.spec.comm_from is not None:  # an earlier round of this configuration measured
-            self.measured = self.spec.comm_from.as_dict()
-            return
-        self.prepare_measurement(model)  # a run whose training never began compiles it now
-        if self.timing is None:
-            return
-        try:
-            self.measured = self.timing()
-        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
-            traceback.print_exc()
+
+        def prepared() -> Any:
+            self.prepare_measurement(model)
+            return self.timing
+
+        self.measured, _ = communication_once(self.spec.comm_from, prepared)
 
     def peak_memory(self) -> tuple[dict[str, int], str]:
         return peak_memory(self.spec.devices.kind, self.devices)

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from ....runs.description.communication_reuse import reuse_fields
+from ...measuring.comm_once import communication_once
 from ...measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
 from .base import Engine
 from .comm import not_measured, prepared_all_reduce, traffic_per_device
@@ -96,18 +97,13 @@ class DataParallelEngine(Engine):
             self._comm_failed = True
 
     def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
-        self._comm = None
-        if self.spec.comm_from is not None:  # an earlier round of this configuration measured
-            self._comm = self.spec.comm_from.as_dict()
-            return
-        self.prepare_measurement(model, dataset)  # a run that never began training traces it
-        if self._measurement is None:
-            return
-        try:
-            self._comm = self._measurement()
-        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
-            traceback.print_exc()
-            self._comm_failed = True
+
+        def prepared() -> Any:
+            self.prepare_measurement(model, dataset)
+            return self._measurement
+
+        self._comm, failed = communication_once(self.spec.comm_from, prepared)
+        self._comm_failed = self._comm_failed or failed
 
     @property
     def _measures_here(self) -> bool:
