@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -117,16 +118,19 @@ def test_a_pipeline_trace_has_a_track_per_device_and_copies_on_their_own(tmp_pat
     assert any(n.endswith("simulated, task times replayed on devices") for n in names)
 
 
+SINGLE = RunResult(
+    run_id="s1",
+    experiment_id="e",
+    strategy="single",
+    devices=1,
+    virtual=False,
+    status="ok",
+    step_times_s=(0.01, 0.012),
+)
+
+
 def test_a_single_device_run_without_a_timeline_writes_its_steps(tmp_path):
-    row = RunResult(
-        run_id="s1",
-        experiment_id="e",
-        strategy="single",
-        devices=1,
-        virtual=False,
-        status="ok",
-        step_times_s=(0.01, 0.012),
-    )
+    row = SINGLE
     path = row.save_trace(str(tmp_path / "single.json"))
     assert path == str(tmp_path / "single.json")
     trace = json.loads(Path(path).read_text())
@@ -161,15 +165,9 @@ def test_a_data_parallel_trace_puts_communication_after_the_steps(tmp_path):
 
 
 def test_dispatched_experts_all_to_alls_are_on_the_communication_track(tmp_path):
-    row = RunResult(
-        run_id="x1",
-        experiment_id="e",
-        strategy="expert",
-        devices=4,
-        virtual=True,
-        status="ok",
-        step_times_s=(0.01, 0.01),
-        extra={"standalone_all_to_all_s": 0.002, "experts": {"kind": "dispatched"}},
+    dispatched = {"standalone_all_to_all_s": 0.002, "experts": {"kind": "dispatched"}}
+    row = dataclasses.replace(
+        SINGLE, run_id="x1", strategy="expert", devices=4, virtual=True, extra=dispatched
     )
     trace = json.loads(Path(row.save_trace(str(tmp_path / "run.json"))).read_text())
     (comm,) = [e for e in validate(trace) if e["cat"] == "communication"]
