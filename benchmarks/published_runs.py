@@ -1,6 +1,6 @@
 """Published large-model training runs against the plan search's projection of the same plans.
 
-    python benchmarks/published_runs.py [--recount] [--markdown]
+    python benchmarks/published_runs.py [--recount] [--markdown | --leave-one-out | --same-shape]
 
 With `--recount`, counts every published model by depth (`worker/jax/depth_scaling.py`: keras-hub's
 `GPT2Backbone` with a tied language-model head, at one and two blocks of full width, one
@@ -11,7 +11,9 @@ process (keras-hub would import it). Then prints, for every run of
 plan in the paper's counting, their ratio, whether the plan fits, and the kit's best plan with
 the step-time parts that make it faster. `--markdown` prints the table of
 `docs/published-runs.md`; `--leave-one-out` prints the matmul efficiency's fit and each run
-projected by the fit made without it (`planning/efficiency_fit.py`), as that page's tables.
+projected by the fit made without it (`planning/efficiency_fit.py`), as that page's tables;
+`--same-shape` prints, for the runs whose matmuls have the same shapes, the one share of peak
+that brings them closest to their published steps, and their ratios there.
 """
 
 from __future__ import annotations
@@ -116,6 +118,17 @@ def print_leave_one_out() -> None:
     print(f"left out, kit ÷ published: {min(ratios):.2f} to {max(ratios):.2f}")
 
 
+def print_same_shapes() -> None:
+    from gpu_parallel_kit.planning import efficiency_fit
+
+    for group in efficiency_fit.same_shapes():
+        print(f"H = {group.inverse_size * 1e3:.4f}·10⁻³, closest at one share of "
+              f"{group.share:.3f}: ratios ×{min(group.ratios):.2f}–×{max(group.ratios):.2f} "
+              f"(×{group.spread:.2f} apart)")  # fmt: skip
+        for name, ratio in zip(group.names, group.ratios, strict=True):
+            print(f"  {name}: {ratio:.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recount", action="store_true", help="count the models again")
@@ -123,11 +136,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--leave-one-out", action="store_true", help="print the efficiency's fit, run by run"
     )
+    parser.add_argument(
+        "--same-shape",
+        action="store_true",
+        help="print how close one share of peak brings the runs of one shape",
+    )
     args = parser.parse_args(argv)
     if args.recount:
         recount()
     if args.leave_one_out:
         print_leave_one_out()
+        return 0
+    if args.same_shape:
+        print_same_shapes()
         return 0
     rows = published_runs.runs_table()
     (print_markdown if args.markdown else print_table)(rows)

@@ -3,13 +3,17 @@
 Each published run (`published_runs.py`) gives the share of peak that makes the kit's step of
 its plan last as long as the paper's (`implied_share`); with its matmuls' shapes on one device
 (`analysis/cost_model/matmul_efficiency.py`) that is one point of the fit. `fitted` fits every
-run, `leave_one_out` projects each run by a fit made without it. The fitted parameters are kept
-in `matmul_efficiency.py`, and `tests/planning/test_efficiency_fit.py` re-fits and checks them.
+run, `leave_one_out` projects each run by a fit made without it, and `same_shapes` asks, of the
+runs whose matmuls have the same shapes, how close one share of peak (the most any efficiency of
+the shapes can give them) brings them all to their published steps. The fitted parameters are
+kept in `matmul_efficiency.py`, and `tests/planning/test_efficiency_fit.py` re-fits and checks
+them.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from ..analysis.cost_model.matmul_efficiency import (
@@ -98,4 +102,54 @@ def leave_one_out(runs: tuple[PublishedRun, ...] = RUNS) -> list[LeftOut]:
         share = others.share(point(run).inverse_size)
         ratio = published_step_s(run) / step_s(run, Efficiency(share, share, share))
         found.append(LeftOut(run.name, share, implied_share(run), ratio))
+    return found
+
+
+@dataclass(frozen=True)
+class SameShape:
+    """Published runs whose matmuls have the same shapes on one GPU, at the one share of peak
+    that brings them closest to their published steps.
+
+    Args:
+        names: the runs.
+        inverse_size: their matmuls' H (`matmul_efficiency.inverse_size`).
+        share: the share of peak whose largest miss, as a factor either way, is smallest.
+        ratios: each run's kit ÷ published throughput at `share`, in the order of `names`.
+    """
+
+    names: tuple[str, ...]
+    inverse_size: float
+    share: float
+    ratios: tuple[float, ...]
+
+    @property
+    def spread(self) -> float:
+        """The largest ratio over the smallest: how far apart one share leaves the runs."""
+        return max(self.ratios) / min(self.ratios)
+
+
+def same_shapes(runs: tuple[PublishedRun, ...] = RUNS, step: float = 0.001) -> list[SameShape]:
+    """Each group of two or more runs with the same matmul shapes, at the share (scanned from
+    0.2 to 0.9 in `step`s) whose largest miss is smallest: any efficiency of the shapes gives
+    such runs one share, so no such efficiency projects them closer than this."""
+    groups: dict[float, list[PublishedRun]] = {}
+    for run in runs:
+        groups.setdefault(round(point(run).inverse_size, 12), []).append(run)
+    found = []
+    for shape, members in groups.items():
+        if len(members) < 2:
+            continue
+        published = [published_step_s(run) for run in members]
+        best: tuple[float, float, tuple[float, ...]] | None = None
+        for index in range(round(0.2 / step), round(0.9 / step) + 1):
+            share = index * step
+            at = Efficiency(share, share, share)
+            ratios = tuple(
+                seconds / step_s(run, at) for run, seconds in zip(members, published, strict=True)
+            )
+            miss = max(abs(math.log(ratio)) for ratio in ratios)
+            if best is None or miss < best[0]:
+                best = (miss, share, ratios)
+        assert best is not None
+        found.append(SameShape(tuple(r.name for r in members), shape, best[1], best[2]))
     return found
