@@ -7,6 +7,7 @@ it fits there. A collective or a send runs on the slowest link its group crosses
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,14 @@ class GPUCluster:
         object.__setattr__(self, "per_node", whole_number(per_node, "per_node"))
         object.__setattr__(self, "inside", interconnect(inside if inside is not None else usual))
         object.__setattr__(self, "between", interconnect(between))
+
+    def __hash__(self) -> int:
+        # A search asks cached figures of one cluster for every plan: its hash, worked out once.
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.device, self.nodes, self.per_node, self.inside, self.between))
 
     @property
     def gpus(self) -> int:

@@ -14,6 +14,7 @@ run that dispatches each token to its top-k experts computes and keeps them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -157,12 +158,20 @@ class ModelCard:
         activations' width."""
         return self.state.activation * self.sequence * self.hidden * self.top_k
 
+    def __hash__(self) -> int:
+        # A search asks cached figures of one card for every plan: its hash, worked out once.
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
     @functools.cached_property
     def state(self) -> StateBytes:
         """Bytes per parameter of each model state (`training_precision.StateBytes`)."""
         return state_bytes(self.optimizer, self.precision)
 
-    @property
+    @functools.cached_property  # a search asks it of every plan
     def score_bytes(self) -> float:
         """The attention scores, softmax and dropout mask per block and sample: what the count
         found of them in the trace, else 5·a·s² at 16 bits (two values and a one-byte mask per
@@ -171,7 +180,7 @@ class ModelCard:
             return self.attention_scores_bytes
         return (2.0 * self.state.activation + 1.0) * self.heads * self.sequence**2
 
-    @property
+    @functools.cached_property  # a search asks it of every plan
     def key_value_heads(self) -> int:
         """The heads K and V have: `kv_heads`, else every attention head."""
         return self.kv_heads or self.heads
@@ -188,12 +197,12 @@ class ModelCard:
             return 0.0
         return 1.0 / self.kv_heads - 1.0 / tensor
 
-    @property
+    @functools.cached_property  # a search asks it of every plan
     def key_value_parameters(self) -> float:
         """One block's K and V projection weights: 2·h·kv·h/a."""
         return 2.0 * self.hidden * self.key_value_heads * self.hidden / self.heads
 
-    @property
+    @functools.cached_property  # a search asks it of every plan
     def attention_core_flops(self) -> float:
         """One block's attention core per sample, forward: QKᵀ and the scores times V, 4·s²·h,
         and the softmax's few operations a score (0 for a model whose count found no scores)."""
@@ -202,7 +211,7 @@ class ModelCard:
         scores = self.heads * self.sequence**2
         return 4.0 * self.sequence**2 * self.hidden + SOFTMAX_FLOPS * scores
 
-    @property
+    @functools.cached_property  # a search asks it of every plan
     def flash_recompute_flops(self) -> float:
         """What a fused attention's backward computes again per block and sample: QKᵀ (2·s²·h)
         and the softmax (Dao et al. 2022), 0 for a model whose count found no scores."""
@@ -210,13 +219,13 @@ class ModelCard:
             return 0.0
         return 2.0 * self.sequence**2 * self.hidden + SOFTMAX_FLOPS * self.heads * self.sequence**2
 
-    @property
+    @functools.cached_property  # a search asks it of every plan
     def log_sum_exp_bytes(self) -> float:
         """What a fused attention keeps per block and sample beside its output: one float32
         log-sum-exp per head and token."""
         return 4.0 * self.heads * self.sequence if self.score_bytes > 0 else 0.0
 
-    @property
+    @functools.cached_property  # a search asks it of every plan
     def activation_send_bytes(self) -> float:
         """One sample's activations across a cut, or a tensor collective's message: 2·s·h at
         16 bits."""
@@ -228,6 +237,21 @@ class ModelCard:
         checkpointing: str = "none",
         attention: str = "as-written",
         sequence_parallel: bool = False,
+    ) -> float:
+        """What one block keeps per sample on one of `tensor` devices (`_kept_bytes`), worked
+        out once per card for each of the few choices a search asks it of."""
+        key = (tensor, checkpointing, attention, sequence_parallel)
+        found = self._kept_by_choice.get(key)
+        if found is None:
+            found = self._kept_by_choice[key] = self._kept_bytes(*key)
+        return found
+
+    @functools.cached_property
+    def _kept_by_choice(self) -> dict[tuple[int, str, str, bool], float]:
+        return {}
+
+    def _kept_bytes(
+        self, tensor: int, checkpointing: str, attention: str, sequence_parallel: bool
     ) -> float:
         """What one block keeps per sample on one of `tensor` devices (Korthikanti et al. 2022).
 

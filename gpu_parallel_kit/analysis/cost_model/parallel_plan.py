@@ -11,6 +11,7 @@ expert parallelism). Its memory is `parallel_plan_memory.py`'s, its step
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -158,8 +159,9 @@ class _Schedule(NamedTuple):
     chunks: int  # model chunks per device
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@functools.lru_cache(maxsize=256)
+def _divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
 def _schedules(card: ModelCard, stages: int, micro_batches: int) -> Iterator[_Schedule]:

@@ -57,7 +57,7 @@ def step_time(
     per_stage = stage_flops(card, plan, split, split.candidates)
     busiest = max(per_stage, key=per_stage.__getitem__)
     flops = per_stage[busiest] * plan.micro_batch_size * plan.micro_batches
-    peak = cluster.device.peak_flops(training_precision(card.precision).peak)
+    peak = _peak_flops(cluster, card.precision)
     terms = _compute_terms(card, plan, cluster, split, busiest, flops / peak)
     blocks = split.blocks[busiest]
     tensor_s = _tensor_comm_s(card, plan, links["tensor"], blocks)
@@ -70,7 +70,7 @@ def step_time(
         )
     expert_s = _expert_comm_s(card, plan, _expert_link(cluster, plan), blocks)
     sends_s = _stage_sends_s(card, plan, links["stages"])
-    context_link = _context_link(cluster, plan)
+    ring_s, attention_flops = _context_ring(card, plan, _context_link(cluster, plan))
     bubble = _bubble(
         plan.schedule if plan.stages > 1 else ONE_F_ONE_B.name,
         plan.stages,
@@ -82,7 +82,10 @@ def step_time(
     for end in ("likely", "low", "high"):
         share = efficiency.at(end)
         compute = max(terms["flops"] / share, terms["memory-bandwidth"] / share, terms["launches"])
-        context_s = _context_comm_s(card, plan, context_link, blocks, peak * share)
+        context_s = 0.0
+        if ring_s:  # the ring's sends beyond the attention they run beside
+            hidden = attention_flops / (peak * share)
+            context_s = max(0.0, ring_s - hidden) * blocks * plan.micro_batches
         busy = compute + tensor_s + context_s + expert_s
         idle = busy * bubble / (1 - bubble)
         # The gradients' collectives overlap the backward (about 2/3 of the compute).
@@ -90,13 +93,13 @@ def step_time(
         found[end] = busy + idle + exposed + sends_s
         if end == "likely":
             parts = {
-                "compute": compute,
-                "comm:tensor": tensor_s,
-                "comm:context": context_s,
-                "comm:expert": expert_s,
-                "comm:data": exposed,
-                "comm:stages": sends_s,
-                "bubble": idle,
+                "compute_s": compute,
+                "comm:tensor_s": tensor_s,
+                "comm:context_s": context_s,
+                "comm:expert_s": expert_s,
+                "comm:data_s": exposed,
+                "comm:stages_s": sends_s,
+                "bubble_s": idle,
             }
     likely = efficiency.at("likely")
     row = {
@@ -105,7 +108,7 @@ def step_time(
         "step_time_high_s": found["low"],
         "model_tflops_per_device": model_flops / found["likely"] / 1e12,
         "mfu": model_flops / found["likely"] / peak,
-        **{f"{name}_s": seconds for name, seconds in parts.items()},
+        **parts,
         "flops_s": terms["flops"] / likely,
         "memory-bandwidth_s": terms["memory-bandwidth"] / likely,
         "launches_s": terms["launches"],
@@ -151,14 +154,23 @@ def bound(row: dict[str, float | str]) -> str:
     """What bounds a row's step: its largest part, the compute part named by the term that
     rules it ("compute" for the FLOPs, "memory-bandwidth" for the bytes, "launches" for the
     kernels' floor)."""
-    largest = max(PARTS, key=lambda part: row[f"{part}_s"])
-    if largest != "compute":
-        return largest
-    return COMPUTE_TERMS[max(COMPUTE_TERMS, key=lambda term: row[f"{term}_s"])]
+    largest = max(_PART_KEYS, key=row.__getitem__)
+    if largest != "compute_s":
+        return largest[: -len("_s")]
+    return _TERM_OF_KEY[max(_TERM_OF_KEY, key=row.__getitem__)]
+
+
+_PART_KEYS = tuple(f"{part}_s" for part in PARTS)  # in PARTS' order: a tie goes to the first
+_TERM_OF_KEY = {f"{term}_s": name for term, name in COMPUTE_TERMS.items()}
 
 
 # A search asks the same few (schedule, stages, micro-batches, chunks) thousands of times.
 _bubble = functools.lru_cache(maxsize=4096)(theoretical_bubble)
+
+
+@functools.lru_cache(maxsize=64)
+def _peak_flops(cluster: GPUCluster, precision: str) -> float:
+    return cluster.device.peak_flops(training_precision(precision).peak)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -209,22 +221,20 @@ def _context_link(cluster: GPUCluster, plan: Plan) -> Interconnect | None:
     return cluster.inside if plan.tensor * plan.context <= cluster.per_node else cluster.between
 
 
-def _context_comm_s(
-    card: ModelCard, plan: Plan, link: Interconnect | None, blocks: int, flops_s: float
-) -> float:
-    """What a context ring adds that its attention compute does not hide (Liu et al.'s ring
-    attention, as Megatron-LM runs it): per block and micro-batch, c−1 sends of a chunk's K
-    and V forward and twice that backward (K and V, then their gradients), each overlapped
-    with a chunk's attention."""
+def _context_ring(card: ModelCard, plan: Plan, link: Interconnect | None) -> tuple[float, float]:
+    """A context ring's sends and the attention FLOPs they run beside, per block and
+    micro-batch on one device (Liu et al.'s ring attention, as Megatron-LM runs it): c−1
+    sends of a chunk's K and V forward and twice that backward (K and V, then their
+    gradients), each overlapped with a chunk's attention; what the compute does not hide is
+    the step's `comm:context`. (0, 0) without a ring."""
     if link is None:
-        return 0.0
+        return 0.0, 0.0
     chunk = plan.micro_batch_size * card.sequence / plan.context
     width = card.state.activation * card.hidden / card.heads
     kv = 2 * chunk * width * card.key_value_heads / card.key_value_split(plan.tensor)
     ring = 3 * (plan.context - 1) * link.send_s(kv)
     attention = 3 * card.attention_core_flops * plan.micro_batch_size / plan.tensor
-    hidden = attention / plan.context / flops_s  # the attention the sends run beside
-    return max(0.0, ring - hidden) * blocks * plan.micro_batches
+    return ring, attention / plan.context
 
 
 def _data_comm_s(

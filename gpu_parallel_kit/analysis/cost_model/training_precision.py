@@ -101,10 +101,9 @@ def model_state_bytes(
         known = ", ".join(repr(s) for s in SHARDED_BY_DATA)
         raise GpkError(f"sharding={sharding!r} is not known; use one of {known}")
     share = parameters / (tensor * stages)
-    split = SHARDED_BY_DATA[sharding]
-    figures = (per.params, per.grads, per.optimizer)
-    names = ("params_bytes", "grads_bytes", "optimizer_bytes")
+    params, grads, optimizer = SHARDED_BY_DATA[sharding]
     return {
-        name: share * width / (data if divided else 1)
-        for name, width, divided in zip(names, figures, split, strict=True)
+        "params_bytes": share * per.params / (data if params else 1),
+        "grads_bytes": share * per.grads / (data if grads else 1),
+        "optimizer_bytes": share * per.optimizer / (data if optimizer else 1),
     }
