@@ -79,9 +79,10 @@ def step_time(
     )
     found: dict[str, float] = {}
     parts: dict[str, float] = {}
-    for end in ("likely", "low", "high"):
-        share = efficiency.at(end)
-        compute = max(terms["flops"] / share, terms["memory-bandwidth"] / share, terms["launches"])
+    flops_s, bytes_s, launches_s = terms["flops"], terms["memory-bandwidth"], terms["launches"]
+    ends = (("likely", efficiency.likely), ("low", efficiency.low), ("high", efficiency.high))
+    for end, share in ends:
+        compute = max(flops_s / share, bytes_s / share, launches_s)
         context_s = 0.0
         if ring_s:  # the ring's sends beyond the attention they run beside
             hidden = attention_flops / (peak * share)
@@ -101,7 +102,7 @@ def step_time(
                 "comm:stages_s": sends_s,
                 "bubble_s": idle,
             }
-    likely = efficiency.at("likely")
+    likely = efficiency.likely
     row = {
         "step_time_s": found["likely"],
         "step_time_low_s": found["high"],  # the high efficiency gives the short step
