@@ -5,7 +5,9 @@ The lines are Slurm 22.05's own, as srun, slurmstepd, salloc and sbatch print th
 
 from __future__ import annotations
 
+import io
 import pickle
+import sys
 
 import pytest
 
@@ -160,3 +162,19 @@ def test_events_cross_stdout_in_short_lines():
     read = [reader.read(line) for line in lines]
     assert read[-1] == (True, event)
     assert reader.read("an ordinary line") == (False, None)
+
+
+def test_a_tasks_traceback_goes_to_the_terminal_not_the_notebook_cell(capfd, monkeypatch):
+    # A surviving task's traceback after its peer was killed (a gloo all-reduce reset) is the
+    # kit's to debug; the cell shows the row's sentence only, as for local workers.
+    from gpu_parallel_kit.cluster.slurm.steps import _Step
+
+    cell = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", cell)
+    step = object.__new__(_Step)
+    step.said = []
+    step._err("0: Traceback (most recent call last):")
+    step._err(KILLED)
+    assert cell.getvalue() == ""
+    assert "0: Traceback (most recent call last):" in capfd.readouterr().err
+    assert step.said == [KILLED]

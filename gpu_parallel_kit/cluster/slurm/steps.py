@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import queue
 import re
 import subprocess
@@ -105,6 +106,14 @@ def run_on_slurm(
     finally:
         step.stop()
     return row
+
+
+def to_terminal(line: str) -> None:
+    """Write a task's stderr line where a local worker's stderr goes: this process's own
+    stderr (the terminal a notebook's server runs in), not the cell's `sys.stderr`. A task's
+    traceback is for whoever debugs the kit; the row's sentence is the user's."""
+    with contextlib.suppress(OSError):
+        os.write(2, (line + "\n").encode(errors="replace"))
 
 
 class _Step:
@@ -211,7 +220,7 @@ class _Step:
         if text.startswith(("srun:", "slurmstepd")) or "error:" in text[:40]:
             self.said.append(text)
             return
-        print(line, file=sys.stderr, flush=True)
+        to_terminal(line)
 
     def _why(self) -> tuple[str, str]:
         """Why the step ended before its tasks reported, in Slurm's words made one sentence."""
