@@ -5,9 +5,8 @@ The lines are Slurm 22.05's own, as srun, slurmstepd, salloc and sbatch print th
 
 from __future__ import annotations
 
-import io
+import collections
 import pickle
-import sys
 
 import pytest
 
@@ -164,17 +163,19 @@ def test_events_cross_stdout_in_short_lines():
     assert reader.read("an ordinary line") == (False, None)
 
 
-def test_a_tasks_traceback_goes_to_the_terminal_not_the_notebook_cell(capfd, monkeypatch):
+def test_a_tasks_traceback_is_kept_on_the_row_not_printed_into_the_cell(capfd):
     # A surviving task's traceback after its peer was killed (a gloo all-reduce reset) is the
-    # kit's to debug; the cell shows the row's sentence only, as for local workers.
-    from gpu_parallel_kit.cluster.slurm.steps import _Step
+    # kit's to debug: the row keeps it, and the cell shows the row's sentence only.
+    from gpu_parallel_kit.cluster.slurm.steps import TASK_STDERR_KEPT, _Step
 
-    cell = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", cell)
     step = object.__new__(_Step)
-    step.said = []
+    step.said, step.task_stderr = [], collections.deque(maxlen=TASK_STDERR_KEPT)
     step._err("0: Traceback (most recent call last):")
+    step._err("0: jax.errors.JaxRuntimeError: INTERNAL: Gloo all-reduce failed")
     step._err(KILLED)
-    assert cell.getvalue() == ""
-    assert "0: Traceback (most recent call last):" in capfd.readouterr().err
+    assert capfd.readouterr() == ("", "")
     assert step.said == [KILLED]
+    assert step._kept_stderr() == {
+        "task_stderr": "0: Traceback (most recent call last):\n"
+        "0: jax.errors.JaxRuntimeError: INTERNAL: Gloo all-reduce failed"
+    }

@@ -11,9 +11,9 @@ become that row's one sentence, and the step is cancelled before the row is retu
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
-import os
 import queue
 import re
 import subprocess
@@ -35,6 +35,7 @@ from .task import EventLines, encode_job
 POLL_S = 0.2
 END_WAIT_S = 60.0  # after the first task ends, srun waits this long for the others (--wait)
 STOP_WAIT_S = 30.0  # a cancelled step's srun gets this long to leave before it is killed
+TASK_STDERR_KEPT = 200  # the tasks' last stderr lines a row keeps (`extra["task_stderr"]`)
 _LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
 # What srun and slurmstepd say when Slurm ends a step, as the row's sentence: (pattern, sentence)
 _ENDINGS = (
@@ -108,14 +109,6 @@ def run_on_slurm(
     return row
 
 
-def to_terminal(line: str) -> None:
-    """Write a task's stderr line where a local worker's stderr goes: this process's own
-    stderr (the terminal a notebook's server runs in), not the cell's `sys.stderr`. A task's
-    traceback is for whoever debugs the kit; the row's sentence is the user's."""
-    with contextlib.suppress(OSError):
-        os.write(2, (line + "\n").encode(errors="replace"))
-
-
 class _Step:
     """One srun and what its tasks said."""
 
@@ -126,6 +119,9 @@ class _Step:
         self.nodes = nodes
         self.name = f"gpk-{spec.run_id}"
         self.said: list[str] = []  # srun's and slurmstepd's own lines
+        # The tasks' own stderr (a task's traceback after its peer was killed, the frameworks'
+        # warnings): kept on the row for debugging, not printed into the user's cell.
+        self.task_stderr: collections.deque[str] = collections.deque(maxlen=TASK_STDERR_KEPT)
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.events = [EventLines() for _ in range(tasks)]
         member = dataclasses.replace(
@@ -201,7 +197,7 @@ class _Step:
             return self._ended(reports, status, reason)
         row = reports.row()
         extra = {**row.extra, "slurm_job": self.job_id, "slurm_nodes": self.nodes}
-        return dataclasses.replace(row, nodes=self.nodes, extra=extra)
+        return dataclasses.replace(row, nodes=self.nodes, extra={**extra, **self._kept_stderr()})
 
     def _out(self, line: str, reports: WorkerReports) -> None:
         labelled = _LABELLED.match(line)
@@ -220,7 +216,7 @@ class _Step:
         if text.startswith(("srun:", "slurmstepd")) or "error:" in text[:40]:
             self.said.append(text)
             return
-        to_terminal(line)
+        self.task_stderr.append(line)
 
     def _why(self) -> tuple[str, str]:
         """Why the step ended before its tasks reported, in Slurm's words made one sentence."""
@@ -249,9 +245,11 @@ class _Step:
         row = reports.row()
         if self.tasks == 1:  # one process: no worker to name
             row = dataclasses.replace(row, reason=reason)
-        return dataclasses.replace(
-            row, nodes=self.nodes, extra={**row.extra, "slurm_job": self.job_id}
-        )
+        extra = {**row.extra, "slurm_job": self.job_id, **self._kept_stderr()}
+        return dataclasses.replace(row, nodes=self.nodes, extra=extra)
+
+    def _kept_stderr(self) -> dict[str, str]:
+        return {"task_stderr": "\n".join(self.task_stderr)} if self.task_stderr else {}
 
     def stop(self) -> None:
         """Cancel the step through Slurm (so nothing of it is left), then end srun."""
