@@ -170,15 +170,6 @@ def executed_notebooks(request, tmp_path_factory) -> Any:
     executed.close()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def notebooks_in_background(request) -> None:
-    """Start the notebooks this session's tests will read as the session begins, so they run
-    beside the other tests instead of after them (tests/executed_notebooks.py)."""
-    if any("executed_notebooks" in getattr(i, "fixturenames", ()) for i in request.session.items):
-        executed = request.getfixturevalue("executed_notebooks")
-        getattr(executed, "start", lambda: None)()
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "after_notebooks: runs after tests/test_notebooks.py, on its executed copies"

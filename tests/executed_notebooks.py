@@ -4,12 +4,10 @@ Three tests need them: `tests/test_notebooks.py` checks that each runs top to bo
 `tests/notebook/test_browser.py` opens the executed copies in JupyterLab to check that every
 table fits its output area, and `tests/test_docs_site.py` renders them into the user guide.
 Executing a notebook costs tens of seconds to minutes; doing it once for all three keeps CI's
-time where it was. The session starts every notebook it will ask for as it begins
-(`tests/conftest.py`), two at a time, each in a child process of its own with its own
-environment, at a lower priority (`NICENESS`): the other tests leave about half of the machine's
-two cores idle while they wait on their own children, and the notebooks take that share instead
-of running alone at the end. Every ask waits for its own notebook. A notebook that raised keeps
-its error, and every later ask raises it again.
+time where it was. The first ask starts every notebook, two at a time (a notebook spends much of
+its time starting processes, so two share the machine's cores better than one), each in a child
+process of its own with its own environment; every ask then waits for its own. A notebook that
+raised keeps its error, and every later ask raises it again.
 
 `python -m tests.executed_notebooks NOTEBOOK FOLDER` executes one notebook into FOLDER, as the
 session's children do.
@@ -17,7 +15,6 @@ session's children do.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -30,11 +27,7 @@ MEASURED_IN_ROUNDS = {"02_data_parallelism"}  # the notebook on reading a measur
 # Started first, so the longest runs do not come last (CI's time).
 LONGEST_FIRST = ("03_model_parallelism", "05_time_to_accuracy", "02_data_parallelism")
 AT_ONCE = 2
-# One notebook, cells and kernel start included, and one cell: hang guards, wide enough for a
-# notebook that ran beside the tests at a lower priority.
-TIMEOUT_S = 1800
-CELL_TIMEOUT_S = 900
-NICENESS = 10  # the notebooks' children yield the cores to the tests' own
+TIMEOUT_S = 900  # one notebook, cells and kernel start included
 
 
 class NotebookFailed(RuntimeError):
@@ -54,13 +47,9 @@ class ExecutedNotebooks:
         self._pool: ThreadPoolExecutor | None = None
         self._children: set[subprocess.Popen] = set()
 
-    def start(self) -> None:
-        """Start every notebook of the set, if not started yet (each ask starts them too)."""
+    def __call__(self, path: Path) -> Path:
         if not self._runs:
             self._start_all()
-
-    def __call__(self, path: Path) -> Path:
-        self.start()
         if path.name not in self._runs:  # a notebook outside the set: on its own
             self._runs[path.name] = self._start(path)
         failure = self._runs[path.name].result()
@@ -110,8 +99,6 @@ def execute(path: Path, folder: Path) -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    from tests.cluster.slurm_faults import node_lock
-
     work = folder / path.stem
     work.mkdir(parents=True, exist_ok=True)
     notebook = nbformat.read(path, as_version=4)
@@ -124,21 +111,13 @@ def execute(path: Path, folder: Path) -> None:
     else:
         os.environ["GPK_ROUNDS"] = "1"
     client = NotebookClient(
-        notebook,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(work)}},
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(work)}}
     )
-    # A notebook that asks Slurm for an allocation shares the one node as the Slurm tests do, so
-    # the test that marks it down never ends the notebook's allocation (nor waits on it).
-    uses_slurm = "SlurmCluster" in path.read_text()
-    with node_lock(alone=False) if uses_slurm else contextlib.nullcontext():
-        try:
-            client.execute()
-        finally:
-            nbformat.write(notebook, folder / path.name)
+    try:
+        client.execute()
+    finally:
+        nbformat.write(notebook, folder / path.name)
 
 
 if __name__ == "__main__":
-    os.nice(NICENESS)  # the kernel and its workers inherit it
     execute(Path(sys.argv[1]), Path(sys.argv[2]))
