@@ -84,9 +84,12 @@ def _bisect(run: PublishedRun) -> float:
 
 def point(run: PublishedRun) -> Measured:
     """The run as a point of the fit: its plan's matmul shapes and its implied share."""
-    card = published_runs.card(run)
-    shape = card_inverse_size(card, run.tensor, run.micro_batch_size)
-    return Measured(run.name, shape, implied_share(run))
+    return Measured(run.name, _shape(run), implied_share(run))
+
+
+def _shape(run: PublishedRun) -> float:
+    """H of the run's plan: its matmuls' weighted inverse size on one device."""
+    return card_inverse_size(published_runs.card(run), run.tensor, run.micro_batch_size)
 
 
 def fitted(runs: tuple[PublishedRun, ...] = RUNS) -> MatmulEfficiency:
@@ -134,7 +137,7 @@ def same_shapes(runs: tuple[PublishedRun, ...] = RUNS, step: float = 0.001) -> l
     such runs one share, so no such efficiency projects them closer than this."""
     groups: dict[float, list[PublishedRun]] = {}
     for run in runs:
-        groups.setdefault(round(point(run).inverse_size, 12), []).append(run)
+        groups.setdefault(round(_shape(run), 12), []).append(run)
     found = []
     for shape, members in groups.items():
         if len(members) < 2:
