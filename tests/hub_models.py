@@ -100,6 +100,7 @@ INPUTS = {
     "gemma": ("token_ids", "padding_mask"),
     "mistral": ("token_ids", "padding_mask"),
     "mixtral": ("token_ids", "padding_mask"),
+    "gemma4": ("token_ids", "padding_mask", "position_ids"),
 }
 
 
@@ -111,6 +112,8 @@ def tokens(model: str, samples: int = 128, seed: int = 0):
     for name in INPUTS[model]:
         if name == "token_ids":
             x[name] = rng.integers(1, VOCABULARY, (samples, SEQUENCE)).astype("int32")
+        elif name == "position_ids":
+            x[name] = np.tile(np.arange(SEQUENCE, dtype="int32"), (samples, 1))
         elif name == "segment_ids":
             x[name] = np.zeros((samples, SEQUENCE), "int32")
         else:

@@ -1,12 +1,12 @@
 """Expert parallelism's layout, read off a model's shapes: each mixture-of-experts block's stacked
 expert kernels split over the expert axis, and what its collectives move and its experts compute.
 
-A block's router is a 2-D kernel (width, E); its experts are the block's 3-D kernels whose
-leading dimension is E and whose other dimensions hold the width, kept in the same layer as the
-router (keras-hub's Mixtral and Qwen-MoE banks: (E, width, FFN) and (E, FFN, width)). Names are
-not read, so a user's own bank laid out alike is found too. Each expert kernel is placed
-`("model", None, None)`: the expert axis, which Keras's mesh names "model", holds E ÷ devices
-experts on each device.
+A bank is one layer's weights whose leading dimension is E, among them a kernel into the experts
+(E, width, F) and one out of them (E, F, width); its router is the nearest 2-D (width, E) kernel
+up the layers (keras-hub's six MoE families: beside the bank, in a router layer of its own, or
+beside the bank's parent). Names are not read, so a user's own bank laid out alike is found too.
+Each per-expert weight is placed `("model", None, ...)`: the expert axis, which Keras's mesh
+names "model", holds E ÷ devices experts on each device, biases and scales with their kernels.
 
 With the dense bank every device computes its experts for all its tokens, and the block's output
 is summed over the expert axis: one all-reduce forward, one for the input's gradient backward,
@@ -45,6 +45,8 @@ class ExpertBank:
     width: int
     kernels: tuple[VariableInfo, ...]  # the stacked expert kernels, (experts, ..., ...)
     tokens_per_sample: int  # tokens each sample routes: the block's output ÷ width
+    # the bank's other per-expert weights, (experts, ...): gpt-oss's biases, Gemma 4's scales
+    extras: tuple[VariableInfo, ...] = ()
 
     @property
     def parameters_per_expert(self) -> int:
@@ -52,12 +54,23 @@ class ExpertBank:
         return sum(math.prod(k.shape[1:]) for k in self.kernels)
 
     @property
+    def variables(self) -> tuple[VariableInfo, ...]:
+        """Every per-expert weight of the bank, the kernels first: what the expert axis splits."""
+        return self.kernels + self.extras
+
+    @property
     def bytes(self) -> int:
-        return sum(math.prod(k.shape) * k.itemsize for k in self.kernels)
+        return sum(math.prod(k.shape) * k.itemsize for k in self.variables)
 
 
 def find_banks(layers: Sequence[LayerInfo]) -> list[ExpertBank]:
     """Every block with a router and stacked experts, in call order.
+
+    A bank is one layer's weights whose leading dimension is E, among them a kernel into the
+    experts (E, width, F) and one out of them (E, F, width); its router, a (width, E) kernel,
+    is the nearest one up the layers from it: beside it (Mixtral, the Qwen-MoE families), a
+    layer further down beside it (gpt-oss's router layer) or beside its parent (Gemma 4's
+    decoder block). An attention layer's per-head kernels are one to a layer, so never a bank.
 
     >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
     >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
@@ -67,30 +80,69 @@ def find_banks(layers: Sequence[LayerInfo]) -> list[ExpertBank]:
     """
     banks = []
     for layer in layers:
+        owners = _per_expert_owners(layer.variables)
+        nearest: dict[str, tuple[int, VariableInfo]] = {}  # bank's holder: (depth, router)
         for router in layer.variables:
-            if len(router.shape) != 2 or not router.trainable:
+            if len(router.shape) != 2 or not router.trainable or router.shape[1] < 2:
                 continue
+            found = _nearest_bank(router.role, owners, *router.shape)
+            if found is not None and found[1] > nearest.get(found[0], (-1, None))[0]:
+                nearest[found[0]] = (found[1], router)
+        for owner, (_, router) in sorted(nearest.items(), key=lambda o: _order(layer, o[1][1])):
             width, experts = router.shape
-            owner = _owner(router.role)
-            kernels = tuple(
-                v
-                for v in layer.variables
-                if len(v.shape) == 3
-                and v.shape[0] == experts
-                and width in v.shape[1:]
-                and v.role.startswith(owner)
-            )
-            if experts < 2 or not kernels:
-                continue
+            held = owners[owner]
+            kernels = tuple(v for v in held if len(v.shape) == 3 and v.shape[0] == experts)
+            extras = tuple(v for v in held if v not in kernels and v.shape[0] == experts)
             tokens = (layer.out_elements or 0) // width
-            banks.append(ExpertBank(layer.name, router.path, experts, width, kernels, tokens))
+            banks.append(
+                ExpertBank(layer.name, router.path, experts, width, kernels, tokens, extras)
+            )
     return banks
 
 
-def _owner(role: str) -> str:
-    """The layer holding a kernel's layer: "moe/router/kernel" → "moe/" ("" at the top)."""
+def _order(layer: LayerInfo, variable: VariableInfo) -> int:
+    return layer.variables.index(variable)
+
+
+def _per_expert_owners(variables: Sequence[VariableInfo]) -> dict[str, list[VariableInfo]]:
+    """Each layer's own weights (by the path of the layer holding them: "moe/experts/")."""
+    owners: dict[str, list[VariableInfo]] = {}
+    for v in variables:
+        owners.setdefault(_holder(v.role), []).append(v)
+    return owners
+
+
+def _is_bank(held: Sequence[VariableInfo], width: int, experts: int) -> bool:
+    stacked = [v.shape for v in held if len(v.shape) == 3 and v.shape[0] == experts]
+    into = any(s[1] == width for s in stacked)
+    out = any(s[2] == width for s in stacked)
+    return into and out
+
+
+def _nearest_bank(
+    role: str, owners: dict[str, list[VariableInfo]], width: int, experts: int
+) -> tuple[str, int] | None:
+    """The layer holding the bank a router at `role` routes for, and how deep the layer that
+    holds both is: the first layer up from the router's own whose weights hold exactly one bank
+    of its width and experts. A router nearer its bank wins over another that finds it too."""
+    prefix = _holder(role)
+    while True:
+        found = [
+            owner
+            for owner, held in owners.items()
+            if owner.startswith(prefix) and _is_bank(held, width, experts)
+        ]
+        if len(found) == 1:
+            return found[0], prefix.count("/")
+        if found or not prefix:
+            return None
+        prefix = _holder(prefix.rstrip("/"))
+
+
+def _holder(role: str) -> str:
+    """The layer holding a weight: "moe/router/kernel" → "moe/router/" ("" at the top)."""
     parts = role.split("/")
-    return "/".join(parts[:-2]) + "/" if len(parts) > 2 else ""
+    return "/".join(parts[:-1]) + "/" if len(parts) > 1 else ""
 
 
 def expert_layout(
@@ -108,11 +160,12 @@ def expert_layout(
 
     >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
     >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
-    >>> block = LayerInfo("b", "other", (router, up), None, 40, 40)
+    >>> down = VariableInfo("b/moe/experts/down", (4, 16, 8), "moe/experts/down")
+    >>> block = LayerInfo("b", "other", (router, up, down), None, 40, 40)
     >>> expert_layout([block], find_banks([block]), 2).axes_by_path()["b/moe/experts/up"]
     ('model', None, None)
     """
-    placed = {k.path for bank in banks for k in bank.kernels}
+    placed = {k.path for bank in banks for k in bank.variables}
     layout = derive_layout(layers, 1, user, source)  # the user's or the model's own placements
     layout.model = expert
     layout.placements = [_expert_placement(p, placed, source) for p in layout.placements]
@@ -137,7 +190,8 @@ def with_experts_split(layout: Layout, layers: Sequence[LayerInfo]) -> Layout:
 
     >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
     >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
-    >>> block = LayerInfo("b", "other", (router, up), None, 40, 40)
+    >>> down = VariableInfo("b/moe/experts/down", (4, 16, 8), "moe/experts/down")
+    >>> block = LayerInfo("b", "other", (router, up, down), None, 40, 40)
     >>> split = with_experts_split(derive_layout([block], 2), [block])
     >>> split.axes_by_path()["b/moe/experts/up"], len(split.collectives)
     (('model', None, None), 2)
@@ -145,7 +199,7 @@ def with_experts_split(layout: Layout, layers: Sequence[LayerInfo]) -> Layout:
     if layout.model < 2:
         return layout
     banks = [b for b in find_banks(layers) if b.experts % layout.model == 0]
-    kernels = {k.path for bank in banks for k in bank.kernels}
+    kernels = {k.path for bank in banks for k in bank.variables}
     whole = {p.path for p in layout.placements if p.path in kernels and p.role == "replicated"}
     if not whole:
         return layout
@@ -153,7 +207,7 @@ def with_experts_split(layout: Layout, layers: Sequence[LayerInfo]) -> Layout:
         _expert_placement(p, whole, "") if p.path in whole else p for p in layout.placements
     ]
     collectives = list(layout.collectives)
-    for bank in (b for b in banks if any(k.path in whole for k in b.kernels)):
+    for bank in (b for b in banks if any(k.path in whole for k in b.variables)):
         per_sample = bank.tokens_per_sample * bank.width
         collectives.append(
             Collective(bank.layer, "forward", per_sample, "experts' weighted outputs summed")
@@ -213,7 +267,8 @@ def expert_work(
 
     >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
     >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
-    >>> bank = find_banks([LayerInfo("b", "other", (router, up), None, 80, 80)])[0]
+    >>> down = VariableInfo("b/moe/experts/down", (4, 16, 8), "moe/experts/down")
+    >>> bank = find_banks([LayerInfo("b", "other", (router, up, down), None, 80, 80)])[0]
     >>> work = expert_work([bank], 8, (1, 2), [2], 1.0)
     >>> work.ratio
     0.5

@@ -1,7 +1,9 @@
-"""`expert` on JAX trains the weights one device trains, to 1e-5, for a tiny Mixtral and a tiny
-Qwen3-MoE (4 experts, top 2) built from a config: the experts on 2 and 4 devices and on a
-(data 2, expert 2) mesh, dense (keras-hub's bank) and dispatched (the kit's all-to-all, with room
-for every token), and Qwen3-MoE under its own layout map too.
+"""`expert` on JAX trains the weights one device trains, to 1e-5, for each of keras-hub's six MoE
+families built tiny from a config (4 experts, top 2: Mixtral, Qwen-MoE, Qwen3-MoE, Qwen3.5-MoE,
+gpt-oss and Gemma 4): the experts on 2 and 4 devices and on a (data 2, expert 2) mesh, dense
+(keras-hub's bank) and dispatched (the kit's all-to-all, with room for every token), and
+Qwen3-MoE under its own layout map too. Qwen3-MoE's first layer is dense (`mlp_only_layers`) and
+stays so. A swap that would change a block is refused before training, in one sentence.
 
 A pipeline of either model trains one device's weights too, on one device a stage, and
 Mixtral's with each stage on a (data, model) sub-mesh whose model axis divides the experts. The
@@ -20,6 +22,9 @@ from tests.builders import largest_difference, saved_weights
 from tests.moe_models import (
     BUILDERS,
     EXPERT_BYTES_PER_BLOCK,
+    MOE_LAYERS,
+    mixtral_with_jitter,
+    mixtral_with_mixing_experts,
     mixtral_without_router_loss,
     moe_tokens,
 )
@@ -37,12 +42,13 @@ PLANS = {
     "dispatched-2x2": dict(devices=4, mesh=(2, 2), experts="dispatched", capacity_factor=ROOMY),
     "own-2x2": dict(devices=4, mesh=(2, 2), layout_map="own"),
 }
+PIPELINED = {"mixtral", "qwen3_moe"}  # a pipeline cuts every family's blocks alike
 
 
 def _experiment(name: str, **settings) -> gpk.Experiment:
     return gpk.Experiment(
         BUILDERS[name],
-        moe_tokens(),
+        moe_tokens(family=name),
         batch_size=16,
         epochs=1,
         steps_per_epoch=2,
@@ -61,26 +67,23 @@ def trained_alone(request, tmp_path_factory):
     return request.param, experiment, saved_weights(path)
 
 
-# Dispatched experts read both families' blocks alike (their router, top-k and loss); Qwen3-MoE's
-# is checked on the fullest mesh, Mixtral's on each.
-ON_MIXTRAL_ONLY = {"dispatched-2", "dispatched-4"}
-
-
 @pytest.mark.parametrize("plan", list(PLANS))
-def test_expert_trains_the_weights_of_one_device(trained_alone, plan, tmp_path):
+def test_expert_trains_the_weights_of_one_device(trained_alone, plan, tmp_path, record_property):
     name, experiment, reference = trained_alone
     if plan.startswith("own") and name != "qwen3_moe":
         pytest.skip("keras-hub's Mixtral has no get_layout_map")
-    if plan in ON_MIXTRAL_ONLY and name != "mixtral":
-        pytest.skip("dispatched Qwen3-MoE is checked on the (data 2, expert 2) mesh")
     path = tmp_path / f"{plan}.npz"
     result = experiment.run("expert", **PLANS[plan], save_weights=str(path))
     assert result.ok, f"{name} {plan}: {result.reason}"
-    assert largest_difference(saved_weights(path), reference) <= TOLERANCE, (name, plan)
+    difference = largest_difference(saved_weights(path), reference)
+    record_property("difference", difference)  # the closing notes' figures, in --junitxml
+    assert difference <= TOLERANCE, (name, plan, difference)
     experts = result.extra["experts"]
-    assert [b["experts"] for b in experts["banks"]] == [4, 4]
+    layers = MOE_LAYERS.get(name, 2)
+    assert [b["experts"] for b in experts["banks"]] == [4] * layers
     if experts["kind"] == "dispatched":
-        assert experts["dropped_tokens"] == 0 and experts["routed_tokens"] == 16 * 16 * 2 * 2
+        assert experts["dropped_tokens"] == 0
+        assert experts["routed_tokens"] == 16 * 16 * 2 * layers
 
 
 def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
@@ -88,6 +91,8 @@ def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
 ):
     """The kit's JAX stages cut the MoE blocks whole, each stage keeping its router's loss."""
     name, experiment, reference = trained_alone
+    if name not in PIPELINED:
+        pytest.skip("a pipeline of MoE blocks is covered on Mixtral and Qwen3-MoE")
     path = tmp_path / "pipeline.npz"
     result = experiment.run("pipeline", 2, save_weights=str(path))
     assert result.ok, f"{name} pipeline: {result.reason}"
@@ -203,3 +208,30 @@ def test_a_model_expert_cannot_split_is_refused_in_one_sentence(model, data, dev
     assert not result.ok and words in result.reason
     sentence = result.reason.splitlines()[0] if "\n" in result.reason else result.reason
     assert sentence.replace("e.g. ", "").count(". ") == 0
+
+
+@pytest.mark.parametrize(
+    ("builder", "words"),
+    [
+        (
+            mixtral_with_mixing_experts,
+            "experts='dispatched' would train another model than the one built: "
+            "MixtralSparseMoeBlock",
+        ),
+        (mixtral_with_jitter, "router_jitter_noise=0.1 on MixtralSparseMoeBlock"),
+    ],
+    ids=["a-block-the-swap-changes", "a-random-router"],
+)
+def test_a_swap_that_would_change_a_block_is_refused_before_training(builder, words):
+    """A bank whose output reads the experts a token is not routed to is held against its own
+    call on the first batch and refused; a router made random cannot be held so, and is
+    refused before the model trains."""
+    experiment = gpk.Experiment(
+        builder, moe_tokens(), batch_size=16, steps_per_epoch=1, backend="jax",
+        progress=False, measure_comm=False,
+    )  # fmt: skip
+    result = experiment.run("expert", 2, experts="dispatched", capacity_factor=ROOMY)
+    assert not result.ok and words in result.reason, result.reason
+    assert "use experts='dense'" in result.reason
+    assert result.reason.replace("e.g. ", "").count(". ") == 0
+    assert not result.step_time_s  # nothing trained

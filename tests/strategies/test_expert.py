@@ -98,6 +98,44 @@ def test_a_bank_is_found_by_its_shapes_beside_its_router_not_its_attention():
     assert bank.parameters_per_expert == 3 * WIDTH * FFN
 
 
+def test_a_router_in_a_layer_of_its_own_or_beside_the_banks_parent_finds_its_bank():
+    """gpt-oss keeps its router Dense inside a router layer, and its experts' biases beside their
+    kernels; Gemma 4 keeps its router beside the bank in the decoder block, a per-expert scale in
+    the bank. A (width, E) kernel further away (Qwen3.5-MoE's linear attention) is not taken
+    for the router, and biases and scales go on the expert axis with their kernels."""
+    gpt_oss = LayerInfo("block", "other", (
+        _variable("moe/router/router_dense/kernel", (WIDTH, EXPERTS)),
+        _variable("moe/experts/gate_up_proj", (EXPERTS, WIDTH, 2 * FFN)),
+        _variable("moe/experts/gate_up_proj_bias", (EXPERTS, 2 * FFN)),
+        _variable("moe/experts/down_proj", (EXPERTS, FFN, WIDTH)),
+        _variable("moe/experts/down_proj_bias", (EXPERTS, WIDTH)),
+        _variable("linear_attn/in_proj_b/kernel", (WIDTH, EXPERTS)),
+    ), None, SEQUENCE * WIDTH, SEQUENCE * WIDTH)  # fmt: skip
+    gemma4 = LayerInfo("block", "other", (
+        _variable("attention/query/kernel", (EXPERTS, WIDTH, 2)),
+        _variable("moe_router/proj/kernel", (WIDTH, EXPERTS)),
+        _variable("moe_expert_bank/gate_proj", (EXPERTS, WIDTH, FFN)),
+        _variable("moe_expert_bank/up_proj", (EXPERTS, WIDTH, FFN)),
+        _variable("moe_expert_bank/down_proj", (EXPERTS, FFN, WIDTH)),
+        _variable("moe_expert_bank/per_expert_scale", (EXPERTS,)),
+    ), None, SEQUENCE * WIDTH, SEQUENCE * WIDTH)  # fmt: skip
+    (oss,) = find_banks([gpt_oss])
+    assert oss.router == "block/moe/router/router_dense/kernel"
+    assert [v.role for v in oss.extras] == [
+        "moe/experts/gate_up_proj_bias",
+        "moe/experts/down_proj_bias",
+    ]
+    assert oss.parameters_per_expert == 3 * WIDTH * FFN  # the matmuls only
+    (gemma,) = find_banks([gemma4])
+    assert gemma.router == "block/moe_router/proj/kernel"
+    assert [v.role for v in gemma.kernels] == [
+        f"moe_expert_bank/{name}" for name in ("gate_proj", "up_proj", "down_proj")
+    ]
+    axes = expert_layout([gemma4], [gemma], 2).axes_by_path()
+    assert axes["block/moe_expert_bank/per_expert_scale"] == ("model",)
+    assert axes["block/attention/query/kernel"] == (None, None, None)
+
+
 def test_a_dense_model_has_no_bank():
     dense = LayerInfo("d", "dense", (_variable("kernel", (WIDTH, EXPERTS)),))
     assert find_banks([dense]) == []

@@ -13,26 +13,31 @@ weights zero the rest, so a block costs experts ÷ top-k times the FLOPs of the 
 2. `jax.lax.all_to_all` over the expert axis sends each expert's buffer to the device holding
    it, which runs its local experts on the slots of every device, and a second all-to-all
    returns them.
-3. Each token's outputs are weighted by its router probabilities and summed.
 
-The expert's feed-forward is read off its kernels' shapes: three (E, width, F), (E, width, F),
-(E, F, width) kernels are Mixtral's gate, up and down; two (E, width, 2F), (E, F, width) are
-Qwen-MoE's fused gate-and-up and down. `swap_in` replaces each keras-hub MoE block's call with
-one that routes as the block does (softmax, top-k, normalised where the block normalises), keeps
-its load-balancing loss, and hands the tokens to `DispatchedExperts`. The block's weights, their
-paths and their layout stay as they are: the same weights train, only the work differs.
+Only the expert bank's work is replaced; the block keeps everything else as its family writes it
+(the router, its softmax and normalisation, shared experts and their gates, the weighting, the
+load-balancing loss and its padding mask). `swap_in` swaps two calls of each block: its router's,
+to read the experts each token picks (the top-k of its logits, or of the routing weights a bank
+that combines them itself is handed), and its bank's, which then computes each expert through
+the bank's own call on a one-expert copy of it (biases, clamped or gated activations and
+per-expert scales included) and returns what the bank returns. `check_swap` holds each swapped
+block against its own call on one real batch before the first step, and refuses a difference.
+The block's weights, their paths and their layout stay as they are: the same weights train,
+only the work differs.
 
->>> layers = swap_in(moe_blocks(model, banks), mesh, capacity_factor=1.25)
->>> dropped_tokens(layers, model, x)        # (dropped, routed) on one batch
+>>> blocks = moe_blocks(model, banks)
+>>> layers = swap_in(blocks, mesh, capacity_factor=1.25)
+>>> check_swap(blocks, model, x)                # refuses a swap that changes the block
+>>> dropped_tokens(layers, model, x)            # (dropped, routed) on one batch
 """
 
 from __future__ import annotations
 
-import math
-import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+import inspect
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,43 +52,50 @@ from ...sharding.traffic import DATA
 from .keras_internals import sublayers
 
 EXPERT = "model"  # the mesh's expert axis, as keras.distribution names it
+TOLERANCE = 1e-5  # the swap's largest difference from the block's own call, relative
 
 
-class DispatchedExperts(keras.layers.Layer):
-    """The routed tokens only, through the experts of a stacked bank, over a (data, expert) mesh.
+class DroppedTokens(NamedTuple):
+    """(token, expert) choices on one batch: those beyond their expert's capacity, and all."""
+
+    dropped: int
+    routed: int
+
+
+class DispatchedExperts:
+    """The routed tokens only, through a stacked expert bank's own call, over a (data, expert)
+    mesh.
 
     Args:
-        kernels: the bank's stacked kernels (Keras variables), (experts, ..., ...), in the
-            bank's order; they stay the bank's: this layer adds no weights.
+        bank: the built keras-hub expert bank (a layer whose weights all lead with the experts);
+            its weights stay its own: this adds none.
         mesh: the run's `jax.sharding.Mesh`, axes ("batch", "model"), the second the experts'.
         capacity_factor: each expert keeps capacity_factor × tokens × top-k ÷ experts slots
             for the tokens of each device.
-        activation: the bank's activation.
 
     Call arguments:
         tokens: (tokens, width).
         chosen: (tokens, top_k) int, the experts each token's router picked.
-        weights: (tokens, top_k), their router weights.
 
     Returns:
-        (tokens, width): each token's experts' outputs, weighted and summed.
+        (tokens, top_k, width): each token's chosen experts' outputs, unweighted; zero where a
+        token was dropped.
     """
 
-    def __init__(self, kernels, mesh, capacity_factor, activation, **kwargs):
-        super().__init__(**kwargs)
-        self.kernels = list(kernels)
+    def __init__(self, bank: keras.layers.Layer, mesh: Mesh, capacity_factor: float) -> None:
+        self.bank = bank
         self.mesh = mesh
         self.capacity_factor = capacity_factor
-        self.expert_activation = activation
-        self.experts = int(self.kernels[0].shape[0])
-        self.tally: list[tuple[int, int]] | None = None  # (dropped, routed) of eager calls
-        _feed_forward(self.kernels, activation)  # refuses a bank it cannot read, now
+        self.variables = list(bank.weights)
+        self.experts = _experts_of(bank)
+        self.expert = _one_expert(bank, self.experts)
+        self.tally: list[DroppedTokens] | None = None  # counts of eager calls
 
     def capacity(self, tokens: int, top_k: int) -> int:
         """Slots per expert for the `tokens` of one device."""
         return capacity_per_expert(tokens, top_k, self.experts, self.capacity_factor)
 
-    def call(self, tokens, chosen, weights):
+    def __call__(self, tokens, chosen):
         devices = self.mesh.devices.size
         total, top_k = int(tokens.shape[0]), int(chosen.shape[1])
         if total % devices:
@@ -93,127 +105,211 @@ class DispatchedExperts(keras.layers.Layer):
                 f"{devices} divides, or experts='dense'"
             )
         slots = self.capacity(total // devices, top_k)
-        local = _local_dispatch(
-            slots,
-            self.experts,
-            self.mesh.shape[EXPERT],
-            _feed_forward(self.kernels, self.expert_activation),
-        )
+        local = _local_dispatch(slots, self.experts, self.mesh.shape[EXPERT], self.expert)
         spread = P((DATA, EXPERT))
-        kernel_spec = tuple(P(EXPERT) for _ in self.kernels)
+        weight_spec = tuple(P(EXPERT) for _ in self.variables)
         output, dropped = jax.shard_map(
             local,
             mesh=self.mesh,
-            in_specs=(spread, spread, spread, kernel_spec),
+            in_specs=(spread, spread, weight_spec),
             out_specs=(spread, P()),
-        )(tokens, chosen.astype("int32"), weights, tuple(k.value for k in self.kernels))
+        )(tokens, ops.cast(chosen, "int32"), tuple(v.value for v in self.variables))
         if self.tally is not None and not isinstance(dropped, jax.core.Tracer):
-            self.tally.append((int(dropped), total * top_k))
+            self.tally.append(DroppedTokens(int(dropped), total * top_k))
         return output
 
+    @contextmanager
+    def roomy(self) -> Iterator[None]:
+        """Room for every token in every expert, while the block is checked."""
+        kept = self.capacity_factor
+        self.capacity_factor = float(self.experts)
+        try:
+            yield
+        finally:
+            self.capacity_factor = kept
 
-def _local_dispatch(slots: int, experts: int, expert_devices: int, feed_forward):
+
+def _local_dispatch(slots: int, experts: int, expert_devices: int, expert: Callable):
     """One device's part: its tokens into its experts' buffers, the exchange, its local experts,
-    the exchange back, and its tokens' weighted sums."""
+    the exchange back, and each of its tokens' choices' outputs."""
     local_experts = experts // expert_devices
 
-    def local(tokens, chosen, weights, kernels):
+    def local(tokens, chosen, weights):
         count, width = tokens.shape
         top_k = chosen.shape[1]
         # (choice, token) order: every token's first choice gets a slot before any second one.
-        expert = chosen.T.reshape(-1)
-        weight = weights.T.reshape(-1)
+        picked = chosen.T.reshape(-1)
         source = jnp.tile(jnp.arange(count), top_k)
-        one_hot = jax.nn.one_hot(expert, experts, dtype=jnp.int32)
+        one_hot = jax.nn.one_hot(picked, experts, dtype=jnp.int32)
         position = jnp.sum((jnp.cumsum(one_hot, axis=0) - 1) * one_hot, axis=1)
         kept = position < slots
-        slot = jnp.where(kept, expert * slots + position, experts * slots)  # the last: dropped
+        slot = jnp.where(kept, picked * slots + position, experts * slots)  # the last: dropped
         buffer = jnp.zeros((experts * slots + 1, width), tokens.dtype).at[slot].add(tokens[source])
         buffer = buffer[:-1].reshape(expert_devices, local_experts, slots, width)
         received = jax.lax.all_to_all(buffer, EXPERT, 0, 0, tiled=True)
         # (local experts, every device's slots, width) through the local experts
         mine = received.transpose(1, 0, 2, 3).reshape(local_experts, -1, width)
-        computed = feed_forward(mine, kernels)
+        computed = jax.vmap(expert)(weights, mine).astype(tokens.dtype)
         computed = computed.reshape(local_experts, expert_devices, slots, width)
         returned = jax.lax.all_to_all(computed.transpose(1, 0, 2, 3), EXPERT, 0, 0, tiled=True)
         outputs = jnp.concatenate(
             [returned.reshape(experts * slots, width), jnp.zeros((1, width), tokens.dtype)]
         )
-        weighted = outputs[slot] * weight[:, None].astype(tokens.dtype)
-        combined = weighted.reshape(top_k, count, width).sum(axis=0)
+        per_choice = outputs[slot].reshape(top_k, count, width).transpose(1, 0, 2)
         dropped = jax.lax.psum(jnp.sum(~kept), (DATA, EXPERT))
-        return combined, dropped
+        return per_choice, dropped
 
     return local
 
 
-def _feed_forward(kernels: Sequence[Any], activation):
-    """The experts' gated feed-forward on (experts, slots, width) tokens, read off the kernels'
-    shapes; one sentence for a bank laid out otherwise."""
-    shapes = [tuple(int(d) for d in k.shape) for k in kernels]
-    if (
-        len(shapes) == 3
-        and shapes[0] == shapes[1]
-        and shapes[2]
-        == (
-            shapes[0][0],
-            shapes[0][2],
-            shapes[0][1],
+def _experts_of(bank: Any) -> int:
+    """The bank's experts: the leading dimension every one of its weights shares."""
+    leading = {int(v.shape[0]) if len(v.shape) else 0 for v in bank.weights}
+    if len(leading) != 1 or leading == {0} or not bank.weights:
+        shapes = [tuple(int(d) for d in v.shape) for v in bank.weights]
+        raise GpkError(
+            f"experts='dispatched' splits an expert bank's weights along their leading "
+            f"dimension, but {type(bank).__name__} {bank.name!r} holds weights of shapes "
+            f"{shapes}; use experts='dense'"
         )
-    ):
-
-        def gate_up_down(tokens, kernels):  # Mixtral: act(x·gate) × (x·up), then ·down
-            gate = activation(jnp.einsum("eth,ehm->etm", tokens, kernels[0]))
-            up = jnp.einsum("eth,ehm->etm", tokens, kernels[1])
-            return jnp.einsum("etm,emh->eth", gate * up, kernels[2])
-
-        return gate_up_down
-    if len(shapes) == 2 and shapes[0][2] == 2 * shapes[1][1] and shapes[0][1] == shapes[1][2]:
-
-        def fused(tokens, kernels):  # Qwen-MoE: (x·[gate up]) split, up × act(gate), then ·down
-            gate, up = jnp.split(jnp.einsum("eth,ehm->etm", tokens, kernels[0]), 2, axis=-1)
-            return jnp.einsum("etm,emh->eth", up * activation(gate), kernels[1])
-
-        return fused
-    raise GpkError(
-        f"experts='dispatched' reads an expert bank's gated feed-forward from its kernels' "
-        f"shapes, (E, width, F) twice and (E, F, width), or (E, width, 2F) and (E, F, width), "
-        f"but this bank's are {shapes}; use experts='dense'"
-    )
+    return leading.pop()
 
 
-@dataclass(frozen=True)
+def _combines(bank: Any) -> bool:
+    """Whether the bank's call takes the routing weights and sums its experts itself (Gemma 4's)
+    rather than returning every expert's output for the block to weigh (the others')."""
+    parameters = inspect.signature(type(bank).call).parameters.values()
+    positional = [p for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD]
+    return len(positional) == 3  # self, the tokens, the routing weights
+
+
+def _one_expert(bank: Any, experts: int) -> Callable:
+    """One expert's feed-forward, (its weights without the leading axis, (n, width) tokens) →
+    (n, width): the bank's own call on a one-expert copy of it that holds the given weights.
+
+    The copy shares the bank's attributes but for its weights and `num_experts`; floating
+    weights are cast to the bank's compute dtype, as Keras's autocast reads them in its call.
+    """
+    held = {id(v): name for name, v in vars(bank).items() if isinstance(v, keras.Variable)}
+    names = [held.get(id(v)) for v in bank.weights]
+    if None in names or getattr(bank, "num_experts", None) != experts:
+        raise GpkError(
+            f"experts='dispatched' runs each expert through the bank's own call, which needs "
+            f"{type(bank).__name__} {bank.name!r} to hold its weights as attributes and name "
+            "its num_experts; use experts='dense'"
+        )
+    copy = object.__new__(type(bank))
+    vars(copy).update(vars(bank), num_experts=1)
+    compute = bank.compute_dtype
+    combines = _combines(bank)
+
+    def expert(weights, tokens):
+        for name, weight in zip(names, weights, strict=True):
+            floating = jnp.issubdtype(weight.dtype, jnp.floating)
+            vars(copy)[name] = (weight.astype(compute) if floating else weight)[None]
+        if combines:
+            return type(bank).call(copy, tokens, jnp.ones((tokens.shape[0], 1), tokens.dtype))
+        return type(bank).call(copy, tokens)[0]
+
+    return expert
+
+
+@dataclass
 class MoeBlock:
-    """A built MoE block of the model: the layer, its router layer and its expert bank's."""
+    """A built MoE block of the model: the nearest layer holding both its router and its expert
+    bank, and the calls `swap_in` swaps."""
 
-    layer: Any
-    router: Any
-    bank: Any
-    kernels: tuple[Any, ...]  # the bank's stacked kernels, in its order
+    layer: Any  # the block checked against its own call: keras-hub's MoE block, or decoder
+    router: Any  # the Dense layer whose kernel is the bank's router
+    bank: Any  # the layer whose weights are the experts'
+    top_k: int | None  # experts per token, as the block or its router names it
+    dispatched: DispatchedExperts | None = None
+    picked: list[Any] = field(default_factory=list)  # the router's last logits, for the bank
+
+    def install(self) -> None:
+        """Route the bank's tokens through `dispatched`; the router's logits are read where the
+        bank is not handed the routing itself."""
+        if not _combines(self.bank):
+            self.router.__dict__["call"] = self._routing_call()
+        self.bank.__dict__["call"] = self._bank_call()
+
+    def remove(self) -> None:
+        """Put the block's own calls back."""
+        for layer in (self.router, self.bank):
+            layer.__dict__.pop("call", None)
+        self.picked.clear()
 
     @property
-    def top_k(self) -> int | None:
-        """The experts each token is sent to: the block's `top_k`, as keras-hub names it."""
-        return getattr(self.layer, "top_k", None)
+    def installed(self) -> bool:
+        return "call" in self.bank.__dict__
+
+    def _routing_call(self):
+        own = type(self.router).call.__get__(self.router)
+
+        def call(*args, **kwargs):
+            logits = own(*args, **kwargs)
+            self.picked[:] = [logits]
+            return logits
+
+        return call
+
+    def _bank_call(self):
+        dispatched, top_k = self.dispatched, self.top_k
+        assert dispatched is not None and top_k is not None
+        experts = dispatched.experts
+
+        def call(hidden_states, *routing):
+            if routing:  # the bank weighs and sums its experts itself: the routing is handed in
+                weights, chosen = ops.top_k(routing[0], k=top_k)
+                out = dispatched(hidden_states, chosen)
+                return ops.sum(out * ops.cast(weights, out.dtype)[..., None], axis=1)
+            if not self.picked:
+                raise GpkError(
+                    f"experts='dispatched' reads the experts each token picks off the router "
+                    f"{self.router.name!r}, but the bank {self.bank.name!r} was called before "
+                    "it; use experts='dense'"
+                )
+            # Softmax keeps the logits' order, so their top-k are the experts the block picks.
+            _, chosen = ops.top_k(self.picked.pop(), k=top_k)
+            out = dispatched(hidden_states, chosen)  # (tokens, top_k, width)
+            tokens = out.shape[0]
+            every = jnp.zeros((experts, tokens, out.shape[2]), out.dtype)
+            return every.at[chosen.T, jnp.arange(tokens)[None, :]].set(out.transpose(1, 0, 2))
+
+        return call
 
 
 def moe_blocks(model: keras.Model, banks: Sequence[ExpertBank]) -> list[MoeBlock]:
-    """The built blocks holding `banks`, in the banks' order: each the layer that holds both a
-    Dense layer whose kernel is a bank's router and the layer whose weights are its experts."""
+    """The built blocks holding `banks`, in the banks' order: each the nearest layer holding
+    both a Dense layer whose kernel is a bank's router and the layer whose weights are its
+    experts."""
+    parents: dict[int, Any] = {}
+    everything = list(_layers(model, None, parents))
     found: dict[str, MoeBlock] = {}
-    by_router = {bank.router: bank for bank in banks}
-    for block in _layers(model):
-        children = sublayers_of(block)
-        for router in children:
-            kernel = getattr(router, "kernel", None)
-            if not isinstance(router, keras.layers.Dense) or kernel is None:
-                continue
-            bank = by_router.get(kernel.path)
-            paths = {k.path for k in bank.kernels} if bank is not None else set()
-            owner = next((c for c in children if {v.path for v in c.weights} == paths), None)
-            if bank is not None and owner is not None:
-                kernels = tuple(v for v in owner.weights if v.path in paths)
-                found[bank.router] = MoeBlock(block, router, owner, kernels)
+    for bank in banks:
+        paths = {v.path for v in bank.variables}
+        router = next(
+            (
+                layer
+                for layer in everything
+                if isinstance(layer, keras.layers.Dense)
+                and getattr(layer, "kernel", None) is not None
+                and layer.kernel.path == bank.router
+            ),
+            None,
+        )
+        owner = next(
+            (
+                layer
+                for layer in everything
+                if layer.weights and {v.path for v in layer.weights} == paths
+            ),
+            None,
+        )
+        if router is None or owner is None:
+            continue
+        block = _common_ancestor(router, owner, parents)
+        found[bank.router] = MoeBlock(block, router, owner, _top_k(block, router, parents))
     missing = [bank.layer for bank in banks if bank.router not in found]
     if missing:
         raise GpkError(
@@ -225,27 +321,133 @@ def moe_blocks(model: keras.Model, banks: Sequence[ExpertBank]) -> list[MoeBlock
 
 
 def swap_in(blocks: Sequence[MoeBlock], mesh: Mesh, capacity_factor: float) -> list[Any]:
-    """Each of `blocks` made to route its tokens through a `DispatchedExperts`; the layers, in
-    the blocks' order."""
-    swapped = []
+    """Each of `blocks` made to send its bank's tokens through a `DispatchedExperts`; those, in
+    the blocks' order. Refuses, in one sentence, a block that cannot be checked or swapped."""
     for block in blocks:
-        dispatched = DispatchedExperts(
-            block.kernels,
-            mesh,
-            capacity_factor,
-            _activation(block.bank),
-            name=f"{block.layer.name}_dispatched",
+        _check_routing(block)
+    for block in blocks:
+        block.dispatched = DispatchedExperts(block.bank, mesh, capacity_factor)
+        block.install()
+    return [block.dispatched for block in blocks]
+
+
+def _check_routing(block: MoeBlock) -> None:
+    if block.top_k is None:
+        raise GpkError(
+            f"experts='dispatched' needs the experts each token is sent to, but "
+            f"{type(block.layer).__name__} {block.layer.name!r} names no top_k; use "
+            "experts='dense'"
         )
-        dispatched.top_k = block.top_k
-        block.layer.__dict__["call"] = _routed_call(block.layer, block.router, dispatched)
-        swapped.append(dispatched)
-    return swapped
+    jitter = getattr(block.layer, "router_jitter_noise", 0)
+    if jitter:
+        raise GpkError(
+            f"experts='dispatched' checks each swapped block against its own call on one batch, "
+            f"which router_jitter_noise={jitter} on {type(block.layer).__name__} "
+            f"{block.layer.name!r} makes random; build it with router_jitter_noise=0, or use "
+            "experts='dense'"
+        )
 
 
-def _layers(layer: Any):
+def check_swap(blocks: Sequence[MoeBlock], model: keras.Model, x: Any) -> None:
+    """Each swapped block's output and losses on its inputs from one forward pass of `x` (one
+    global batch), against the block's own call, with room for every token; a difference above
+    `TOLERANCE` refuses the run in one sentence naming the block."""
+    inputs = _block_inputs(blocks, model, x)
+    for block, (args, kwargs) in zip(blocks, inputs, strict=True):
+        block.remove()
+        own = _called(block.layer, args, kwargs)
+        block.install()
+        assert block.dispatched is not None
+        with block.dispatched.roomy():
+            swapped = _called(block.layer, args, kwargs)
+        difference = _relative_difference(own, swapped)
+        if not difference <= TOLERANCE:
+            raise GpkError(
+                f"experts='dispatched' would train another model than the one built: "
+                f"{type(block.layer).__name__} {block.layer.name!r} with its experts dispatched "
+                f"differs from its own call by {difference:.2g} (relative, above {TOLERANCE:g}) "
+                "on one batch with room for every token; use experts='dense'"
+            )
+
+
+def _block_inputs(blocks: Sequence[MoeBlock], model: keras.Model, x: Any) -> list[Any]:
+    """Each block's (args, kwargs) in one training-mode forward pass of the model as built."""
+    recorded: dict[int, Any] = {}
+    installed = [b for b in blocks if b.installed]
+    for block in installed:
+        block.remove()
+    for block in blocks:
+        block.layer.__dict__["call"] = _recording(block.layer, recorded)
+    try:
+        model(x, training=True)
+    finally:
+        for block in blocks:
+            block.layer.__dict__.pop("call", None)
+        for block in installed:
+            block.install()
+    return [recorded[id(block.layer)] for block in blocks]
+
+
+def _recording(layer: Any, recorded: dict[int, Any]):
+    own = type(layer).call.__get__(layer)
+
+    def call(*args, **kwargs):
+        recorded.setdefault(id(layer), (args, kwargs))
+        return own(*args, **kwargs)
+
+    return call
+
+
+def _called(layer: Any, args: Any, kwargs: Any) -> list[Any]:
+    """The layer's outputs and the losses it added, called alone, eagerly."""
+    outputs = layer(*args, **kwargs)
+    return [*jax.tree_util.tree_leaves(outputs), *layer.losses]
+
+
+def _relative_difference(own: Sequence[Any], swapped: Sequence[Any]) -> float:
+    if len(own) != len(swapped):
+        return float("inf")
+    largest = 0.0
+    for a, b in zip(own, swapped, strict=True):
+        a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
+        if a.shape != b.shape:
+            return float("inf")
+        scale = max(1.0, float(jnp.max(jnp.abs(a))))
+        largest = max(largest, float(jnp.max(jnp.abs(a - b))) / scale)
+    return largest
+
+
+def _layers(layer: Any, parent: Any, parents: dict[int, Any]):
+    parents[id(layer)] = parent
     yield layer
     for child in sublayers_of(layer):
-        yield from _layers(child)
+        yield from _layers(child, layer, parents)
+
+
+def _ancestors(layer: Any, parents: dict[int, Any]) -> list[Any]:
+    chain = []
+    while layer is not None:
+        chain.append(layer)
+        layer = parents.get(id(layer))
+    return chain
+
+
+def _common_ancestor(a: Any, b: Any, parents: dict[int, Any]) -> Any:
+    above_b = {id(layer) for layer in _ancestors(b, parents)}
+    return next(layer for layer in _ancestors(a, parents) if id(layer) in above_b)
+
+
+def _top_k(block: Any, router: Any, parents: dict[int, Any]) -> int | None:
+    """Experts per token: `top_k` (Mixtral, the Qwen families, gpt-oss) or
+    `num_experts_per_token` (Gemma 4), on the block or a layer between it and the router."""
+    for layer in _ancestors(router, parents):
+        for name in ("top_k", "num_experts_per_token"):
+            value = getattr(layer, name, None)
+            if isinstance(value, int):
+                return value
+        if layer is block:
+            break
+    return None
 
 
 def sublayers_of(layer: Any) -> list[Any]:
@@ -255,72 +457,10 @@ def sublayers_of(layer: Any) -> list[Any]:
         return []
 
 
-def _activation(bank: Any):
-    activation = getattr(bank, "activation", None)
-    if activation is None:
-        raise GpkError(
-            f"experts='dispatched' needs the expert bank {bank.name!r}'s activation and found "
-            "none; use experts='dense'"
-        )
-    return activation
-
-
-def _routing(block: Any) -> tuple[int, int, bool, float, Any]:
-    """What a keras-hub MoE block routes by, from its constructor's arguments: experts, top-k,
-    whether it normalises the top-k weights (Mixtral always, Qwen-MoE if `norm_top_k_prob`), its
-    load-balancing loss's coefficient and function (its module's
-    `compute_load_balancing_loss`)."""
-    experts, top_k = getattr(block, "num_experts", None), getattr(block, "top_k", None)
-    coefficient = getattr(
-        block, "router_aux_loss_coef", getattr(block, "router_aux_loss_coefficient", None)
-    )
-    loss = getattr(sys.modules.get(type(block).__module__), "compute_load_balancing_loss", None)
-    if None in (experts, top_k, coefficient, loss):
-        raise GpkError(
-            f"experts='dispatched' routes as keras-hub's Mixtral and Qwen-MoE blocks do, but "
-            f"{type(block).__name__} lacks their num_experts, top_k, aux loss coefficient or "
-            "load-balancing loss; use experts='dense'"
-        )
-    if getattr(block, "router_jitter_noise", 0):
-        raise GpkError(
-            f"experts='dispatched' routes without jitter, but {block.name!r} has "
-            f"router_jitter_noise={block.router_jitter_noise}; build it with "
-            "router_jitter_noise=0, or use experts='dense'"
-        )
-    return experts, top_k, bool(getattr(block, "norm_top_k_prob", True)), coefficient, loss
-
-
-def _routed_call(block: Any, router: Any, dispatched: DispatchedExperts):
-    """The block's call, routing as keras-hub's does, the experts dispatched."""
-    experts, top_k, normalise, coefficient, load_balancing = _routing(block)
-
-    def call(hidden_states, attention_mask=None, training=None):
-        batch, sequence, width = hidden_states.shape
-        flat = ops.reshape(hidden_states, (-1, width))
-        logits = router(flat)
-        probabilities = ops.softmax(logits, axis=-1)
-        top_p, top_i = ops.top_k(probabilities, k=top_k)
-        if normalise:
-            top_p = top_p / ops.sum(top_p, axis=-1, keepdims=True)
-        out = dispatched(flat, top_i, ops.cast(top_p, flat.dtype))
-        out = ops.reshape(out, (batch, sequence, width))
-        if training:
-            aux = load_balancing(
-                router_logits=logits,
-                num_experts=experts,
-                top_k=top_k,
-                attention_mask=attention_mask,
-            )
-            block.add_loss(coefficient * aux)
-        return out, logits
-
-    return call
-
-
 def dropped_tokens(
     layers: Sequence[DispatchedExperts], model: keras.Model, x: Any
-) -> tuple[int, int]:
-    """(dropped, routed) (token, expert) choices over every dispatched block, in one forward
+) -> DroppedTokens:
+    """Dropped and routed (token, expert) choices over every dispatched block, in one forward
     pass on `x` (one global batch), called eagerly so each block reports its count."""
     for layer in layers:
         layer.tally = []
@@ -330,13 +470,4 @@ def dropped_tokens(
     finally:
         for layer in layers:
             layer.tally = None
-    return sum(d for d, _ in counts), sum(r for _, r in counts)
-
-
-def expert_flops(layer: DispatchedExperts, tokens: int, top_k: int) -> int:
-    """Forward FLOPs of one call's expert matmuls on `tokens`: 2 per multiply-add, every slot of
-    every expert's buffer from every device."""
-    devices = layer.mesh.devices.size
-    slots = layer.capacity(tokens // devices, top_k)
-    per_expert = sum(math.prod(int(d) for d in k.shape[1:]) for k in layer.kernels)
-    return 2 * slots * devices * layer.experts * per_expert
+    return DroppedTokens(sum(c.dropped for c in counts), sum(c.routed for c in counts))

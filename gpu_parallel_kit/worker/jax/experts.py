@@ -42,8 +42,9 @@ class ExpertParallel(TensorParallel):
     def __init__(self, spec: RunSpec, devices: list[Any]) -> None:
         super().__init__(spec, devices)
         self.banks: list[ExpertBank] = []
+        self.blocks: list[Any] = []
         self.dispatched: list[Any] = []
-        self.dropped: tuple[int, int] | None = None
+        self.dropped: Any = None  # DroppedTokens of the trained model, dispatched
         self.top_k: list[int] = []
 
     @property
@@ -79,7 +80,18 @@ class ExpertParallel(TensorParallel):
             mesh = Mesh(np.asarray(self.devices).reshape(data, expert), (DATA_AXIS, MODEL_AXIS))
             with self.scope():
                 self.dispatched = swap_in(blocks, mesh, self.spec.capacity_factor)
+            self.blocks = blocks
         return model
+
+    def before_training(self, model: keras.Model, x: Any, y: Any) -> None:
+        """Each dispatched block held against its own call on `x` (one global batch), refused
+        in one sentence if it differs."""
+        if not self.blocks:
+            return
+        from .dispatched_experts import check_swap  # noqa: PLC0415
+
+        with self.scope():
+            check_swap(self.blocks, model, x)
 
     def derive(self, layers: list[Any], own: Any = None) -> Layout:
         _, expert = self.spec.mesh_shape

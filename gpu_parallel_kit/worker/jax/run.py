@@ -140,6 +140,7 @@ class JaxRun:
 
     def train(self, model: keras.Model, recorder: StepRecorder) -> None:
         self.strategy.prepare(model)  # the memory budget, before the first step
+        self.strategy.before_training(model, *self.batches[0])
         own_loop = getattr(self.strategy, "train", None)
         if own_loop is not None:  # a strategy that runs its own steps (the pipeline's stages)
             own_loop(model, self.batches, self.steps_per_epoch, recorder)

@@ -132,6 +132,9 @@ class JaxStrategy:
         elements = sum(layer.out_elements or 0 for layer in self.layers)
         return float(elements * (self.spec.global_batch // self.data_axis) * 4)
 
+    def before_training(self, model: keras.Model, x: Any, y: Any) -> None:
+        """What a strategy checks on the run's first batch before the first step; nothing here."""
+
     def describe(self) -> str:
         return ""
 
