@@ -56,7 +56,7 @@ def model_depth(source: ModelSource, sender: Any) -> None:
 
 def with_blocks(model: Any, blocks: int) -> Any:
     """`model` built again from its config with `blocks` blocks, compiled as it was."""
-    config = copy.deepcopy(model.get_config())
+    config = plain_copy(model.get_config())
     found = _blocks_config(config)
     if found is None:
         raise GpkError(
@@ -75,6 +75,22 @@ def load_with_blocks(source: ModelSource, blocks: int) -> Any:
     from .compiling import load_model
 
     return with_blocks(load_model(source), blocks)
+
+
+def plain_copy(config: Any) -> Any:
+    """A deep copy of a config, its lists and dicts plain ones.
+
+    Keras tracks a layer's list and dict attributes (keras-hub's Qwen-MoE `mlp_only_layers`,
+    Gemma 4's and Qwen3.5's `layer_types`), and a config holds them as they are: a deep copy
+    of a tracked list copies the layer it tracks, weights and all, allocating a model built with
+    its weights deferred.
+    """
+    if isinstance(config, dict):
+        return {key: plain_copy(value) for key, value in config.items()}
+    if isinstance(config, list | tuple):
+        copied = [plain_copy(value) for value in config]
+        return tuple(copied) if isinstance(config, tuple) else copied
+    return copy.deepcopy(config)
 
 
 def _blocks_config(config: Any) -> dict[str, Any] | None:

@@ -1,12 +1,14 @@
 """A mixture of experts' routing and expert banks, read off a model built without its weights,
 for a plan search's card.
 
-The experts and the router's top-k are what the model's config says (keras-hub's
-`MixtralBackbone` and `Qwen3MoeBackbone` both name them `num_experts` and `top_k`; Qwen-MoE's
-`num_experts_per_tok` is read too). The expert banks are found by shape, not by family: every
-3-D weight whose leading dimension is the expert count, as keras-hub stacks its experts
-(experts × width × FFN and experts × FFN × width), held in the same block as a router, a 2-D
-(width, experts) kernel (so an attention output kernel of as many heads is no expert).
+The banks are the ones expert parallelism splits (`sharding/experts.find_banks`, by shape: one
+layer's per-expert weights, leading dimension E, beside a (width, E) router), so the search
+counts the weights the expert axis divides. All keras-hub 0.32 families are found: Mixtral,
+Qwen-MoE, Qwen3-MoE, Qwen3.5-MoE, gpt-oss (its router in a layer of its own, its experts'
+biases beside their kernels) and Gemma 4 (its router beside the bank in the decoder block, a
+scale per expert). A shared expert (Qwen-MoE, Qwen3.5-MoE) is dense, not in any bank: every
+token goes through it. The top-k is what the config says: `top_k`, `num_experts_per_tok` or
+`num_experts_per_token` (Gemma 4).
 
 A model that cannot be built with its weights deferred (a builder that compiles it, say) is
 read as having no experts.
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from ..sharding.experts import ExpertBank, find_banks
 from .quiet_start import native_stderr_filtered
 from .work_count import answer
 
-TOP_K_NAMES = ("top_k", "num_experts_per_tok")
+TOP_K_NAMES = ("top_k", "num_experts_per_tok", "num_experts_per_token")
 
 
 def read_experts(source: Any, sender: Any) -> None:
@@ -45,49 +49,56 @@ def read_experts(source: Any, sender: Any) -> None:
 
 
 def expert_structure(model: Any) -> dict[str, Any]:
-    """The model's experts as a plan reads them: "experts", "top_k", "expert_parameters" (every
-    bank's weights, all blocks) and "expert_outputs" (what one token's pass through one expert
-    of every bank writes, in values); {} for a model without experts."""
-    experts = top_k = None
-    for layer in _every_layer(model):
-        count = getattr(layer, "num_experts", None)
-        k = next((getattr(layer, n) for n in TOP_K_NAMES if hasattr(layer, n)), None)
-        if isinstance(count, int) and isinstance(k, int) and count > 1:
-            experts, top_k = count, k
-            break
-    if experts is None:
+    """The model's experts as a plan reads them (`expert_figures`); {} for a model without
+    experts, or whose config says no top-k."""
+    from .layers import read_weights
+
+    banks = find_banks(read_weights(model))
+    if not banks:
         return {}
-    weights = model.trainable_variables
-    blocks = {_block(v.path) for v in weights if len(v.shape) == 2 and v.shape[1] == experts}
-    kernels = [
-        v
-        for v in weights
-        if len(v.shape) == 3 and v.shape[0] == experts and _block(v.path) in blocks
-    ]
-    if not kernels:
-        return {}
-    banks = [tuple(v.shape) for v in kernels]
+    top_k = _top_k(model, banks[0].experts)
+    return {} if top_k is None else expert_figures(banks, top_k)
+
+
+def expert_figures(banks: Sequence[ExpertBank], top_k: int) -> dict[str, Any]:
+    """What the card takes of a model's expert banks (`analysis/cost_model/model_card.py`,
+    `routed_experts`).
+
+    Args:
+        banks: every block's bank, as `sharding/experts.find_banks` finds them.
+        top_k: the experts each token is routed to.
+
+    Returns:
+        A dict: "experts" and "top_k"; "expert_parameters", every bank's per-expert weights in
+        all blocks (kernels, biases and scales: what a token skips in the experts it is not
+        routed to); "expert_outputs", what one token's pass through one expert of every bank
+        writes, in values; "bank_paths", the layers holding the banks, as a count's residuals
+        name them (`jax/abstract_count.layer_path`).
+    """
+    weights = [v for bank in banks for v in bank.variables]
     return {
-        "experts": experts,
+        "experts": banks[0].experts,
         "top_k": top_k,
-        "expert_parameters": float(sum(math.prod(shape) for shape in banks)),
+        "expert_parameters": float(sum(math.prod(v.shape) for v in weights)),
         # each stacked matmul writes its last dimension per token and expert
-        "expert_outputs": float(sum(shape[-1] for shape in banks)),
-        # the layers holding the banks, as a count's residuals name them (`layer_path`)
-        "bank_paths": sorted({_bank_path(v.path) for v in kernels}),
+        "expert_outputs": float(sum(v.shape[-1] for v in weights if len(v.shape) == 3)),
+        "bank_paths": sorted({_bank_path(v.path) for v in weights}),
     }
+
+
+def _top_k(model: Any, experts: int) -> int | None:
+    """The top-k the config says beside its experts: on the backbone, a block or a router."""
+    for layer in _every_layer(model):
+        k = next((getattr(layer, n) for n in TOP_K_NAMES if hasattr(layer, n)), None)
+        if getattr(layer, "num_experts", None) == experts and isinstance(k, int):
+            return k
+    return None
 
 
 def _bank_path(path: str) -> str:
     """The layer holding a weight, each name without its index, as
     `jax/abstract_count.layer_path` names a residual's layer."""
     return "/".join(re.sub(r"_\d+$", "", p) for p in path.split("/")[:-1])
-
-
-def _block(path: str) -> str:
-    """The block holding a weight's layer: its path without the layer and the weight's name
-    ("block/router/kernel" and "block/experts/up" → "block")."""
-    return "/".join(path.split("/")[:-2])
 
 
 def _every_layer(model: Any) -> list[Any]:

@@ -38,6 +38,13 @@ def read_layers(model: keras.Model, sample: Any) -> list[LayerInfo]:
     return [_info(layer, *sizes.get(id(layer), (None, None))) for layer in layers]
 
 
+def read_weights(model: keras.Model) -> list[LayerInfo]:
+    """The model's layers in call order (nested models opened up) with their variables, the
+    model not called: a model built with its weights deferred (`keras.StatelessScope`) reads
+    as well. Their activation sizes are not known (None)."""
+    return [_info(layer, None, None) for layer in _walk(model)]
+
+
 def _walk(layer: Any):
     for child in getattr(layer, "layers", []):
         if isinstance(child, keras.Model) or (
