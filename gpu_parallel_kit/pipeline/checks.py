@@ -13,20 +13,30 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import GpkError
 from .grid import format_grid
-from .tasks import BACKWARD, FORWARD, WEIGHT, Task, device_of, splits_backward, stage_count
+from .tasks import (
+    BACKWARD,
+    FORWARD,
+    INPUT_BACKWARD,
+    WEIGHT,
+    Pass,
+    Task,
+    device_of,
+    splits_backward,
+    stage_count,
+)
 
 
 def dependencies(task: Task, stages: int) -> tuple[Task, ...]:
     """The tasks that must end before `task` may start, in a pipeline of `stages` model stages."""
     s, m = task.stage, task.micro_batch
-    if task.kind == FORWARD:
+    if task.kind is FORWARD:
         return () if s == 0 else (Task(s - 1, FORWARD, m),)
-    if task.kind == WEIGHT:
-        return (Task(s, BACKWARD, m),)  # the output gradient B received, and B ran the tape
+    if task.kind is WEIGHT:
+        return (Task(s, INPUT_BACKWARD, m),)  # the output gradient I received; I ran the tape
     own_forward = Task(s, FORWARD, m)
     if s == stages - 1:
         return (own_forward,)
-    return (Task(s + 1, BACKWARD, m), own_forward)
+    return (Task(s + 1, task.kind, m), own_forward)
 
 
 def execution_order(schedule: Sequence[Sequence[Task]], stages: int | None = None) -> list[Task]:
@@ -87,7 +97,8 @@ def validate_schedule(
     noun = "stage" if virtual_stages == 1 else "device"
     if len(schedule) != stages:
         raise _invalid(f"the schedule has {len(schedule)} {noun} lists, not {stages}", schedule)
-    kinds = (FORWARD, BACKWARD, WEIGHT) if splits_backward(schedule) else (FORWARD, BACKWARD)
+    split = splits_backward(schedule)
+    kinds = (FORWARD, INPUT_BACKWARD, WEIGHT) if split else (FORWARD, BACKWARD)
     model_stages = stages * virtual_stages
     for d, tasks in enumerate(schedule):
         own = [s for s in range(model_stages) if device_of(s, stages) == d]
@@ -116,8 +127,8 @@ def _check_list(name: str, tasks: list[Task], wanted: set[Task], micro_batches: 
         if before is not None and where[task] < where[before]:
             what = (
                 "backward after its forward"
-                if task.kind == BACKWARD
-                else ("weight gradient after its backward")
+                if task.kind.sends_gradient
+                else ("weight gradient after its input backward")
             )
             raise _invalid(f"{task} comes before {before}; put each {what}", schedule)
 
@@ -125,10 +136,10 @@ def _check_list(name: str, tasks: list[Task], wanted: set[Task], micro_batches: 
 def _must_follow(task: Task) -> Task | None:
     # The dependency on the task's own stage, so on the same list: checked for a clear sentence
     # before the deadlock search, which would name it less directly.
-    if task.kind == BACKWARD:
+    if task.kind.sends_gradient:
         return Task(task.stage, FORWARD, task.micro_batch)
-    if task.kind == WEIGHT:
-        return Task(task.stage, BACKWARD, task.micro_batch)
+    if task.kind is WEIGHT:
+        return Task(task.stage, INPUT_BACKWARD, task.micro_batch)
     return None
 
 
@@ -138,30 +149,31 @@ def _invalid(sentence: str, schedule: Sequence[Sequence[Task]]) -> ValueError:
     return ValueError(f"{sentence}:\n{format_grid(schedule)}")
 
 
-def max_live_micro_batches(tasks: Iterable[Task], free_at: str | None = None) -> int:
+def max_live_micro_batches(tasks: Iterable[Task], free_at: Pass | str | None = None) -> int:
     """The most micro-batches one device holds activations for at once.
 
     A (stage, micro-batch) is live from its F until the task that frees it: its W when the
-    backward is split (W multiplies the stored layer inputs by the output gradients B left, so
-    both stay until W), its B otherwise. `free_at="B"` counts only until B, which is the share a
+    backward is split (W multiplies the stored layer inputs by the output gradients I left, so
+    both stay until W), its B otherwise. `free_at="I"` counts only until I, which is the share a
     split backward needs for the input gradient. Counts chunks, not whole stages: on an
     interleaved device each counts about 1/v of a non-interleaved stage's activations.
 
     M for gpipe, K - s for 1f1b, min(K, M) on every stage for zb-h1 (1f1b's peak, stage 0's).
     """
     tasks = list(tasks)
-    has_weight = any(t.kind == WEIGHT for t in tasks)
+    has_weight = any(t.kind is WEIGHT for t in tasks)
+    freeing = (INPUT_BACKWARD, WEIGHT) if has_weight else (BACKWARD,)
     if free_at is None:
-        free_at = WEIGHT if has_weight else BACKWARD
-    if free_at not in (BACKWARD, WEIGHT) or (free_at == WEIGHT and not has_weight):
+        free_at = freeing[-1]
+    if free_at not in freeing:
         raise GpkError(
-            f"free_at={free_at!r} cannot free activations of these tasks; use 'B', "
-            "or 'W' for a split backward"
+            f"free_at={free_at!r} cannot free activations of these tasks; use "
+            + " or ".join(repr(str(kind)) for kind in freeing)
         )
     live: set[tuple[int, int]] = set()
     peak = 0
     for task in tasks:
-        if task.kind == FORWARD:
+        if task.kind is FORWARD:
             live.add((task.stage, task.micro_batch))
             peak = max(peak, len(live))
         elif task.kind == free_at:

@@ -17,7 +17,7 @@ from ..errors import GpkError, whole_number
 from .microbatch_curve import Curve, CurvePoint
 from .schedules import build_schedule, check_plan, schedule_record
 from .simulation import bubble_fraction, simulate, theoretical_bubble
-from .tasks import FORWARD, WEIGHT, Task
+from .tasks import Task
 
 AUTO = "auto"
 # Beyond 8 micro-batches per device the bubble of gpipe and 1f1b is below 1/9 of the step and
@@ -90,12 +90,11 @@ def simulated_step(
     plan = build_schedule(schedule, stages, micro_batches, virtual_stages)
     size = batch / micro_batches
 
+    model_stages = stages * virtual_stages
+
     def sent(task: Task) -> float:
-        # A forward's output crosses the cut below its stage, a backward's the cut above.
-        if task.kind == WEIGHT:
-            return 0.0
-        cut = task.stage if task.kind == FORWARD else task.stage - 1
-        return curve.transfer_s(cut, size)
+        message = task.sent(model_stages)
+        return 0.0 if message is None else curve.transfer_s(message.cut, size)
 
     timed = simulate(plan, lambda t: curve.seconds(t.stage, t.kind, size), sent)
     step = max(t.end for t in timed) - min(t.start for t in timed)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import GpkError
+from .tasks import Pass
 
 
 @dataclass(frozen=True)
@@ -24,12 +25,13 @@ class CurvePoint:
     """One task kind of one stage, timed alone at one micro-batch size."""
 
     stage: int  # model stage, from 0
-    kind: str  # "F", "B" or "W"
+    kind: Pass
     size: int  # samples in the micro-batch
     seconds: float  # the task alone, copies across the cut excluded: its fastest round
     samples: tuple[float, ...] = ()  # its time in each timed round, in the rounds' order
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Pass(self.kind))  # frozen: "F" read back as a Pass
         usable = all(math.isfinite(s) and s >= 0 for s in (self.seconds, *self.samples))
         if self.size < 1 or not usable:
             raise GpkError(
@@ -64,7 +66,7 @@ class Curve:
     def stages(self) -> int:
         return 1 + max(p.stage for p in self.points)
 
-    def seconds(self, stage: int, kind: str, size: float) -> float:
+    def seconds(self, stage: int, kind: Pass, size: float) -> float:
         """The task's time at `size`: measured, or on the line through the two nearest sizes
         (task time is close to affine in the size: a fixed cost plus a cost per sample)."""
         known = sorted(
@@ -112,7 +114,7 @@ class Curve:
         )
 
     def with_rounds(
-        self, more: Mapping[tuple[int, str, int], Sequence[float]], cost_s: float = 0.0
+        self, more: Mapping[tuple[int, Pass, int], Sequence[float]], cost_s: float = 0.0
     ) -> Curve:
         """This curve with further rounds, {(stage, kind, size): times}, after each point's own;
         a point's time stays its fastest round."""
@@ -127,7 +129,7 @@ class Curve:
             "points": [
                 {
                     "stage": p.stage,
-                    "kind": p.kind,
+                    "kind": str(p.kind),
                     "size": p.size,
                     "seconds": p.seconds,
                     "samples": list(p.samples),

@@ -23,7 +23,9 @@ from .grid import format_grid
 from .tasks import (
     BACKWARD,
     FORWARD,
+    INPUT_BACKWARD,
     WEIGHT,
+    Pass,
     Schedule,
     Task,
     device_of,
@@ -36,6 +38,7 @@ __all__ = [
     "BACKWARD",
     "FORWARD",
     "GPIPE",
+    "INPUT_BACKWARD",
     "INTERLEAVED",
     "NAIVE",
     "ONE_F_ONE_B",
@@ -43,6 +46,7 @@ __all__ = [
     "SCHEDULE_TABLE",
     "WEIGHT",
     "ZB_H1",
+    "Pass",
     "Schedule",
     "ScheduleRecord",
     "Task",
@@ -184,7 +188,7 @@ def _interleaved(device: int, devices: int, micro_batches: int, chunks: int) -> 
     passes = chunks * micro_batches
     warmup = min((devices - device - 1) * 2 + (chunks - 1) * devices, passes)
 
-    def nth(k: int, kind: str) -> Task:
+    def nth(k: int, kind: Pass) -> Task:
         in_group = k % (devices * chunks)
         chunk = in_group // devices
         if kind == BACKWARD:
@@ -200,7 +204,7 @@ def _interleaved(device: int, devices: int, micro_batches: int, chunks: int) -> 
 
 
 def _zb_h1(stage: int, stages: int, micro_batches: int) -> list[Task]:
-    # Zero Bubble H1 (Qi et al. 2023): 1F1B's order of F and B, with B only the input gradient,
+    # Zero Bubble H1 (Qi et al. 2023): 1F1B's order of F and B, each B an input backward (I),
     # so the stage upstream gets its gradient without waiting for the weight gradient. Stage s
     # defers its W passes by s micro-batches: the later a stage, the earlier its backwards end,
     # and the deferred W's fill the time it would idle waiting in the cool-down. Each stage then
@@ -210,8 +214,10 @@ def _zb_h1(stage: int, stages: int, micro_batches: int) -> list[Task]:
     order: list[Task] = []
     weights = 0
     for task in _one_f_one_b(stage, stages, micro_batches):
+        if task.kind is BACKWARD:
+            task = Task(stage, INPUT_BACKWARD, task.micro_batch)
         order.append(task)
-        if task.kind == BACKWARD and task.micro_batch >= stage:
+        if task.kind is INPUT_BACKWARD and task.micro_batch >= stage:
             order.append(Task(stage, WEIGHT, weights))
             weights += 1
     order += [Task(stage, WEIGHT, m) for m in range(weights, micro_batches)]

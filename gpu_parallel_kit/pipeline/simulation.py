@@ -17,6 +17,7 @@ from typing import overload
 from ..errors import GpkError
 from .schedules import (
     ONE_F_ONE_B,
+    Pass,
     Task,
     check_plan,
     dependencies,
@@ -34,13 +35,14 @@ class TimedTask:
     """One task placed on the time line of its device."""
 
     stage: int  # index of the model stage, from 0
-    kind: str  # "F" (forward), "B" (backward, or input gradient) or "W" (weight gradient)
+    kind: Pass
     micro_batch: int  # index of the micro-batch, from 0
     start: float  # seconds (or unit steps) from the start of the global batch
     end: float  # when it finished, in the same unit
     device: int | None = None  # index of the device it ran on; None means the stage's index
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Pass(self.kind))  # frozen: "F" read back as a Pass
         if self.device is None:
             object.__setattr__(self, "device", self.stage)  # frozen: set once, here
         if self.end < self.start:

@@ -1,9 +1,13 @@
-"""One task of a pipeline schedule, and where model stages live on devices.
+"""One task of a pipeline schedule, what it sends to another stage, and where model stages live.
 
-A task is one pass of one micro-batch through one *model stage* (a chunk of the model): forward
-"F", backward "B", or, when a schedule splits the backward (zb-h1), "B" for the input gradient and
-"W" for the weight gradient. Its text form, "1F0" or "2W5", round-trips through `Task.parse`, as
-PyTorch's `torch.distributed.pipelining` actions do.
+A task is one pass of one micro-batch through one *model stage* (a chunk of the model): a
+forward "F", a whole backward "B", or, when a schedule splits the backward (zb-h1), an input
+backward "I" (the input's gradient, what the stage upstream waits for) and a weight backward "W"
+(the weights' gradient, deferred into the bubbles). Its text form, "1F0" or "2W5", round-trips
+through `Task.parse`, as PyTorch's `torch.distributed.pipelining` actions do (there "I" is
+`BACKWARD_INPUT` too). A forward sends its output across the cut below the next stage; a
+backward sends its input's gradient across the cut above: `Task.sent` and `Task.received` say
+which, for the runtimes, the replay and the process crossings alike.
 
 A schedule is a tuple with one ordered tuple of tasks per *device*. Without interleaving a device
 holds one stage, so `schedule[s]` is stage s's list. With `virtual_stages=v` on K devices there are
@@ -17,56 +21,97 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import GpkError
 
-FORWARD = "F"
-BACKWARD = "B"  # the whole backward, or only the input gradient when W tasks are present
-WEIGHT = "W"  # the weight gradient of a split backward: deferred into the bubbles
-KINDS = (FORWARD, BACKWARD, WEIGHT)
 
+class Pass(enum.StrEnum):
+    """What a task computes on its stage; its value is its letter in a task's text.
 
-class Pass(enum.Enum):
-    """What a task computes on its stage: each kind of pass a stage's calls offer.
-
-    A schedule's text names three kinds (F, B, W); its "B" is the whole backward, or, in a
-    schedule with W tasks (zb-h1), only the input's half. The runners ask `task_pass` and hand
-    the stage one of these four, so no stage reads a schedule-wide flag.
+    A str enum, so a record read back from JSON ("F") finds the pass it names.
     """
 
-    FORWARD = "forward"
-    BACKWARD = "backward"  # the input's gradient and the weights', in one pass
-    INPUT_BACKWARD = "input backward"  # the input's gradient only: what upstream waits for
-    WEIGHT_BACKWARD = "weight backward"  # the weights' gradient, deferred into the bubbles
+    FORWARD = "F"
+    BACKWARD = "B"  # the input's gradient and the weights', in one pass
+    INPUT_BACKWARD = "I"  # the input's gradient only: what upstream waits for
+    WEIGHT_BACKWARD = "W"  # the weights' gradient, deferred into the bubbles
+
+    @property
+    def sends_gradient(self) -> bool:
+        """Whether the pass hands its input's gradient to the stage upstream."""
+        return self in (Pass.BACKWARD, Pass.INPUT_BACKWARD)
+
+    @property
+    def words(self) -> str:
+        """How tables and timelines name the pass."""
+        return _WORDS[self]
 
 
-def task_pass(task: Task, split: bool) -> Pass:
-    """The pass `task` runs, `split` saying whether its schedule splits the backward
-    (`splits_backward`)."""
-    if task.kind == FORWARD:
-        return Pass.FORWARD
-    if task.kind == WEIGHT:
-        return Pass.WEIGHT_BACKWARD
-    return Pass.INPUT_BACKWARD if split else Pass.BACKWARD
+_WORDS = {
+    Pass.FORWARD: "forward",
+    Pass.BACKWARD: "backward",
+    Pass.INPUT_BACKWARD: "input backward",
+    Pass.WEIGHT_BACKWARD: "weight backward",
+}
+FORWARD = Pass.FORWARD
+BACKWARD = Pass.BACKWARD
+INPUT_BACKWARD = Pass.INPUT_BACKWARD
+WEIGHT = Pass.WEIGHT_BACKWARD
+KINDS = tuple(Pass)
 
 
-_TASK_TEXT = re.compile(r"(\d+)([FBW])(\d+)")
+class Carried(enum.StrEnum):
+    """What crosses a cut: a forward's activations, or a backward's gradients."""
+
+    ACTIVATIONS = "act"
+    GRADIENTS = "grad"
+
+
+class MailboxKey(NamedTuple):
+    """Where a runtime's mailbox keeps one message: what it carries, for which stage (the
+    receiver) and micro-batch."""
+
+    carried: Carried
+    stage: int
+    micro_batch: int
+
+
+class Message(NamedTuple):
+    """One message between stages: the cut it crosses (between stages `cut` and `cut + 1`),
+    the stage that sends it and the one that receives it."""
+
+    carried: Carried
+    cut: int
+    sender: int
+    receiver: int
+    micro_batch: int
+
+    @property
+    def key(self) -> MailboxKey:
+        return MailboxKey(self.carried, self.receiver, self.micro_batch)
+
+
+_TASK_TEXT = re.compile(r"(\d+)([FBIW])(\d+)")
 
 
 @dataclass(frozen=True)
 class Task:
-    """One forward, backward or weight-gradient pass of one micro-batch through one stage."""
+    """One forward, backward, input-backward or weight-backward pass of one micro-batch through
+    one stage."""
 
     stage: int  # index of the model stage (the chunk of the model), from 0
-    kind: str  # "F" (forward), "B" (backward, or input gradient) or "W" (weight gradient)
+    kind: Pass
     micro_batch: int  # index of the micro-batch within the global batch, from 0
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
+        try:
+            object.__setattr__(self, "kind", Pass(self.kind))  # frozen: "F" read as a Pass
+        except ValueError:
             raise GpkError(
-                f"task kind {self.kind!r} is not known; use 'F' or 'B', "
-                "or 'W' for the weight gradient of a split backward"
-            )
+                f"task kind {self.kind!r} is not known; use 'F' or 'B', or 'I' and 'W' for "
+                "the input and weight gradients of a split backward"
+            ) from None
         if self.stage < 0 or self.micro_batch < 0:
             raise GpkError(
                 f"task {self} has a negative index; stages and micro-batches count from 0"
@@ -81,11 +126,37 @@ class Task:
         match = _TASK_TEXT.fullmatch(text.strip())
         if match is None:
             raise GpkError(
-                f"cannot read task {text!r}; write stage, F, B or W, micro-batch, "
+                f"cannot read task {text!r}; write stage, F, B, I or W, micro-batch, "
                 "e.g. '1F0' or '2W5'"
             )
         stage, kind, micro_batch = match.groups()
-        return cls(int(stage), kind, int(micro_batch))
+        return cls(int(stage), Pass(kind), int(micro_batch))
+
+    def sent(self, stages: int) -> Message | None:
+        """What the task sends to another of `stages` stages: a forward's output to the stage
+        below it, a backward's input gradient to the stage above; None for the last stage's
+        forward, the first stage's backward and a weight backward.
+
+        >>> Task.parse("0F3").sent(2)
+        Message(carried=<Carried.ACTIVATIONS: 'act'>, cut=0, sender=0, receiver=1, micro_batch=3)
+        """
+        s, m = self.stage, self.micro_batch
+        if self.kind is Pass.FORWARD and s < stages - 1:
+            return Message(Carried.ACTIVATIONS, s, s, s + 1, m)
+        if self.kind.sends_gradient and s > 0:
+            return Message(Carried.GRADIENTS, s - 1, s, s - 1, m)
+        return None
+
+    def received(self, stages: int) -> Message | None:
+        """What the task waits for from another of `stages` stages: a forward's input from the
+        stage above, a backward's output gradient from the stage below; None where nothing
+        crosses (the first stage's forward, the last stage's backward, a weight backward)."""
+        s, m = self.stage, self.micro_batch
+        if self.kind is Pass.FORWARD and s > 0:
+            return Message(Carried.ACTIVATIONS, s - 1, s - 1, s, m)
+        if self.kind.sends_gradient and s < stages - 1:
+            return Message(Carried.GRADIENTS, s, s + 1, s, m)
+        return None
 
 
 Schedule = tuple[tuple[Task, ...], ...]
@@ -117,9 +188,5 @@ def micro_batch_count(schedule: Sequence[Sequence[Task]]) -> int:
 
 
 def splits_backward(schedule: Sequence[Sequence[Task]]) -> bool:
-    """Whether the backward is split: B computes only input gradients and W the weights'.
-
-    The engine needs this to know what a B task must do: the whole backward, or only the part
-    the upstream stage waits for.
-    """
-    return any(t.kind == WEIGHT for tasks in schedule for t in tasks)
+    """Whether the backward is split into input (I) and weight (W) passes."""
+    return any(t.kind is WEIGHT for tasks in schedule for t in tasks)

@@ -21,7 +21,7 @@ def affine_curve(
     stages: int, batch: int, fixed: float, per_sample: float, kinds: str = "FB"
 ) -> Curve:
     """Each task costs `fixed` plus `per_sample` per sample (B twice F), at every size 1..batch."""
-    weight = {"F": 1.0, "B": 2.0, "W": 1.0}
+    weight = {"F": 1.0, "B": 2.0, "I": 1.0, "W": 1.0}
     return Curve(
         tuple(
             CurvePoint(s, k, n, weight[k] * (fixed + per_sample * n))
@@ -50,7 +50,7 @@ def test_candidates_follow_each_schedules_rules():
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_auto_is_the_argmin_of_every_valid_m_on_the_same_curve(schedule):
     stages, batch, virtual = 2, 16, 2 if schedule == "interleaved" else 1
-    kinds = "FBW" if schedule == "zb-h1" else "FB"
+    kinds = "FIW" if schedule == "zb-h1" else "FB"
     stage_count = stages * virtual
     # A curve with a fixed cost per task and a cache dip at 4 samples: no closed form says M.
     points = []

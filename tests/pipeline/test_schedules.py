@@ -215,7 +215,7 @@ def test_1f1b_holds_at_most_k_minus_s_micro_batches(stages, micro_batches):
 def test_a_weight_gradient_task_round_trips():
     assert str(Task(2, "W", 5)) == "2W5"
     assert Task.parse("2W5") == Task(2, "W", 5)
-    with pytest.raises(GpkError, match=r"write stage, F, B or W, micro-batch, e\.g\. '1F0'"):
+    with pytest.raises(GpkError, match=r"write stage, F, B, I or W, micro-batch, e\.g\. '1F0'"):
         Task.parse("2w5")
 
 
@@ -265,8 +265,8 @@ def test_every_interleaved_schedule_is_valid(stages, micro_batches, chunks):
 def test_zb_h1_with_2_stages_and_2_micro_batches():
     schedule = build_schedule("zb-h1", 2, 2)
     assert [texts(s) for s in schedule] == [
-        ["0F0", "0F1", "0B0", "0W0", "0B1", "0W1"],
-        ["1F0", "1B0", "1F1", "1B1", "1W0", "1W1"],  # the last stage defers W by K-1 = 1
+        ["0F0", "0F1", "0I0", "0W0", "0I1", "0W1"],
+        ["1F0", "1I0", "1F1", "1I1", "1W0", "1W1"],  # the last stage defers W by K-1 = 1
     ]
     assert splits_backward(schedule)
 
@@ -274,10 +274,10 @@ def test_zb_h1_with_2_stages_and_2_micro_batches():
 def test_zb_h1_with_4_stages_and_4_micro_batches():
     # 1F1B's order of F and B; stage s defers each W by s micro-batches into the cool-down.
     assert [texts(s) for s in build_schedule("zb-h1", 4, 4)] == [
-        ["0F0", "0F1", "0F2", "0F3", "0B0", "0W0", "0B1", "0W1", "0B2", "0W2", "0B3", "0W3"],
-        ["1F0", "1F1", "1F2", "1B0", "1F3", "1B1", "1W0", "1B2", "1W1", "1B3", "1W2", "1W3"],
-        ["2F0", "2F1", "2B0", "2F2", "2B1", "2F3", "2B2", "2W0", "2B3", "2W1", "2W2", "2W3"],
-        ["3F0", "3B0", "3F1", "3B1", "3F2", "3B2", "3F3", "3B3", "3W0", "3W1", "3W2", "3W3"],
+        ["0F0", "0F1", "0F2", "0F3", "0I0", "0W0", "0I1", "0W1", "0I2", "0W2", "0I3", "0W3"],
+        ["1F0", "1F1", "1F2", "1I0", "1F3", "1I1", "1W0", "1I2", "1W1", "1I3", "1W2", "1W3"],
+        ["2F0", "2F1", "2I0", "2F2", "2I1", "2F3", "2I2", "2W0", "2I3", "2W1", "2W2", "2W3"],
+        ["3F0", "3I0", "3F1", "3I1", "3F2", "3I2", "3F3", "3I3", "3W0", "3W1", "3W2", "3W3"],
     ]
 
 
@@ -287,7 +287,8 @@ def test_zb_h1_is_1f1b_with_each_weight_gradient_after_its_backward(stages, micr
     one_f_one_b = build_schedule("1f1b", stages, micro_batches)
     validate_schedule(zb_h1, stages, micro_batches)
     for split, whole in zip(zb_h1, one_f_one_b, strict=True):
-        assert [t for t in split if t.kind != "W"] == list(whole)
+        # each whole backward B of 1f1b an input backward I here
+        assert [str(t).replace("I", "B") for t in split if t.kind != "W"] == list(map(str, whole))
         weights = [t.micro_batch for t in split if t.kind == "W"]
         assert weights == list(range(micro_batches))
 
@@ -300,7 +301,7 @@ def test_zb_h1_holds_1f1b_peak_activations():
         one_f_one_b = build_schedule("1f1b", stages, micro_batches)
         peak = max(max_live_micro_batches(s) for s in one_f_one_b)
         assert [max_live_micro_batches(s) for s in zb_h1] == [peak] * stages
-        assert [max_live_micro_batches(s, free_at="B") for s in zb_h1] == [
+        assert [max_live_micro_batches(s, free_at="I") for s in zb_h1] == [
             max_live_micro_batches(s) for s in one_f_one_b
         ]
     assert [max_live_micro_batches(s) for s in build_schedule("zb-h1", 4, 8)] == [4, 4, 4, 4]
@@ -348,8 +349,9 @@ def test_interleaved_and_virtual_stage_errors_carry_the_values_and_the_fix():
 
 
 def test_a_weight_gradient_waits_for_its_backward_only():
-    assert dependencies(Task(1, "W", 3), 4) == (Task(1, "B", 3),)
-    assert dependencies(Task(3, "W", 0), 4) == (Task(3, "B", 0),)
+    assert dependencies(Task(1, "W", 3), 4) == (Task(1, "I", 3),)
+    assert dependencies(Task(3, "W", 0), 4) == (Task(3, "I", 0),)
+    assert dependencies(Task(1, "I", 3), 4) == (Task(2, "I", 3), Task(1, "F", 3))
     # Interleaved: stage 2 on device 0 waits for stage 1 on device 1, as any stage would.
     assert dependencies(Task(2, "F", 0), 4) == (Task(1, "F", 0),)
     assert dependencies(Task(2, "B", 0), 4) == (Task(3, "B", 0), Task(2, "F", 0))
@@ -357,9 +359,9 @@ def test_a_weight_gradient_waits_for_its_backward_only():
 
 def test_a_missing_or_early_weight_gradient_is_named():
     with pytest.raises(ValueError, match=r"^task 1W1 appears 0 times; list it exactly once:\n"):
-        validate_schedule(parse_rows("0F0 0F1 0B0 0W0 0B1 0W1", "1F0 1B0 1F1 1B1 1W0"), 2, 2)
-    with pytest.raises(ValueError, match="0W0 comes before 0B0; put each weight gradient after"):
-        validate_schedule(parse_rows("0F0 0W0 0B0"), 1, 1)
+        validate_schedule(parse_rows("0F0 0F1 0I0 0W0 0I1 0W1", "1F0 1I0 1F1 1I1 1W0"), 2, 2)
+    with pytest.raises(ValueError, match="0W0 comes before 0I0; put each weight gradient after"):
+        validate_schedule(parse_rows("0F0 0W0 0I0"), 1, 1)
 
 
 def test_interleaved_lists_are_checked_per_device():

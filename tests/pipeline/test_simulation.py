@@ -175,12 +175,12 @@ def test_zb_h1_two_by_two_places_every_task():
         ("0F0", 0.0, 1.0),
         ("0F1", 1.0, 2.0),
         ("1F0", 1.0, 2.0),
-        ("1B0", 2.0, 3.0),
-        ("0B0", 3.0, 4.0),  # the input gradient came up without waiting for 1W0
+        ("1I0", 2.0, 3.0),
+        ("0I0", 3.0, 4.0),  # the input gradient came up without waiting for 1W0
         ("1F1", 3.0, 4.0),
         ("0W0", 4.0, 5.0),
-        ("1B1", 4.0, 5.0),
-        ("0B1", 5.0, 6.0),
+        ("1I1", 4.0, 5.0),
+        ("0I1", 5.0, 6.0),
         ("1W0", 5.0, 6.0),  # deferred on the last stage into the time it would idle
         ("0W1", 6.0, 7.0),
         ("1W1", 6.0, 7.0),
@@ -267,7 +267,7 @@ def test_transfers_cost_only_between_devices():
 
 
 def test_weight_gradients_take_their_own_durations():
-    durations = {(s, kind): {"F": 1.0, "B": 1.0, "W": 2.0}[kind] for s in (0, 1) for kind in "FBW"}
+    durations = {(s, kind): {"F": 1.0, "I": 1.0, "W": 2.0}[kind] for s in (0, 1) for kind in "FIW"}
     asked = []
 
     def lookup(task: Task) -> float:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ...pipeline.schedules import BACKWARD, FORWARD, build_schedule, splits_backward
-from ...pipeline.tasks import WEIGHT, Schedule
+from ...pipeline.tasks import INPUT_BACKWARD, WEIGHT, Pass, Schedule
 from ...runs.results.run_result import RunResult
 from ...strategies.plan_axes import DATA, STAGES, TENSOR
 from .hardware_presets import Interconnect
@@ -172,7 +172,7 @@ def mesh_pipeline(
 
 def _collectives(
     schedule: Schedule, tensor_s: list[float], data_s: list[float]
-) -> dict[tuple[int, str], float]:
+) -> dict[tuple[int, Pass], float]:
     """Each task's collectives, by (stage, kind): a stage's tensor all-reduces half in its
     forward and half in its backward, its gradients' all-reduce in its backward, or in its
     weight gradient where the schedule splits the backward (zb-h1)."""
@@ -180,8 +180,9 @@ def _collectives(
     comm = {}
     for s, (tensor, data) in enumerate(zip(tensor_s, data_s, strict=True)):
         comm[(s, FORWARD)] = tensor / 2
-        comm[(s, BACKWARD)] = tensor / 2 + data
         if split:  # the gradients' all-reduce moves to the weight gradient
-            comm[(s, BACKWARD)] -= data
+            comm[(s, INPUT_BACKWARD)] = tensor / 2
             comm[(s, WEIGHT)] = data
+        else:
+            comm[(s, BACKWARD)] = tensor / 2 + data
     return comm

@@ -16,26 +16,34 @@ from dataclasses import dataclass, field
 
 from ...pipeline.schedules import BACKWARD, FORWARD, Task, splits_backward
 from ...pipeline.simulation import makespan, simulate
-from ...pipeline.tasks import KINDS, WEIGHT, Schedule, micro_batch_count, stage_count
+from ...pipeline.tasks import (
+    INPUT_BACKWARD,
+    KINDS,
+    WEIGHT,
+    Pass,
+    Schedule,
+    micro_batch_count,
+    stage_count,
+)
 
-TaskSeconds = Mapping[tuple[int, str], float]  # seconds of one task, by (stage, kind)
+TaskSeconds = Mapping[tuple[int, Pass], float]  # seconds of one task, by (stage, kind)
 
 
 def stage_work(
     schedule: Schedule, forward: Sequence[float], backward: Sequence[float]
-) -> dict[tuple[int, str], float]:
+) -> dict[tuple[int, Pass], float]:
     """Each task's compute seconds, by (stage, kind), from each stage's forward and backward of
     one micro-batch.
 
-    Where the schedule splits the backward (zb-h1), the input gradient (B) and the weight
+    Where the schedule splits the backward (zb-h1), the input gradient (I) and the weight
     gradient (W) are each taken as half of it.
     """
     work = {(s, FORWARD): seconds for s, seconds in enumerate(forward)}
-    work |= {(s, BACKWARD): seconds for s, seconds in enumerate(backward)}
     if splits_backward(schedule):
-        for s in range(len(backward)):
-            work[(s, BACKWARD)] /= 2
-            work[(s, WEIGHT)] = work[(s, BACKWARD)]
+        work |= {(s, INPUT_BACKWARD): seconds / 2 for s, seconds in enumerate(backward)}
+        work |= {(s, WEIGHT): seconds / 2 for s, seconds in enumerate(backward)}
+    else:
+        work |= {(s, BACKWARD): seconds for s, seconds in enumerate(backward)}
     return work
 
 
@@ -65,19 +73,19 @@ class PipelineTasks:
         return self.compute(task) + self.comm.get((task.stage, task.kind), 0.0)
 
     def blocking(self, task: Task) -> float:
-        """The task with its receive before it, on the receiving device: a forward's over the
-        cut above its stage, a backward's over the cut below it; a weight gradient receives
-        nothing."""
-        if task.kind == WEIGHT:
-            return self.inside(task)
-        cut = task.stage - 1 if task.kind == FORWARD else task.stage
-        return self.inside(task) + self._send(cut)
+        """The task with the message it receives before it, on the receiving device."""
+        received = task.received(self.stages)
+        return self.inside(task) + (0.0 if received is None else self._send(received.cut))
 
     def in_flight(self, sender: Task) -> float:
         """What the task's output takes to reach the next device while both compute on."""
-        if sender.kind == WEIGHT:
-            return 0.0
-        return self._send(sender.stage if sender.kind == FORWARD else sender.stage - 1)
+        sent = sender.sent(self.stages)
+        return 0.0 if sent is None else self._send(sent.cut)
+
+    @functools.cached_property
+    def stages(self) -> int:
+        """The schedule's model stages."""
+        return stage_count(self.schedule)
 
     def _send(self, cut: int) -> float:
         return self.sends[cut] if 0 <= cut < len(self.sends) else 0.0

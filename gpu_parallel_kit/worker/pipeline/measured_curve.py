@@ -21,7 +21,7 @@ from ...pipeline.microbatch import Choice, Curve
 from ...pipeline.tasks import Pass
 from .microbatch_choice import curve_and_choice as choose_from_curve
 from .microbatch_choice import curve_of
-from .schedule_runner import PipelineStage
+from .stage_protocol import PipelineStage
 
 ROUNDS = (2, 5)  # timed rounds over every size: at least, at most
 BUDGET_S = 1.0  # no further round once the timed rounds took this long
@@ -98,10 +98,10 @@ def measure_curve(
 
 def _one_pass(
     stages: list[PipelineStage], xs: dict[str, Any], ys: Any, split: bool
-) -> tuple[dict[tuple[int, str], float], list[tuple[float, int]], dict[int, int]]:
+) -> tuple[dict[tuple[int, Pass], float], list[tuple[float, int]], dict[int, int]]:
     """(each pass's time without its copy, each copy's (seconds, bytes), activation bytes into
     each cut) of one micro-batch sent down the stages and back."""
-    timed: dict[tuple[int, str], float] = {}
+    timed: dict[tuple[int, Pass], float] = {}
     copied: list[tuple[float, int]] = []
     moved: dict[int, int] = {}
     saved, later = {}, {}
@@ -113,9 +113,10 @@ def _one_pass(
         target = stage.labels(ys)
         stage.wait(received)
         copy = time.perf_counter() - start
-        values, objective, saved[stage.index] = stage.forward(received, target)
+        forwarded = stage.forward(received, target)
+        values, objective, saved[stage.index] = forwarded.sent, forwarded.objective, forwarded.saved
         stage.wait((values, objective))
-        timed[(stage.index, "F")] = time.perf_counter() - start - copy
+        timed[(stage.index, Pass.FORWARD)] = time.perf_counter() - start - copy
         if stage.index:
             copied.append((copy, stage.nbytes(received)))
             moved[stage.index - 1] = stage.nbytes(received)
@@ -126,9 +127,10 @@ def _one_pass(
         incoming = stage.put(upstream)
         stage.wait(incoming)
         copy = time.perf_counter() - start
-        upstream, later[stage.index] = stage.backward(saved.pop(stage.index), incoming, ys, part)
+        backwarded = stage.backward(saved.pop(stage.index), incoming, ys, part)
+        upstream, later[stage.index] = backwarded.sent, backwarded.for_weight
         stage.wait((upstream, stage.gradients()))
-        timed[(stage.index, "B")] = time.perf_counter() - start - copy
+        timed[(stage.index, part)] = time.perf_counter() - start - copy
         if incoming:
             copied.append((copy, stage.nbytes(incoming)))
     if split:
@@ -136,5 +138,5 @@ def _one_pass(
             start = time.perf_counter()
             stage.weight_backward(later[stage.index])
             stage.wait(stage.gradients())
-            timed[(stage.index, "W")] = time.perf_counter() - start
+            timed[(stage.index, Pass.WEIGHT_BACKWARD)] = time.perf_counter() - start
     return timed, copied, moved

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...pipeline.microbatch import Choice, Curve, CurvePoint, candidates, choose, is_auto, sizes
+from ...pipeline.tasks import Pass
 
 # (the sizes to time, largest first; the curve those rounds add to, or None) -> the curve
 MeasureCurve = Callable[[list[int], Curve | None], Curve]
@@ -48,7 +49,7 @@ def curve_and_choice(spec: Any, measure: MeasureCurve) -> tuple[Curve | None, Ch
 def serial_curve(spec: Any, alone: Sequence[Any], cut_bytes: list[int]) -> tuple[Curve, Choice]:
     """The whole-batch curve of a one-micro-batch run from its serial passes (step reports
     whose tasks ran one at a time), copies across a cut apart, and its trivial choice."""
-    samples: dict[tuple[int, str], list[float]] = {}
+    samples: dict[tuple[int, Pass], list[float]] = {}
     copies = [0.0, 0.0]
     for report in alone:
         for t in report.tasks:

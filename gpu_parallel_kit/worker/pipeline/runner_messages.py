@@ -11,6 +11,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...pipeline.tasks import MailboxKey, Pass, Task
+
 MAILBOX_POLL_S = 0.5
 
 
@@ -19,19 +21,20 @@ class PipelineAborted(Exception):
 
 
 class Mailbox:
-    """Messages between device threads, keyed by (kind, receiving stage, micro-batch)."""
+    """Messages between device threads, keyed by what they carry, the receiving stage and the
+    micro-batch (`MailboxKey`, a task's `Message.key`)."""
 
     def __init__(self) -> None:
-        self._messages: dict[tuple, Any] = {}
+        self._messages: dict[MailboxKey, Any] = {}
         self._condition = threading.Condition()
         self._aborted = False
 
-    def put(self, key: tuple, value: Any) -> None:
+    def put(self, key: MailboxKey, value: Any) -> None:
         with self._condition:
             self._messages[key] = value
             self._condition.notify_all()
 
-    def get(self, key: tuple) -> Any:
+    def get(self, key: MailboxKey) -> Any:
         with self._condition:
             while key not in self._messages:
                 if self._aborted:
@@ -50,7 +53,7 @@ class TaskRecord:
     """What one task did: when (seconds from the step's start) and how many bytes it moved."""
 
     stage: int
-    kind: str
+    kind: Pass
     micro_batch: int
     start: float
     end: float
@@ -97,12 +100,25 @@ def step_report(
     )
 
 
-def activations_for(task: Any, xs: Sequence[Any], mailbox: Mailbox) -> Any:
+def activations_for(task: Task, stages: int, xs: Sequence[Any], mailbox: Mailbox) -> Any:
     """What a forward takes in: stage 0's micro-batch of the data, or what the stage before it
     sent (waited for)."""
-    if task.stage == 0:
-        return xs[task.micro_batch]
-    return mailbox.get(("act", task.stage, task.micro_batch))
+    received = task.received(stages)
+    return xs[task.micro_batch] if received is None else mailbox.get(received.key)
+
+
+def gradients_for(task: Task, stages: int, mailbox: Mailbox) -> Any:
+    """What a backward takes in: nothing on the last stage (its loss starts the backward), or
+    the gradients the stage after it sent (waited for)."""
+    received = task.received(stages)
+    return {} if received is None else mailbox.get(received.key)
+
+
+def send(task: Task, stages: int, mailbox: Mailbox, value: Any) -> None:
+    """What `task` hands to the next stage (a forward) or the one before (a backward), if any."""
+    sent = task.sent(stages)
+    if sent is not None:
+        mailbox.put(sent.key, value)
 
 
 def note_forward(step: Any, task: Any, held: int, size: int) -> None:
@@ -119,14 +135,19 @@ def held_by(stage: int, *kept: dict[tuple[int, int], Any]) -> int:
 
 
 def fused_backward(
-    task: Any, step: Any, mailbox: Mailbox, sent_back: Any, since: float | None, device: int
+    task: Task,
+    stages: int,
+    step: Any,
+    mailbox: Mailbox,
+    sent_back: Any,
+    since: float | None,
+    device: int,
 ) -> None:
     """A backward that ran in its forward's call (`pipeline/fused_calls.py`): its gradients sent
     upstream, and, in a timed step (`since`: the step's start), its record, ending where the
     call ended. `step` is the device's report of the step, its `records` and `gradients_in`."""
     step.gradients_in[task.stage] = step.gradients_in.get(task.stage, 0)
-    if task.stage > 0:
-        mailbox.put(("grad", task.stage - 1, task.micro_batch), sent_back)
+    send(task, stages, mailbox, sent_back)
     if since is not None:
         now = time.perf_counter() - since
         step.records.append(

@@ -12,7 +12,7 @@ its last task each stage applies its summed gradients once: one update per globa
 single-device training does. A timed step waits for each task's results to stamp its end; a
 serial one runs the same tasks one at a time in one thread, so each task's time is its own.
 
-The backends differ only in their stage objects (`PipelineStage`): TensorFlow's
+The backends differ only in their stage objects (`stage_protocol.PipelineStage`): TensorFlow's
 (`worker/tensorflow/pipeline/stage_calls.py`) and JAX's (`worker/jax/pipeline/stage_calls.py`).
 """
 
@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, cast
 
 import numpy as np
 
 from ...pipeline.fused_calls import fused_calls
-from ...pipeline.schedules import Schedule, device_of, execution_order, splits_backward
-from ...pipeline.tasks import Pass, task_pass
+from ...pipeline.schedules import Schedule, device_of, execution_order
+from ...pipeline.tasks import Pass
 from .runner_messages import (
     Mailbox,
     StepReport,
@@ -37,67 +37,17 @@ from .runner_messages import (
     collect,
     drain,
     fused_backward,
+    gradients_for,
     held_by,
     note_forward,
     raise_cause,
+    send,
     step_report,
 )
+from .stage_protocol import FusingStage, PipelineStage
 
 TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
 SERIAL_REPEATS = 3  # passes with one task at a time, whose task times feed the simulated view
-
-
-class PipelineStage(Protocol):
-    """What a backend gives the runner for one model stage: its calls, on its device.
-
-    Tensors cross between stages as dicts by name. `forward` returns (what crosses out, its
-    objective, what the backward needs): the objective is the micro-batch's share of the loss on
-    the last stage, of the losses the stage's layers add elsewhere (None when they add none).
-    `backward` returns (the gradients of what the stage received, by name, to send upstream;
-    what its weight pass needs when the backward is split).
-    """
-
-    index: int
-    # offers `forward_backward`: the last stage's passes in one call, and `whole_steps`: a
-    # one-stage model's steps (forward, backward, update each), several in one call
-    fuses: bool
-    # its calls return once dispatched, before their work is done (JAX); False where a call
-    # returns when its work is done (TensorFlow's eager executor)
-    runs_ahead: bool
-
-    def begin_step(self) -> None: ...
-
-    def put(self, tensors: dict[str, Any]) -> dict[str, Any]: ...
-
-    def labels(self, y: Any) -> Any: ...
-
-    def forward(self, received: dict[str, Any], y: Any) -> tuple[Any, Any, Any]: ...
-
-    def backward(
-        self, saved: Any, upstream: dict[str, Any], y: Any, part: Pass
-    ) -> tuple[Any, Any]: ...
-
-    def weight_backward(self, later: Any) -> None: ...
-
-    def forward_backward(
-        self, received: dict[str, Any], y: Any, update: bool
-    ) -> tuple[Any, Any]: ...
-
-    def whole_steps(self, read: Callable[[], tuple[dict[str, Any], Any]], count: int) -> Any: ...
-
-    def apply(self) -> None: ...
-
-    def gradients(self) -> Any: ...
-
-    def weights(self) -> Any: ...
-
-    def wait(self, values: Any) -> None: ...
-
-    def nbytes(self, tensors: dict[str, Any]) -> int: ...
-
-    def snapshot(self) -> Any: ...
-
-    def restore(self, state: Any) -> None: ...
 
 
 @dataclass
@@ -171,7 +121,6 @@ class ScheduleRunner:
         self.split = split
         self.crossings = crossings
         self.local = crossings.local_devices if crossings else list(range(self.devices))
-        self.splits_backward = splits_backward(schedule)
         self._pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="gpk-device")
         self._reader: tuple[Callable, Callable] | None = None  # `steps`: (take, its reader)
 
@@ -197,7 +146,7 @@ class ScheduleRunner:
         where the stage reads it (inside the call on TensorFlow, as `fit` reads its iterator).
         Each step's report is returned once its work is dispatched (`settle` waits for it),
         the last holding the updated weights."""
-        (stage,) = self.stages
+        stage = cast(FusingStage, self.stages[0])  # a one-stage runner runs whole steps on a fuser
         if self._reader is None or self._reader[0] is not take:  # one reader: traced once
 
             def read() -> tuple[dict[str, Any], Any]:
@@ -300,15 +249,17 @@ class ScheduleRunner:
         for position, task in enumerate(self.schedule[device]):
             stage = self.stages[task.stage]
             key = (task.stage, task.micro_batch)
-            part = task_pass(task, self.splits_backward)
+            part = task.kind
             moved = 0.0
             size = 0
             if position - 1 in fused:  # this backward ran in the forward's call
-                fused_backward(task, result, mailbox, sent_back, clock if timed else None, device)
+                fused_backward(
+                    task, last + 1, result, mailbox, sent_back, clock if timed else None, device
+                )
                 yield
                 continue
             if part is Pass.FORWARD:
-                incoming = activations_for(task, xs, mailbox)
+                incoming = activations_for(task, last + 1, xs, mailbox)
                 start = time.perf_counter()  # a task's time starts once its input is here
                 received = stage.put(incoming)  # the copy across the cut
                 y = stage.labels(ys[task.micro_batch])
@@ -318,11 +269,13 @@ class ScheduleRunner:
                 called = time.perf_counter()
                 if position in fused:  # the last stage's forward and its backward in one call
                     applied = fused[position].with_update
-                    sent_back, objective = stage.forward_backward(received, y, applied)
-                    out = sent_back
+                    passes = cast(FusingStage, stage).forward_backward(received, y, applied)
+                    sent_back, out, objective = passes.sent, passes.sent, passes.objective
                     live = held_by(task.stage, saved, later) + 1
                 else:
-                    out, objective, saved[key] = stage.forward(received, y)
+                    forwarded = stage.forward(received, y)
+                    out, objective = forwarded.sent, forwarded.objective
+                    saved[key] = forwarded.saved
                     live = held_by(task.stage, saved, later)
                 if timed:
                     stage.wait((out, objective))  # the task ends when its work does
@@ -331,8 +284,7 @@ class ScheduleRunner:
                 note_forward(result, task, live, size)
                 if objective is not None:  # the model's loss holds every stage's added losses
                     result.losses.append(objective)
-                if task.stage != last:
-                    mailbox.put(("act", task.stage + 1, task.micro_batch), out)
+                send(task, last + 1, mailbox, out)
             elif part is Pass.WEIGHT_BACKWARD:  # nothing to receive or send
                 start = called = time.perf_counter()
                 stage.weight_backward(later.pop(key))
@@ -341,23 +293,23 @@ class ScheduleRunner:
                 called = time.perf_counter() - called
             else:
                 kept = saved.pop(key)
-                incoming = {} if task.stage == last else mailbox.get(("grad", *key))
+                incoming = gradients_for(task, last + 1, mailbox)
                 start = time.perf_counter()
                 upstream = stage.put(incoming)
                 if timed:
                     stage.wait(upstream)
                 moved = time.perf_counter() - start
                 called = time.perf_counter()
-                grads, for_weight = stage.backward(kept, upstream, ys[task.micro_batch], part)
+                backwarded = stage.backward(kept, upstream, ys[task.micro_batch], part)
+                grads = backwarded.sent
                 if timed:
                     stage.wait(grads if task.stage > 0 else stage.gradients())
                 called = time.perf_counter() - called
                 if part is Pass.INPUT_BACKWARD:
-                    later[key] = for_weight
+                    later[key] = backwarded.for_weight
                 size = stage.nbytes(incoming)
                 result.gradients_in[task.stage] = result.gradients_in.get(task.stage, 0) + size
-                if task.stage > 0:
-                    mailbox.put(("grad", task.stage - 1, task.micro_batch), grads)
+                send(task, last + 1, mailbox, grads)
             if timed:
                 result.records.append(
                     TaskRecord(

@@ -13,11 +13,18 @@ from typing import Any
 
 from ...pipeline.schedules import Schedule, micro_batch_count, splits_backward
 from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
+from ...pipeline.tasks import Pass, Task
 
 # The planned chart: a backward costs about two forwards; split, its halves one each.
-PLANNED_DURATION = {"F": 1.0, "B": 2.0}
-PLANNED_SPLIT_DURATION = {"F": 1.0, "B": 1.0, "W": 1.0}
-KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight"}
+PLANNED_DURATION = {Pass.FORWARD: 1.0, Pass.BACKWARD: 2.0}
+PLANNED_SPLIT_DURATION = {Pass.FORWARD: 1.0, Pass.INPUT_BACKWARD: 1.0, Pass.WEIGHT_BACKWARD: 1.0}
+# The timeline's words: an input backward draws as the backward it is, beside its weight pass.
+KIND_NAMES = {
+    Pass.FORWARD: "forward",
+    Pass.BACKWARD: "backward",
+    Pass.INPUT_BACKWARD: "backward",
+    Pass.WEIGHT_BACKWARD: "weight",
+}
 
 
 def schedule_figures(schedule: Schedule, reports: list[Any], spec: Any) -> dict[str, Any]:
@@ -65,7 +72,8 @@ def schedule_figures(schedule: Schedule, reports: list[Any], spec: Any) -> dict[
         **overheads([r for r in reports if r.tasks and not r.serial], alone),
         # Copies across cuts only: stage 0's copy of its input is feeding, not communication.
         "comm_time_s": statistics.median(
-            sum(t.transfer_s for t in tasks if (t.stage, t.kind) != (0, "F")) for tasks in timed
+            sum(t.transfer_s for t in tasks if (t.stage, t.kind) != (0, Pass.FORWARD))
+            for tasks in timed
         )
         if timed
         else None,
@@ -119,11 +127,16 @@ def cut_times(timed: list[list[Any]], stages: int) -> list[float | None]:
         return [None] * (stages - 1)
     return [
         statistics.median(
-            sum(t.transfer_s for t in tasks if (t.stage, t.kind) in ((cut + 1, "F"), (cut, "B")))
-            for tasks in timed
+            sum(t.transfer_s for t in tasks if _received_over(t, stages) == cut) for tasks in timed
         )
         for cut in range(stages - 1)
     ]
+
+
+def _received_over(record: Any, stages: int) -> int | None:
+    """The cut a task record's message came over, if any."""
+    received = Task(record.stage, record.kind, record.micro_batch).received(stages)
+    return None if received is None else received.cut
 
 
 def records_as_dicts(tasks: list[Any], step: int) -> list[dict[str, Any]]:
@@ -155,9 +168,9 @@ def timed_as_dict(task: Any) -> dict[str, Any]:
     }
 
 
-def median_durations(timed: list[list[Any]]) -> dict[tuple[int, str], float]:
+def median_durations(timed: list[list[Any]]) -> dict[tuple[int, Pass], float]:
     """Per (stage, kind), the median time of its tasks."""
-    samples: dict[tuple[int, str], list[float]] = {}
+    samples: dict[tuple[int, Pass], list[float]] = {}
     for tasks in timed:
         for t in tasks:
             samples.setdefault((t.stage, t.kind), []).append(t.end - t.start)

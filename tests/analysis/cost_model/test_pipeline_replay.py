@@ -45,6 +45,6 @@ def test_the_collectives_inside_a_task_lengthen_it():
 def test_a_split_backward_is_half_input_gradient_and_half_weight_gradient():
     zero_bubble = build_schedule("zb-h1", 2, 2)
     work = stage_work(zero_bubble, [1.0, 1.0], [2.0, 4.0])
-    assert (work[(1, "B")], work[(1, "W")]) == (2.0, 2.0)
+    assert (work[(1, "I")], work[(1, "W")]) == (2.0, 2.0)
     assert stage_work(GPIPE, [1.0, 1.0], [2.0, 4.0])[(1, "B")] == 4.0
     assert replay(PipelineTasks(zero_bubble, work, [0.0])).busy_s == (6.0, 10.0)

@@ -31,6 +31,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ....errors import GpkError
 from ....pipeline.checks import execution_order
 from ....pipeline.schedules import Schedule, device_of
+from ....pipeline.tasks import Carried, MailboxKey, Task
 from ...pipeline.runner_messages import Mailbox
 
 CUT_AXIS = "cut"
@@ -38,10 +39,10 @@ CUT_AXIS = "cut"
 
 @dataclass(frozen=True)
 class Crossing:
-    """One message over a cut between processes: ("act" or "grad", the stage it goes to, the
-    micro-batch), the two devices, and the tensors' names, shapes and dtypes."""
+    """One message over a cut between processes: its mailbox key (what it carries, the stage it
+    goes to, the micro-batch), the two devices, and the tensors' names, shapes and dtypes."""
 
-    key: tuple[str, int, int]
+    key: MailboxKey
     sender: Any
     receiver: Any
     tensors: tuple[tuple[str, tuple[int, ...], str], ...]
@@ -66,25 +67,23 @@ class ProcessCrossings:
         self.local_devices = sorted(
             {device_of(s.index, devices) for s in stages if s.device.process_index == self.here}
         )
-        self.after: dict[tuple[int, str, int], list[Crossing]] = {}  # by the sending task
+        self.after: dict[Task, list[Crossing]] = {}  # by the sending task
         self.order: list[Crossing] = []
-        last = len(stages) - 1
         for task in execution_order(schedule, len(stages)):
-            s, m = task.stage, task.micro_batch
-            if task.kind == "F" and s < last:
-                to, names = s + 1, stages[s].cut.sent
-            elif task.kind == "B" and s > 0:
-                to = s - 1
-                names = tuple(n for n in stages[to].cut.sent if n in stages[to].floating)
-            else:
+            message = task.sent(len(stages))
+            if message is None:
                 continue
-            sender, receiver = owner[s], owner[to]
+            cut = stages[message.cut].cut
+            if message.carried is Carried.ACTIVATIONS:
+                names = cut.sent
+            else:
+                names = tuple(n for n in cut.sent if n in stages[message.cut].floating)
+            sender, receiver = owner[message.sender], owner[message.receiver]
             if sender.process_index == receiver.process_index:
                 continue
-            kind = "act" if task.kind == "F" else "grad"
-            crossing = Crossing((kind, to, m), sender, receiver, _tensors(traced, names, rows))
+            crossing = Crossing(message.key, sender, receiver, _tensors(traced, names, rows))
             self.order.append(crossing)
-            self.after.setdefault((s, task.kind, m), []).append(crossing)
+            self.after.setdefault(task, []).append(crossing)
         self._programs: dict[tuple[Any, Any], Any] = {}
 
     def involves(self, crossing: Crossing) -> bool:
@@ -96,9 +95,9 @@ class ProcessCrossings:
             if self.involves(crossing):
                 self.cross(crossing, mailbox)
 
-    def cross_after(self, task: Any, mailbox: Mailbox) -> None:
+    def cross_after(self, task: Task, mailbox: Mailbox) -> None:
         """The crossings `task` sends, where this process takes part (one task at a time)."""
-        for crossing in self.after.get((task.stage, task.kind, task.micro_batch), ()):
+        for crossing in self.after.get(task, ()):
             if self.involves(crossing):
                 self.cross(crossing, mailbox)
 

@@ -32,6 +32,7 @@ from ....pipeline.graph import StageCut
 from ....pipeline.tasks import Pass
 from ...pipeline.layer_graph import TracedModel
 from ...pipeline.stage_failure import layers_named
+from ...pipeline.stage_protocol import Backwarded, Forwarded, FusedPasses
 from .stage_mesh import StagePlacement
 
 LossFn = Callable[[Any, dict[str, Any]], Any]
@@ -98,7 +99,7 @@ class StageFunctions:
         # Compiled when first called, once each: a stage runs one micro-batch shape.
         self._forward = jax.jit(self._forward_values if recompute else self._forward_and_pullback)
         backward = self._recomputed_backward if recompute else self._kept_pullback
-        self._backward = {kind: jax.jit(backward(kind)) for kind in ("BW", "B", "W")}
+        self._backward = {kind: jax.jit(backward(kind)) for kind in BACKWARD_PASSES}
         self._apply = jax.jit(self._update)
         # The last stage's forward and whole backward in one call, with the update or without
         # (`pipeline/fused_calls.py`); compiled only if the schedule runs them so.
@@ -172,14 +173,14 @@ class StageFunctions:
         ]
         return grads, jnp.ones_like(objective)
 
-    def _recomputed_backward(self, kind: str):
+    def _recomputed_backward(self, kind: Pass):
         def backward(trainable, non_trainable, received, y, m, upstream, accumulated):
             outputs, pullback, _ = self._pullback(trainable, non_trainable, received, y, m)
             return self._gradients(kind, pullback, self._cotangent(outputs, upstream), accumulated)
 
         return backward
 
-    def _kept_pullback(self, kind: str):
+    def _kept_pullback(self, kind: Pass):
         def backward(pullback, outputs, upstream, accumulated):
             return self._gradients(kind, pullback, self._cotangent(outputs, upstream), accumulated)
 
@@ -190,7 +191,11 @@ class StageFunctions:
         summed = jax.tree.map(jnp.add, accumulated, weights)
         if self._sum_shardings is not None:
             summed = jax.lax.with_sharding_constraint(summed, self._sum_shardings)
-        return {"BW": (received, summed), "B": (received, None), "W": (None, summed)}[kind]
+        if kind is Pass.INPUT_BACKWARD:
+            return received, None
+        if kind is Pass.WEIGHT_BACKWARD:
+            return None, summed
+        return received, summed
 
     def _forward_backward(
         self, trainable, non_trainable, received, y, m, accumulated, optimizer_state, update
@@ -269,10 +274,10 @@ class StageFunctions:
         self.trainable, self.non_trainable, self.optimizer_state, self.accumulated = state
 
     @_layers_named
-    def forward(self, received: dict[str, Any], y: Any) -> tuple[dict[str, Any], Any, Any]:
-        """(what crosses out of the stage by name, the objective: the loss share on the last
-        stage, the share of the losses its layers add elsewhere, None without; what the
-        backward needs); the stage's statistics advance once, here."""
+    def forward(self, received: dict[str, Any], y: Any) -> Forwarded:
+        """What crosses out of the stage by name, the objective (the loss share on the last
+        stage, the share of the losses its layers add elsewhere, None without) and what the
+        backward needs; the stage's statistics advance once, here."""
         before = self.non_trainable
         m = self.m
         computed, objective, state, *kept = self._forward(self.trainable, before, received, y, m)
@@ -281,47 +286,46 @@ class StageFunctions:
         self.non_trainable = state
         if self.loss_fn is None and not self.adds_losses:
             objective = None
-        return self.sent(received, computed), objective, saved
+        return Forwarded(self.sent(received, computed), objective, saved)
 
     def sent(self, received: dict[str, Any], computed: dict[str, Any]) -> dict[str, Any]:
         """What crosses out: its computed tensors and those it passes through."""
         return {n: computed[n] if n in computed else received[n] for n in self.cut.sent}
 
-    def backward(self, saved: Any, upstream: dict[str, Any], y: Any, part: Pass) -> tuple[Any, Any]:
-        """(the gradients of what the stage received, by name, to send upstream; what the
-        weight pass needs after an input pass). The targets `y` are in `saved` already."""
-        return self._backward_pass(saved, upstream, _KINDS[part])
+    def backward(self, saved: Any, upstream: dict[str, Any], y: Any, part: Pass) -> Backwarded:
+        """The gradients of what the stage received, by name, to send upstream, and what the
+        weight pass needs after an input pass. The targets `y` are in `saved` already."""
+        return self._backward_pass(saved, upstream, part)
 
     def weight_backward(self, later: Any) -> None:
         """The weights' half of a split backward, added to the sums."""
-        self._backward_pass(*later, _KINDS[Pass.WEIGHT_BACKWARD])
+        self._backward_pass(*later, Pass.WEIGHT_BACKWARD)
 
     @_layers_named
-    def _backward_pass(self, saved: Any, upstream: dict[str, Any], kind: str) -> tuple[Any, Any]:
-        """The gradients of what the stage received, by name, to send upstream (None for W);
-        its weights' gradients join the sum (not for B of a split backward). `kind`: "BW" the
-        whole backward, "B" the received tensors' half, "W" the weights'. Returns (gradients to
-        send, what W needs)."""
+    def _backward_pass(self, saved: Any, upstream: dict[str, Any], kind: Pass) -> Backwarded:
+        """The gradients of what the stage received, by name, to send upstream (None for a
+        weight backward), and what the weight backward needs; its weights' gradients join the
+        sum (not for an input backward)."""
         computed_upstream = {n: g for n, g in upstream.items() if n in self.cut.computed}
         head = (self.trainable, *saved) if self.recompute else saved
         grads, summed = self._backward[kind](*head, computed_upstream, self.accumulated)
         if summed is not None:
             self.accumulated = summed
         if grads is None:
-            return None, (saved, upstream)
+            return Backwarded(None, (saved, upstream))
         # A tensor passed through adds its downstream gradient to its own.
         sent_back = dict(grads)
         for name in self.cut.passed_through:
             if name in upstream and name in self.floating:
                 own = sent_back.get(name)
                 sent_back[name] = upstream[name] if own is None else own + upstream[name]
-        return sent_back, (saved, upstream)
+        return Backwarded(sent_back, (saved, upstream))
 
     @_layers_named
-    def forward_backward(self, received: dict[str, Any], y: Any, update: bool) -> tuple[Any, Any]:
+    def forward_backward(self, received: dict[str, Any], y: Any, update: bool) -> FusedPasses:
         """The last stage's forward and whole backward of one micro-batch in one call, and with
-        `update` its optimizer update too (`pipeline/fused_calls.py`): (the received tensors'
-        gradients by name, the objective)."""
+        `update` its optimizer update too (`pipeline/fused_calls.py`): the received tensors'
+        gradients by name, and the objective."""
         values = self._fused[update](
             self.trainable,
             self.non_trainable,
@@ -334,7 +338,7 @@ class StageFunctions:
         objective, self.non_trainable, grads, self.accumulated, *updated = values
         if update:
             self.trainable, self.optimizer_state = updated
-        return dict(grads), objective
+        return FusedPasses(dict(grads), objective)
 
     @_layers_named
     def whole_steps(self, read: Any, count: int) -> Any:
@@ -371,8 +375,8 @@ class StageFunctions:
             variable.assign(jax.device_get(value))
 
 
-# The compiled backward of each pass.
-_KINDS = {Pass.BACKWARD: "BW", Pass.INPUT_BACKWARD: "B", Pass.WEIGHT_BACKWARD: "W"}
+# The backward passes a stage compiles, once each when first called.
+BACKWARD_PASSES = (Pass.BACKWARD, Pass.INPUT_BACKWARD, Pass.WEIGHT_BACKWARD)
 
 
 def split(batch: Any, parts: int) -> list[Any]:

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from ....pipeline.tasks import Pass
 from ...pipeline.stage_failure import layers_named
+from ...pipeline.stage_protocol import Backwarded, Forwarded, FusedPasses
 from .stages import Stage
 
 LossFn = Callable[[Any, dict[str, tf.Tensor]], tf.Tensor]
@@ -122,13 +123,13 @@ class EagerTasks(_OnDevice):
         return self._accumulated
 
     @_layers_named
-    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any, Any]:
-        """(what to send on, or the loss on the last stage; the objective: the loss, or the
-        share of the losses the stage's layers add, None without; what the backward needs)."""
+    def forward(self, received: dict[str, tf.Tensor], y: Any) -> Forwarded:
+        """What to send on (the loss on the last stage), the objective (the loss, or the share
+        of the losses the stage's layers add, None without) and what the backward needs."""
         with tf.device(self.stage.device):
             return self._forward(received, y)
 
-    def _forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any, Any]:
+    def _forward(self, received: dict[str, tf.Tensor], y: Any) -> Forwarded:
         stage = self.stage
         with tf.GradientTape(persistent=self.split) as tape:
             tape.watch([received[n] for n in _differentiated(stage, received, self.loss_fn)])
@@ -142,19 +143,20 @@ class EagerTasks(_OnDevice):
             elif own is not None:
                 own = own / self.micro_batches
         objective = out if self.loss_fn is not None else own
-        return out, objective, (tape, received, out, own)
+        return Forwarded(out, objective, (tape, received, out, own))
 
     @_layers_named
     def backward(
         self, saved: Any, upstream: dict[str, tf.Tensor], y: Any, part: Pass
-    ) -> tuple[dict[str, tf.Tensor], Any]:
-        """(the received tensors' gradients, what the weight pass needs after an input pass)."""
+    ) -> Backwarded:
+        """The received tensors' gradients, and what the weight pass needs after an input
+        pass."""
         with tf.device(self.stage.device):
             return self._backward(saved, upstream, part is Pass.INPUT_BACKWARD)
 
     def _backward(
         self, saved: Any, upstream: dict[str, tf.Tensor], inputs_only: bool
-    ) -> tuple[dict[str, tf.Tensor], Any]:
+    ) -> Backwarded:
         tape, received, out, own = saved
         stage = self.stage
         used = _differentiated(stage, received, self.loss_fn)
@@ -175,7 +177,7 @@ class EagerTasks(_OnDevice):
             zip(used, _zero_filled(grads[: len(used)], sources[: len(used)]), strict=True)
         )
         later = (tape, targets, weights) if inputs_only else None
-        return _received_gradients(stage, by_name, upstream), later
+        return Backwarded(_received_gradients(stage, by_name, upstream), later)
 
     @_layers_named
     def weight_backward(self, later: Any) -> None:
@@ -185,12 +187,6 @@ class EagerTasks(_OnDevice):
             self._accumulate(
                 tape.gradient(targets, list(self.stage.variables), output_gradients=weights)
             )
-
-    def forward_backward(self, received: Any, y: Any, update: bool) -> tuple[Any, Any]:
-        raise NotImplementedError("eager stages keep their tape: the runner fuses no call")
-
-    def whole_steps(self, read: Any, count: int) -> list[Any]:
-        raise NotImplementedError("eager stages keep their tape: the runner fuses no call")
 
     def _accumulate(self, grads: list[tf.Tensor | None]) -> None:
         self._unread |= {i for i, g in enumerate(grads) if g is None}
@@ -232,7 +228,7 @@ class CompiledTasks(_OnDevice):
                 ),
                 reduce_retracing=True,
             )
-            for part in ("all", "inputs", "variables")
+            for part in (Pass.BACKWARD, Pass.INPUT_BACKWARD, Pass.WEIGHT_BACKWARD)
         }
         self._apply = tf.function(self._apply_body)
         self._reset = tf.function(self._reset_body)
@@ -265,12 +261,10 @@ class CompiledTasks(_OnDevice):
         return [total.value for total in self._sums]
 
     @_layers_named
-    def forward_backward(
-        self, received: dict[str, tf.Tensor], y: Any, update: bool
-    ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    def forward_backward(self, received: dict[str, tf.Tensor], y: Any, update: bool) -> FusedPasses:
         """The last stage's forward and whole backward of one micro-batch in one call, and with
-        `update` its optimizer update too (`pipeline/fused_calls.py`): (the received tensors'
-        gradients by name, the micro-batch's loss share)."""
+        `update` its optimizer update too (`pipeline/fused_calls.py`): the received tensors'
+        gradients by name, and the micro-batch's loss share."""
         stage = self.stage
         inputs = [received[n] for n in stage.cut.received]
         with tf.device(stage.device):
@@ -279,7 +273,9 @@ class CompiledTasks(_OnDevice):
         floating = _differentiated(
             stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
         )
-        return _received_gradients(stage, dict(zip(floating, grads, strict=True)), {}), loss
+        return FusedPasses(
+            _received_gradients(stage, dict(zip(floating, grads, strict=True)), {}), loss
+        )
 
     @_layers_named
     def whole_steps(self, read: Any, count: int) -> tf.Tensor:
@@ -294,27 +290,27 @@ class CompiledTasks(_OnDevice):
             return self._steps[1](count)
 
     @_layers_named
-    def forward(self, received: dict[str, tf.Tensor], y: Any) -> tuple[Any, Any, Any]:
+    def forward(self, received: dict[str, tf.Tensor], y: Any) -> Forwarded:
         """As `EagerTasks.forward`; what the backward keeps is the inputs and the state."""
         stage = self.stage
         inputs = [received[n] for n in stage.cut.received]
         with tf.device(stage.device):
             out, state, own = self._forward(inputs, y if self.loss_fn is not None else ())
         if self.loss_fn is not None:
-            return out, out, (inputs, state, ())
+            return Forwarded(out, out, (inputs, state, ()))
         shapes = tuple((t.shape, t.dtype) for t in out)  # not the tensors: they are freed
-        return stage.sent(received, out), own, (inputs, state, shapes)
+        return Forwarded(stage.sent(received, out), own, (inputs, state, shapes))
 
     @_layers_named
     def backward(
         self, saved: Any, upstream: dict[str, tf.Tensor], y: Any, part: Pass
-    ) -> tuple[dict[str, tf.Tensor], Any]:
+    ) -> Backwarded:
         with tf.device(self.stage.device):
-            return self._backward_pass(saved, upstream, y, part is Pass.INPUT_BACKWARD)
+            return self._backward_pass(saved, upstream, y, part)
 
     def _backward_pass(
-        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any, inputs_only: bool
-    ) -> tuple[dict[str, tf.Tensor], Any]:
+        self, saved: Any, upstream: dict[str, tf.Tensor], y: Any, part: Pass
+    ) -> Backwarded:
         inputs, state, shapes = saved
         stage = self.stage
         # The last stage differentiates its loss; the others weigh their outputs by the
@@ -328,20 +324,20 @@ class CompiledTasks(_OnDevice):
             else []
         )
         targets = y if self.loss_fn is not None else ()
-        part = "inputs" if inputs_only else "all"
         grads = self._backward[part](inputs, weights, state, targets)
-        self._summed = self._summed or part != "inputs"
+        self._summed = self._summed or part is not Pass.INPUT_BACKWARD
         floating = _differentiated(
             stage, dict(zip(stage.cut.received, inputs, strict=True)), self.loss_fn
         )
-        later = (inputs, weights, state, targets) if inputs_only else None
-        return _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream), later
+        later = (inputs, weights, state, targets) if part is Pass.INPUT_BACKWARD else None
+        sent = _received_gradients(stage, dict(zip(floating, grads, strict=True)), upstream)
+        return Backwarded(sent, later)
 
     @_layers_named
     def weight_backward(self, later: Any) -> None:
         """W: recompute once more, and add the variables' gradients to the sums."""
         with tf.device(self.stage.device):
-            self._backward["variables"](*later)
+            self._backward[Pass.WEIGHT_BACKWARD](*later)
         self._summed = True
 
     def apply(self) -> None:
@@ -380,10 +376,10 @@ class CompiledTasks(_OnDevice):
         weights: list[tf.Tensor],
         state: list[tf.Tensor],
         y: Any,
-        part: str,
+        part: Pass,
     ) -> list[tf.Tensor]:
-        """The gradients of `part`: all (inputs returned, variables summed), the inputs alone,
-        or the variables alone (summed)."""
+        """The gradients of `part`: a whole backward's (inputs returned, variables summed), an
+        input backward's (the inputs alone) or a weight backward's (the variables, summed)."""
         stage = self.stage
         now = [tf.identity(v.value) for v in self._state]
         with tf.control_dependencies(now):
@@ -396,14 +392,14 @@ class CompiledTasks(_OnDevice):
             out, own = self._run(inputs, y)
         if own is not None:
             out, weights = [*out, own], [*weights, tf.ones_like(own)]
-        sources = [] if part == "variables" else list(watched)
-        if part != "inputs":
+        sources = [] if part is Pass.WEIGHT_BACKWARD else list(watched)
+        if part is not Pass.INPUT_BACKWARD:
             sources += list(stage.variables)
         grads = tape.gradient(out, sources, output_gradients=weights or None)
         # Embeddings give IndexedSlices.
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
-        first = 0 if part == "variables" else len(watched)
-        if part != "inputs":
+        first = 0 if part is Pass.WEIGHT_BACKWARD else len(watched)
+        if part is not Pass.INPUT_BACKWARD:
             for index, (total, grad) in enumerate(zip(self._sums, grads[first:], strict=True)):
                 if grad is None:
                     self._unread.add(index)
