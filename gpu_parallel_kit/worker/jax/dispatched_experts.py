@@ -179,8 +179,8 @@ def _combines(bank: Any) -> bool:
     """Whether the bank's call takes the routing weights and sums its experts itself (Gemma 4's)
     rather than returning every expert's output for the block to weigh (the others')."""
     parameters = inspect.signature(type(bank).call).parameters.values()
-    positional = [p for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD]
-    return len(positional) == 3  # self, the tokens, the routing weights
+    required = [p for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD and p.default is p.empty]
+    return len(required) == 3  # self, the tokens, the routing weights
 
 
 def _one_expert(bank: Any, experts: int) -> Callable:

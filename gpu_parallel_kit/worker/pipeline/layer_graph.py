@@ -21,9 +21,7 @@ from ...errors import GpkError
 from ...pipeline.graph import Call, LayerGraph, cut_positions, positions_from_names
 from ...pipeline.partition import check_splittable, sizes_from_boundaries
 from ..keras_internals import is_functional, run_calls
-
-# What trains a model the pipeline refuses: replicas, or its layers split on JAX.
-ELSEWHERE = "strategy='data', or backend='jax' with strategy='tensor'"
+from .stage_failure import ELSEWHERE  # what trains a model the pipeline refuses
 
 
 @dataclass

@@ -11,6 +11,9 @@ from typing import Any
 
 from ...errors import GpkError
 
+# Where a model that cannot be cut into stages trains instead.
+ELSEWHERE = "strategy='data', or backend='jax' with strategy='tensor'"
+
 
 def layers_named(
     backend: str, runtime_errors: tuple[type[BaseException], ...], stage_of: Callable[[Any], Any]
@@ -35,8 +38,6 @@ def layers_named(
                 raise
             except Exception as error:  # noqa: BLE001 - named below, its text kept on stderr
                 traceback.print_exc(file=sys.stderr)
-                from .layer_graph import ELSEWHERE  # Keras: imported only when a pass fails
-
                 stage = stage_of(self)
                 first, last = stage.cut.calls[0], stage.cut.calls[-1]
                 layers = f"layer {first!r}" if first == last else f"layers {first!r} to {last!r}"
