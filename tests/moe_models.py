@@ -18,7 +18,7 @@ SIZE = dict(num_layers=2, hidden_dim=32, num_query_heads=4, num_key_value_heads=
 INPUTS = ("token_ids", "padding_mask")
 
 
-def mixtral(router_aux_loss_coef: float = 0.02):
+def mixtral(router_aux_loss_coef: float = 0.02, router_jitter_noise: float = 0.0):
     import keras_hub
 
     backbone = keras_hub.models.MixtralBackbone(
@@ -28,6 +28,7 @@ def mixtral(router_aux_loss_coef: float = 0.02):
         top_k=TOP_K,
         sliding_window=8,
         router_aux_loss_coef=router_aux_loss_coef,
+        router_jitter_noise=router_jitter_noise,
         **SIZE,
     )
     return _classifier(backbone, INPUTS)
@@ -40,18 +41,7 @@ def mixtral_without_router_loss():
 
 def mixtral_with_jitter():
     """Mixtral whose router multiplies its inputs by random noise in training."""
-    import keras_hub
-
-    backbone = keras_hub.models.MixtralBackbone(
-        vocabulary_size=VOCABULARY,
-        intermediate_dim=64,
-        num_experts=EXPERTS,
-        top_k=TOP_K,
-        sliding_window=8,
-        router_jitter_noise=0.1,
-        **SIZE,
-    )
-    return _classifier(backbone, INPUTS)
+    return mixtral(router_jitter_noise=0.1)
 
 
 def mixtral_with_mixing_experts():
