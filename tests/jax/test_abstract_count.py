@@ -26,13 +26,6 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, resource, sys
 
-    class _NoTensorFlow:
-        def find_spec(self, name, path=None, target=None):
-            if name == "tensorflow" or name.startswith("tensorflow."):
-                raise ModuleNotFoundError(name, name=name)
-
-    sys.meta_path.insert(0, _NoTensorFlow())
-    os.environ["KERAS_BACKEND"] = "jax"
     from gpu_parallel_kit.worker.jax.abstract_count import count_abstract
 
     def gpt(layers, width, heads, sequence):
@@ -75,7 +68,9 @@ SCRIPT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def counts(tmp_path_factory):
     script = f"WIDE = {WIDE}\nNARROW = {NARROW}\nVOCABULARY = {VOCABULARY}\n" + SCRIPT
-    return run_json_script(script, tmp_path_factory.mktemp("abstract_count"), timeout=600)
+    return run_json_script(
+        script, tmp_path_factory.mktemp("abstract_count"), without_tensorflow=True, timeout=600
+    )
 
 
 def _megatron(layers, width, sequence, batch):

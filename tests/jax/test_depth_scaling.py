@@ -26,13 +26,6 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
 
-    class _NoTensorFlow:
-        def find_spec(self, name, path=None, target=None):
-            if name == "tensorflow" or name.startswith("tensorflow."):
-                raise ModuleNotFoundError(name, name=name)
-
-    sys.meta_path.insert(0, _NoTensorFlow())
-    os.environ["KERAS_BACKEND"] = "jax"
     import keras
     from gpu_parallel_kit.worker.jax.abstract_count import count_abstract
     from gpu_parallel_kit.worker.jax.depth_scaling import INPUTS, count_by_depth, gpt_builder
@@ -62,7 +55,9 @@ SCRIPT = textwrap.dedent(
 def counts(tmp_path_factory):
     config = published_runs.card_config(SMALLEST[0])
     script = f"MID = {MID}\nCONFIG = {config!r}\n" + SCRIPT
-    return run_json_script(script, tmp_path_factory.mktemp("depth_scaling"), timeout=900)
+    return run_json_script(
+        script, tmp_path_factory.mktemp("depth_scaling"), without_tensorflow=True, timeout=900
+    )
 
 
 @pytest.mark.slow

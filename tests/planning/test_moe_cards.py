@@ -46,13 +46,6 @@ SCRIPT = textwrap.dedent(
     """
     import json, math, os, sys
 
-    class _NoTensorFlow:
-        def find_spec(self, name, path=None, target=None):
-            if name == "tensorflow" or name.startswith("tensorflow."):
-                raise ModuleNotFoundError(name, name=name)
-
-    sys.meta_path.insert(0, _NoTensorFlow())
-    os.environ["KERAS_BACKEND"] = "jax"
     import keras, keras_hub
     from gpu_parallel_kit.planning.published_moe_sizes import PUBLISHED_MOE_SIZES
     from gpu_parallel_kit.worker.expert_banks import expert_structure
@@ -101,7 +94,9 @@ SCRIPT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def read(tmp_path_factory):
     script = f"EXPERTS, TOP_K = {EXPERTS}, {TOP_K}\n" + SCRIPT
-    return run_json_script(script, tmp_path_factory.mktemp("moe_cards"), timeout=600)
+    return run_json_script(
+        script, tmp_path_factory.mktemp("moe_cards"), without_tensorflow=True, timeout=600
+    )
 
 
 @pytest.mark.parametrize("family", BANKS)
