@@ -89,9 +89,19 @@ def expert_figures(banks: Sequence[ExpertBank], top_k: int) -> dict[str, Any]:
 def _top_k(model: Any, experts: int) -> int | None:
     """The top-k the config says beside its experts: on the backbone, a block or a router."""
     for layer in _every_layer(model):
-        k = next((getattr(layer, n) for n in TOP_K_NAMES if hasattr(layer, n)), None)
-        if getattr(layer, "num_experts", None) == experts and isinstance(k, int):
+        k = layer_top_k(layer)
+        if getattr(layer, "num_experts", None) == experts and k is not None:
             return k
+    return None
+
+
+def layer_top_k(layer: Any) -> int | None:
+    """The experts per token a layer names (`TOP_K_NAMES`, the first that is a whole number),
+    or None; the plan's count and dispatched experts read it alike."""
+    for name in TOP_K_NAMES:
+        value = getattr(layer, name, None)
+        if isinstance(value, int):
+            return value
     return None
 
 

@@ -49,6 +49,7 @@ from keras import ops
 from ...errors import GpkError
 from ...sharding.experts import ExpertBank, capacity_per_expert
 from ...sharding.traffic import DATA
+from ..expert_banks import layer_top_k
 from .keras_internals import sublayers
 
 EXPERT = "model"  # the mesh's expert axis, as keras.distribution names it
@@ -438,15 +439,12 @@ def _common_ancestor(a: Any, b: Any, parents: dict[int, Any]) -> Any:
 
 
 def _top_k(block: Any, router: Any, parents: dict[int, Any]) -> int | None:
-    """Experts per token: `top_k` (Mixtral, the Qwen families, gpt-oss) or
-    `num_experts_per_token` (Gemma 4), on the block or a layer between it and the router."""
+    """Experts per token, as a layer between the router and the block (both included) names
+    them (`expert_banks.layer_top_k`)."""
     for layer in _ancestors(router, parents):
-        for name in ("top_k", "num_experts_per_token"):
-            value = getattr(layer, name, None)
-            if isinstance(value, int):
-                return value
-        if layer is block:
-            break
+        value = layer_top_k(layer)
+        if value is not None or layer is block:
+            return value
     return None
 
 
