@@ -89,7 +89,9 @@ class DispatchedExperts:
         self.capacity_factor = capacity_factor
         self.variables = list(bank.weights)
         self.experts = _experts_of(bank)
-        self.expert = _one_expert(bank, self.experts)
+        # the bank's call takes the routing weights and sums its experts itself (Gemma 4's)
+        self.combines = _combines(bank)
+        self.expert = _one_expert(bank, self.experts, self.combines)
         self.tally: list[DroppedTokens] | None = None  # counts of eager calls
 
     def capacity(self, tokens: int, top_k: int) -> int:
@@ -184,7 +186,7 @@ def _combines(bank: Any) -> bool:
     return len(required) == 3  # self, the tokens, the routing weights
 
 
-def _one_expert(bank: Any, experts: int) -> Callable:
+def _one_expert(bank: Any, experts: int, combines: bool) -> Callable:
     """One expert's feed-forward, (its weights without the leading axis, (n, width) tokens) →
     (n, width): the bank's own call on a one-expert copy of it that holds the given weights.
 
@@ -202,7 +204,6 @@ def _one_expert(bank: Any, experts: int) -> Callable:
     copy = object.__new__(type(bank))
     vars(copy).update(vars(bank), num_experts=1)
     compute = bank.compute_dtype
-    combines = _combines(bank)
 
     def expert(weights, tokens):
         for name, weight in zip(names, weights, strict=True):
@@ -230,7 +231,8 @@ class MoeBlock:
     def install(self) -> None:
         """Route the bank's tokens through `dispatched`; the router's logits are read where the
         bank is not handed the routing itself."""
-        if not _combines(self.bank):
+        assert self.dispatched is not None
+        if not self.dispatched.combines:
             self.router.__dict__["call"] = self._routing_call()
         self.bank.__dict__["call"] = self._bank_call()
 
@@ -260,7 +262,7 @@ class MoeBlock:
         experts = dispatched.experts
 
         def call(hidden_states, *routing):
-            if routing:  # the bank weighs and sums its experts itself: the routing is handed in
+            if dispatched.combines:  # the bank weighs and sums its experts: the routing handed in
                 weights, chosen = ops.top_k(routing[0], k=top_k)
                 out = dispatched(hidden_states, chosen)
                 return ops.sum(out * ops.cast(weights, out.dtype)[..., None], axis=1)
@@ -286,27 +288,16 @@ def moe_blocks(model: keras.Model, banks: Sequence[ExpertBank]) -> list[MoeBlock
     experts."""
     parents: dict[int, Any] = {}
     everything = list(_layers(model, None, parents))
+    routers = {
+        layer.kernel.path: layer
+        for layer in everything
+        if isinstance(layer, keras.layers.Dense) and getattr(layer, "kernel", None) is not None
+    }
+    holders = {frozenset(v.path for v in layer.weights): layer for layer in reversed(everything)}
     found: dict[str, MoeBlock] = {}
     for bank in banks:
-        paths = {v.path for v in bank.variables}
-        router = next(
-            (
-                layer
-                for layer in everything
-                if isinstance(layer, keras.layers.Dense)
-                and getattr(layer, "kernel", None) is not None
-                and layer.kernel.path == bank.router
-            ),
-            None,
-        )
-        owner = next(
-            (
-                layer
-                for layer in everything
-                if layer.weights and {v.path for v in layer.weights} == paths
-            ),
-            None,
-        )
+        router = routers.get(bank.router)
+        owner = holders.get(frozenset(v.path for v in bank.variables))
         if router is None or owner is None:
             continue
         block = _common_ancestor(router, owner, parents)
