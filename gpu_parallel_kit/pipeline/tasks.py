@@ -42,18 +42,7 @@ class Pass(enum.StrEnum):
         """Whether the pass hands its input's gradient to the stage upstream."""
         return self in (Pass.BACKWARD, Pass.INPUT_BACKWARD)
 
-    @property
-    def words(self) -> str:
-        """How tables and timelines name the pass."""
-        return _WORDS[self]
 
-
-_WORDS = {
-    Pass.FORWARD: "forward",
-    Pass.BACKWARD: "backward",
-    Pass.INPUT_BACKWARD: "input backward",
-    Pass.WEIGHT_BACKWARD: "weight backward",
-}
 FORWARD = Pass.FORWARD
 BACKWARD = Pass.BACKWARD
 INPUT_BACKWARD = Pass.INPUT_BACKWARD

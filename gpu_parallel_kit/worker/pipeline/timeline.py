@@ -11,13 +11,17 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ...pipeline.schedules import Schedule, micro_batch_count, splits_backward
+from ...pipeline.schedules import Schedule, micro_batch_count
 from ...pipeline.simulation import bubble_fraction, simulate, theoretical_bubble
 from ...pipeline.tasks import Pass, Task
 
 # The planned chart: a backward costs about two forwards; split, its halves one each.
-PLANNED_DURATION = {Pass.FORWARD: 1.0, Pass.BACKWARD: 2.0}
-PLANNED_SPLIT_DURATION = {Pass.FORWARD: 1.0, Pass.INPUT_BACKWARD: 1.0, Pass.WEIGHT_BACKWARD: 1.0}
+PLANNED_DURATION = {
+    Pass.FORWARD: 1.0,
+    Pass.BACKWARD: 2.0,
+    Pass.INPUT_BACKWARD: 1.0,
+    Pass.WEIGHT_BACKWARD: 1.0,
+}
 # The timeline's words: an input backward draws as the backward it is, beside its weight pass.
 KIND_NAMES = {
     Pass.FORWARD: "forward",
@@ -43,9 +47,8 @@ def schedule_figures(schedule: Schedule, reports: list[Any], spec: Any) -> dict[
     durations = median_durations([r.tasks for r in alone])
     simulated = simulate(schedule, lambda t: durations[(t.stage, t.kind)]) if alone else []
     updates = [statistics.median(r.update_s[d] for r in alone) for d in range(k)] if alone else []
-    planned_cost = PLANNED_SPLIT_DURATION if splits_backward(schedule) else PLANNED_DURATION
     chunk = 1.0 / spec.virtual_stages  # an interleaved chunk is 1/v of a device's share
-    planned = simulate(schedule, lambda t: planned_cost[t.kind] * chunk)
+    planned = simulate(schedule, lambda t: PLANNED_DURATION[t.kind] * chunk)
     measured_bubbles = [measured_bubble(tasks, k) for tasks in timed]
     trained = [r for r in reports if not r.serial]
     return {
