@@ -62,6 +62,24 @@ def mixtral_with_mixing_experts():
     return model
 
 
+def gpt_oss_with_mixing_experts():
+    """gpt-oss whose banks add to each expert's output a tenth of the mean of every expert's,
+    as `mixtral_with_mixing_experts` alters Mixtral's."""
+    from keras import ops
+    from keras_hub.src.models.gpt_oss.gpt_oss_decoder import GptOssExperts
+
+    class MixingExperts(GptOssExperts):
+        def call(self, hidden_states):
+            out = super().call(hidden_states)
+            return out + 0.1 * ops.mean(out, axis=0, keepdims=True)
+
+    model = gpt_oss()
+    for layer in model._flatten_layers():
+        if type(layer) is GptOssExperts:
+            layer.__class__ = MixingExperts
+    return model
+
+
 def qwen3_moe():
     import keras_hub
 
@@ -183,6 +201,7 @@ def moe_tokens(samples: int = 64, seed: int = 0, family: str = "mixtral"):
 
 __all__ = [
     "BUILDERS",
+    "gpt_oss_with_mixing_experts",
     "MOE_LAYERS",
     "SEQUENCE",
     "mixtral",

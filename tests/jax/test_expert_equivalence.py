@@ -23,6 +23,7 @@ from tests.moe_models import (
     BUILDERS,
     EXPERT_BYTES_PER_BLOCK,
     MOE_LAYERS,
+    gpt_oss_with_mixing_experts,
     mixtral_with_jitter,
     mixtral_with_mixing_experts,
     mixtral_without_router_loss,
@@ -218,9 +219,14 @@ def test_a_model_expert_cannot_split_is_refused_in_one_sentence(model, data, dev
             "experts='dispatched' would train another model than the one built: "
             "MixtralSparseMoeBlock",
         ),
+        (
+            gpt_oss_with_mixing_experts,
+            "experts='dispatched' would train another model than the one built: "
+            "GptOssSparseMoeBlock",
+        ),
         (mixtral_with_jitter, "router_jitter_noise=0.1 on MixtralSparseMoeBlock"),
     ],
-    ids=["a-block-the-swap-changes", "a-random-router"],
+    ids=["a-block-the-swap-changes", "a-gpt-oss-block-the-swap-changes", "a-random-router"],
 )
 def test_a_swap_that_would_change_a_block_is_refused_before_training(builder, words):
     """A bank whose output reads the experts a token is not routed to is held against its own
