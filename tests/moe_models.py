@@ -47,35 +47,30 @@ def mixtral_with_jitter():
 def mixtral_with_mixing_experts():
     """Mixtral whose banks add to each expert's output a tenth of the mean of every expert's: a
     block whose output reads experts its tokens are not routed to, which dispatching changes."""
-    from keras import ops
     from keras_hub.src.models.mixtral.mixtral_decoder import MixtralMoeExperts
 
-    class MixingExperts(MixtralMoeExperts):
-        def call(self, hidden_states):
-            out = super().call(hidden_states)
-            return out + 0.1 * ops.mean(out, axis=0, keepdims=True)
-
-    model = mixtral()
-    for layer in model._flatten_layers():
-        if type(layer) is MixtralMoeExperts:
-            layer.__class__ = MixingExperts
-    return model
+    return _with_mixing_experts(mixtral(), MixtralMoeExperts)
 
 
 def gpt_oss_with_mixing_experts():
-    """gpt-oss whose banks add to each expert's output a tenth of the mean of every expert's,
-    as `mixtral_with_mixing_experts` alters Mixtral's."""
-    from keras import ops
+    """gpt-oss whose banks are altered as `mixtral_with_mixing_experts` alters Mixtral's."""
     from keras_hub.src.models.gpt_oss.gpt_oss_decoder import GptOssExperts
 
-    class MixingExperts(GptOssExperts):
+    return _with_mixing_experts(gpt_oss(), GptOssExperts)
+
+
+def _with_mixing_experts(model, bank_class):
+    """`model` with each bank of `bank_class` adding a tenth of every expert's mean output to
+    each expert's."""
+    from keras import ops
+
+    class MixingExperts(bank_class):
         def call(self, hidden_states):
             out = super().call(hidden_states)
             return out + 0.1 * ops.mean(out, axis=0, keepdims=True)
 
-    model = gpt_oss()
     for layer in model._flatten_layers():
-        if type(layer) is GptOssExperts:
+        if type(layer) is bank_class:
             layer.__class__ = MixingExperts
     return model
 
