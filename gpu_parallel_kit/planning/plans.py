@@ -24,6 +24,7 @@ from .explanation import AXES, explain, gigabytes, nothing_fits, seconds
 PLAN_COLUMNS = tuple(f.name for f in fields(Plan))
 TIME_COLUMNS = (
     "step_time_s",
+    "throughput_samples_s",
     "step_time_low_s",
     "step_time_high_s",
     "model_tflops_per_device",
@@ -103,6 +104,11 @@ class Plans:
             raise GpkError(self._nothing_fits())
         row = self._rows[0]
         return RankedPlan(**{c: row[c] for c in PLAN_COLUMNS}, row=dict(row))
+
+    def layers(self) -> pd.DataFrame:
+        """A card of rows' layers: each one's FLOPs, bytes, parameters and kept activations
+        per sample (no rows for a Transformer carded by its blocks)."""
+        return pd.DataFrame(self.card.layer_table())
 
     def top(self, n: int = SHOWN) -> pd.DataFrame:
         """The `n` fastest plans that fit (fewer when fewer fit)."""

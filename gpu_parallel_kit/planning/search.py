@@ -13,14 +13,14 @@ from typing import Any
 
 from ..analysis.cost_model.bubble_refinement import refine
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.model_card import ModelCard, NotATransformer, model_card
+from ..analysis.cost_model.layer_rows import find_blocks
+from ..analysis.cost_model.model_card import ModelCard, model_card
 from ..analysis.cost_model.parallel_plan import attention_of
 from ..analysis.cost_model.parallel_plan_memory import RESERVE
 from ..analysis.cost_model.parallel_plan_ranking import rank
 from ..analysis.cost_model.training_precision import state_bytes, training_precision
 from ..errors import GpkError, whole_number
 from ..runs.description.sources import CountedSample, ModelSource, model_source
-from .layer_search import LayerPlans, layer_search
 from .plans import Plans
 from .sample_inputs import experiment_sample, sample_spec, sequence_of
 from .step_count import counted_step
@@ -101,36 +101,28 @@ def search(
 
 def search_experiment(
     experiment: Any, gpus: GPUCluster, global_batch: int, **options: Any
-) -> Plans | LayerPlans:
+) -> Plans:
     """`search` on an experiment's own model and one sample of its data, labels included, with
-    its loss; `options` are `search`'s keywords (`precision`, `optimizer`, `blocks`, ...). A
-    model without Transformer blocks is planned layer by layer (`layer_search.py`)."""
+    its loss; `options` are `search`'s keywords (`precision`, `optimizer`, `blocks`, ...)."""
     sample = experiment_sample(experiment.data, experiment.training.loss)
     structure = {k: options.pop(k, None) for k in ("blocks", "hidden", "heads", "sequence")}
     precision = options.pop("precision", "bf16")
     optimizer = options.pop("optimizer", "adam")
     reserve = options.pop("reserve", RESERVE)
-    try:
-        return _search(
-            experiment.model,
-            None,
-            sample,
-            gpus,
-            global_batch,
-            precision,
-            optimizer,
-            structure,
-            reserve,
-            options.pop("progress", True),
-            attention=options.pop("attention", None),
-            unknown=options,
-        )
-    except NotATransformer:
-        # the count just made, kept: what backpropagation keeps, named by layer
-        policy = training_precision(precision).policy
-        count = counted_step(experiment.model, None, sample, policy, optimizer, False)
-        kept = count.get("by_layer")
-        return layer_search(experiment, gpus, global_batch, precision, optimizer, reserve, kept)
+    return _search(
+        experiment.model,
+        None,
+        sample,
+        gpus,
+        global_batch,
+        precision,
+        optimizer,
+        structure,
+        reserve,
+        options.pop("progress", True),
+        attention=options.pop("attention", None),
+        unknown=options,
+    )
 
 
 def plans_of(
@@ -201,6 +193,19 @@ def _search(
         f"{source.name}: {card.parameters:,.0f} parameters, {card.layers} blocks ({said}), one "
         f"sample's step {how} under {record.policy}"
     )
+    if card.rows:
+        blocks = find_blocks(tuple(row.kind for row in card.rows))
+        repeated = f", {len(blocks)} runs of repeated layers" if blocks else ""
+        divisors = [t for t in range(2, gpus.gpus + 1) if gpus.gpus % t == 0]
+        tensor = (
+            "the sharding rules split its dense and convolution pairs for tensor plans"
+            if any(card.tensor_splits(t) for t in divisors)
+            else "the sharding rules split none of its layers, so no tensor plans"
+        )
+        note = (
+            f"{source.name}: {card.parameters:,.0f} parameters in {card.layers} layers"
+            f"{repeated}, each layer's work counted ({how}) under {record.policy}; {tensor}"
+        )
     return plans_of(
         card, gpus, global_batch, reserve, name=source.name, note=note, attention=attention
     )

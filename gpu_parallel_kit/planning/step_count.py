@@ -72,8 +72,8 @@ def counted_step(
         found = json.loads(path.read_text())
     except (OSError, ValueError):
         found = None
-    if found is not None and _experts_unplaced(found):
-        found = None  # counted before its banks' kept bytes were read: counted again
+    if found is not None and (_experts_unplaced(found) or _layers_unread(found)):
+        found = None  # counted before what its card now reads was: counted again
     if found is None:
         found = _count_in_child(source, sample, policy, optimizer, progress)
         _save(path, found)
@@ -82,6 +82,12 @@ def counted_step(
         cached = True
     _counted[key] = found
     return {**found, "cached": cached}
+
+
+def _layers_unread(found: dict[str, Any]) -> bool:
+    """A model without Transformer blocks counted before the count read its layers one by one
+    ("layer_infos"), which its card is made of."""
+    return not found.get("structure") and "layer_infos" not in found
 
 
 def _experts_unplaced(found: dict[str, Any]) -> bool:

@@ -1,9 +1,12 @@
 """The kit's own tensor-parallel layout, derived from a model's layers (the Megatron-LM pattern).
 
-- A pair of dense layers, the second consuming the first (through element-wise layers only), is
-  split column-then-row: the first kernel's output features over the model axis, the second
-  kernel's input features. Each device computes its slice of the hidden activations without
-  talking to the others; one all-reduce sums the second layer's partial outputs.
+- A pair of dense layers, the second consuming the first (through element-wise and per-channel
+  layers only), is split column-then-row: the first kernel's output features over the model
+  axis, the second kernel's input features. Each device computes its slice of the hidden
+  activations without talking to the others; one all-reduce sums the second layer's partial
+  outputs. A pair of convolutions is split alike on its channels (the first kernel's output
+  channels, the second's input channels), pooling and batch normalization passing each channel
+  through on its own.
 - Attention splits its heads: query, key and value kernels (and biases) on the heads axis, the
   output projection on its heads axis; again one all-reduce after the output projection.
 - An embedding table splits its vocabulary (each device looks up the ids it holds), else its
@@ -26,8 +29,12 @@ from .blocks import split_block
 Axes = tuple[str | None, ...]
 MODEL = "model"
 DENSE_KINDS = ("dense", "einsum_dense")
+CONVOLUTION_KINDS = ("convolution",)
 # Layers that act on each feature alone: a column-split activation passes through them intact.
 ELEMENTWISE_KINDS = ("elementwise",)
+# Layers that act on each channel alone (pooling, batch normalization): a channel-split
+# activation passes through them too, their own per-channel weights kept whole.
+PER_CHANNEL_KINDS = ("per_channel",)
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,8 @@ class LayerInfo:
     """What the layout rules read of one layer, in the model's call order."""
 
     name: str
-    kind: str  # dense | einsum_dense | attention | embedding | elementwise | other
+    kind: str  # dense | einsum_dense | convolution | attention | embedding | elementwise
+    # | per_channel | other
     variables: tuple[VariableInfo, ...] = ()
     heads: int | None = None  # attention only
     in_elements: int | None = None  # per sample, as measured on one sample
@@ -156,29 +164,32 @@ def _split_dense_pairs(
     roles: dict[str, tuple[Axes, str]],
     layout: Layout,
 ) -> None:
-    """Column-then-row pairs: consecutive dense layers whose features chain, element-wise layers
-    allowed between them, each layer in one pair at most."""
+    """Column-then-row pairs: consecutive dense layers (or convolutions) whose features chain,
+    element-wise and per-channel layers allowed between them, each layer in one pair at most."""
     pending: LayerInfo | None = None
     for layer in layers:
-        if layer.kind in ELEMENTWISE_KINDS and not layer.variables:
+        if layer.kind in PER_CHANNEL_KINDS or (
+            layer.kind in ELEMENTWISE_KINDS and not layer.variables
+        ):
             continue
-        kernel = _variable(layer, "kernel")
-        is_dense = layer.kind in DENSE_KINDS and kernel is not None and len(kernel.shape) == 2
-        if not is_dense:
+        kernel = _pairable_kernel(layer)
+        if kernel is None:
             pending = None
             continue
-        first = _variable(pending, "kernel") if pending is not None else None
+        first = _pairable_kernel(pending) if pending is not None else None
         if (
             pending is not None
             and first is not None
-            and first.shape[1] == kernel.shape[0]
-            and first.shape[1] % model == 0
+            and len(first.shape) == len(kernel.shape)
+            and first.shape[-1] == kernel.shape[-2]
+            and first.shape[-1] % model == 0
         ):
-            roles[first.path] = ((None, MODEL), "column")
+            rank = len(kernel.shape)
+            roles[first.path] = ((None,) * (rank - 1) + (MODEL,), "column")
             bias = _variable(pending, "bias")
             if bias is not None:
                 roles[bias.path] = ((MODEL,), "column")
-            roles[kernel.path] = ((MODEL, None), "row")
+            roles[kernel.path] = ((None,) * (rank - 2) + (MODEL, None), "row")
             if model > 1:
                 layout.collectives.append(
                     Collective(layer.name, "forward", layer.out_elements or 0, "row-split sum")
@@ -191,6 +202,19 @@ def _split_dense_pairs(
             pending = None
         else:
             pending = layer
+
+
+def _pairable_kernel(layer: LayerInfo) -> VariableInfo | None:
+    """The kernel a column-then-row pair splits: a dense layer's 2-D (in, out), or a
+    convolution's (…, in, out); None for another layer."""
+    kernel = _variable(layer, "kernel")
+    if kernel is None:
+        return None
+    if layer.kind in DENSE_KINDS and len(kernel.shape) == 2:
+        return kernel
+    if layer.kind in CONVOLUTION_KINDS and len(kernel.shape) >= 3:
+        return kernel
+    return None
 
 
 def _split_heads(

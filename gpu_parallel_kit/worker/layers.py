@@ -28,6 +28,18 @@ ELEMENTWISE = (
     keras.layers.AlphaDropout,
     keras.layers.Identity,
 )
+# Layers whose kernel is (…, input channels, output channels): a pair splits its channels.
+CONVOLUTIONS = (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)
+# Layers that act on each channel alone.
+PER_CHANNEL = (
+    keras.layers.MaxPooling1D,
+    keras.layers.MaxPooling2D,
+    keras.layers.MaxPooling3D,
+    keras.layers.AveragePooling1D,
+    keras.layers.AveragePooling2D,
+    keras.layers.AveragePooling3D,
+    keras.layers.BatchNormalization,
+)
 
 
 def read_layers(model: keras.Model, sample: Any) -> list[LayerInfo]:
@@ -70,6 +82,10 @@ def _kind(layer: Any) -> str:
         return "embedding"
     if isinstance(layer, ELEMENTWISE):
         return "elementwise"
+    if isinstance(layer, CONVOLUTIONS) and getattr(layer, "groups", 1) == 1:
+        return "convolution"
+    if isinstance(layer, PER_CHANNEL):
+        return "per_channel"
     return "other"
 
 

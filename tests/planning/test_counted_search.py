@@ -120,9 +120,18 @@ def test_a_classifier_that_is_no_transformer_is_planned_layer_by_layer(tmp_path,
     features = np.zeros((128, 16), "float32")
     data = (features, _labels(128))
     exp = gpk.Experiment(build_mlp_classifier, data, batch_size=64, backend="jax")
-    # An experiment's search plans it layer by layer, on the count its projections use.
+    # An experiment's search plans it layer by layer: its dense pair splits over a tensor axis.
     layered = exp.search(gpus=H100S, global_batch=64, progress=False)
-    assert layered.best["fits"] and "counted layer by layer" in layered.note
+    assert layered.best.fits and "each layer's work counted" in layered.note
+    table = layered.table
+    assert (table["tensor"] > 1).any() and (table["sharding"] == "fsdp").any()
+    assert list(layered.layers()["kind"]) == ["Dense", "Dense"]
+    # Searched alone, with a class index a sample, the same model is planned alike.
+    alone = gpk.search(
+        build_mlp_classifier, np.zeros(16, "float32"), H100S, 64, labels=np.int32(0),
+        progress=False,
+    )  # fmt: skip
+    assert alone.best.fits and (alone.table["tensor"] > 1).any()
     # The count itself, on integer labels, worked: given its structure, the search plans it.
     given = exp.search(gpus=H100S, global_batch=64, blocks=2, hidden=32, heads=1, progress=False)
     assert given.best.fits and "kept from an earlier count" in given.note

@@ -77,13 +77,12 @@ def test_the_card_comes_from_the_count_and_the_structure_the_model_says(counted)
     assert found.best.fits and "read off its GPT2Backbone" in found.note
 
 
-def test_a_model_that_does_not_say_its_structure_is_told_the_search_plans_transformers():
+def test_a_model_whose_layers_were_not_counted_is_told_what_would_card_it():
     count = {**COUNT, "structure": {}}
     with pytest.raises(GpkError) as raised:
         model_card(count, "bf16", "adam", "mymodels.build", sequence=32)
     sentence = str(raised.value)
-    assert sentence.startswith("mymodels.build is not a Transformer stack the search can read")
-    assert "plans Transformer stacks only" in sentence
+    assert sentence.startswith("mymodels.build is neither a Transformer stack the search can read")
     assert sentence.endswith("pass blocks=, hidden=, heads=")
     card = model_card(count, "bf16", "adam", "m", blocks=4, hidden=64, heads=4, sequence=32)
     assert card.activation_bytes == COUNT["kept_bytes"] / 4  # no block names: the whole over L
@@ -127,19 +126,33 @@ def test_the_counting_entry_point_exists():
 def test_a_built_in_model_without_transformer_blocks_is_planned_layer_by_layer(
     counted, monkeypatch
 ):
-    monkeypatch.setattr("tests.planning.conftest.COUNT", {**COUNT, "structure": {}})
-    exp = gpk.Experiment(model="mlp", data="tabular")
-    # the experiment's own count, layer by layer, as its projections use it (a stored one)
+    """The count of a model without Transformer blocks names its layers (a stored count of the
+    lab's MLP, its dense layers as the sharding rules read them): the one planner lists data,
+    fsdp, pipeline and tensor plans of it."""
     stored = json.loads((DATA / "mlp_jax_count.json").read_text())
-    monkeypatch.setattr(exp, "counted_step", lambda experiment_id: stored)
+    widths = (32, 256, 256, 128, 10)  # the lab's MLP: 32 features, 10 classes
+    infos = [_dense_info(layer["name"], widths[i], widths[i + 1])
+             for i, layer in enumerate(stored["layers"])]  # fmt: skip
+    layered = {**COUNT, "structure": {}, **stored, "layer_infos": infos}
+    monkeypatch.setattr("tests.planning.conftest.COUNT", layered)
+    exp = gpk.Experiment(model="mlp", data="tabular")
     found = exp.search(gpus=gpk.GPUCluster("h100", nodes=1, per_node=8), global_batch=64)
-    assert found.best["fits"] and found.best["data"] == 8
-    assert list(found.layers()["kind"]) == ["Dense"] * 4
-    assert "no Transformer blocks, so no tensor plans" in found.note
-    assert {row["sharding"] for row in found.rows} == {"none", "zero-1", "zero-2", "fsdp"}
+    assert found.best.fits and list(found.layers()["kind"]) == ["Dense"] * 4
+    assert "4 layers" in found.note and "split its dense and convolution pairs" in found.note
+    table = found.table
+    assert set(table["sharding"]) == {"none", "zero-1", "zero-2", "fsdp"}
+    assert (table["tensor"] > 1).any() and (table["stages"] > 1).any()
     sample = counted[0][1]
     assert (sample.inputs, sample.labels, sample.given_by) == (((32,), "float32"), ((), "int32"),
                                                                "data")  # fmt: skip
+
+
+def _dense_info(name: str, inputs: int, outputs: int) -> dict:
+    """A dense layer's kernel as a count sends it (`dataclasses.asdict` of a `LayerInfo`)."""
+    kernel = {"path": f"{name}/kernel", "shape": [inputs, outputs], "role": "kernel",
+              "trainable": True, "itemsize": 4}  # fmt: skip
+    return {"name": name, "kind": "dense", "variables": [kernel], "heads": None,
+            "in_elements": inputs, "out_elements": outputs}  # fmt: skip
 
 
 def test_an_experiment_counts_on_its_own_labels_and_loss(counted):

@@ -17,6 +17,7 @@ from .model_card import ModelCard
 from .parallel_plan import Plan
 from .parallel_plan_step_time import bound, stage_flops
 from .pipeline_replay import PipelineTasks, replay, stage_work
+from .stage_split import cut_bytes, plan_split
 
 REFINED = 10  # the leading fitting pipelined plans replayed
 # A replay costs about 15 µs a task on one core; a pipeline of more (stage, micro-batch, chunk)
@@ -51,7 +52,9 @@ def _replay(row: dict[str, Any], card: ModelCard, link: Any) -> None:
     schedule = build_schedule(row["schedule"], stages, micro, chunks)
     # The busiest device's work in the whole step; each other stage's in proportion to its FLOPs.
     busy = row["compute_s"] + row["comm:tensor_s"] + row["comm:context_s"] + row["comm:expert_s"]
-    loads = stage_flops(card, Plan(**{f.name: row[f.name] for f in fields(Plan)}))
+    plan = Plan(**{f.name: row[f.name] for f in fields(Plan)})
+    split = plan_split(card, plan)
+    loads = stage_flops(card, plan, split)
     # Chunk-stage c runs on device c mod K: a forward of one chunk and micro-batch there.
     per_task = [
         busy * loads[c % stages] / max(loads.values()) / (micro * chunks * 3.0)
@@ -60,8 +63,7 @@ def _replay(row: dict[str, Any], card: ModelCard, link: Any) -> None:
     chunk_stages = stages * chunks
     # A backward is two forwards' work.
     work = stage_work(schedule, per_task, [2.0 * seconds for seconds in per_task])
-    message = card.activation_send_bytes * row["micro_batch_size"] / row["tensor"]
-    message /= row["context"]
+    message = cut_bytes(card, plan, split) * row["micro_batch_size"] / row["context"]
     send = link.send_s(message) if link is not None else 0.0
     sends = [send] * (chunk_stages - 1)
     span = replay(PipelineTasks(schedule, work, sends), overlap=True).step_s

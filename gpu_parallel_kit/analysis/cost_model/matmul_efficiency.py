@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...errors import GpkError
-from .roofline import Efficiency
+from .roofline import DEFAULT_EFFICIENCY, Efficiency
 
 if TYPE_CHECKING:
     from .model_card import ModelCard
@@ -125,7 +125,11 @@ class MatmulEfficiency:
         )
 
     def for_plan(self, card: ModelCard, plan: Plan) -> Efficiency:
-        """The `Efficiency` a plan's step is timed at: its blocks' matmuls on one device."""
+        """The `Efficiency` a plan's step is timed at: its blocks' matmuls on one device; the
+        projection's band (`roofline.DEFAULT_EFFICIENCY`) for a card of rows, whose layers'
+        shapes the fit, made on Transformer blocks, does not know."""
+        if card.rows:
+            return DEFAULT_EFFICIENCY
         return _plan_band(self, card_inverse_size(card, plan.tensor, plan.micro_batch_size))
 
 

@@ -1,5 +1,11 @@
-"""A Transformer's model card: what a parallel plan needs of it, counted once, and the card made
-from a counted step.
+"""A model's card: what a parallel plan needs of it, counted once, and the card made from a
+counted step.
+
+A Transformer stack is carded by its repeated blocks (the count's parameters and FLOPs per
+block, its width, heads and sequence); any other model by its own layers, row by row
+(`layer_rows.py`: each layer's counted work, kept activations and what the sharding rules
+split of it), its blocks then being its layers. One card type, one plan type and one ranking
+serve both (`parallel_plan.py`, `parallel_plan_step_time.py`, `parallel_plan_memory.py`).
 
 The card holds the count's parameters and FLOPs per sample, the structure the model says (or the
 user gives), the activations one block keeps (the mean of the count's blocks) and the kernels
@@ -20,7 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GpkError, whole_number
-from .training_precision import SHARDED_BY_DATA, StateBytes, state_bytes
+from .counted_work import WorkCount
+from .layer_rows import LayerRow, LayerSplit, layer_rows, layer_split
+from .roofline import ACTIVATION_WIDTH, fusion
+from .training_precision import SHARDED_BY_DATA, StateBytes, state_bytes, training_precision
 
 if TYPE_CHECKING:
     from .parallel_plan import Plan
@@ -46,14 +55,10 @@ CAPACITY_FACTOR = 1.25
 TRAINING_FLOPS_PER_WEIGHT = 6.0
 
 
-class NotATransformer(GpkError):
-    """A counted model without the Transformer blocks a `ModelCard` needs: a per-layer card
-    (`layer_card.py`) plans it instead."""
-
-
 @dataclass(frozen=True)
 class ModelCard:
-    """What a plan needs of a Transformer, counted once (`worker/jax/abstract_count.py`).
+    """What a plan needs of a model, counted once (`worker/jax/abstract_count.py`): a
+    Transformer stack's blocks, or any model's own layers (`rows`; `layer_card` makes it).
 
     Args:
         parameters: trainable parameters.
@@ -80,6 +85,10 @@ class ModelCard:
         expert_parameters: every block's expert weights, all experts (in `parameters` too).
         capacity_factor: slots per expert over its even share of the tokens; the busiest
             expert's tokens bound the step of a plan with an expert axis.
+        rows: a model carded by its own layers, one row each (`layer_rows.LayerRow`); its
+            `layers` are then the rows, its `hidden` and `heads` 0.
+        step_flops, step_bytes: what the counted step computes and moves whatever its batch
+            (the optimizer's update), for a card of rows, whose bytes are the count's.
     """
 
     parameters: float
@@ -101,6 +110,9 @@ class ModelCard:
     top_k: int = 0
     expert_parameters: float = 0.0
     capacity_factor: float = CAPACITY_FACTOR
+    rows: tuple[LayerRow, ...] = ()
+    step_flops: float = 0.0
+    step_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         state_bytes(self.optimizer, self.precision)  # one sentence for an unknown name
@@ -124,6 +136,36 @@ class ModelCard:
                 f"kernels_per_block={self.kernels_per_block} must be above 0; e.g. "
                 f"{KERNELS_PER_BLOCK:g}, Megatron-LM's fused block"
             )
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the card knows attention heads: a Transformer stack's does, a card of rows
+        not (its attention layers, if any, split as the sharding rules split them)."""
+        return self.heads > 0
+
+    def tensor_splits(self, tensor: int) -> bool:
+        """Whether a tensor axis of `tensor` devices splits the model: a Transformer's where it
+        divides the heads and the width, a card of rows' where the kit's own layout splits any
+        weight."""
+        if self.rows:
+            return tensor == 1 or self.layer_split(tensor).splits
+        return self.heads % tensor == 0 and self.hidden % tensor == 0
+
+    def layer_split(self, tensor: int) -> LayerSplit:
+        """A card of rows over `tensor` devices (`layer_rows.layer_split`), worked out once."""
+        found = self._splits.get(tensor)
+        if found is None:
+            found = self._splits[tensor] = layer_split(self.rows, tensor, self.state.activation)
+        return found
+
+    @functools.cached_property
+    def _splits(self) -> dict[int, LayerSplit]:
+        return {}
+
+    def layer_table(self) -> list[dict[str, float | int | str]]:
+        """The card's rows as plain data, one dict per layer (no rows: a Transformer's card)."""
+        shown = ("name", "kind", "flops", "bytes", "parameters", "kept_bytes")
+        return [{key: getattr(row, key) for key in shown} for row in self.rows]
 
     @property
     def has_experts(self) -> bool:
@@ -199,7 +241,9 @@ class ModelCard:
 
     @functools.cached_property  # a search asks it of every plan
     def key_value_parameters(self) -> float:
-        """One block's K and V projection weights: 2·h·kv·h/a."""
+        """One block's K and V projection weights: 2·h·kv·h/a (0 without heads)."""
+        if not self.heads:
+            return 0.0
         return 2.0 * self.hidden * self.key_value_heads * self.hidden / self.heads
 
     @functools.cached_property  # a search asks it of every plan
@@ -310,20 +354,23 @@ def model_card(
     """The card of a counted step (`worker/jax/plan_count.py`'s answer, one sample counted).
 
     `blocks`, `hidden` and `heads` the user passed each win over what the model says; `sequence`
-    is the tokens per sample, given or read off the sample. The search plans Transformer stacks
-    only (its cost model times their blocks), so a model with neither a keras-hub backbone nor
-    several attention layers is refused in one sentence that says so and names the keywords
-    still missing."""
+    is the tokens per sample, given or read off the sample. A model with neither a keras-hub
+    backbone nor several attention layers, and no structure given, is carded by its own layers
+    (`layer_card`), from the count's layers; one the count has no layers of (a count kept from
+    before it named them, or a subclassed model whose layers' inputs are not in a graph) is one
+    sentence naming the keywords that would card it as a Transformer."""
     said = count.get("structure") or {}
     given = {"blocks": blocks, "hidden": hidden, "heads": heads}
     figures = {k: given[k] if given[k] is not None else said.get(k) for k in STRUCTURE}
     missing = [k for k in STRUCTURE if figures[k] is None] + (["sequence"] if not sequence else [])
     keywords = ", ".join(f"{k}=" for k in missing)
     if any(k in missing for k in STRUCTURE):
-        raise NotATransformer(
-            f"{name} is not a Transformer stack the search can read (neither a keras-hub "
-            "backbone nor a model with several attention layers), and the plan search plans "
-            f"Transformer stacks only; for a Transformer it cannot read, pass {keywords}"
+        if count.get("layers") and count.get("steps"):
+            return layer_card(count, precision, optimizer)
+        raise GpkError(
+            f"{name} is neither a Transformer stack the search can read (a keras-hub backbone or "
+            "a model with several attention layers) nor a model whose layers the count could "
+            f"read one by one (a functional or Sequential model); pass {keywords}"
         )
     if missing:
         raise GpkError(
@@ -356,6 +403,47 @@ def model_card(
         experts=routed.experts,
         top_k=routed.top_k,
         expert_parameters=routed.parameters,
+    )
+
+
+def layer_card(count: dict[str, Any], precision: str, optimizer: Any) -> ModelCard:
+    """The card of a model carded by its own layers: the count's step at two batches ("steps",
+    read by `counted_work.from_counts`), its layers' work ("layers"), the layers as the
+    sharding rules read them ("layer_infos") and what backpropagation keeps of each at
+    `precision` ("by_layer", where the count traced it; else half each layer's forward bytes)."""
+    from .counted_work import from_counts
+    from .layer_rows import layer_infos
+
+    work = from_counts(count)
+    record = training_precision(precision)
+    width = ACTIVATION_WIDTH[record.peak]  # the layers' count keeps 32-bit activations
+    infos = layer_infos(count.get("layer_infos") or [])
+    rows = layer_rows(work, count.get("by_layer"), activation_width=width, infos=infos)
+    return rows_card(work, rows, record.name, optimizer)
+
+
+def rows_card(
+    work: WorkCount, rows: tuple[LayerRow, ...], precision: str = "bf16", optimizer: Any = "adam"
+) -> ModelCard:
+    """A card of `rows`, the layers of the counted step `work`."""
+    if not rows:
+        raise GpkError(f"the count from {work.source} names no layer; a card needs at least one")
+    kept = [row.kept_bytes for row in rows]
+    return ModelCard(
+        parameters=float(work.parameters or sum(row.parameters for row in rows)),
+        layers=len(rows),
+        hidden=0,
+        heads=0,
+        sequence=1,
+        flops_per_sample=work.flops_per_sample,
+        activation_bytes=sum(kept) / len(kept),
+        precision=precision,
+        optimizer=optimizer,
+        kernels_per_block=max(work.kernels / len(rows), 1e-9),
+        attention_scores_bytes=0.0,
+        rows=rows,
+        step_flops=work.flops_per_step,
+        step_bytes=fusion(work) * work.bytes_per_step,
     )
 
 

@@ -1,4 +1,4 @@
-"""A parallel training plan of a Transformer, and every plan of a model on a GPU cluster.
+"""A parallel training plan of a model, and every plan of it on a GPU cluster.
 
 A plan splits the cluster's GPUs into data × tensor × pipeline axes and says how the model states
 are sharded over the data axis (none, ZeRO's zero-1 and zero-2, or fsdp), how a replica's batch
@@ -61,8 +61,10 @@ def plans(
 ) -> Iterator[Plan]:
     """Every plan of `card` on all of `cluster`'s GPUs at `global_batch` samples a step.
 
-    Stages need not divide the blocks (`stage_split.py` balances them); sequence parallelism
-    is offered with a tensor axis, selective checkpointing where attention keeps its scores,
+    Stages need not divide the blocks (`stage_split.py` balances them; a card of rows is cut
+    between its layers); a tensor axis is offered where it splits the model
+    (`ModelCard.tensor_splits`); sequence parallelism is offered with a tensor axis on a
+    Transformer, selective checkpointing where attention keeps its scores,
     and a context axis where a sample has `LONG_SEQUENCE` tokens or more; a mixture of experts
     gets an expert axis of each size that divides both its experts and the data axis.
 
@@ -74,10 +76,10 @@ def plans(
             GPU runs a fused attention kernel.
     """
     whole_number(global_batch, "global_batch")
-    attention = attention_of(cluster, attention)
+    attention = attention_of(cluster, attention) if card.has_attention else AS_WRITTEN
     gpus = cluster.gpus
     for tensor, stages in itertools.product(_divisors(gpus), repeat=2):
-        if gpus % (tensor * stages) or card.heads % tensor or card.hidden % tensor:
+        if gpus % (tensor * stages) or not card.tensor_splits(tensor):
             continue
         if stages > card.layers:
             continue
@@ -96,8 +98,8 @@ def plans(
                     even = schedule.chunks > 1
                     blocks = stage_split(card, stages, even).blocks if stages > 1 else ()
                     for sharding in SHARDINGS if stages == 1 else SHARDINGS[:2]:
-                        for checkpointing in _checkpointings(attention):
-                            for split_norms in (False, True) if tensor > 1 else (False,):
+                        for checkpointing in _checkpointings(card, attention):
+                            for split_norms in _sequence_parallel(card, tensor):
                                 yield Plan(
                                     data=data,
                                     tensor=tensor,
@@ -127,9 +129,17 @@ def attention_of(cluster: GPUCluster, attention: str | None = None) -> str:
     return attention
 
 
-def _checkpointings(attention: str) -> tuple[str, ...]:
+def _checkpointings(card: ModelCard, attention: str) -> tuple[str, ...]:
     # A fused attention keeps no scores: selective checkpointing would recompute nothing more.
+    # A card of rows has no blocks whose inputs full checkpointing would keep alone.
+    if card.rows:
+        return (NONE,)
     return CHECKPOINTING if attention == AS_WRITTEN else (NONE, FULL)
+
+
+def _sequence_parallel(card: ModelCard, tensor: int) -> tuple[bool, ...]:
+    # Layer norms and dropouts split over the sequence: a Transformer's, with a tensor axis.
+    return (False, True) if tensor > 1 and card.has_attention else (False,)
 
 
 def _contexts(card: ModelCard, rest: int) -> Iterator[int]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...pipeline.schedules import INTERLEAVED
 from .model_card import ModelCard
 from .parallel_plan import FULL, Plan
-from .stage_split import StageSplit, split_of, stage_split
+from .stage_split import StageSplit, plan_split, stage_kept, stage_parameters
 from .training_precision import model_state_bytes
 
 RESERVE = 0.1  # of a device's memory kept for the framework, buffers and fragmentation
@@ -26,46 +26,22 @@ def memory(card: ModelCard, plan: Plan) -> dict[str, float]:
     """Bytes on the fullest device, by part: its share of the parameters, gradients and Adam's
     state under the plan's sharding, and the activations of the micro-batches in flight."""
     split = plan_split(card, plan)
-    kept = card.kept_bytes(plan.tensor, plan.checkpointing, plan.attention, plan.sequence_parallel)
     rebuilt = 0.0
     if plan.checkpointing == FULL:  # one block's activations rebuilt during its backward
         rebuilt = card.kept_bytes(plan.tensor, "none", plan.attention, plan.sequence_parallel)
     copies = card.key_value_parameters * card.key_value_copies(plan.tensor)
     # The first stage holds the most micro-batches and the embedding, the last the head; the
-    # second is fuller than the first only with more blocks.
+    # second is fuller than the first only with more blocks. A card of rows: any stage.
     last = plan.stages - 1
     candidates = {0, last} | ({1} if last > 1 and split.blocks[1] > split.blocks[0] else set())
+    if split.rows:
+        candidates = set(range(plan.stages))
     found: dict[str, float] = {}
     for stage in sorted(candidates):
-        parts = _stage_memory(card, plan, split, stage, (kept, rebuilt, copies))
+        parts = _stage_memory(card, plan, split, stage, (rebuilt, copies))
         if sum(parts.values()) > sum(found.values()):
             found = parts
     return found
-
-
-def plan_split(card: ModelCard, plan: Plan) -> StageSplit:
-    """The plan's stages: its own blocks per stage where it names them, else balanced."""
-    if plan.stage_blocks:
-        return split_of(card, tuple(plan.stage_blocks))
-    return stage_split(card, plan.stages, even=plan.virtual_stages > 1)
-
-
-def device_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
-    """One device's parameters on `stage`: the stage's split by tensor, its experts further by
-    the expert axis, and K and V's copies."""
-    copies = card.key_value_parameters * card.key_value_copies(plan.tensor)
-    experts = expert_parameters(card, plan, split, stage)
-    return split.parameters[stage] / plan.tensor + split.blocks[stage] * copies - experts
-
-
-def expert_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
-    """What the expert axis takes off one device of `stage`: the share of its blocks' expert
-    weights (split by tensor) that the other devices of its expert group hold; 0 for a
-    dense model or an expert axis of one."""
-    if plan.expert == 1:
-        return 0.0
-    held = split.blocks[stage] * card.block_expert_parameters / plan.tensor
-    return held * (1 - 1 / plan.expert)
 
 
 def _stage_memory(
@@ -73,13 +49,13 @@ def _stage_memory(
     plan: Plan,
     split: StageSplit,
     stage: int,
-    block: tuple[float, float, float],
+    block: tuple[float, float],
 ) -> dict[str, float]:
-    """Bytes on a device of `stage`, by part; `block` is what one block keeps of a sample,
-    what a rebuilt one holds, and its K and V's copied parameters."""
-    kept, rebuilt, copies = block
+    """Bytes on a device of `stage`, by part; `block` is what a rebuilt block holds of a
+    sample, and its K and V's copied parameters."""
+    rebuilt, copies = block
     replicas = plan.data * plan.context  # ZeRO shards over every copy of the weights
-    parameters = split.parameters[stage] / plan.tensor + split.blocks[stage] * copies
+    parameters = stage_parameters(card, plan, split, stage) + split.blocks[stage] * copies
     states = model_state_bytes(parameters, card.state, replicas, 1, 1, plan.sharding)
     if plan.expert > 1:  # the experts a device keeps, sharded over the fewer copies of them
         experts = split.blocks[stage] * card.block_expert_parameters / plan.tensor
@@ -89,7 +65,8 @@ def _stage_memory(
         )
         states = {part: dense[part] + held[part] for part in states}
     batch = plan.micro_batch_size / plan.context
-    activations = (kept * split.blocks[stage] * _in_flight(plan, stage) + rebuilt) * batch
+    kept = stage_kept(card, plan, split, stage, plan.checkpointing)
+    activations = (kept * _in_flight(plan, stage) + rebuilt) * batch
     if stage == plan.stages - 1:  # the logits the loss keeps, split by tensor as Megatron's
         activations += split.head_activation_bytes / plan.tensor * batch
     return {**states, "activations_bytes": activations}

@@ -11,6 +11,7 @@ docs/planning.md gives the formulas and sources.
 from __future__ import annotations
 
 import functools
+import math
 
 from ...pipeline.schedules import ONE_F_ONE_B
 from ...pipeline.simulation import theoretical_bubble
@@ -19,9 +20,17 @@ from .hardware_presets import Interconnect
 from .matmul_efficiency import FITTED, MatmulEfficiency
 from .model_card import FLASH, SELECTIVE, ModelCard
 from .parallel_plan import FULL, Plan
-from .parallel_plan_memory import device_parameters, expert_parameters, plan_split
-from .roofline import LAUNCH_S, Efficiency
-from .stage_split import StageSplit
+from .roofline import ACTIVATION_WIDTH, LAUNCH_S, Efficiency
+from .stage_split import (
+    StageSplit,
+    cut_bytes,
+    device_parameters,
+    expert_parameters,
+    plan_split,
+    stage_kept,
+    stage_messages,
+    stage_work,
+)
 from .step_time_model import ring_all_reduce_s
 from .training_precision import training_precision
 
@@ -57,10 +66,12 @@ def step_time(
     per_stage = stage_flops(card, plan, split, split.candidates)
     busiest = max(per_stage, key=per_stage.__getitem__)
     flops = per_stage[busiest] * plan.micro_batch_size * plan.micro_batches
+    if card.step_flops:  # the update's, counted apart from the samples', in the stage's share
+        flops += card.step_flops * per_stage[busiest] / card.flops_per_sample
     peak = _peak_flops(cluster, card.precision)
     terms = _compute_terms(card, plan, cluster, split, busiest, flops / peak)
     blocks = split.blocks[busiest]
-    tensor_s = _tensor_comm_s(card, plan, links["tensor"], blocks)
+    tensor_s = _tensor_comm_s(card, plan, links["tensor"], split, busiest)
     shard = device_parameters(card, plan, split, 0)
     data_s = _data_comm_s(card, plan, links["data"], shard)
     if plan.expert > 1:  # the experts' gradients reduce over the replicas holding them alone
@@ -69,7 +80,7 @@ def step_time(
             card, plan, links["data"], held, plan.expert
         )
     expert_s = _expert_comm_s(card, plan, _expert_link(cluster, plan), blocks)
-    sends_s = _stage_sends_s(card, plan, links["stages"])
+    sends_s = _stage_sends_s(card, plan, links["stages"], split)
     ring_s, attention_flops = _context_ring(card, plan, _context_link(cluster, plan))
     bubble = _bubble(
         plan.schedule if plan.stages > 1 else ONE_F_ONE_B.name,
@@ -105,6 +116,7 @@ def step_time(
     likely = efficiency.likely
     row = {
         "step_time_s": found["likely"],
+        "throughput_samples_s": samples / found["likely"],
         "step_time_low_s": found["high"],  # the high efficiency gives the short step
         "step_time_high_s": found["low"],
         "model_tflops_per_device": model_flops / found["likely"] / 1e12,
@@ -143,9 +155,9 @@ def stage_flops(
     if plan.expert > 1:
         again += card.block_expert_flops * (card.capacity_factor - 1)
     copies = 6.0 * card.sequence * card.key_value_parameters * card.key_value_copies(plan.tensor)
-    ways = plan.tensor * plan.context
     return {
-        stage: (split.flops[stage] + split.blocks[stage] * again) / ways
+        stage: (stage_work(card, plan, split, stage) + split.blocks[stage] * again / plan.tensor)
+        / plan.context
         + split.blocks[stage] * copies / plan.context
         for stage in (range(plan.stages) if stages is None else stages)
     }
@@ -188,14 +200,16 @@ def _compute_terms(
     launched again)."""
     recompute = plan.checkpointing == FULL
     shard = device_parameters(card, plan, split, stage)
-    kept = card.kept_bytes(plan.tensor, "none", plan.attention, plan.sequence_parallel)
-    per_micro_batch = card.moved_bytes(
-        shard, kept * split.blocks[stage], plan.micro_batch_size / plan.context
-    )
-    if recompute:
-        per_micro_batch += shard * card.state.params
-    moved = per_micro_batch * plan.micro_batches + card.update_bytes(plan)
-    kernels = card.kernels_per_block * split.blocks[stage] * plan.micro_batches
+    if split.rows:  # the count's bytes, each layer's share of them on one device
+        moved = _counted_bytes(card, plan, split, stage)
+        kernels = math.fsum(row.kernels for row in split.rows[stage]) * plan.micro_batches
+    else:
+        kept = stage_kept(card, plan, split, stage, "none")
+        per_micro_batch = card.moved_bytes(shard, kept, plan.micro_batch_size / plan.context)
+        if recompute:
+            per_micro_batch += shard * card.state.params
+        moved = per_micro_batch * plan.micro_batches + card.update_bytes(plan)
+        kernels = card.kernels_per_block * split.blocks[stage] * plan.micro_batches
     return {
         "flops": flops_s,
         "memory-bandwidth": moved / cluster.device.memory_bandwidth_bytes_s,
@@ -203,15 +217,37 @@ def _compute_terms(
     }
 
 
-def _tensor_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None, blocks: int) -> float:
-    """Megatron's four all-reduces of a block's activations per micro-batch (two forward, two
-    backward), for the stage's blocks and every micro-batch. Sequence parallelism turns each
-    into a reduce-scatter and an all-gather: the same bytes on the same link."""
+def _counted_bytes(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """A card of rows' bytes over the step on one device of `stage`: each layer's share of the
+    count's bytes a sample at the training's activation width (`roofline.ACTIVATION_WIDTH`),
+    kept on the device as its weights are, and the update's, in the stage's share of the
+    FLOPs."""
+    kept = card.layer_split(plan.tensor).kept
+    width = ACTIVATION_WIDTH[training_precision(card.precision).peak]
+    start = split.first[stage]
+    per_sample = math.fsum(
+        row.moved_bytes * kept[start + i] for i, row in enumerate(split.rows[stage])
+    )
+    samples = plan.micro_batch_size * plan.micro_batches
+    share = stage_work(card, plan, split, stage) / card.flops_per_sample
+    return width * per_sample * samples + card.step_bytes * share
+
+
+def _tensor_comm_s(
+    card: ModelCard, plan: Plan, link: Interconnect | None, split: StageSplit, stage: int
+) -> float:
+    """The tensor axis's all-reduces of activations on `stage` (`stage_split.stage_messages`:
+    a Transformer block's four, two forward and two backward), for every micro-batch.
+    Sequence parallelism turns each into a reduce-scatter and an all-gather: the same bytes
+    on the same link."""
     if link is None:
         return 0.0
-    message = card.activation_send_bytes * plan.micro_batch_size / plan.context
-    per_block = 4 * ring_all_reduce_s(message, plan.tensor, link)
-    return per_block * blocks * plan.micro_batches
+    batch = plan.micro_batch_size / plan.context
+    per_micro_batch = math.fsum(
+        count * ring_all_reduce_s(message * batch, plan.tensor, link)
+        for message, count in stage_messages(card, plan, split, stage)
+    )
+    return per_micro_batch * plan.micro_batches
 
 
 def _context_link(cluster: GPUCluster, plan: Plan) -> Interconnect | None:
@@ -273,10 +309,12 @@ def _expert_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None, block
     return 4 * one * blocks * plan.micro_batches
 
 
-def _stage_sends_s(card: ModelCard, plan: Plan, link: Interconnect | None) -> float:
+def _stage_sends_s(
+    card: ModelCard, plan: Plan, link: Interconnect | None, split: StageSplit
+) -> float:
     """The sends a pipeline cannot hide: the fill and the drain, one activation and one gradient
     message across each of the K−1 cuts."""
     if link is None:
         return 0.0
-    message = card.activation_send_bytes * plan.micro_batch_size / plan.tensor / plan.context
+    message = cut_bytes(card, plan, split) * plan.micro_batch_size / plan.context
     return 2 * (plan.stages - 1) * link.send_s(message)

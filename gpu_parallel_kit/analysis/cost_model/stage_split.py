@@ -1,5 +1,9 @@
-"""A Transformer's blocks cut into pipeline stages by counted time, the embedding on the first
-stage and the language-model head on the last.
+"""A model's blocks cut into pipeline stages by counted time, and what one device of a stage
+holds, keeps and sends under a plan.
+
+A Transformer's blocks are cut with the embedding on the first stage and the language-model
+head on the last; a card of rows (`layer_rows.py`) is cut between its layers, each stage's
+figures the sum of its rows'.
 
 The card says one block's parameters and FLOPs (a count by depth's slope) and the vocabulary;
 the embedding (V·h parameters, next to no FLOPs) sits on the first stage, and the head (its
@@ -13,11 +17,17 @@ fewer where their work weighs one.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...errors import GpkError
 from ...pipeline.partition import solve
+from .layer_rows import LayerRow
 from .model_card import ModelCard
+
+if TYPE_CHECKING:
+    from .parallel_plan import Plan
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,8 @@ class StageSplit:
         head_activation_bytes: what the head keeps of one sample for the loss's backward on
             the last stage (its logits at the activations' width).
         block_flops: one block's forward and backward FLOPs of one sample.
+        rows: a card of rows' layers on each stage (empty for a Transformer's).
+        first: the index of each stage's first row.
     """
 
     blocks: tuple[int, ...]
@@ -38,12 +50,17 @@ class StageSplit:
     flops: tuple[float, ...]
     head_activation_bytes: float
     block_flops: float = 0.0
+    rows: tuple[tuple[LayerRow, ...], ...] = ()
+    first: tuple[int, ...] = ()
 
     @functools.cached_property
     def candidates(self) -> tuple[int, ...]:
         """The stages one of which computes the most, whatever is added per block: the last
-        (the head's) and the first of the others with the most blocks."""
+        (the head's) and the first of the others with the most blocks; every stage of a card
+        of rows, whose layers differ."""
         last = len(self.blocks) - 1
+        if self.rows:
+            return tuple(range(last + 1))
         if last == 0:
             return (0,)
         widest = max(range(last), key=self.blocks.__getitem__)
@@ -112,6 +129,8 @@ def stage_split(card: ModelCard, stages: int, even: bool = False) -> StageSplit:
         raise GpkError(
             f"stages={stages} cannot each hold a block of {card.layers}; use 1 to {card.layers}"
         )
+    if card.rows and not (even or stages == 1):
+        return split_of(card, _row_cut(tuple(row.flops for row in card.rows), stages))
     if even or stages == 1:
         if card.layers % stages:
             raise GpkError(
@@ -132,6 +151,8 @@ def split_of(card: ModelCard, blocks: tuple[int, ...]) -> StageSplit:
             f"stage blocks {blocks_text(blocks)} do not give each stage a block and sum to "
             f"the model's {card.layers}; give one count a stage, e.g. {_example(card.layers)}"
         )
+    if card.rows:
+        return _rows_split(card, blocks)
     logits = card.state.activation * card.sequence * card.vocabulary
     work = edge_work(card)
     if len(blocks) == 1:
@@ -144,6 +165,111 @@ def split_of(card: ModelCard, blocks: tuple[int, ...]) -> StageSplit:
     parameters[-1] += work.head_parameters
     flops[-1] += work.head_flops
     return StageSplit(blocks, tuple(parameters), tuple(flops), logits, work.block_flops)
+
+
+def _rows_split(card: ModelCard, blocks: tuple[int, ...]) -> StageSplit:
+    """A card of rows cut after each stage's `blocks` layers."""
+    cut, first, start = [], [], 0
+    for size in blocks:
+        first.append(start)
+        cut.append(card.rows[start : start + size])
+        start += size
+    return StageSplit(
+        blocks,
+        tuple(float(sum(row.parameters for row in rows)) for rows in cut),
+        tuple(math.fsum(row.flops for row in rows) for rows in cut),
+        0.0,
+        rows=tuple(cut),
+        first=tuple(first),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _row_cut(flops: tuple[float, ...], stages: int) -> tuple[int, ...]:
+    # a layer without FLOPs (a reshape, a pooling) still takes a little: a cut may not be empty
+    floor = max(flops) * 1e-6 if any(flops) else 1.0
+    return tuple(solve([max(f, floor) for f in flops], stages))
+
+
+def plan_split(card: ModelCard, plan: Plan) -> StageSplit:
+    """The plan's stages: its own blocks per stage where it names them, else balanced."""
+    if plan.stage_blocks:
+        return split_of(card, tuple(plan.stage_blocks))
+    return stage_split(card, plan.stages, even=plan.virtual_stages > 1)
+
+
+def stage_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """One device's parameters of `stage` under the plan's tensor axis, before K and V's copies
+    and the expert axis: a Transformer's split evenly, a card of rows' as the layout splits
+    each layer."""
+    if not split.rows:
+        return split.parameters[stage] / plan.tensor
+    kept = card.layer_split(plan.tensor).kept
+    start = split.first[stage]
+    return math.fsum(row.parameters * kept[start + i] for i, row in enumerate(split.rows[stage]))
+
+
+def stage_work(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """One device's counted FLOPs of `stage` per sample under the plan's tensor axis."""
+    if not split.rows:
+        return split.flops[stage] / plan.tensor
+    kept = card.layer_split(plan.tensor).kept
+    start = split.first[stage]
+    return math.fsum(row.flops * kept[start + i] for i, row in enumerate(split.rows[stage]))
+
+
+def device_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """One device's parameters on `stage`: the stage's split by tensor, its experts further by
+    the expert axis, and K and V's copies."""
+    copies = card.key_value_parameters * card.key_value_copies(plan.tensor)
+    experts = expert_parameters(card, plan, split, stage)
+    return stage_parameters(card, plan, split, stage) + split.blocks[stage] * copies - experts
+
+
+def expert_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """What the expert axis takes off one device of `stage`: the share of its blocks' expert
+    weights (split by tensor) that the other devices of its expert group hold; 0 for a
+    dense model or an expert axis of one."""
+    if plan.expert == 1:
+        return 0.0
+    held = split.blocks[stage] * card.block_expert_parameters / plan.tensor
+    return held * (1 - 1 / plan.expert)
+
+
+def stage_kept(
+    card: ModelCard, plan: Plan, split: StageSplit, stage: int, checkpointing: str
+) -> float:
+    """What one device of `stage` keeps of one sample for the backward: its blocks' kept
+    bytes (`ModelCard.kept_bytes`, under `checkpointing`), or its rows'."""
+    if split.rows:
+        return math.fsum(row.kept_bytes for row in split.rows[stage])
+    kept = card.kept_bytes(plan.tensor, checkpointing, plan.attention, plan.sequence_parallel)
+    return kept * split.blocks[stage]
+
+
+def stage_messages(
+    card: ModelCard, plan: Plan, split: StageSplit, stage: int
+) -> tuple[tuple[float, float], ...]:
+    """The tensor axis's all-reduces of activations on one device of `stage` per micro-batch
+    sample: (bytes, how many) pairs. A Transformer block's four (Megatron's two forward and
+    two backward, each s·h values), a card of rows' as the layout places them."""
+    if plan.tensor == 1:
+        return ()
+    if not split.rows:
+        return ((card.activation_send_bytes, 4.0 * split.blocks[stage]),)
+    messages = card.layer_split(plan.tensor).messages
+    start = split.first[stage]
+    return tuple(
+        (message, 1.0) for i in range(len(split.rows[stage])) for message in messages[start + i]
+    )
+
+
+def cut_bytes(card: ModelCard, plan: Plan, split: StageSplit) -> float:
+    """What crosses a cut between stages per sample on one device: a Transformer block's
+    output split by tensor, a card of rows' widest stage output (what its last layer keeps)."""
+    if not split.rows:
+        return card.activation_send_bytes / plan.tensor
+    return max((rows[-1].kept_bytes for rows in split.rows[:-1]), default=0.0)
 
 
 def _example(layers: int) -> str:

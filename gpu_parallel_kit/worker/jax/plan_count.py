@@ -7,6 +7,12 @@ keras-hub backbones say them (`num_layers`, `hidden_dim`, `num_heads` or `num_qu
 another model's blocks are its attention layers, found by their `num_heads`, when it has
 several. What is not found is left out, for the caller to ask for.
 
+A model without Transformer blocks (an MLP, a CNN, a keras.applications network) is counted
+layer by layer too: each layer call's forward FLOPs and bytes compiled alone, and its weights'
+shapes and activation sizes as the sharding rules read them (`worker/layers.py`), the card a
+plan of any model is made of; its step is counted at two batches, to tell what grows with the
+batch from what a step costs whatever its batch.
+
 A model whose config says its blocks (`num_layers`: a keras-hub backbone, or a task on one) is
 counted by depth (`depth_scaling.count_by_depth`): at one and two blocks, the figures read at its
 own depth off the line through them, seconds where the whole model takes minutes.
@@ -58,15 +64,30 @@ def count_for_plans(
             loss=_loss(source, sample),
         )
         kept = counted.pop("activations")
-        return {
+        traced = built[-1]  # the model whose layers the trace names
+        said = structure(traced)
+        found = {
             **counted,
             "kept_bytes": kept["kept_bytes"],
             "scores_bytes": kept["scores_bytes"],
             "by_layer": kept["by_layer"],
             "kept_by_path": kept.get("by_path", {}),
-            "structure": structure(built[-1]),
-            "depth": depth_of(built[-1]),  # what a plan run here may rebuild; None: kept as is
+            "structure": said,
+            "depth": depth_of(traced),  # what a plan run here may rebuild; None: kept as is
         }
+        if not said:
+            sender.send(("phase", "counting each layer"))
+            twice = count_abstract(
+                build,
+                sample.inputs,
+                2,
+                precision=precision,
+                optimizer=optimizer,
+                targets=sample.labels,
+                loss=_loss(source, sample),
+            )
+            found.update(_by_layer(source, sample, counted, twice, traced, found["by_layer"]))
+        return found
 
     # keras-hub imports TensorFlow: its start-up chatter stays out of the notebook's stderr.
     with native_stderr_filtered():
@@ -117,9 +138,70 @@ def _by_depth(
     }
 
 
+def _by_layer(
+    source: Any,
+    sample: Any,
+    once: dict[str, Any],
+    twice: dict[str, Any],
+    counted: Any,
+    kept: dict[str, float],
+) -> dict[str, Any]:
+    """What a card made of the model's own layers needs: the step at one and two samples
+    ("steps", as `analysis/cost_model/counted_work.from_counts` reads them), each layer call's
+    forward work ("layers"), the layers as the sharding rules read them ("layer_infos") and
+    `kept`, what the `counted` model's layers keep, under this build's names ("by_layer"). The
+    model is built again with its weights, which a model without Transformer blocks can
+    afford; Keras names its layers anew, in the same order."""
+    import dataclasses
+
+    from ..compiling import load_model
+    from ..layers import read_layers
+    from .work_count import layer_counts
+
+    model = load_model(source)
+    names = dict(
+        zip(
+            (layer.name for layer in _every_layer(counted)),
+            (layer.name for layer in _every_layer(model)),
+            strict=False,
+        )
+    )
+    zeros = _zeros(sample.inputs)
+    model(zeros, training=False)  # built, as a subclassed model builds on its first call
+    steps = [
+        {
+            "batch": step["batch"],
+            "flops": step["flops"],
+            "bytes": step.get("bytes", 0.0),
+            "kernels": step.get("kernels", 0),
+        }
+        for step in (once, twice)
+    ]
+    return {
+        "steps": steps,
+        "by_layer": {names.get(name, name): bytes_ for name, bytes_ in kept.items()},
+        "layers": layer_counts(model, 1),
+        "layer_infos": [dataclasses.asdict(info) for info in read_layers(model, zeros)],
+    }
+
+
+def _zeros(spec: Any) -> Any:
+    """One sample of zeros, batch axis included, for a `(shape, dtype)` spec or a dict or list
+    of them."""
+    import numpy as np
+
+    if isinstance(spec, dict):
+        return {k: _zeros(v) for k, v in spec.items()}
+    if isinstance(spec, list):
+        return [_zeros(v) for v in spec]
+    shape, dtype = spec
+    return np.zeros((1, *shape), dtype)
+
+
 def _loss(source: Any, sample: Any) -> Any:
     """The loss an uncompiled model is counted with: the experiment's, else a built-in model's
-    own (as its runs compile it), else a regression's."""
+    own (as its runs compile it), else a classifier's for labels that are a class index, else a
+    regression's."""
     from ..builtin_models import default_compile_args
     from ..compiling import resolved
 
@@ -127,7 +209,19 @@ def _loss(source: Any, sample: Any) -> Any:
         return resolved(sample.loss)
     if source.kind == "builtin":
         return default_compile_args()["loss"]
+    if _class_index(sample.labels):
+        return "sparse_categorical_crossentropy"
     return "mean_squared_error"
+
+
+def _class_index(labels: Any) -> bool:
+    """Whether the labels are one integer a sample, a class index (`np.int32(0)`)."""
+    import numpy as np
+
+    if not isinstance(labels, tuple) or len(labels) != 2:
+        return False
+    shape, dtype = labels
+    return tuple(shape) in ((), (1,)) and np.issubdtype(np.dtype(dtype), np.integer)
 
 
 def structure(model: Any) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def _count_jax(
         compiled = jax.jit(model.train_step).lower(state, (bx, by)).compile()
         cost = _cost(compiled)
         steps.append({"batch": batch, **cost, "kernels": _kernels(compiled)})
-    layers = _layer_counts(model, batches[0])
+    layers = layer_counts(model, batches[0])
     return {
         "source": JAX_SOURCE,
         "steps": steps,
@@ -126,7 +126,7 @@ def _kernels(compiled: Any) -> int:
     return count
 
 
-def _layer_counts(model: Any, batch: int) -> list[dict[str, Any]]:
+def layer_counts(model: Any, batch: int) -> list[dict[str, Any]]:
     """Each layer call of a functional model, compiled alone: forward FLOPs and bytes per
     batch of `batch`. Layers whose inputs are not known from the graph are left out."""
     import jax
