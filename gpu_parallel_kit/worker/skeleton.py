@@ -1,7 +1,8 @@
 """One run, whatever its backend: the phases, the finished row, and a failure turned into a row.
 
 A backend plugs in as a `BackendRun` (`worker/tensorflow/run.py`, `worker/jax/run.py`), which
-delegates to the worker class its strategy's record names. The skeleton never asks which
+delegates to the worker class its strategy's record names, a `WorkerStrategy` whose hooks are
+the same on both backends (`worker/strategy_hooks.py`). The skeleton never asks which
 strategy or backend it runs: it sets up the devices, prepares the data, builds the model under
 the strategy, trains, measures and describes, naming each phase so a failure or a timeout says
 where the run was. Each worker class will `prepare_measurement` before the first timed step what

@@ -23,6 +23,7 @@ from ...strategies.expert import DISPATCHED
 from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
 from ...strategies.tensor import OWN_LAYOUT
 from ..measuring.stats import Timing
+from ..strategy_hooks import ModelAndBatches
 from .placed import placed_bytes
 from .strategies import TensorParallel
 
@@ -83,15 +84,17 @@ class ExpertParallel(TensorParallel):
             self.blocks = blocks
         return model
 
-    def before_training(self, model: keras.Model, x: Any, y: Any) -> None:
-        """Each dispatched block held against its own call on `x` (one global batch), refused
-        in one sentence if it differs."""
+    def before_training(self, run: ModelAndBatches) -> None:
+        """The memory budget; then each dispatched block held against its own call on the
+        run's first batch, refused in one sentence if it differs."""
+        super().before_training(run)
         if not self.blocks:
             return
         from .dispatched_experts import check_swap  # noqa: PLC0415
 
+        x, _ = run.batches[0]
         with self.scope():
-            check_swap(self.blocks, model, x)
+            check_swap(self.blocks, run.model, x)
 
     def derive(self, layers: list[Any], own: Any = None) -> Layout:
         _, expert = self.spec.mesh_shape
@@ -127,16 +130,17 @@ class ExpertParallel(TensorParallel):
             return "all-to-all over the expert axis (dispatched experts, jax.shard_map)"
         return "xla collectives (ModelParallel, experts on the expert axis)"
 
-    def after_training(self, model: keras.Model, x: Any, y: Any) -> None:
-        """The dispatched blocks' dropped tokens, counted in one forward pass on `x` (one
-        global batch of the run's data) through the trained model."""
+    def after_training(self, run: ModelAndBatches) -> None:
+        """The dispatched blocks' dropped tokens, counted in one forward pass on the run's
+        first batch through the trained model."""
         if not self.dispatched:
             return
         from .dispatched_experts import dropped_tokens  # noqa: PLC0415
 
+        x, _ = run.batches[0]
         try:
             with self.scope():
-                self.dropped = dropped_tokens(self.dispatched, model, x)
+                self.dropped = dropped_tokens(self.dispatched, run.model, x)
         except Exception:  # noqa: BLE001 - the count must not cost the run its row
             traceback.print_exc()
 

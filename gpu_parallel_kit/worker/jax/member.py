@@ -34,6 +34,7 @@ from ...runs.results.run_result import RunResult  # noqa: E402
 from ...strategies.processes import process_rows  # noqa: E402
 from ..line_filter import LineFilter, native_logs_dropped  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
+from ..strategy_hooks import ModelAndBatches  # noqa: E402
 from .device_setup import configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .feed import OrderedBatches  # noqa: E402
 from .joining import join  # noqa: E402
@@ -143,13 +144,9 @@ class ProcessRun(JaxRun):
         self.batches = OrderedBatches(whole.x, whole.y, whole.order[:, rows])
         return steps
 
-    def prepare_measurement(self, model: keras.Model) -> None:
+    def measured_on(self, model: keras.Model) -> ModelAndBatches:
         """Communication is timed on the whole first global batch, as every worker holds it."""
-        mine, self.batches = self.batches, self.global_batches
-        try:
-            super().prepare_measurement(model)
-        finally:
-            self.batches = mine
+        return ModelAndBatches(model, self.global_batches)
 
     def measure(self, model: keras.Model) -> None:
         """The communication, then every weight gathered from all workers (each takes part):

@@ -17,7 +17,6 @@ os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported, in a spawned ch
 
 import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
-import traceback  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -34,12 +33,11 @@ from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
 from ..input_names import check_input_names  # noqa: E402
-from ..measuring.comm_once import communication_once  # noqa: E402
-from ..measuring.recorder import StepRecorder, StepTimer  # noqa: E402
-from ..measuring.stats import Timing  # noqa: E402
+from ..measuring.recorder import StepRecorder  # noqa: E402
 from ..quiet_start import native_stderr_filtered  # noqa: E402
 from ..run_data import run_arrays, sample_count, steps_per_epoch  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
+from ..strategy_hooks import ModelAndBatches  # noqa: E402
 from ..tuning import tune_run  # noqa: E402
 from .device_setup import DETERMINISM, configure_jax_devices, device_names, peak_memory  # noqa: E402
 from .feed import OrderedBatches, take  # noqa: E402
@@ -77,10 +75,7 @@ class JaxRun:
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
-        self.measured: dict[str, Any] | None = None
-        # The measurement compiled before the first timed step, to time after training.
-        self.timing: Timing | None = None
-        self.failed = False
+        self.batches: OrderedBatches | None = None
 
     def versions(self) -> dict[str, str]:
         return {"jax": jax.__version__, "keras": keras.__version__}
@@ -139,57 +134,18 @@ class JaxRun:
         return None
 
     def train(self, model: keras.Model, recorder: StepRecorder) -> None:
-        self.strategy.prepare(model)  # the memory budget, before the first step
-        self.strategy.before_training(model, *self.batches[0])
-        own_loop = getattr(self.strategy, "train", None)
-        if own_loop is not None:  # a strategy that runs its own steps (the pipeline's stages)
-            own_loop(model, self.batches, self.steps_per_epoch, recorder)
-            return
-        with self.strategy.scope():
-            model.fit(
-                self.batches,
-                epochs=self.spec.training.epochs * self.spec.rounds_here,
-                steps_per_epoch=self.steps_per_epoch,
-                callbacks=[StepTimer(recorder, self.executions_ahead)],
-                verbose=0,
-                shuffle=False,
-            )
-
-    @property
-    def executions_ahead(self) -> int | None:
-        """How far fit may run ahead of the timer: bounded on host devices that share
-        collectives (`recorder.StepTimer`), free elsewhere, as a user's own fit runs."""
-        several_hosts = self.spec.devices.kind == "cpu" and len(self.devices) > 1
-        return HOST_EXECUTIONS_AHEAD if several_hosts else None
+        run = self.hooks_input(model)
+        self.strategy.before_training(run)
+        self.strategy.train(run, self.steps_per_epoch, recorder)
 
     def prepare_measurement(self, model: keras.Model) -> None:
-        """Compile the communication measurement on the run's first batch, once, before the
-        first timed step; a failure leaves the row marked not measured, and stderr says why.
-        The layers the row's memory models its activations from are read here too."""
-        self.strategy.prepare_measurement(model)
-        lent = self.spec.comm_from is not None
-        if self.timing is not None or self.failed or lent or not self.spec.measure_comm:
-            return
-        try:
-            timing = self.strategy.communication_timing(model, *self.batches[0])
-            self.timing = timing or _nothing_to_time
-        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
-            traceback.print_exc()
-            self.failed = True
+        self.strategy.prepare_measurement(self.measured_on(model))
 
     def time_tasks_alone(self, model: keras.Model) -> None:
-        self.strategy.time_tasks_alone()
+        self.strategy.time_tasks_alone(self.hooks_input(model))
 
     def measure(self, model: keras.Model) -> None:
-        """The communication figures, timed now, or None when measure_comm=False skipped them
-        or measuring failed: the trained run keeps its row (marked not measured), and the
-        worker's stderr keeps why."""
-
-        def prepared() -> Any:
-            self.prepare_measurement(model)
-            return self.timing
-
-        self.measured, _ = communication_once(self.spec.comm_from, prepared)
+        self.strategy.measure(self.measured_on(model))
 
     def peak_memory(self) -> tuple[dict[str, int], str]:
         return peak_memory(self.spec.devices.kind, self.devices)
@@ -198,9 +154,10 @@ class JaxRun:
         return self.strategy.describe()
 
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
-        if getattr(self, "batches", None) is not None:
-            self.strategy.after_training(model, *self.batches[0])
-        fields = self.strategy.result_fields(model, self.measured, step_time_s)
+        run = self.hooks_input(model)
+        if run.batches is not None:
+            self.strategy.after_training(run)
+        fields = self.strategy.result_fields(run, step_time_s)
         if self.spec.training.deterministic:
             fields["extra"]["determinism"] = DETERMINISM[self.spec.devices.kind]
         return fields
@@ -208,16 +165,13 @@ class JaxRun:
     def lend_communication(self, measured: MeasuredComm) -> None:
         self.spec = self.strategy.spec = dataclasses.replace(self.spec, comm_from=measured)
 
+    def hooks_input(self, model: keras.Model) -> ModelAndBatches:
+        """What the strategy's hooks work on: the model and the batches fit reads."""
+        return ModelAndBatches(model, self.batches)
 
-# Executions a fit on several host devices may queue beyond the last one finished: a plain Keras
-# script ran 300 steps with 2 to 16, where an unbounded queue aborted in XLA's collectives
-# (recorder.StepTimer).
-HOST_EXECUTIONS_AHEAD = 4
-
-
-def _nothing_to_time() -> dict[str, float]:
-    """The timing of a strategy with no communication to measure (one device, single)."""
-    return {}
+    def measured_on(self, model: keras.Model) -> ModelAndBatches:
+        """What the communication is measured on: here, as the hooks' input."""
+        return self.hooks_input(model)
 
 
 def _built_model(

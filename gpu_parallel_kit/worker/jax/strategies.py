@@ -6,12 +6,15 @@ Each strategy's record names its class here (`strategies.<name>.worker_classes["
 
 >>> strategy = DataParallel(spec, devices)
 >>> model = strategy.build(builder, sample)       # under keras.distribution.DataParallel
->>> strategy.prepare(model)                       # the placed shards against memory_budget
+>>> run = ModelAndBatches(model, batches)
+>>> strategy.before_training(run)                 # the placed shards against memory_budget
+>>> strategy.train(run, steps_per_epoch, recorder)
 """
 
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +36,10 @@ from ...strategies.fsdp import (
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
+from ..measuring.comm_once import communication_once
+from ..measuring.recorder import StepRecorder, StepTimer
 from ..measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
+from ..strategy_hooks import ModelAndBatches, WorkerStrategy
 from .layout import check_divides, layout_map, own_layout
 from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
 
@@ -41,8 +47,9 @@ _VIRTUAL = "; host devices: runtime overhead on shared cores, not a network cost
 _SPLIT_HINT = "shard the model over more devices with strategy='fsdp' or strategy='tensor'"
 
 
-class JaxStrategy:
-    """What every JAX strategy shares: its scope, the build, the budget, the row's fields.
+class JaxStrategy(WorkerStrategy):
+    """What every JAX strategy shares: its scope, the build, the budget, `fit`, the
+    communication measured, the row's fields; the hooks are `WorkerStrategy`'s.
 
     A subclass sets `distribution` (or leaves it None: no distribution) and overrides what it
     alone does: `describe`, `communication_timing`, `traffic`, `layout_fields`.
@@ -58,6 +65,11 @@ class JaxStrategy:
         self.state_bytes: dict[str, int] = {}
         self.sample: Any = None  # one sample of the inputs: the activations' shapes
         self.layers: list[Any] | None = None  # the layers as read, once
+        # The communication measurement compiled before the first timed step, to time after
+        # training; whether compiling it failed; and its figures once timed.
+        self.timing: Timing | None = None
+        self.timing_failed = False
+        self.measured: dict[str, Any] | None = None
 
     def scope(self) -> contextlib.AbstractContextManager:
         return (
@@ -117,10 +129,55 @@ class JaxStrategy:
             },
         }
 
-    def prepare_measurement(self, model: keras.Model) -> None:
-        """Read what the row's memory models off the model (its layers) before the first timed
-        step (`JaxRun.prepare_measurement`): training does not change it."""
-        self._activation_bytes(model)
+    def before_training(self, run: ModelAndBatches) -> None:
+        """The memory budget, before the first step (`prepare`)."""
+        self.prepare(run.model)
+
+    def train(self, run: ModelAndBatches, steps_per_epoch: int, recorder: StepRecorder) -> None:
+        """Keras's own `fit` on the run's batches, under the strategy's distribution."""
+        with self.scope():
+            run.model.fit(
+                run.batches,
+                epochs=self.spec.training.epochs * self.spec.rounds_here,
+                steps_per_epoch=steps_per_epoch,
+                callbacks=[StepTimer(recorder, self.executions_ahead)],
+                verbose=0,
+                shuffle=False,
+            )
+
+    @property
+    def executions_ahead(self) -> int | None:
+        """How far fit may run ahead of the timer: bounded on host devices that share
+        collectives (`recorder.StepTimer`), free elsewhere, as a user's own fit runs."""
+        several_hosts = self.spec.devices.kind == "cpu" and len(self.devices) > 1
+        return HOST_EXECUTIONS_AHEAD if several_hosts else None
+
+    def prepare_measurement(self, run: ModelAndBatches) -> None:
+        """Read the layers the row's memory models its activations from (training does not
+        change them), and compile the communication measurement on the run's first batch,
+        once, before the first timed step; a failure leaves the row marked not measured, and
+        stderr says why."""
+        self._activation_bytes(run.model)
+        lent = self.spec.comm_from is not None
+        if self.timing is not None or self.timing_failed or lent or not self.spec.measure_comm:
+            return
+        try:
+            timing = self.communication_timing(run.model, *run.batches[0])
+            self.timing = timing or _nothing_to_time
+        except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
+            traceback.print_exc()
+            self.timing_failed = True
+
+    def measure(self, run: ModelAndBatches) -> None:
+        """The communication figures, timed now, or None when measure_comm=False skipped them
+        or measuring failed: the trained run keeps its row (marked not measured), and the
+        worker's stderr keeps why."""
+
+        def prepared() -> Any:
+            self.prepare_measurement(run)
+            return self.timing
+
+        self.measured, _ = communication_once(self.spec.comm_from, prepared)
 
     def _activation_bytes(self, model: keras.Model) -> float:
         """From the layers, read once."""
@@ -132,23 +189,10 @@ class JaxStrategy:
         elements = sum(layer.out_elements or 0 for layer in self.layers)
         return float(elements * (self.spec.global_batch // self.data_axis) * 4)
 
-    def before_training(self, model: keras.Model, x: Any, y: Any) -> None:
-        """What a strategy checks on the run's first batch before the first step; nothing here."""
-
-    def describe(self) -> str:
-        return ""
-
-    def time_tasks_alone(self) -> None:
-        """A pipeline's tasks timed one at a time after training (`BackendRun`); nothing here."""
-
-    def after_training(self, model: keras.Model, x: Any, y: Any) -> None:
-        """What a strategy reads off the trained model on `x`, `y`, one global batch of the
-        run's data, before its row is written; nothing here."""
-
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         """Communication to measure on `x`, `y`, one global batch of the run's data (no update
-        applied), compiled as the measurement is prepared and timed when `JaxRun.measure` calls
-        it (`comm.py`); None where there is none."""
+        applied), compiled as the measurement is prepared and timed when `measure` calls it
+        (`comm.py`); None where there is none."""
         return None
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
@@ -158,11 +202,10 @@ class JaxStrategy:
     def layout_fields(self, model: keras.Model) -> dict[str, Any]:
         return {}
 
-    def result_fields(
-        self, model: keras.Model, measured: dict[str, Any] | None, step_time_s: float | None
-    ) -> dict[str, Any]:
+    def result_fields(self, run: ModelAndBatches, step_time_s: float | None) -> dict[str, Any]:
         """Memory from the placed shards, bytes from the layout, and the communication measured
-        (`measured` None: measure_comm=False skipped it, or it failed, and the row says so)."""
+        (none measured: measure_comm=False skipped it, or it failed, and the row says so)."""
+        model, measured = run.model, self.measured
         state = placed_bytes([*model.weights, *model.optimizer.variables])
         parameter_bytes = sum(nbytes(v) for v in model.trainable_variables)
         extra: dict[str, Any] = {
@@ -195,6 +238,17 @@ class JaxStrategy:
             fields["comm_time_s"] = exposed
             fields["comm_share"] = exposed / step_time_s if step_time_s else None
         return fields
+
+
+# Executions a fit on several host devices may queue beyond the last one finished: a plain Keras
+# script ran 300 steps with 2 to 16, where an unbounded queue aborted in XLA's collectives
+# (recorder.StepTimer).
+HOST_EXECUTIONS_AHEAD = 4
+
+
+def _nothing_to_time() -> dict[str, float]:
+    """The timing of a strategy with no communication to measure (one device, single)."""
+    return {}
 
 
 class SingleDevice(JaxStrategy):

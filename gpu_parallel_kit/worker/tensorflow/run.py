@@ -28,6 +28,7 @@ from ..compiling import compile_model, load_model
 from ..input_names import check_input_names
 from ..measuring.recorder import StepRecorder
 from ..skeleton import run_in_this_process as run_skeleton
+from ..strategy_hooks import ModelAndBatches
 from ..tuning import tune_run
 from .datasets import build_from_data, labels, make_dataset, replica_shares, with_prefetch
 from .device_setup import configure_worker_devices
@@ -94,7 +95,7 @@ class TensorFlowRun:
 
     def build(self, steps_per_epoch: int, total: int, warmup: int) -> tuple[keras.Model, Tuned]:
         spec, engine = self.spec, self.engine
-        with engine.build_scope():
+        with engine.scope():
             keras.utils.set_random_seed(spec.training.seed)
             model = load_model(spec.model)
         check_input_names(model, self.dataset.element_spec[0])
@@ -107,7 +108,7 @@ class TensorFlowRun:
             )
         element_spec = self.dataset.element_spec
         # Compiled once the data says how many steps an epoch has.
-        with engine.build_scope():
+        with engine.scope():
             compile_model(
                 model,
                 spec.model,
@@ -122,31 +123,39 @@ class TensorFlowRun:
         return model, tuned
 
     def scope(self) -> contextlib.AbstractContextManager:
-        return self.engine.build_scope()
+        return self.engine.scope()
 
     def watch(self, recorder: StepRecorder, model: keras.Model) -> None:
         watch_convergence(recorder, self.engine, model, self.spec)
 
     def train(self, model: keras.Model, recorder: StepRecorder) -> None:
-        self.engine.train(model, self.dataset, self.steps_per_epoch, recorder)
+        run = self.hooks_input(model)
+        self.engine.before_training(run)
+        self.engine.train(run, self.steps_per_epoch, recorder)
 
     def prepare_measurement(self, model: keras.Model) -> None:
-        self.engine.prepare_measurement(model, self.dataset)
+        self.engine.prepare_measurement(self.hooks_input(model))
 
     def time_tasks_alone(self, model: keras.Model) -> None:
-        self.engine.time_tasks_alone(model, self.dataset)
+        self.engine.time_tasks_alone(self.hooks_input(model))
 
     def measure(self, model: keras.Model) -> None:
-        self.engine.measure(model, self.dataset)
+        self.engine.measure(self.hooks_input(model))
 
     def peak_memory(self) -> tuple[dict[str, int], str]:
         return peak_memory(self.spec.devices.kind, self.device_names)
 
     def describe(self) -> str:
-        return self.engine.describe_all_reduce()
+        return self.engine.describe()
 
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
-        return self.engine.result_fields(step_time_s)
+        run = self.hooks_input(model)
+        self.engine.after_training(run)
+        return self.engine.result_fields(run, step_time_s)
 
     def lend_communication(self, measured: MeasuredComm) -> None:
         self.spec = self.engine.spec = dataclasses.replace(self.spec, comm_from=measured)
+
+    def hooks_input(self, model: keras.Model) -> ModelAndBatches:
+        """What the engine's hooks work on: the model and the run's tf.data pipeline."""
+        return ModelAndBatches(model, self.dataset)

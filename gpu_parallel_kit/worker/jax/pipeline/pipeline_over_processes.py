@@ -25,6 +25,7 @@ from ....errors import GpkError
 from ....pipeline.schedules import micro_batch_count
 from ...pipeline.runner_messages import StepReport
 from ...pipeline.schedule_runner import ScheduleRunner
+from ...strategy_hooks import ModelAndBatches
 from ..device_setup import device_names
 from .pipeline_strategy import PipelineParallel, _state_bytes
 from .process_crossing import ProcessCrossings
@@ -111,12 +112,12 @@ class ProcessPipeline(PipelineParallel):
             variable.assign(value)
         return gathered
 
-    def result_fields(self, model: keras.Model, measured: Any, step_time_s: Any) -> dict:
+    def result_fields(self, run: ModelAndBatches, step_time_s: Any) -> dict:
         """As on one process, from every process's tasks (each timed on its own clock from
         its step's start: the steps begin together, held by their crossings)."""
         self.reports = _merged(self.reports)
         self.alone = _merged(self.alone)
-        fields = super().result_fields(model, measured, step_time_s)
+        fields = super().result_fields(run, step_time_s)
         fields["extra"]["stage_processes"] = [s.device.process_index for s in self.stages]
         return fields
 

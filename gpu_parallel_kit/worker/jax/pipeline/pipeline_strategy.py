@@ -38,6 +38,7 @@ from ...pipeline.microbatch_choice import curve_fields, pipeline_stages
 from ...pipeline.runner_messages import StepReport
 from ...pipeline.schedule_runner import ScheduleRunner, passes_alone, train_steps
 from ...pipeline.timeline import pipeline_row
+from ...strategy_hooks import ModelAndBatches
 from ..strategies import JaxStrategy
 from .pipeline_figures import figures, stage_memory, tensor_bytes
 from .stage_calls import StageFunctions, front, split
@@ -68,14 +69,13 @@ class PipelineParallel(JaxStrategy):
     def prepare(self, model: keras.Model) -> None:
         """The stages are cut, placed and checked against the memory budget in `train`."""
 
-    def prepare_measurement(self, model: keras.Model) -> None:
+    def prepare_measurement(self, run: ModelAndBatches) -> None:
         """Nothing to read off the whole model: each stage reports its own figures."""
 
-    def train(
-        self, model: keras.Model, batches: Any, steps_per_epoch: int, recorder: StepRecorder
-    ) -> None:
+    def train(self, run: ModelAndBatches, steps_per_epoch: int, recorder: StepRecorder) -> None:
         """Cut the model, place the stages, choose M where asked, then every step of every
         epoch in schedule order; the trained weights end in the user's model."""
+        model, batches = run
         recorder.before_timing()  # the curve and balance="time" are timed before the first step
         self.first_batch = batches[0]
         try:
@@ -141,14 +141,12 @@ class PipelineParallel(JaxStrategy):
         axes = self.layout.axes_by_path()
         return [StagePlacement(group, data, tensor, axes) for group in groups]
 
-    def time_tasks_alone(self) -> None:
+    def time_tasks_alone(self, run: ModelAndBatches) -> None:
         """Each task alone, a few times, on the first batch (the simulated view), then the
         weights put back: the measurement must not train the model."""
         self.alone = passes_alone(self.runner, *self.first_batch)
 
-    def result_fields(
-        self, model: keras.Model, measured: dict[str, Any] | None, step_time_s: float | None
-    ) -> dict[str, Any]:
+    def result_fields(self, run: ModelAndBatches, step_time_s: float | None) -> dict[str, Any]:
         """The schedule's figures from the timed steps (and the passes alone, when measured:
         the simulated view), the stages, and memory by part per device."""
         found = figures(

@@ -17,14 +17,16 @@ import tensorflow as tf
 from ....runs.description.run_spec import RunSpec
 from ...budget import state_bytes
 from ...measuring.recorder import StepRecorder, StepTimer
+from ...strategy_hooks import ModelAndBatches, WorkerStrategy
 from ..datasets import ReplicaShares
 from ..keras_internals import dispatches_async, spare_fits_symbolic_build
 from .budget import check_budget, replica_memory_of
 from .custom_loop import train_custom_loop
 
 
-class Engine(abc.ABC):
-    """Trains a built model on one run's devices and feeds a StepRecorder."""
+class Engine(WorkerStrategy):
+    """Trains a built model on one run's devices under a tf.distribute strategy, and feeds a
+    StepRecorder; the hooks are `WorkerStrategy`'s."""
 
     name: str = ""
     # Each replica's own pipeline of its share of every batch, where the data allows it (the
@@ -40,25 +42,9 @@ class Engine(abc.ABC):
     def make_distribution(self) -> tf.distribute.Strategy:
         """The tf.distribute strategy models are built and trained under."""
 
-    def describe_all_reduce(self) -> str:
-        return ""
-
-    def build_scope(self) -> contextlib.AbstractContextManager:
+    def scope(self) -> contextlib.AbstractContextManager:
         """Where the user's model is built and compiled: inside the strategy, for replicas."""
         return self.distribution.scope()
-
-    def prepare_measurement(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
-        """What the measurements after training can prepare before the first timed step, where
-        it costs the comparison nothing (the run's set-up; runs/scheduling/resident_rounds.py)."""
-        return None
-
-    def time_tasks_alone(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
-        """A pipeline's tasks timed one at a time, weights unchanged (`BackendRun`)."""
-        return None
-
-    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
-        """Measurements that need the trained model but must not change it (before reporting)."""
-        return None
 
     def predict(self, model: keras.Model, x: Any) -> tuple[Any, Any]:
         """Predictions for validation and the model's regularization loss, without training.
@@ -86,8 +72,9 @@ class Engine(abc.ABC):
         """The optimizer whose learning rate is in force: the model's, unless stages own one."""
         return model.optimizer
 
-    def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
-        """RunResult fields only this engine measures (after train)."""
+    def result_fields(self, run: ModelAndBatches, step_time_s: float | None) -> dict[str, Any]:
+        """The replicas' state and parameter bytes, their memory, and whether the timer ran
+        behind the loop."""
         extra = {"state_bytes": self.state_bytes, "parameter_bytes": self.parameter_bytes}
         if getattr(self, "memory", None):
             extra["memory"] = self.memory
@@ -112,13 +99,8 @@ class Engine(abc.ABC):
         kept = {"parameter_bytes": self.parameter_bytes}  # a refused row keeps its parts
         check_budget(self.memory, self.spec.memory_budget, extra=kept)
 
-    def train(
-        self,
-        model: keras.Model,
-        dataset: tf.data.Dataset,
-        steps_per_epoch: int,
-        recorder: StepRecorder,
-    ) -> None:
+    def train(self, run: ModelAndBatches, steps_per_epoch: int, recorder: StepRecorder) -> None:
+        model, dataset = run
         self.prepare_replicas(model, dataset)
         if self.spec.mode == "explicit":
             batches = iter(self.distribution.experimental_distribute_dataset(dataset))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-import keras
 import tensorflow as tf
 
 from ....runs.description.communication_reuse import reuse_fields
 from ...measuring.comm_once import communication_once
 from ...measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
+from ...strategy_hooks import ModelAndBatches
 from .base import Engine
 from .comm import not_measured, prepared_all_reduce, traffic_per_device
 
@@ -84,22 +84,22 @@ class DataParallelEngine(Engine):
             options,
         )
 
-    def prepare_measurement(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def prepare_measurement(self, run: ModelAndBatches) -> None:
         """Trace the communication measurement before the first timed step, once: after
         training only its timed calls remain (`comm.prepared_all_reduce`)."""
         if self._measurement is not None or self._comm_failed or not self._measures_here:
             return
         try:
-            batch = split_between_replicas(self.distribution, next(iter(dataset)))
-            self._measurement = prepared_all_reduce(self.distribution, model, batch)
+            batch = split_between_replicas(self.distribution, next(iter(run.batches)))
+            self._measurement = prepared_all_reduce(self.distribution, run.model, batch)
         except Exception:  # noqa: BLE001 - a measurement must not cost the run its results
             traceback.print_exc()
             self._comm_failed = True
 
-    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def measure(self, run: ModelAndBatches) -> None:
 
         def prepared() -> Any:
-            self.prepare_measurement(model, dataset)
+            self.prepare_measurement(run)
             return self._measurement
 
         self._comm, failed = communication_once(self.spec.comm_from, prepared)
@@ -109,15 +109,15 @@ class DataParallelEngine(Engine):
     def _measures_here(self) -> bool:
         return self.spec.measure_comm and self.spec.comm_from is None
 
-    def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
-        fields = super().result_fields(step_time_s)
+    def result_fields(self, run: ModelAndBatches, step_time_s: float | None) -> dict[str, Any]:
+        fields = super().result_fields(run, step_time_s)
         if self._comm is None:
             why = "the measurement failed; the worker's stderr says why"
             why = why if self._comm_failed else "measure_comm=False"
             return {**fields, **not_measured(fields["extra"], self.reduced_bytes, why)}
         comm = dict(self._comm)
         exposed = comm.pop("comm_time_s")
-        algorithm = self.describe_all_reduce()
+        algorithm = self.describe()
         comm["traffic_bytes_per_device"] = traffic_per_device(
             algorithm, self.parameter_bytes, self.spec.replicas
         )
@@ -148,7 +148,7 @@ class DataParallelEngine(Engine):
         nothing to add its gradients to (the run still calls the reduction, a local copy)."""
         return self.parameter_bytes if self.spec.replicas > 1 else 0
 
-    def describe_all_reduce(self) -> str:
+    def describe(self) -> str:
         choice = self.spec.all_reduce
         if choice == "auto":
             resolved = "nccl" if self.spec.devices.kind == "gpu" else "reduce_to_one"

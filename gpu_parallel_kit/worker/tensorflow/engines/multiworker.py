@@ -13,12 +13,12 @@ import json
 import os
 from typing import Any
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from ....cluster.network import listening_report
 from ...measuring.recorder import StepRecorder
+from ...strategy_hooks import ModelAndBatches
 from .comm import measure_all_reduce
 from .custom_loop import train_custom_loop
 from .data import DataParallelEngine
@@ -53,18 +53,13 @@ class MultiWorkerEngine(DataParallelEngine):
         )
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
-    def describe_all_reduce(self) -> str:
+    def describe(self) -> str:
         choice = self.spec.all_reduce
         resolved = "nccl" if self.spec.devices.kind == "gpu" else "ring"
         return f"auto ({resolved} collective)" if choice == "auto" else f"{choice} collective"
 
-    def train(
-        self,
-        model: keras.Model,
-        dataset: tf.data.Dataset,
-        steps_per_epoch: int,
-        recorder: StepRecorder,
-    ) -> None:
+    def train(self, run: ModelAndBatches, steps_per_epoch: int, recorder: StepRecorder) -> None:
+        model, dataset = run
         strategy = self.distribution
         self.prepare_replicas(model, dataset)
         replicas = strategy.num_replicas_in_sync
@@ -87,12 +82,13 @@ class MultiWorkerEngine(DataParallelEngine):
             strategy, model, batches, self.spec.training.epochs, steps_per_epoch, recorder
         )
 
-    def prepare_measurement(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def prepare_measurement(self, run: ModelAndBatches) -> None:
         """Nothing ahead: every worker must reach the measurement's collectives together, which
         they do after training."""
         return None
 
-    def measure(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def measure(self, run: ModelAndBatches) -> None:
+        model = run.model
         self._comm, self._comm_failed = None, False
         if self.spec.measure_comm:  # every worker has the same spec: all skip the collective
             batch = next(iter(self.distribution.distribute_datasets_from_function(self._slices)))
@@ -102,8 +98,8 @@ class MultiWorkerEngine(DataParallelEngine):
             digest.update(np.ascontiguousarray(weight).tobytes())
         self._digest = digest.hexdigest()[:16]
 
-    def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
-        fields = super().result_fields(step_time_s)
+    def result_fields(self, run: ModelAndBatches, step_time_s: float | None) -> dict[str, Any]:
+        fields = super().result_fields(run, step_time_s)
         fields["extra"].update(
             **listening_report(),
             worker_index=self.index,

@@ -28,6 +28,7 @@ from ...pipeline.microbatch_choice import curve_fields
 from ...pipeline.runner_messages import StepReport
 from ...pipeline.schedule_runner import ScheduleRunner, passes_alone, train_steps
 from ...pipeline.timeline import busy_and_idle, pipeline_row, schedule_figures
+from ...strategy_hooks import ModelAndBatches
 from ..engines.base import Engine
 from ..keras_internals import compile_loss_class
 from .stage_calls import front, split, stage_tasks
@@ -74,17 +75,12 @@ class PipelineEngine(Engine):
     def make_distribution(self) -> tf.distribute.Strategy:
         return tf.distribute.get_strategy()  # no replicas: stages are placed by hand
 
-    def build_scope(self) -> contextlib.AbstractContextManager:
+    def scope(self) -> contextlib.AbstractContextManager:
         # The whole model is first built in host memory, then each stage is rebuilt on its device.
         return tf.device("/cpu:0")
 
-    def train(
-        self,
-        model: keras.Model,
-        dataset: tf.data.Dataset,
-        steps_per_epoch: int,
-        recorder: StepRecorder,
-    ) -> None:
+    def train(self, run: ModelAndBatches, steps_per_epoch: int, recorder: StepRecorder) -> None:
+        model, dataset = run
         spec = self.spec
         recorder.before_timing()  # the curve and balance="time" are timed before the first step
         micro_batches = 1 if is_auto(spec.micro_batches) else spec.micro_batches or 1
@@ -150,13 +146,13 @@ class PipelineEngine(Engine):
         # Each stage has its own copy of the optimizer, all on the same schedule.
         return self._stages[0].optimizer if getattr(self, "_stages", None) else model.optimizer
 
-    def time_tasks_alone(self, model: keras.Model, dataset: tf.data.Dataset) -> None:
+    def time_tasks_alone(self, run: ModelAndBatches) -> None:
         """Time every task alone (one at a time, on one batch, a few times) for the simulated
         view, then put the weights back: the measurement must not train the model."""
         trained = self._trained
         self._alone = passes_alone(trained.runner, trained.first_x, trained.first_y)
 
-    def result_fields(self, step_time_s: float | None) -> dict[str, Any]:
+    def result_fields(self, run: ModelAndBatches, step_time_s: float | None) -> dict[str, Any]:
         """The schedule's figures from the timed steps (and the passes alone, when timed: the
         simulated view), the stages, and the micro-batch curve."""
         trained = self._trained
