@@ -49,7 +49,7 @@ def main() -> None:
                         micro_batches=options.batch // data, schedule="1f1b", virtual_stages=1,
                         checkpointing="none", attention=attention,
                         sequence_parallel=split_norms)  # fmt: skip
-            total = sum(memory(plans.card, used).values())
+            total = memory(plans.card, used).total
             print(f"tensor 8 × stages 4 × data {data}, {attention}, sequence parallel "
                   f"{split_norms}: {total / 1e9:.1f} GB per GPU")  # fmt: skip
 

@@ -522,3 +522,25 @@ def nested_subclassed_model(rebuildable: bool = True):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model
+
+
+def conv_norm_block():
+    """Two convolutions with batch normalization and a depthwise convolution between them: the
+    kit's layout splits the pair on its channels (`sharding/layout.py`)."""
+    import keras
+
+    images = keras.Input((32, 32, 3), name="images")
+    x = keras.layers.Conv2D(8, 1, name="expand")(images)
+    x = keras.layers.BatchNormalization(name="expand_bn")(x)
+    x = keras.layers.ReLU(name="expand_relu")(x)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", name="depthwise")(x)
+    x = keras.layers.MaxPooling2D(name="pool")(x)
+    x = keras.layers.Conv2D(4, 3, padding="same", name="project")(x)
+    x = keras.layers.BatchNormalization(name="project_bn")(x)
+    pooled = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    model = keras.Model(images, keras.layers.Dense(CLASSES, name="head")(pooled))
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model

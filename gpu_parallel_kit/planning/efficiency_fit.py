@@ -56,7 +56,7 @@ def published_step_s(run: PublishedRun) -> float:
 def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> float:
     """The kit's step of the run's plan at `efficiency`."""
     card, cluster = published_runs.card(run), published_runs.cluster(run)
-    return step_time(card, published_runs.plan(run), cluster, efficiency)["step_time_s"]
+    return step_time(card, published_runs.plan(run), cluster, efficiency).likely
 
 
 def implied_share(run: PublishedRun) -> float:

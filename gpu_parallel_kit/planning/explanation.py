@@ -15,7 +15,8 @@ from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.model_card import AS_WRITTEN, FLASH, ModelCard
 from ..analysis.cost_model.parallel_plan import FULL, NONE, Plan
 from ..analysis.cost_model.parallel_plan_memory import memory
-from ..analysis.cost_model.parallel_plan_step_time import PARTS, step_time
+from ..analysis.cost_model.parallel_plan_step_time import step_time
+from ..analysis.cost_model.plan_figures import PART_COLUMNS
 from ..analysis.cost_model.stage_split import blocks_text
 from ..strategies.plan_axes import DATA, PLAN_AXES, STAGES, TENSOR
 
@@ -122,7 +123,7 @@ def _against(label: str, row: Row, best: Row, cluster: GPUCluster) -> str:
     extra = row["step_time_s"] - best["step_time_s"]
     if extra <= TIE * best["step_time_s"]:
         return _tie(label, differs, row, best)
-    growth = {part: row[f"{part}_s"] - best[f"{part}_s"] for part in PARTS}
+    growth = {part[: -len("_s")]: row[part] - best[part] for part in PART_COLUMNS}
     part = max(growth, key=growth.get)
     sentence = f"{label} ({differs}) takes {seconds(row['step_time_s'])}, {seconds(extra)} more"
     if growth[part] <= 0:
@@ -150,8 +151,8 @@ def _what_made_it_win(
     said = []
     if card is not None and best.get("attention") == FLASH:
         written = Plan(**{**{f: best[f] for f in PLAN_FIELDS}, "attention": AS_WRITTEN})
-        need = sum(memory(card, written).values())
-        took = step_time(card, written, cluster)["step_time_s"]
+        need = memory(card, written).total
+        took = step_time(card, written, cluster).likely
         said.append(
             f"Flash attention keeps no attention scores: run as written, the same plan would "
             f"need {gigabytes(need)} per GPU{_fits_or_not(need, room)}, and take {seconds(took)}."

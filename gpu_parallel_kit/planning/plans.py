@@ -16,7 +16,7 @@ import pandas as pd
 from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.model_card import ModelCard
 from ..analysis.cost_model.parallel_plan import Plan
-from ..analysis.cost_model.parallel_plan_step_time import PARTS
+from ..analysis.cost_model.plan_figures import PART_COLUMNS
 from ..analysis.cost_model.stage_split import blocks_text
 from ..errors import GpkError
 from .explanation import AXES, explain, gigabytes, nothing_fits, seconds
@@ -38,7 +38,6 @@ MEMORY_COLUMNS = (
     "memory_bytes",
     "fits",
 )
-PART_COLUMNS = tuple(f"{part}_s" for part in PARTS)
 # The compute part's terms: it is the largest of them (`parallel_plan_step_time.step_time`).
 COMPUTE_COLUMNS = ("flops_s", "memory-bandwidth_s", "launches_s")
 COLUMNS = (

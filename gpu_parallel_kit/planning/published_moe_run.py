@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.model_card import ModelCard
@@ -105,11 +104,11 @@ def project_moe(run: PublishedMoeRun = MIXTRAL_8X7B, card: ModelCard | None = No
     """The run's plan sized and timed on its cluster: "tflops_per_gpu" (the card's FLOPs over
     the projected step), "ratio" to the published figure, "step_time_s", "memory_bytes"."""
     card = card or moe_card(run)
-    timed: dict[str, Any] = step_time(card, run.plan, run.cluster)
-    tflops = float(timed["model_tflops_per_device"])
+    timed = step_time(card, run.plan, run.cluster)
+    tflops = timed.model_tflops_per_device
     return {
         "tflops_per_gpu": tflops,
         "ratio": tflops / run.tflops_per_gpu,
-        "step_time_s": timed["step_time_s"],
-        "memory_bytes": sum(memory(card, run.plan).values()),
+        "step_time_s": timed.likely,
+        "memory_bytes": memory(card, run.plan).total,
     }

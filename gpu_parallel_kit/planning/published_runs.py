@@ -23,14 +23,14 @@ from ..analysis.cost_model.model_card import AS_WRITTEN, SELECTIVE, ModelCard
 from ..analysis.cost_model.parallel_plan import NO_PIPELINE, Plan
 from ..analysis.cost_model.parallel_plan_memory import memory
 from ..analysis.cost_model.parallel_plan_ranking import rank
-from ..analysis.cost_model.parallel_plan_step_time import PARTS as STEP_PARTS
 from ..analysis.cost_model.parallel_plan_step_time import step_time
+from ..analysis.cost_model.plan_figures import PART_COLUMNS
 from ..errors import GpkError
 
 CARDS = Path(__file__).with_name("published_cards.json")
 KERAS_NORM_COPIES = 12  # bytes a token and unit of width Keras's layer norms keep beyond Megatron's
 PLAN_FIELDS = tuple(field.name for field in fields(Plan))
-PARTS = tuple(f"{part}_s" for part in STEP_PARTS)
+PARTS = PART_COLUMNS
 SELENE = "DGX A100 80 GB nodes: NVLink 3 and NVSwitch inside, 8 × 200 Gb/s HDR InfiniBand"
 NARAYANAN = "Narayanan et al., SC 2021 (arXiv 2104.04473), Table 1"
 KORTHIKANTI = "Korthikanti et al., MLSys 2023 (arXiv 2205.05198), Tables 3 and 5"
@@ -276,27 +276,26 @@ def project(run: PublishedRun, best: bool = True) -> dict[str, Any]:
     """
     model, gpus, used = card(run), cluster(run), plan(run)
     timed = step_time(model, used, gpus)
-    parts = memory(model, used)
-    total = sum(parts.values())
-    kit = published_flops(run) / (timed["step_time_s"] * run.gpus) / 1e12
+    total = memory(model, used).total
+    kit = published_flops(run) / (timed.likely * run.gpus) / 1e12
     published = published_tflops(run)
     row: dict[str, Any] = {
         "name": run.name,
         "source": run.source,
         **{field: getattr(used, field) for field in PLAN_FIELDS},
         "recompute": run.recompute,
-        "kit_step_s": timed["step_time_s"],
+        "kit_step_s": timed.likely,
         "published_step_s": published_flops(run) / (published * 1e12 * run.gpus),
         "kit_tflops_per_gpu": kit,
         "published_tflops": published,
         "ratio": kit / published,
         # the band's slow end (low efficiency) and fast end, as ratios too
-        "ratio_low": timed["step_time_s"] / timed["step_time_high_s"] * kit / published,
-        "ratio_high": timed["step_time_s"] / timed["step_time_low_s"] * kit / published,
+        "ratio_low": timed.likely / timed.long * kit / published,
+        "ratio_high": timed.likely / timed.short * kit / published,
         "memory_gb": total / 1e9,
         "fits": total <= gpus.device.memory_bytes * 0.9,
-        "bound": timed["bound"],
-        **{part: timed[part] for part in PARTS},
+        "bound": timed.bound,
+        **timed.parts.columns(),
     }
     if best:
         row.update(_best(model, gpus, run, row))

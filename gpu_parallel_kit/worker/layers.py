@@ -30,7 +30,7 @@ ELEMENTWISE = (
 )
 # Layers whose kernel is (…, input channels, output channels): a pair splits its channels.
 CONVOLUTIONS = (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)
-# Layers that act on each channel alone.
+# Layers that act on each channel alone (a depthwise convolution of one filter a channel too).
 PER_CHANNEL = (
     keras.layers.MaxPooling1D,
     keras.layers.MaxPooling2D,
@@ -84,9 +84,14 @@ def _kind(layer: Any) -> str:
         return "elementwise"
     if isinstance(layer, CONVOLUTIONS) and getattr(layer, "groups", 1) == 1:
         return "convolution"
-    if isinstance(layer, PER_CHANNEL):
+    if isinstance(layer, PER_CHANNEL) or _one_filter_a_channel(layer):
         return "per_channel"
     return "other"
+
+
+def _one_filter_a_channel(layer: Any) -> bool:
+    depthwise = (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)
+    return isinstance(layer, depthwise) and getattr(layer, "depth_multiplier", 0) == 1
 
 
 def _info(layer: Any, in_elements: int | None, out_elements: int | None) -> LayerInfo:

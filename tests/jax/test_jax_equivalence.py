@@ -128,3 +128,15 @@ def test_a_dataset_builder_is_read_as_numpy_in_its_own_order(tmp_path):
     reference = saved_weights(paths["arrays"])
     for name in ("builder", "data"):
         assert largest_difference(saved_weights(paths[name]), reference) <= TOLERANCE, name
+
+
+def test_a_convolution_pair_split_on_its_channels_trains_as_one_device(tmp_path):
+    """Convolutions split column then row over the model axis, batch normalization, a
+    depthwise convolution and pooling between them: the same weights as one device."""
+    from gpu_parallel_kit.sharding.layout import derive_layout
+    from gpu_parallel_kit.worker.layers import read_weights
+    from tests.builders import conv_norm_block, small_images
+
+    layout = derive_layout(read_weights(conv_norm_block()), 2)
+    assert {p.path for p in layout.sharded} >= {"expand/kernel", "project/kernel"}
+    _single_data_and_tensor(conv_norm_block, small_images(128), tmp_path)

@@ -61,6 +61,29 @@ def test_pairs_do_not_overlap_and_a_dimension_the_axis_does_not_divide_stays_who
     assert {p.role for p in odd.placements} == {"replicated"} and odd.collectives == []
 
 
+def convolution(name, inputs, outputs, size=3):
+    kernel = VariableInfo(f"{name}/kernel", (size, size, inputs, outputs), "kernel")
+    bias = VariableInfo(f"{name}/bias", (outputs,), "bias")
+    return LayerInfo(name, "convolution", (kernel, bias), in_elements=inputs * 64,
+                     out_elements=outputs * 64)  # fmt: skip
+
+
+def test_a_convolution_pair_splits_its_channels_through_pooling_and_batch_norm():
+    norm = LayerInfo("bn", "per_channel", (VariableInfo("bn/gamma", (16,), "gamma"),))
+    pool = LayerInfo("pool", "per_channel")
+    layout = derive_layout([convolution("a", 3, 16), norm, pool, convolution("b", 16, 8)], 2)
+    assert roles(layout)["a/kernel"] == ("column", (None, None, None, "model"))
+    assert roles(layout)["a/bias"] == ("column", ("model",))
+    assert roles(layout)["b/kernel"] == ("row", (None, None, "model", None))
+    assert roles(layout)["bn/gamma"][0] == "replicated"  # a per-channel weight stays whole
+    assert [(c.layer, c.direction) for c in layout.collectives] == [
+        ("b", "forward"), ("a", "backward"),
+    ]  # fmt: skip
+    # A dense layer after a convolution is no pair (a flatten or a pooling over space between).
+    mixed = derive_layout([convolution("a", 3, 16), dense("d", 16, 4)], 2)
+    assert {p.role for p in mixed.placements} == {"replicated"}
+
+
 def test_attention_splits_its_heads_when_the_axis_divides_them():
     def attention(heads):
         variables = (

@@ -15,8 +15,9 @@ from typing import Any
 from ...pipeline.schedules import build_schedule
 from .model_card import ModelCard
 from .parallel_plan import Plan
-from .parallel_plan_step_time import bound, stage_flops
+from .parallel_plan_step_time import stage_flops
 from .pipeline_replay import PipelineTasks, replay, stage_work
+from .plan_figures import bound
 from .stage_split import cut_bytes, plan_split
 
 REFINED = 10  # the leading fitting pipelined plans replayed

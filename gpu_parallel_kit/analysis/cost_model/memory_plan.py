@@ -115,7 +115,8 @@ def plan_memory(
         data, fsdp, pipeline, tensor = DATA.name, FSDP.name, PIPELINE.name, TENSOR.name
 
         def states(data_axis: int, tensor_axis: int, stage_count: int, sharding: str) -> dict:
-            return model_state_bytes(psi, per, data_axis, tensor_axis, stage_count, sharding)
+            held = model_state_bytes(psi, per, data_axis, tensor_axis, stage_count, sharding)
+            return {k: v for k, v in held.columns().items() if k != "activations_bytes"}
 
         rows += [
             _row(data, n, 0, states(n, 1, 1, "none"), a, "replicas", False),

@@ -13,16 +13,19 @@ that hold the same experts. docs/planning.md gives the formulas and sources.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...pipeline.schedules import INTERLEAVED
 from .model_card import ModelCard
 from .parallel_plan import FULL, Plan
+from .plan_figures import MemoryByPart
 from .stage_split import StageSplit, plan_split, stage_kept, stage_parameters
 from .training_precision import model_state_bytes
 
 RESERVE = 0.1  # of a device's memory kept for the framework, buffers and fragmentation
 
 
-def memory(card: ModelCard, plan: Plan) -> dict[str, float]:
+def memory(card: ModelCard, plan: Plan) -> MemoryByPart:
     """Bytes on the fullest device, by part: its share of the parameters, gradients and Adam's
     state under the plan's sharding, and the activations of the micro-batches in flight."""
     split = plan_split(card, plan)
@@ -36,12 +39,8 @@ def memory(card: ModelCard, plan: Plan) -> dict[str, float]:
     candidates = {0, last} | ({1} if last > 1 and split.blocks[1] > split.blocks[0] else set())
     if split.rows:
         candidates = set(range(plan.stages))
-    found: dict[str, float] = {}
-    for stage in sorted(candidates):
-        parts = _stage_memory(card, plan, split, stage, (rebuilt, copies))
-        if sum(parts.values()) > sum(found.values()):
-            found = parts
-    return found
+    held = (_stage_memory(card, plan, split, s, (rebuilt, copies)) for s in sorted(candidates))
+    return max(held, key=lambda parts: parts.total)  # the first of equals
 
 
 def _stage_memory(
@@ -50,7 +49,7 @@ def _stage_memory(
     split: StageSplit,
     stage: int,
     block: tuple[float, float],
-) -> dict[str, float]:
+) -> MemoryByPart:
     """Bytes on a device of `stage`, by part; `block` is what a rebuilt block holds of a
     sample, and its K and V's copied parameters."""
     rebuilt, copies = block
@@ -63,13 +62,13 @@ def _stage_memory(
         held = model_state_bytes(
             experts / plan.expert, card.state, replicas // plan.expert, 1, 1, plan.sharding
         )
-        states = {part: dense[part] + held[part] for part in states}
+        states = dense + held
     batch = plan.micro_batch_size / plan.context
     kept = stage_kept(card, plan, split, stage, plan.checkpointing)
     activations = (kept * _in_flight(plan, stage) + rebuilt) * batch
     if stage == plan.stages - 1:  # the logits the loss keeps, split by tensor as Megatron's
         activations += split.head_activation_bytes / plan.tensor * batch
-    return {**states, "activations_bytes": activations}
+    return dataclasses.replace(states, activations=activations)
 
 
 def _in_flight(plan: Plan, stage: int = 0) -> float:

@@ -38,11 +38,13 @@ def rank(
     room = cluster.device.memory_bytes * (1 - reserve)
     rows = []
     for plan in plans(card, cluster, global_batch, attention):
-        parts = memory(card, plan)
-        total = sum(parts.values())
+        held = memory(card, plan)
         # vars, not asdict: asdict deep-copies each plan's tuple of stage blocks.
-        timed = step_time(card, plan, cluster, efficiency)
-        rows.append({**vars(plan), **timed, **parts, "memory_bytes": total, "fits": total <= room})
+        timed = step_time(card, plan, cluster, efficiency).columns()
+        total = held.total
+        rows.append(
+            {**vars(plan), **timed, **held.columns(), "memory_bytes": total, "fits": total <= room}
+        )
     if not rows:
         raise GpkError(
             f"no data × tensor × stages plan splits {card.layers} blocks, {card.heads} heads "

@@ -20,6 +20,7 @@ from .hardware_presets import Interconnect
 from .matmul_efficiency import FITTED, MatmulEfficiency
 from .model_card import FLASH, SELECTIVE, ModelCard
 from .parallel_plan import FULL, Plan
+from .plan_figures import ComputeTerms, StepParts, StepTime
 from .roofline import ACTIVATION_WIDTH, LAUNCH_S, Efficiency
 from .stage_split import (
     StageSplit,
@@ -34,29 +35,17 @@ from .stage_split import (
 from .step_time_model import ring_all_reduce_s
 from .training_precision import training_precision
 
-# The compute part's three terms (`step_time`), and the bound each names when it rules.
-COMPUTE_TERMS = {"flops": "compute", "memory-bandwidth": "memory-bandwidth", "launches": "launches"}
-PARTS = (
-    "compute",
-    "comm:tensor",
-    "comm:context",
-    "comm:expert",
-    "comm:data",
-    "comm:stages",
-    "bubble",
-)
-
 
 def step_time(
     card: ModelCard,
     plan: Plan,
     cluster: GPUCluster,
     efficiency: Efficiency | MatmulEfficiency = FITTED,
-) -> dict[str, float | str]:
+) -> StepTime:
     """The step's seconds at the efficiency band's likely, low and high ends, its parts, and
-    what bounds it (the largest part). The compute is the busiest stage's. The band is the
-    plan's own under a `MatmulEfficiency` (by its matmuls' shapes on one device), else the one
-    given."""
+    what bounds it (`plan_figures.StepTime`). The compute is the busiest stage's. The band is
+    the plan's own under a `MatmulEfficiency` (by its matmuls' shapes on one device), else the
+    one given."""
     efficiency = efficiency.for_plan(card, plan)
     links = _links(cluster, plan.data * plan.context, plan.tensor, plan.stages)
     gpus = cluster.gpus
@@ -89,11 +78,10 @@ def step_time(
         plan.virtual_stages,
     )
     found: dict[str, float] = {}
-    parts: dict[str, float] = {}
-    flops_s, bytes_s, launches_s = terms["flops"], terms["memory-bandwidth"], terms["launches"]
+    parts = StepParts(0.0)
     ends = (("likely", efficiency.likely), ("low", efficiency.low), ("high", efficiency.high))
     for end, share in ends:
-        compute = max(flops_s / share, bytes_s / share, launches_s)
+        compute = max(terms.flops / share, terms.memory_bandwidth / share, terms.launches)
         context_s = 0.0
         if ring_s:  # the ring's sends beyond the attention they run beside
             hidden = attention_flops / (peak * share)
@@ -104,29 +92,18 @@ def step_time(
         exposed = max(0.0, data_s - 2 / 3 * compute) if plan.sharding != "fsdp" else data_s
         found[end] = busy + idle + exposed + sends_s
         if end == "likely":
-            parts = {
-                "compute_s": compute,
-                "comm:tensor_s": tensor_s,
-                "comm:context_s": context_s,
-                "comm:expert_s": expert_s,
-                "comm:data_s": exposed,
-                "comm:stages_s": sends_s,
-                "bubble_s": idle,
-            }
+            parts = StepParts(compute, tensor_s, context_s, expert_s, exposed, sends_s, idle)
     likely = efficiency.likely
-    row = {
-        "step_time_s": found["likely"],
-        "throughput_samples_s": samples / found["likely"],
-        "step_time_low_s": found["high"],  # the high efficiency gives the short step
-        "step_time_high_s": found["low"],
-        "model_tflops_per_device": model_flops / found["likely"] / 1e12,
-        "mfu": model_flops / found["likely"] / peak,
-        **parts,
-        "flops_s": terms["flops"] / likely,
-        "memory-bandwidth_s": terms["memory-bandwidth"] / likely,
-        "launches_s": terms["launches"],
-    }
-    return {**row, "bound": bound(row)}
+    return StepTime(
+        likely=found["likely"],
+        short=found["high"],  # the high efficiency gives the short step
+        long=found["low"],
+        parts=parts,
+        terms=ComputeTerms(terms.flops / likely, terms.memory_bandwidth / likely, terms.launches),
+        throughput_samples_s=samples / found["likely"],
+        model_tflops_per_device=model_flops / found["likely"] / 1e12,
+        mfu=model_flops / found["likely"] / peak,
+    )
 
 
 def stage_flops(
@@ -163,20 +140,6 @@ def stage_flops(
     }
 
 
-def bound(row: dict[str, float | str]) -> str:
-    """What bounds a row's step: its largest part, the compute part named by the term that
-    rules it ("compute" for the FLOPs, "memory-bandwidth" for the bytes, "launches" for the
-    kernels' floor)."""
-    largest = max(_PART_KEYS, key=row.__getitem__)
-    if largest != "compute_s":
-        return largest[: -len("_s")]
-    return _TERM_OF_KEY[max(_TERM_OF_KEY, key=row.__getitem__)]
-
-
-_PART_KEYS = tuple(f"{part}_s" for part in PARTS)  # in PARTS' order: a tie goes to the first
-_TERM_OF_KEY = {f"{term}_s": name for term, name in COMPUTE_TERMS.items()}
-
-
 # A search asks the same few (schedule, stages, micro-batches, chunks) thousands of times.
 _bubble = functools.lru_cache(maxsize=4096)(theoretical_bubble)
 
@@ -193,7 +156,7 @@ def _links(cluster: GPUCluster, data: int, tensor: int, stages: int) -> dict:
 
 def _compute_terms(
     card: ModelCard, plan: Plan, cluster: GPUCluster, split: StageSplit, stage: int, flops_s: float
-) -> dict[str, float]:
+) -> ComputeTerms:
     """One device of `stage` over the step on the roofline before the efficiency: the FLOPs at
     peak, the bytes at the memory's bandwidth, and the kernels' launch floor (full
     recomputation runs each forward twice: its weights are read once more and its kernels
@@ -210,11 +173,11 @@ def _compute_terms(
             per_micro_batch += shard * card.state.params
         moved = per_micro_batch * plan.micro_batches + card.update_bytes(plan)
         kernels = card.kernels_per_block * split.blocks[stage] * plan.micro_batches
-    return {
-        "flops": flops_s,
-        "memory-bandwidth": moved / cluster.device.memory_bandwidth_bytes_s,
-        "launches": kernels * (4 / 3 if recompute else 1.0) * LAUNCH_S,
-    }
+    return ComputeTerms(
+        flops=flops_s,
+        memory_bandwidth=moved / cluster.device.memory_bandwidth_bytes_s,
+        launches=kernels * (4 / 3 if recompute else 1.0) * LAUNCH_S,
+    )
 
 
 def _counted_bytes(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:

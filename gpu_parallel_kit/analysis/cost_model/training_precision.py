@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from ...errors import GpkError
+from .plan_figures import MemoryByPart
 
 # Optimizer slots per parameter (each 4 bytes, fp32) before any master copy.
 SLOTS = {"adam": 2, "adamw": 2, "lamb": 2, "sgd": 0, "momentum": 1, "rmsprop": 1, "adagrad": 1}
@@ -93,17 +94,17 @@ SHARDED_BY_DATA = {
 
 def model_state_bytes(
     parameters: float, per: StateBytes, data: int, tensor: int, stages: int, sharding: str
-) -> dict[str, float]:
+) -> MemoryByPart:
     """Bytes of parameters, gradients and optimizer state on one device: its shard of the model
     (1 / (tensor · stages)), each state further divided by `data` where `sharding` splits it
-    (Rajbhandari et al., ZeRO, SC 2020)."""
+    (Rajbhandari et al., ZeRO, SC 2020); no activations."""
     if sharding not in SHARDED_BY_DATA:
         known = ", ".join(repr(s) for s in SHARDED_BY_DATA)
         raise GpkError(f"sharding={sharding!r} is not known; use one of {known}")
     share = parameters / (tensor * stages)
     params, grads, optimizer = SHARDED_BY_DATA[sharding]
-    return {
-        "params_bytes": share * per.params / (data if params else 1),
-        "grads_bytes": share * per.grads / (data if grads else 1),
-        "optimizer_bytes": share * per.optimizer / (data if optimizer else 1),
-    }
+    return MemoryByPart(
+        params=share * per.params / (data if params else 1),
+        grads=share * per.grads / (data if grads else 1),
+        optimizer=share * per.optimizer / (data if optimizer else 1),
+    )

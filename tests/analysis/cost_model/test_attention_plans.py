@@ -31,7 +31,7 @@ def plan(**fields):
 
 
 def activations(card=CARD, **fields):
-    return memory(card, plan(**fields))["activations_bytes"]
+    return memory(card, plan(**fields)).activations
 
 
 def test_sequence_parallelism_and_selective_recomputation_follow_korthikanti():
@@ -61,7 +61,7 @@ def test_recomputed_attention_adds_the_attention_cores_matmuls():
     cluster = GPUCluster("h100", nodes=1, per_node=1)
 
     def flops_s(**fields):
-        return step_time(CARD, plan(**fields), cluster)["flops_s"]
+        return step_time(CARD, plan(**fields), cluster).terms.flops
 
     base = flops_s()
     # Megatron's s/6h term is the attention core's QKᵀ and scores·V: 12·s²·h a layer, forward
@@ -80,7 +80,7 @@ def test_sequence_parallelism_moves_the_same_bytes_on_the_tensor_link():
     cluster = GPUCluster("a100", nodes=1, per_node=8)
     one = step_time(CARD, plan(tensor=8), cluster)
     split = step_time(CARD, plan(tensor=8, sequence_parallel=True), cluster)
-    assert split["comm:tensor_s"] == one["comm:tensor_s"] > 0
+    assert split.parts.tensor == one.parts.tensor > 0
 
 
 def test_a_tensor_split_beyond_the_kv_heads_copies_k_and_v():
@@ -91,7 +91,7 @@ def test_a_tensor_split_beyond_the_kv_heads_copies_k_and_v():
 
     def states(card, t):
         parts = memory(card, plan(tensor=t))
-        return parts["params_bytes"] + parts["grads_bytes"] + parts["optimizer_bytes"]
+        return parts.params + parts.grads + parts.optimizer
 
     assert states(gqa, 4) == pytest.approx(states(CARD, 4))  # t divides the KV heads
     extra = states(gqa, 8) - states(CARD, 8)
@@ -114,7 +114,7 @@ def test_a_context_axis_divides_the_activations_and_is_offered_for_long_sequence
     # The ring's K and V ride the context link: across nodes when tensor × context is wider.
     timed = step_time(long, plan(tensor=8, context=2, attention="flash"), cluster)
     inside = step_time(long, plan(tensor=4, context=2, data=2, attention="flash"), cluster)
-    assert timed["comm:context_s"] >= inside["comm:context_s"]
+    assert timed.parts.context >= inside.parts.context
 
 
 def test_plans_run_flash_attention_where_the_gpu_has_a_fused_kernel():
@@ -148,9 +148,9 @@ def test_a_70b_llama_at_8k_tokens_fits_without_full_recomputation_under_flash():
     # parameter over 32 GPUs
     used = plan(data=2, tensor=8, stages=4, micro_batches=64, schedule="1f1b",
                 attention="flash", sequence_parallel=True)  # fmt: skip
-    kept = memory(llama, used)["activations_bytes"]
+    kept = memory(llama, used).activations
     assert kept == pytest.approx(34 * s * h / 8 * 20 * 4, rel=0.05)
-    assert sum(memory(llama, used).values()) <= 0.9 * 80e9
+    assert memory(llama, used).total <= 0.9 * 80e9
     # As written, the scores (5·a·s² a block) fit no plan that keeps them on a tensor group
     # inside a node: only recomputing them, or splitting them further (a context ring, or a
     # tensor group across nodes), fits.

@@ -105,10 +105,10 @@ def test_the_expert_axis_divides_the_expert_weights_alone():
     card = mixtral_card()
     whole, split = memory(card, plan()), memory(card, plan(expert=4))
     held = EXPERT_WEIGHTS * (1 - 1 / 4)  # the experts three of four devices no longer keep
-    assert whole["params_bytes"] - split["params_bytes"] == pytest.approx(2 * held)
-    assert whole["grads_bytes"] - split["grads_bytes"] == pytest.approx(2 * held)
-    assert whole["optimizer_bytes"] - split["optimizer_bytes"] == pytest.approx(12 * held)
-    assert split["activations_bytes"] == whole["activations_bytes"]
+    assert whole.params - split.params == pytest.approx(2 * held)
+    assert whole.grads - split.grads == pytest.approx(2 * held)
+    assert whole.optimizer - split.optimizer == pytest.approx(12 * held)
+    assert split.activations == whole.activations
     # The other weights are what they were: a card without experts loses nothing.
     dense = mixtral_card(experts=0, top_k=0, expert_parameters=0.0)
     assert memory(dense, plan(expert=4)) == memory(dense, plan())
@@ -119,7 +119,7 @@ def test_zero_shards_the_experts_over_the_replicas_that_hold_them():
     sharded = memory(card, plan(expert=4, sharding="zero-1"))
     dense_part = (PARAMETERS - EXPERT_WEIGHTS) * 12 / 8  # over all 8 replicas
     expert_part = EXPERT_WEIGHTS / 4 * 12 / 2  # a quarter of them, over 8 ÷ 4 replicas
-    assert sharded["optimizer_bytes"] == pytest.approx(dense_part + expert_part)
+    assert sharded.optimizer == pytest.approx(dense_part + expert_part)
 
 
 def test_the_all_to_alls_move_tokens_times_width_times_top_k_four_times():
@@ -127,10 +127,10 @@ def test_the_all_to_alls_move_tokens_times_width_times_top_k_four_times():
     cluster = GPUCluster("h100", nodes=1, per_node=8, inside=link, between=link)
     card = mixtral_card()
     used = plan(expert=8, micro_batch_size=2, micro_batches=3)
-    seconds = step_time(card, used, cluster)["comm:expert_s"]
+    seconds = step_time(card, used, cluster).parts.expert
     per_block = 2 * 2 * S * H * K * (8 - 1) / 8  # bf16 values of 2 samples, 7/8 leave
     assert seconds == pytest.approx(4 * per_block * L * 3 / 100e9)
-    assert step_time(card, plan(), cluster)["comm:expert_s"] == 0.0
+    assert step_time(card, plan(), cluster).parts.expert == 0.0
 
 
 def test_the_expert_group_crosses_nodes_only_when_it_must():
@@ -138,8 +138,8 @@ def test_the_expert_group_crosses_nodes_only_when_it_must():
     slow = {"name": "slow", "bandwidth_gb_s": 50.0, "latency_us": 0.0}
     cluster = GPUCluster("h100", nodes=2, per_node=8, inside=fast, between=slow)
     card = mixtral_card()
-    inside = step_time(card, plan(data=8, tensor=2, expert=4), cluster)["comm:expert_s"]
-    across = step_time(card, plan(data=4, tensor=4, expert=4), cluster)["comm:expert_s"]
+    inside = step_time(card, plan(data=8, tensor=2, expert=4), cluster).parts.expert
+    across = step_time(card, plan(data=4, tensor=4, expert=4), cluster).parts.expert
     # tensor 4 × expert 4 spans two nodes: half the bytes a device, on the slower network
     assert across / inside == pytest.approx(8 / 2)
 

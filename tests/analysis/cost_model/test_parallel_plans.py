@@ -61,29 +61,29 @@ def test_model_state_follows_zero():
         stages = 1 if sharding in ("zero-2", "fsdp") else 2
         tensor = 4 if stages == 1 else 2
         parts = memory(CARD, plan(data=8, tensor=tensor, stages=stages, sharding=sharding))
-        state = parts["params_bytes"] + parts["grads_bytes"] + parts["optimizer_bytes"]
+        state = parts.params + parts.grads + parts.optimizer
         assert state == pytest.approx(per_parameter * psi), sharding
 
 
 def test_activations_follow_korthikanti_and_the_schedule():
-    one = memory(CARD, plan(tensor=1))["activations_bytes"]
+    one = memory(CARD, plan(tensor=1)).activations
     assert one == pytest.approx(L * (S * H * 34 + 5 * A * S * S))
     # The tensor-parallel form: s·b·h·(10 + 24/t + 5·a·s/(h·t)) per block.
     t = 8
-    split = memory(CARD, plan(tensor=t))["activations_bytes"]
+    split = memory(CARD, plan(tensor=t)).activations
     assert split == pytest.approx(L * S * H * (10 + 24 / t + 5 * A * S / (H * t)))
     # 1F1B: the first of K stages holds K micro-batches of its L/K blocks.
-    piped = memory(CARD, plan(stages=4, micro_batches=16, schedule="1f1b"))["activations_bytes"]
+    piped = memory(CARD, plan(stages=4, micro_batches=16, schedule="1f1b")).activations
     assert piped == pytest.approx(one / 4 * 4)
-    full = memory(CARD, plan(checkpointing="full"))["activations_bytes"]
+    full = memory(CARD, plan(checkpointing="full")).activations
     assert full == pytest.approx(L * 2 * S * H + one / L)  # inputs, and one block rebuilt
 
 
 def test_a_tensor_group_across_nodes_waits_on_the_network(cluster):
     wide = plan(data=2, tensor=16, micro_batches=4)
-    across = step_time(CARD, wide, cluster)["comm:tensor_s"]
+    across = step_time(CARD, wide, cluster).parts.tensor
     big_nodes = GPUCluster("a100", nodes=2, per_node=16, inside="nvlink3", between="net200g")
-    inside = step_time(CARD, wide, big_nodes)["comm:tensor_s"]
+    inside = step_time(CARD, wide, big_nodes).parts.tensor
     assert across > 5 * inside
 
 
@@ -123,12 +123,12 @@ def test_the_compute_part_is_the_largest_of_flops_bytes_and_launches(cluster):
 def test_a_tiny_model_on_many_tensor_ways_waits_on_memory_or_launches():
     tiny, four = _gpt(64, 8, 4, 32), GPUCluster("a100", nodes=1, per_node=4)
     timed = step_time(tiny, plan(tensor=4, micro_batches=8), four)
-    assert timed["bound"] in ("memory-bandwidth", "launches")
-    assert timed["compute_s"] > 10 * timed["flops_s"]
+    assert timed.bound in ("memory-bandwidth", "launches")
+    assert timed.parts.compute > 10 * timed.terms.flops
     # Wide, short samples, one at a time: the weights read every micro-batch rule the compute.
     wide = step_time(_gpt(4096, 32, 4, 32), plan(tensor=4, micro_batches=8), four)
-    assert wide["bound"] == "memory-bandwidth"
-    assert wide["memory-bandwidth_s"] > max(wide["flops_s"], wide["launches_s"])
+    assert wide.bound == "memory-bandwidth"
+    assert wide.terms.memory_bandwidth > max(wide.terms.flops, wide.terms.launches)
 
 
 def test_a_gpt3_plan_is_bound_by_its_flops_not_its_bytes_or_launches():
@@ -136,14 +136,14 @@ def test_a_gpt3_plan_is_bound_by_its_flops_not_its_bytes_or_launches():
     nodes = GPUCluster("a100", nodes=128, per_node=8)
     used = plan(data=8, tensor=8, stages=16, micro_batches=192, schedule="1f1b")
     timed = step_time(gpt3, used, nodes)
-    assert timed["flops_s"] > 2 * max(timed["memory-bandwidth_s"], timed["launches_s"])
-    assert timed["bound"] not in ("memory-bandwidth", "launches")
+    assert timed.terms.flops > 2 * max(timed.terms.memory_bandwidth, timed.terms.launches)
+    assert timed.bound not in ("memory-bandwidth", "launches")
 
 
 def test_the_bytes_moved_are_the_weights_thrice_the_gradients_once_and_activations_twice():
     shard = CARD.parameters / 8  # tensor 2 × stages 4
     kept = memory(CARD, plan(tensor=2, stages=4, micro_batches=4, schedule="1f1b"))
-    blocks = kept["activations_bytes"] / 4  # of 4 in flight: one micro-batch's, the stage's
+    blocks = kept.activations / 4  # of 4 in flight: one micro-batch's, the stage's
     none = CARD.moved_bytes(shard, blocks, micro_batch_size=0)
     state = CARD.state
     assert none == pytest.approx(shard * (3 * state.params + state.grads))
