@@ -195,7 +195,8 @@ def _search(
     )
     if card.rows:
         blocks = find_blocks(tuple(row.kind for row in card.rows))
-        repeated = f", {len(blocks)} runs of repeated layers" if blocks else ""
+        runs = "one run" if len(blocks) == 1 else f"{len(blocks)} runs"
+        repeated = f", {runs} of repeated layers" if blocks else ""
         divisors = [t for t in range(2, gpus.gpus + 1) if gpus.gpus % t == 0]
         tensor = (
             "the sharding rules split its dense and convolution pairs for tensor plans"
