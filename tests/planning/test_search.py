@@ -178,3 +178,25 @@ def test_labels_and_a_loss_are_part_of_the_count_key_only_where_given():
     labelled = count_key(source, build, CountedSample(inputs, ((), "int32")), "float32", "adam")
     lossed = CountedSample(inputs, ((), "int32"), "sparse_categorical_crossentropy")
     assert len({plain, labelled, count_key(source, build, lossed, "float32", "adam")}) == 3
+
+
+def test_a_keras_applications_resnet50_lists_tensor_and_fsdp_plans(counted, monkeypatch):
+    """ResNet-50's real plan count (`worker/jax/plan_count.py` on keras.applications.ResNet50,
+    224 × 224, a class index a sample, stored): `gpk.search` cards it by its 160 layers and lists
+    data, fsdp, pipeline and tensor plans, the tensor ones splitting its convolution pairs."""
+    stored = json.loads((DATA / "resnet50_plan_count.json").read_text())
+    monkeypatch.setattr("tests.planning.conftest.COUNT", stored)
+    node = gpk.GPUCluster("a100", nodes=1, per_node=8)
+    image, label = np.zeros((224, 224, 3), "float32"), np.int32(0)
+    found = gpk.search(build, image, node, 2048, labels=label, progress=False)
+    assert len(found.layers()) == 160 and found.card.layers == 160
+    assert "13 runs of repeated layers" in found.note
+    table = found.table[found.table["fits"]]
+    kinds = {(t > 1, s > 1, sharding) for t, s, sharding in
+             zip(table["tensor"], table["stages"], table["sharding"], strict=True)}  # fmt: skip
+    assert {(False, False, "none"), (False, False, "fsdp"), (False, True, "zero-1")} <= kinds
+    assert {(True, False, "none"), (True, False, "fsdp")} <= kinds
+    whole = table[(table["stages"] == 1) & (table["sharding"] == "none")]
+    split, alone = whole[whole["tensor"] == 2], whole[whole["tensor"] == 1]
+    assert split["params_bytes"].min() < alone["params_bytes"].min()
+    assert (split["comm:tensor_s"] > 0).all()
