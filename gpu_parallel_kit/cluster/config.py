@@ -19,12 +19,19 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import GpkError
 
 KEY_VARIABLE = "GPK_CLUSTER_KEY"
 LOOPBACK = "127.0.0.1"
+
+
+class Address(NamedTuple):
+    """A host and a port, as "host:port" names them."""
+
+    host: str  # a name or an IP; an IPv6 host without its brackets
+    port: int
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ class ClusterSpec:
         return self.source or "spec"
 
     @property
-    def coordinator_address(self) -> tuple[str, int]:
+    def coordinator_address(self) -> Address:
         return split_address(self.coordinator)
 
 
@@ -103,12 +110,12 @@ def load_cluster(cluster: Any) -> ClusterSpec:
     return ClusterSpec(tuple(workers), coordinator, key, source)
 
 
-def split_address(address: str) -> tuple[str, int]:
+def split_address(address: str) -> Address:
     """("host", port) from "host:port"; IPv6 hosts in brackets, as gRPC writes them."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise GpkError(f"address {address!r} is not host:port; write it like 'node1:23456'")
-    return host.strip("[]"), int(port)
+    return Address(host.strip("[]"), int(port))
 
 
 def tf_config(workers: tuple[str, ...] | list[str], index: int) -> str:

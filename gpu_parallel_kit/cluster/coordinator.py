@@ -39,7 +39,8 @@ def run_on_cluster(
     started = time.perf_counter()
     deadline = started + spec.timeout_s if spec.timeout_s else None
     try:
-        listener = Listener(cluster.coordinator_address, authkey=cluster.key.encode())
+        # multiprocessing takes a TCP address only as an exact tuple, not a subclass of one
+        listener = Listener(tuple(cluster.coordinator_address), authkey=cluster.key.encode())
     except OSError as error:
         return _row(
             spec,

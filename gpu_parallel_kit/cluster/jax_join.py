@@ -113,7 +113,7 @@ def _whole(env: Mapping[str, str], name: str) -> int:
 
 def _bind(coordinator: str) -> str | None:
     """A loopback coordinator listens there only; any other on every interface of its port."""
-    host, _ = split_address(coordinator)
+    host = split_address(coordinator).host
     return coordinator if host.startswith(LOOPBACK_HOSTS) else None
 
 

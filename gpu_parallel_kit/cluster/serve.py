@@ -67,7 +67,8 @@ def _join(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            connection = Client(cluster.coordinator_address, authkey=cluster.key.encode())
+            # multiprocessing takes a TCP address only as an exact tuple, not a subclass of one
+            connection = Client(tuple(cluster.coordinator_address), authkey=cluster.key.encode())
         except (ConnectionRefusedError, ConnectionResetError, FileNotFoundError, EOFError):
             time.sleep(RETRY_S)
             continue
@@ -133,8 +134,10 @@ def _run_member(
                     message = receiver.recv()
                 except (EOFError, OSError):
                     process.join(timeout=5)
-                    status, reason = classify_exit(process.exitcode, phase)
-                    return RunResult(**spec.result_identity(), status=status, reason=reason)
+                    ended = classify_exit(process.exitcode, phase)
+                    return RunResult(
+                        **spec.result_identity(), status=ended.status, reason=ended.reason
+                    )
                 if message.get("event") == "phase":
                     phase = message["phase"]
                 connection.send(message)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
@@ -113,7 +113,7 @@ class PlanRuns:
             return spec
         return dataclasses.replace(spec, model=depth_scaled(self.model, shape.blocks))
 
-    def _model_depth(self) -> tuple[int | None, int | None]:
+    def _model_depth(self) -> ModelDepth:
         """The blocks of the experiment's model when the worker can rebuild it with fewer, and
         its heads: read in a short child, once per model."""
         if self.model not in _DEPTHS:
@@ -162,20 +162,28 @@ def _is_plan(value: Any) -> bool:
     return isinstance(value, pd.Series | Mapping) or hasattr(value, "row")
 
 
-def read_depth(source: ModelSource, backend: str) -> tuple[int | None, int | None]:
+class ModelDepth(NamedTuple):
+    """What a model's config says of its depth; None where it cannot tell."""
+
+    blocks: int | None  # the repeated blocks a builder can make fewer of
+    heads: int | None  # attention heads per block
+
+
+def read_depth(source: ModelSource, backend: str) -> ModelDepth:
     """(blocks, heads) a model's config says, read in a child that builds it with its weights
     deferred; (None, None) when the child cannot tell."""
+    unknown = ModelDepth(None, None)
     process, receiver = start_child(MODEL_DEPTH_ENTRY, source, backend=backend)
     try:
         if not receiver.poll(DEPTH_TIMEOUT_S):
-            return None, None
+            return unknown
         succeeded, found = receiver.recv()
     except EOFError:
-        return None, None
+        return unknown
     finally:
         receiver.close()
         stop_child(process)
-    return (found["depth"], found["heads"]) if succeeded else (None, None)
+    return ModelDepth(found["depth"], found["heads"]) if succeeded else unknown
 
 
 def devices_here(backend: str) -> int:

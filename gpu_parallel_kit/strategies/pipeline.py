@@ -8,7 +8,7 @@ zb-h1), with the gradients of single-device training.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import GpkError
 from ..pipeline.microbatch import candidates, check_micro_batches, is_auto
@@ -111,7 +111,15 @@ def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def stage_mesh(mesh: Any, devices: int, stages: int | None = None) -> tuple[int, int, int]:
+class StageMesh(NamedTuple):
+    """A pipeline's devices as stages, each on a (data, model) sub-mesh of its own."""
+
+    stages: int
+    data: int  # each stage's replicas, each with its share of the micro-batch
+    model: int  # each stage's devices its layers' weights are split over
+
+
+def stage_mesh(mesh: Any, devices: int, stages: int | None = None) -> StageMesh:
     """(stages, data, model): the devices as stages of (data, model) sub-meshes; without a
     mesh, one device per stage."""
     if mesh is None:
@@ -131,7 +139,7 @@ def stage_mesh(mesh: Any, devices: int, stages: int | None = None) -> tuple[int,
             f"stages={stages} of {per_stage} device(s) each need {stages * per_stage} devices but "
             f"the run has {devices}; use devices={stages * per_stage} or stages={whole}"
         )
-    return whole, data, model
+    return StageMesh(whole, data, model)
 
 
 def data_model(mesh: Any) -> int:

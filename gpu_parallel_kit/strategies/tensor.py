@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import GpkError
 from .batches import check_batch
@@ -20,6 +20,13 @@ from .record import GridCell, Strategy
 
 if TYPE_CHECKING:
     from ..runs.description.run_spec import RunSpec
+
+
+class MeshShape(NamedTuple):
+    """Devices on each axis of a (data, model) mesh: data × model is the run's devices."""
+
+    data: int  # replicas, each with its share of the batch
+    model: int  # devices one layer's weights (or a mixture's experts) are split over
 
 
 def check_mesh(mesh: Any, devices: int) -> tuple[int, int]:

@@ -14,13 +14,16 @@ import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..runs.description.run_spec import RunSpec
-from ..runs.description.tuning_rules import warmup_in_executions
+from ..runs.description.tuning_rules import Tuned, warmup_in_executions
 from ..runs.processes.child_process import parent_emitter, parent_word
 from ..runs.results.run_result import RunResult
 from .measuring.recorder import StepRecorder
+
+if TYPE_CHECKING:
+    import keras
 
 
 @dataclass(frozen=True)
@@ -41,9 +44,9 @@ def finished_result(
     spec: RunSpec,
     base: dict[str, Any],
     done: Finished,
-    recorder: Any,
-    tuned: Any,
-    model: Any,
+    recorder: StepRecorder,
+    tuned: Tuned,
+    model: keras.Model,
     engine_fields: Callable[[float | None], dict[str, Any]],
 ) -> RunResult:
     """A finished run's row, the same for both backends: the recorder's step figures, what
@@ -75,7 +78,7 @@ def finished_result(
 
 
 def tuned_recorder(
-    emit: Callable[..., None], tuned: Any, warmup: int, total: int, steps_per_epoch: int
+    emit: Callable[..., None], tuned: Tuned, warmup: int, total: int, steps_per_epoch: int
 ) -> StepRecorder:
     """The run's recorder: warm-up rounded to whole executions of tune's steps per execution."""
     return StepRecorder(

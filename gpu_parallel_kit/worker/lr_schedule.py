@@ -10,7 +10,7 @@ count their own steps: one per global batch).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 
@@ -59,9 +59,16 @@ class ScaledWarmup(keras.optimizers.schedules.LearningRateSchedule):
         return cls(base, config["factor"], config["ramp_steps"])
 
 
+class LearningRates(NamedTuple):
+    """A run's learning rate before and after its rule scaled it."""
+
+    base: float  # the optimizer's own rate at step 0
+    peak: float  # the rate the rule reaches: base × factor, after any ramp
+
+
 def apply_lr_rule(
     optimizer: keras.optimizers.Optimizer, factor: float, ramp_steps: int
-) -> tuple[float, float]:
+) -> LearningRates:
     """Scale the optimizer's rate by `factor`, ramping over `ramp_steps` steps when asked.
 
     Returns (the optimizer's own rate at step 0, the effective peak rate). Leaves the optimizer
@@ -70,7 +77,7 @@ def apply_lr_rule(
     current = raw_learning_rate(optimizer)
     base = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
     if factor == 1.0:
-        return base, base
+        return LearningRates(base, base)
     if isinstance(current, keras.Variable):
         if ramp_steps <= 0:
             optimizer.learning_rate = base * factor
@@ -83,12 +90,12 @@ def apply_lr_rule(
             f"the optimizer's learning rate is a {type(current).__name__}, which lr_scaling "
             "cannot scale; give the optimizer a number or a LearningRateSchedule"
         )
-    return base, base * factor
+    return LearningRates(base, base * factor)
 
 
 def apply_run_rule(
     optimizer: keras.optimizers.Optimizer, spec: RunSpec, steps_per_epoch: int
-) -> tuple[float, float]:
+) -> LearningRates:
     """The run's own rule on its optimizer: the factor its global batch gives, ramped over its
     warmup epochs (both backends apply it so)."""
     return apply_lr_rule(

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import GpkError
-from ..runs.description.nested_arrays import first, unflatten, width
+from ..runs.description.nested_arrays import Samples, first, unflatten, width
 from ..runs.description.run_spec import RunSpec
 from ..runs.description.sources import DataSource, array_structures
 from ..runs.description.synthetic_data import make_synthetic
 
 
 @functools.lru_cache(maxsize=4)
-def arrays(source: DataSource) -> tuple[Any, Any]:
+def arrays(source: DataSource) -> Samples:
     """Once per worker: the dataset, the labels' check and the validation share them."""
     if source.kind == "synthetic":
         return make_synthetic(source.name, source.samples or 0, seed=source.seed)
@@ -24,10 +24,10 @@ def arrays(source: DataSource) -> tuple[Any, Any]:
     loaded = [np.load(path, mmap_mode="r") for path in source.paths]
     x_structure, y_structure = array_structures(source)
     split = width(x_structure)
-    return unflatten(x_structure, loaded[:split]), unflatten(y_structure, loaded[split:])
+    return Samples(unflatten(x_structure, loaded[:split]), unflatten(y_structure, loaded[split:]))
 
 
-def run_arrays(source: DataSource) -> tuple[Any, Any]:
+def run_arrays(source: DataSource) -> Samples:
     """(x, y) of arrays or a synthetic set; a dataset builder needs TensorFlow's tf.data."""
     if source.kind == "dataset_builder":
         raise GpkError(

@@ -19,7 +19,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from ..version import __version__
 from .budget import MemoryBudgetExceeded
 from .child import Finished, finished_result, tuned_recorder
 from .lr_schedule import apply_run_rule
+from .measuring.peak_memory import PeakMemory
 from .measuring.round_loop import Rounds
 from .measuring.stats import warmup_steps
 
@@ -44,6 +45,13 @@ if TYPE_CHECKING:
 
 # Failures that already are the user's sentence: the worker's stderr needs no traceback of them.
 EXPECTED = (GpkError, MemoryBudgetExceeded)
+
+
+class BuiltModel(NamedTuple):
+    """A run's model, compiled and built under its strategy, and what tune chose for it."""
+
+    model: keras.Model  # the user's model, its variables placed by the strategy
+    tuned: Tuned  # the settings it was compiled with
 
 
 class BackendRun(Protocol):
@@ -58,7 +66,7 @@ class BackendRun(Protocol):
     def prepare_data(self) -> int:
         """The run's batches, in the kit's seeded order; the steps per epoch."""
 
-    def build(self, steps_per_epoch: int, total: int, warmup: int) -> tuple[keras.Model, Tuned]:
+    def build(self, steps_per_epoch: int, total: int, warmup: int) -> BuiltModel:
         """The user's model, seeded, compiled with tune's settings and built under the strategy;
         and those settings."""
 
@@ -83,7 +91,7 @@ class BackendRun(Protocol):
     def measure(self, model: keras.Model) -> None:
         """After training: what the strategy measures apart (communication), weights unchanged."""
 
-    def peak_memory(self) -> tuple[dict[str, int], str]:
+    def peak_memory(self) -> PeakMemory:
         """Peak bytes per device and what that figure is."""
 
     def describe(self) -> str:
@@ -267,14 +275,14 @@ class RunPhases:
     def result(self) -> RunResult:
         """The finished row: timings, memory, the strategy's own fields, the rounds'."""
         spec, backend, model, rounds = self.spec, self.backend, self.model, self.rounds
-        memory, memory_source = backend.peak_memory()
+        peak = backend.peak_memory()
         done = Finished(
             self.device_names,
             backend.describe(),
             self.steps,
             self.startup,
-            memory,
-            memory_source,
+            peak.by_device,
+            peak.how,
             self.base_lr,
             self.learning_rate,
         )
@@ -316,14 +324,14 @@ class RunPhases:
 
     def failed(self, error: BaseException) -> RunResult:
         """The row of a run that failed in its current phase."""
-        status, reason = classify_exception(error, self.phase)
+        ended = classify_exception(error, self.phase)
         if not isinstance(error, EXPECTED):
             traceback.print_exc()  # unexpected: the worker's stderr keeps the whole story
         kept = getattr(error.__cause__ or error, "extra", None)  # a refused budget's state
         kept = dict(kept) if isinstance(kept, dict) else {}
         if self.rounds is not None:  # a later round's failure is that round's row
             kept.update(self.rounds.row_fields())
-        return RunResult(**self.base, status=status, reason=reason, extra=kept)
+        return RunResult(**self.base, status=ended.status, reason=ended.reason, extra=kept)
 
 
 def base_fields(spec: RunSpec, versions: dict[str, str]) -> dict[str, Any]:
@@ -335,5 +343,5 @@ def base_fields(spec: RunSpec, versions: dict[str, str]) -> dict[str, Any]:
     )
 
 
-def save_weights(path: str, model: Any) -> None:
+def save_weights(path: str, model: keras.Model) -> None:
     np.savez(path, *[np.asarray(w) for w in model.get_weights()])

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import GpkError
+from ..runs.description.nested_arrays import Samples
 from ..runs.description.run_spec import RunSpec
 
 
@@ -37,7 +38,7 @@ def answer(sender: Any, count: Callable[[], dict[str, Any]]) -> None:
         os._exit(0)
 
 
-def batch_of(spec: RunSpec, batch: int) -> tuple[Any, Any]:
+def batch_of(spec: RunSpec, batch: int) -> Samples:
     """`batch` rows of the run's data, repeated from the start where it has fewer."""
     import numpy as np
 
@@ -46,7 +47,7 @@ def batch_of(spec: RunSpec, batch: int) -> tuple[Any, Any]:
 
     x, y = run_arrays(spec.data)
     take = np.arange(batch) % sample_count(x)
-    return take_rows(x, take), take_rows(y, take)
+    return Samples(take_rows(x, take), take_rows(y, take))
 
 
 def counted_model(spec: RunSpec, x: Any) -> Any:

@@ -65,17 +65,27 @@ def parameter_bytes(baseline: RunResult, runs: list[RunResult]) -> float:
     )
 
 
-def backward_ratio(given: float | None, models: Sequence[RunResult]) -> tuple[float, str]:
+class NotedFigure(NamedTuple):
+    """A figure the cost model uses, and a note saying where it came from."""
+
+    value: float
+    note: str  # "given", measured in which run, or assumed
+
+
+def backward_ratio(given: float | None, models: Sequence[RunResult]) -> NotedFigure:
+    """Backward seconds over forward seconds: given, else timed in a pipeline run's tasks,
+    else assumed."""
     if given is not None:
-        return given, f"backward = {given:g} × forward (given)"
+        return NotedFigure(given, f"backward = {given:g} × forward (given)")
     for run in models:
         tasks = run.extra.get("simulated_timeline") or []
         forward = sum(t["end"] - t["start"] for t in tasks if t["kind"] == "forward")
         backward = sum(t["end"] - t["start"] for t in tasks if t["kind"] == "backward")
         if forward > 0 and backward > 0:
             ratio = backward / forward
-            return ratio, f"backward = {ratio:.3g} × forward (tasks of {run.run_id} timed alone)"
-    return DEFAULT_BACKWARD_RATIO, "backward = 2 × forward (assumed)"
+            note = f"backward = {ratio:.3g} × forward (tasks of {run.run_id} timed alone)"
+            return NotedFigure(ratio, note)
+    return NotedFigure(DEFAULT_BACKWARD_RATIO, "backward = 2 × forward (assumed)")
 
 
 def sharded_parameter_share(run: RunResult) -> float:

@@ -21,6 +21,7 @@ from . import hardware_presets
 from .compute_source import not_counted
 from .counted_work import WorkCount
 from .hardware_presets import Device, Interconnect
+from .measured_inputs import NotedFigure
 from .roofline import (
     DEFAULT_EFFICIENCY,
     Calibration,
@@ -247,7 +248,7 @@ def experiment_compute(
     parameter_bytes: float,
     ratio: float,
     later_notes: tuple[str, ...],
-    measured_scale: Callable[[bool], tuple[float, str]],
+    measured_scale: Callable[[bool], NotedFigure],
 ) -> ExperimentCompute:
     """An experiment's workload at its baseline's batch, its compute scale, its notes and its
     `Compute`; `measured_scale(fell_back)` gives the measured side's scale and its note."""

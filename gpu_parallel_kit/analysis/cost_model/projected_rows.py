@@ -35,6 +35,7 @@ from ...strategies import (
 from . import hardware_presets
 from .hardware_presets import Device, Interconnect
 from .measured_inputs import (
+    NotedFigure,
     NotedPartition,
     backward_ratio,
     measured_partition,
@@ -390,13 +391,16 @@ def _baseline(runs: list[RunResult]) -> RunResult | None:
     return None if position is None else runs[position]
 
 
-def _scale(plan: _Plan, kind: str) -> tuple[float, str]:
+def _scale(plan: _Plan, kind: str) -> NotedFigure:
     if plan.scale is not None:
-        return plan.scale, f"compute {plan.scale:g}× as fast as on the measured {kind} (given)"
+        return NotedFigure(
+            plan.scale, f"compute {plan.scale:g}× as fast as on the measured {kind} (given)"
+        )
     if plan.target is None:
-        return 1.0, (
+        return NotedFigure(
+            1.0,
             f"compute as fast as on the measured {kind} (compute_scale 1): only communication "
-            "is projected"
+            "is projected",
         )
     if plan.measured is None:
         raise GpkError(
@@ -411,7 +415,7 @@ def _scale(plan: _Plan, kind: str) -> tuple[float, str]:
     )
     if kind == "cpu":
         note += "; the runs were measured on a CPU, so this CPU-to-GPU scale is a rough guess"
-    return ratio, note
+    return NotedFigure(ratio, note)
 
 
 def _strategies(given: Sequence[str] | None, hybrid: int | None) -> tuple[str, ...] | None:

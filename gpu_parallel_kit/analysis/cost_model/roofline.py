@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...errors import GpkError
 from .counted_work import WorkCount
@@ -91,7 +92,14 @@ class StepCompute:
         return f"<StepCompute {self.seconds * 1e3:.4g} ms, {self.bound}-bound>"
 
 
-def roofline_s(work: WorkCount, device: Device, precision: str, batch: float) -> tuple[float, str]:
+class Roofline(NamedTuple):
+    """A step's time at the device's peak, and which of its limits sets it."""
+
+    seconds: float
+    bound: str  # "compute" or "memory"
+
+
+def roofline_s(work: WorkCount, device: Device, precision: str, batch: float) -> Roofline:
     """max(flops / peak, bytes / bandwidth) for `batch` samples, and which term rules."""
     check_precision(precision)
     if not batch > 0:
@@ -102,7 +110,7 @@ def roofline_s(work: WorkCount, device: Device, precision: str, batch: float) ->
     )
     compute = flops / device.peak_flops(precision)
     memory = moved / device.memory_bandwidth_bytes_s
-    return (compute, "compute") if compute >= memory else (memory, "memory")
+    return Roofline(compute, "compute") if compute >= memory else Roofline(memory, "memory")
 
 
 def launch_floor_s(work: WorkCount) -> float:

@@ -20,6 +20,7 @@ from ...runs.results.run_result import RunResult
 from ...strategies import Strategy
 from ...strategies.plan_axes import DATA, STAGES, TENSOR
 from .hardware_presets import Interconnect
+from .measured_inputs import NotedFigure
 from .mesh_pipeline import axis_links, is_mesh_run, mesh_pipeline, mesh_run
 from .step_time_model import (
     Prediction,
@@ -175,7 +176,7 @@ def sharded_data_parallel(
     )
 
 
-def fsdp_sharded_share(runs: tuple[RunResult, ...]) -> tuple[float, str]:
+def fsdp_sharded_share(runs: tuple[RunResult, ...]) -> NotedFigure:
     """The share of parameter bytes a measured fsdp run's layout sharded (it gathered each of
     them twice), else all of them, assumed."""
     for run in runs:
@@ -183,8 +184,9 @@ def fsdp_sharded_share(runs: tuple[RunResult, ...]) -> tuple[float, str]:
         if run.ok and gathered is not None and total and run.devices > 1:
             model = run.devices // max(1, int(str(run.mesh or "1x1").split("x")[0]))
             share = min(1.0, gathered / 2 * model / total)
-            return share, f"{share:.0%} of the parameter bytes sharded, as in run {run.run_id}"
-    return 1.0, "every weight sharded over the devices (assumed: no measured fsdp run)"
+            note = f"{share:.0%} of the parameter bytes sharded, as in run {run.run_id}"
+            return NotedFigure(share, note)
+    return NotedFigure(1.0, "every weight sharded over the devices (assumed: no measured fsdp run)")
 
 
 def project_fsdp(experiment: _Experiment, record: Strategy) -> list[RunResult]:

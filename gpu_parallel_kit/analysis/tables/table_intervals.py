@@ -81,7 +81,10 @@ def with_speedup_intervals(
                 base_rounds, base.global_batch, row_rounds, results[index].global_batch
             )
             if interval is not None:
-                frame.loc[index, ["speedup_ci_low", "speedup_ci_high"]] = interval
+                frame.loc[index, ["speedup_ci_low", "speedup_ci_high"]] = [
+                    interval.low,
+                    interval.high,
+                ]
     shared = frame["virtual"].astype(bool) | (frame["device_kind"] == "cpu")
     beyond = frame["efficiency"] > 1.0  # shown above 100 %: flagged, whatever its interval
     frame["above_ideal"] = (beyond & shared & ~frame["projected"].astype(bool)).astype(bool)

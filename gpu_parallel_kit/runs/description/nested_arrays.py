@@ -15,7 +15,7 @@ One level deep, as `fit` takes inputs: a dict of dicts is refused in one sentenc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,6 +23,20 @@ from ...errors import GpkError
 
 Structure = tuple[Any, ...]
 SINGLE: Structure = ("array",)
+
+
+class Samples(NamedTuple):
+    """A data set's inputs and targets, each one array or a dict, list or tuple of them."""
+
+    x: Any  # the inputs, as `model.fit` takes them
+    y: Any  # the targets, one per input sample
+
+
+class Structures(NamedTuple):
+    """How an arrays source's inputs and targets are laid out (see the module)."""
+
+    x: Structure
+    y: Structure
 
 
 def flatten(value: Any, what: str) -> tuple[Structure, list[tuple[str, np.ndarray]]]:

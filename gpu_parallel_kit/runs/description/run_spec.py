@@ -23,6 +23,7 @@ from ...strategies import (
     strategy_record,
 )
 from ...strategies.processes import check_workers
+from ...strategies.tensor import MeshShape
 from .accuracy_target import Target
 from .communication_reuse import MeasuredComm
 from .device_choice import DevicePlan
@@ -264,10 +265,10 @@ class RunSpec:
             )
 
     @property
-    def mesh_shape(self) -> tuple[int, int]:
+    def mesh_shape(self) -> MeshShape:
         """(data, model) devices of a tensor-parallel run, over every worker's devices; every
         device on the model axis by default."""
-        return self.mesh if self.mesh is not None else (1, self.replicas)
+        return MeshShape(*self.mesh) if self.mesh is not None else MeshShape(1, self.replicas)
 
     def _mesh_label(self) -> str:
         laid_out = strategy_record(self.strategy).layout or self.options.get("mesh") is not None

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import GpkError
-from .nested_arrays import SINGLE, Structure, check_counts, flatten
+from .nested_arrays import SINGLE, Structures, check_counts, flatten
 from .pickled_functions import pickled
 from .synthetic_data import SYNTHETIC_SETS, default_samples, synthetic_spec
 
@@ -214,9 +214,9 @@ def _array_source(
     )
 
 
-def array_structures(source: DataSource) -> tuple[Structure, Structure]:
+def array_structures(source: DataSource) -> Structures:
     """(x's, y's) structure of an arrays source: one array each for sources without one."""
-    return source.structure or (SINGLE, SINGLE)
+    return Structures(*source.structure) if source.structure else Structures(SINGLE, SINGLE)
 
 
 def check_arrays(

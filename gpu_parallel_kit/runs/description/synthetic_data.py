@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import GpkError
+from .nested_arrays import Samples
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def default_samples(name: str) -> int:
     return spec.samples // 4 if quick_mode() else spec.samples
 
 
-def make_synthetic(name: str, samples: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def make_synthetic(name: str, samples: int, seed: int = 0) -> Samples:
     """Inputs and integer class labels for a built-in data set, the same for the same seed."""
     spec = synthetic_spec(name)
     rng = np.random.default_rng(seed)
@@ -62,4 +63,4 @@ def make_synthetic(name: str, samples: int, seed: int = 0) -> tuple[np.ndarray, 
         features = x.reshape(samples, -1)
     teacher = np.random.default_rng(seed + 1).standard_normal((features.shape[1], spec.classes))
     y = np.argmax(features.astype(np.float32) @ teacher.astype(np.float32), axis=1)
-    return x, y.astype(np.int32)
+    return Samples(x, y.astype(np.int32))

@@ -7,7 +7,7 @@ training arrays are stored, so the training data never contains a validation sam
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,7 +23,21 @@ _FORMS = (
 )
 
 
-def holdout_indices(samples: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+class HoldoutIndices(NamedTuple):
+    """Which samples train and which are held out to validate, each sorted."""
+
+    training: np.ndarray
+    validation: np.ndarray
+
+
+class TrainingSources(NamedTuple):
+    """The data a run trains on, and the data it validates on (None without validation)."""
+
+    training: DataSource
+    validation: DataSource | None
+
+
+def holdout_indices(samples: int, fraction: float, seed: int) -> HoldoutIndices:
     """(training, validation) sample indices: round(fraction × samples) held out at random.
 
     >>> train, held = holdout_indices(10, 0.2, seed=0); len(train), len(held)
@@ -36,7 +50,7 @@ def holdout_indices(samples: int, fraction: float, seed: int) -> tuple[np.ndarra
             "sample on each side, e.g. validation=0.1 with more data"
         )
     order = np.random.default_rng([seed, 7919]).permutation(samples)
-    return np.sort(order[held:]), np.sort(order[:held])
+    return HoldoutIndices(np.sort(order[held:]), np.sort(order[:held]))
 
 
 def training_and_validation(
@@ -45,10 +59,10 @@ def training_and_validation(
     seed: int,
     store: ArrayStore,
     samples: int | None = None,
-) -> tuple[DataSource, DataSource | None]:
+) -> TrainingSources:
     """The training source and the validation source (None without validation)."""
     if validation is None:
-        return data_source(data, seed=seed, store=store, samples=samples), None
+        return TrainingSources(data_source(data, seed=seed, store=store, samples=samples), None)
     if isinstance(validation, bool):
         raise TypeError(f"validation={validation!r} is not validation data; {_FORMS}")
     if isinstance(validation, int | float):
@@ -56,20 +70,23 @@ def training_and_validation(
     training = data_source(data, seed=seed, store=store, samples=samples)
     if isinstance(validation, tuple | list) and len(validation) == 2:
         if any(is_structure(side) for side in validation):  # several inputs or outputs
-            return training, data_source(
-                tuple(validation), seed=seed, store=store, names=VALIDATION_NAMES
+            return TrainingSources(
+                training,
+                data_source(tuple(validation), seed=seed, store=store, names=VALIDATION_NAMES),
             )
         x, y = (np.asarray(a) for a in validation)
         _check_validation_arrays(x, y, _input_shape(data))
-        return training, data_source((x, y), seed=seed, store=store, names=VALIDATION_NAMES)
+        return TrainingSources(
+            training, data_source((x, y), seed=seed, store=store, names=VALIDATION_NAMES)
+        )
     if callable(validation) and not isinstance(validation, str):
-        return training, data_source(validation, seed=seed, store=None)
+        return TrainingSources(training, data_source(validation, seed=seed, store=None))
     raise TypeError(f"validation= got {type(validation).__name__}; {_FORMS}")
 
 
 def _held_out(
     data: Any, fraction: float, seed: int, store: ArrayStore, samples: int | None
-) -> tuple[DataSource, DataSource]:
+) -> TrainingSources:
     if not 0.0 < fraction < 1.0:
         raise GpkError(
             f"validation={fraction:g} is not a fraction between 0 and 1; use e.g. 0.1 to hold "
@@ -83,7 +100,7 @@ def _held_out(
             samples = check_counts(flatten(data[0], "x")[1], "data=(x, y)")
             train, held = holdout_indices(samples, fraction, seed)
             parts = [tuple(take_rows(side, rows) for side in data) for rows in (train, held)]
-            return (
+            return TrainingSources(
                 data_source(parts[0], seed=seed, store=store),
                 data_source(parts[1], seed=seed, store=store, names=VALIDATION_NAMES),
             )
@@ -95,7 +112,7 @@ def _held_out(
         )
     check_arrays(x, y)
     train, held = holdout_indices(len(x), fraction, seed)
-    return (
+    return TrainingSources(
         data_source((x[train], y[train]), seed=seed, store=store),
         data_source((x[held], y[held]), seed=seed, store=store, names=VALIDATION_NAMES),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from tqdm.auto import tqdm
 
@@ -78,7 +78,14 @@ def run_progress(label: str, enabled: bool = True) -> RunProgress | LineProgress
     return RunProgress(label, enabled) if redrawn() else LineProgress(label, enabled)
 
 
-def startup_from(event: dict[str, Any], started: float) -> tuple[float, str]:
+class Startup(NamedTuple):
+    """A run's start-up, and what it was spent beside."""
+
+    seconds: float
+    beside: str  # "", "the last run", "the other runs" or `EARLIER_ROUND`
+
+
+def startup_from(event: dict[str, Any], started: float) -> Startup:
     """A run's start-up when its training begins, and what it was spent beside: "" (nothing),
     "the last run" (started ahead, `runs/scheduling/started_ahead.StartedAhead`), "the other runs"
     (prepared with the comparison's other first rounds,
@@ -94,12 +101,12 @@ def startup_from(event: dict[str, Any], started: float) -> tuple[float, str]:
     seen = time.perf_counter() - started
     own = event.get("startup_s")
     if event.get("trained_in_process_of"):
-        return float(own if own is not None else seen), EARLIER_ROUND
+        return Startup(float(own if own is not None else seen), EARLIER_ROUND)
     if own is not None and event.get("together"):
-        return float(own), "the other runs"
+        return Startup(float(own), "the other runs")
     if own is not None and own > seen + AHEAD_MARGIN_S:
-        return float(own), "the last run"
-    return seen, ""
+        return Startup(float(own), "the last run")
+    return Startup(seen, "")
 
 
 def startup_text(startup_s: float | None, beside: str = "") -> str:

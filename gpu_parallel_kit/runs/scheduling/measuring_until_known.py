@@ -94,9 +94,9 @@ class Measuring:
         """high ÷ low of the step's 95 % interval over the finished rounds; None without one."""
         steps = [r.step_times_s for r in self.rows if r.ok and r.step_times_s]
         interval = step_time_interval(steps) if steps else None
-        if interval is None or interval[0] <= 0:
+        if interval is None or interval.low <= 0:
             return None
-        return interval[1] / interval[0]
+        return interval.high / interval.low
 
     def round_s(self) -> float:
         """What another round would take: the median of the later rounds (resident, already

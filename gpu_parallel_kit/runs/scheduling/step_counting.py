@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,11 +24,19 @@ from .comparison_rounds import new_run_id
 COUNT_TIMEOUT_S = 600.0  # compiling a ResNet-50's step twice, and its layers, on 2 cores
 
 
-def count_batches(global_batch: int) -> tuple[int, int]:
+class CountBatches(NamedTuple):
+    """The two batch sizes a count compiles; the difference of their counts splits the work per
+    sample from the work per step."""
+
+    small: int  # the run's batch, capped at 64 (compiling memory)
+    large: int  # twice that
+
+
+def count_batches(global_batch: int) -> CountBatches:
     """The two batch sizes a count compiles: the run's batch capped at 64 (compiling memory),
     and twice that; the difference splits the work per sample from the work per step."""
     first = max(1, min(int(global_batch), 64))
-    return first, 2 * first
+    return CountBatches(first, 2 * first)
 
 
 def count_spec(experiment_id: str, model: Any, data: Any, training: Any, backend: str) -> RunSpec:
@@ -50,7 +58,7 @@ def count_spec(experiment_id: str, model: Any, data: Any, training: Any, backend
     )
 
 
-def work_key(spec: RunSpec, batches: tuple[int, int]) -> str:
+def work_key(spec: RunSpec, batches: CountBatches) -> str:
     """What a count depends on: the model, the input shape and dtype, the loss and optimizer
     asked, and the two batch sizes counted."""
     digest = hashlib.sha256()
@@ -60,7 +68,7 @@ def work_key(spec: RunSpec, batches: tuple[int, int]) -> str:
         digest.update(b"\0")
     digest.update(model.payload)
     digest.update(repr(spec.training.loss).encode())
-    digest.update(repr(batches).encode())
+    digest.update(repr(tuple(batches)).encode())  # the key stored counts were saved under
     return digest.hexdigest()[:32]
 
 
@@ -76,7 +84,7 @@ def _inputs(spec: RunSpec) -> str:
     return f"{data.name}:{hashlib.sha256(data.payload).hexdigest()[:16]}"
 
 
-def count_in_child(spec: RunSpec, batches: tuple[int, int]) -> dict[str, Any]:
+def count_in_child(spec: RunSpec, batches: CountBatches) -> dict[str, Any]:
     """The counting child's answer (a dict for `analysis.cost_model.counted_work.from_counts`);
     RuntimeError with one sentence when neither backend could count the step."""
     from ..processes.child_process import start_child, stop_child

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,6 +20,13 @@ DRAWS = 2000
 LEVEL = 0.95
 WIDEST = 2.0  # high / low beyond which an interval is too wide to be read as one
 _SEED = 20240601
+
+
+class Interval(NamedTuple):
+    """A 95 % interval: its low and high ends."""
+
+    low: float
+    high: float
 
 
 def round_medians(rounds: Sequence[Sequence[float]], rng: np.random.Generator) -> np.ndarray:
@@ -37,17 +45,17 @@ def _combined(medians: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     return np.median(medians[chosen, columns], axis=1)
 
 
-def _bounds(values: np.ndarray) -> tuple[float, float]:
+def _bounds(values: np.ndarray) -> Interval:
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
-    return float(low), float(high)
+    return Interval(float(low), float(high))
 
 
 def _usable(rounds: Sequence[Sequence[float]]) -> list[Sequence[float]]:
     return [steps for steps in rounds if len(steps) > 0]
 
 
-def step_time_interval(rounds: Sequence[Sequence[float]]) -> tuple[float, float] | None:
+def step_time_interval(rounds: Sequence[Sequence[float]]) -> Interval | None:
     """The 95 % interval of the median of the rounds' median steps; None without steps.
 
     >>> low, high = step_time_interval([[1.0, 1.1, 0.9], [1.2, 1.0, 1.1]])
@@ -68,7 +76,7 @@ def speedup_interval(
     baseline_batch: int,
     rounds: Sequence[Sequence[float]],
     batch: int,
-) -> tuple[float, float] | None:
+) -> Interval | None:
     """The 95 % interval of a speedup in samples per second: (batch / step) over the baseline's
     (baseline_batch / its step). Rounds are paired when both runs have as many; else drawn
     apart. None when either side has no steps."""

@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import GpkError, whole_number
 from .abstract_count import count_abstract
+
+
+class DepthLine(NamedTuple):
+    """A figure extrapolated along a line through two depths."""
+
+    value: float  # at the model's own depth
+    per_block: float  # the slope: what each block adds
+
 
 DEPTHS = (1, 2)  # blocks of the two counted models
 LINEAR = ("flops", "bytes", "parameters", "kernels")
@@ -63,9 +71,9 @@ def count_by_depth(
             "parameters; give a builder whose argument is the number of blocks"
         )
 
-    def line(a: float, b: float) -> tuple[float, float]:
+    def line(a: float, b: float) -> DepthLine:
         slope = (b - a) / (high - low)
-        return a + slope * (layers - low), slope
+        return DepthLine(a + slope * (layers - low), slope)
 
     found: dict[str, Any] = {}
     per_block: dict[str, Any] = {}
@@ -80,7 +88,8 @@ def count_by_depth(
     for part in ("by_kind", "by_path"):
         names = dict.fromkeys([*kept[1].get(part, {}), *kept[0].get(part, {})])
         activations[part] = {
-            name: line(kept[0][part].get(name, 0), kept[1][part].get(name, 0))[0] for name in names
+            name: line(kept[0][part].get(name, 0), kept[1][part].get(name, 0)).value
+            for name in names
         }
     return {
         **found,

@@ -10,12 +10,12 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import resource
 from pathlib import Path
 from typing import Any
 
 from ...runs.description.device_choice import DevicePlan, PhysicalDevice, host_cpu
 from ...runs.processes.cache_folder import cache_folder
+from ..measuring.peak_memory import GPU_PEAK, PeakMemory, process_peak
 
 _HOST_COUNT_FLAG = "--xla_force_host_platform_device_count"
 # The persistent compilation cache keeps every program a run compiles, in a folder that lasts: a
@@ -120,18 +120,17 @@ def device_names(devices: list[Any]) -> tuple[str, ...]:
     return tuple(f"/{d.platform}:{d.id}" for d in devices)
 
 
-def peak_memory(kind: str, devices: list[Any]) -> tuple[dict[str, int], str]:
+def peak_memory(kind: str, devices: list[Any]) -> PeakMemory:
     """Per-device peak bytes and what the figure is: the GPU allocator's peak, or on host devices
     the process's peak resident memory, shared by all of them (an upper bound, not a split)."""
     names = device_names(devices)
-    if kind == "gpu":
-        peaks = {}
-        for name, device in zip(names, devices, strict=True):
-            stats = device.memory_stats() or {}
-            peaks[name] = int(stats.get("peak_bytes_in_use", 0))
-        return peaks, "gpu allocator peak"
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    return dict.fromkeys(names, rss), "process peak rss (shared by all cpu devices)"
+    if kind != "gpu":
+        return process_peak(names)
+    peaks = {}
+    for name, device in zip(names, devices, strict=True):
+        stats = device.memory_stats() or {}
+        peaks[name] = int(stats.get("peak_bytes_in_use", 0))
+    return PeakMemory(peaks, GPU_PEAK)
 
 
 def discover_with_jax() -> tuple[PhysicalDevice, ...]:

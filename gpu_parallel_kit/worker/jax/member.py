@@ -33,6 +33,7 @@ from ...runs.processes.child_process import die_with_parent  # noqa: E402
 from ...runs.results.run_result import RunResult  # noqa: E402
 from ...strategies.processes import process_rows  # noqa: E402
 from ..line_filter import LineFilter, native_logs_dropped  # noqa: E402
+from ..measuring.peak_memory import PeakMemory  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
 from ..strategy_hooks import ModelAndBatches  # noqa: E402
 from .device_setup import configure_jax_devices, device_names, peak_memory  # noqa: E402
@@ -169,7 +170,7 @@ class ProcessRun(JaxRun):
         if self.save_to:
             np.savez(self.save_to, *weights)
 
-    def peak_memory(self) -> tuple[dict[str, int], str]:
+    def peak_memory(self) -> PeakMemory:
         return peak_memory(self.spec.devices.kind, self.local)
 
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:

@@ -33,10 +33,11 @@ from ..batching import batch_indices  # noqa: E402
 from ..child import run_child  # noqa: E402
 from ..compiling import compile_model, load_model  # noqa: E402
 from ..input_names import check_input_names  # noqa: E402
+from ..measuring.peak_memory import PeakMemory  # noqa: E402
 from ..measuring.recorder import StepRecorder  # noqa: E402
 from ..quiet_start import native_stderr_filtered  # noqa: E402
 from ..run_data import run_arrays, sample_count, steps_per_epoch  # noqa: E402
-from ..skeleton import run_in_this_process  # noqa: E402
+from ..skeleton import BuiltModel, run_in_this_process  # noqa: E402
 from ..strategy_hooks import ModelAndBatches  # noqa: E402
 from ..tuning import tune_run  # noqa: E402
 from .device_setup import DETERMINISM, configure_jax_devices, device_names, peak_memory  # noqa: E402
@@ -112,7 +113,7 @@ class JaxRun:
         self.steps_per_epoch = steps
         return steps
 
-    def build(self, steps_per_epoch: int, total: int, warmup: int) -> tuple[keras.Model, Tuned]:
+    def build(self, steps_per_epoch: int, total: int, warmup: int) -> BuiltModel:
         sample = take(self.x, np.zeros(1, dtype=np.int64))
         chosen: list[Tuned] = []
 
@@ -120,12 +121,11 @@ class JaxRun:
             # A builder may import TensorFlow (keras-hub does, where it is installed): its
             # start-up chatter stays out of the notebook, anything else gets through.
             with native_stderr_filtered():
-                model, tuned = _built_model(self.spec, sample, steps_per_epoch, total, warmup)
-            chosen.append(tuned)
-            return model
+                built = _built_model(self.spec, sample, steps_per_epoch, total, warmup)
+            chosen.append(built.tuned)
+            return built.model
 
-        model = self.strategy.build(builder, sample)
-        return model, chosen[-1]
+        return BuiltModel(self.strategy.build(builder, sample), chosen[-1])
 
     def scope(self) -> contextlib.AbstractContextManager:
         return self.strategy.scope()
@@ -147,7 +147,7 @@ class JaxRun:
     def measure(self, model: keras.Model) -> None:
         self.strategy.measure(self.measured_on(model))
 
-    def peak_memory(self) -> tuple[dict[str, int], str]:
+    def peak_memory(self) -> PeakMemory:
         return peak_memory(self.spec.devices.kind, self.devices)
 
     def describe(self) -> str:
@@ -174,9 +174,7 @@ class JaxRun:
         return self.hooks_input(model)
 
 
-def _built_model(
-    spec: RunSpec, sample: Any, steps: int, total: int, warmup: int
-) -> tuple[keras.Model, Tuned]:
+def _built_model(spec: RunSpec, sample: Any, steps: int, total: int, warmup: int) -> BuiltModel:
     """The user's model, seeded, compiled with what tune chose, and with its variables, in the
     current scope; and tune's choice.
 
@@ -191,4 +189,4 @@ def _built_model(
     compile_model(model, spec.model, spec.training, tuned.steps_per_execution, jit)
     if not (model.built and model.weights):
         model(sample, training=False)
-    return model, tuned
+    return BuiltModel(model, tuned)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 
 def default_warmup_steps(total_steps: int) -> int:
@@ -29,14 +30,21 @@ def step_durations(batch_ends: Sequence[float], first_begin: float) -> list[floa
     return durations
 
 
-def median_and_spread(values: Sequence[float]) -> tuple[float | None, float | None]:
+class MedianAndSpread(NamedTuple):
+    """Steps' median and interquartile range; both None without steps."""
+
+    median: float | None
+    spread: float | None  # how much to trust the median
+
+
+def median_and_spread(values: Sequence[float]) -> MedianAndSpread:
     """Median and interquartile range; the spread says how much to trust the median."""
     if not values:
-        return None, None
+        return MedianAndSpread(None, None)
     if len(values) == 1:
-        return float(values[0]), 0.0
+        return MedianAndSpread(float(values[0]), 0.0)
     quartiles = statistics.quantiles(values, n=4, method="inclusive")
-    return float(statistics.median(values)), float(quartiles[2] - quartiles[0])
+    return MedianAndSpread(float(statistics.median(values)), float(quartiles[2] - quartiles[0]))
 
 
 def warmup_steps(asked: int | None, total_steps: int) -> int:

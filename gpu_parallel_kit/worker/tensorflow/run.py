@@ -20,13 +20,14 @@ import tensorflow as tf
 
 from ...runs.description.communication_reuse import MeasuredComm
 from ...runs.description.run_spec import RunSpec
-from ...runs.description.tuning_rules import Tuned
 from ...runs.results.run_result import RunResult
 from ...strategies import REGISTERED, resolve, strategy_record
 from ..child import run_child
 from ..compiling import compile_model, load_model
 from ..input_names import check_input_names
+from ..measuring.peak_memory import PeakMemory
 from ..measuring.recorder import StepRecorder
+from ..skeleton import BuiltModel
 from ..skeleton import run_in_this_process as run_skeleton
 from ..strategy_hooks import ModelAndBatches
 from ..tuning import tune_run
@@ -93,7 +94,7 @@ class TensorFlowRun:
         self.shares = replica_shares(spec.data, spec.training, spec.global_batch)
         return steps
 
-    def build(self, steps_per_epoch: int, total: int, warmup: int) -> tuple[keras.Model, Tuned]:
+    def build(self, steps_per_epoch: int, total: int, warmup: int) -> BuiltModel:
         spec, engine = self.spec, self.engine
         with engine.scope():
             keras.utils.set_random_seed(spec.training.seed)
@@ -120,7 +121,7 @@ class TensorFlowRun:
             build_from_data(model, element_spec)
             check_targets(model, element_spec, largest_label(labels(spec.data)))
         self.steps_per_epoch = steps_per_epoch
-        return model, tuned
+        return BuiltModel(model, tuned)
 
     def scope(self) -> contextlib.AbstractContextManager:
         return self.engine.scope()
@@ -142,7 +143,7 @@ class TensorFlowRun:
     def measure(self, model: keras.Model) -> None:
         self.engine.measure(self.hooks_input(model))
 
-    def peak_memory(self) -> tuple[dict[str, int], str]:
+    def peak_memory(self) -> PeakMemory:
         return peak_memory(self.spec.devices.kind, self.device_names)
 
     def describe(self) -> str:
