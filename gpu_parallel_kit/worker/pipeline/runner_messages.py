@@ -75,7 +75,7 @@ class StepReport:
     serial: bool = False  # the tasks ran one at a time (their times are uncontended)
     duration_s: float = 0.0  # the whole step: splitting the batch, every task, every update
     steps_in_call: int = 1  # steps run in the same call as this one (`ScheduleRunner.steps`)
-    # A step returned once dispatched: each stage with what its update will produce, and the
+    # A step returned once dispatched: each stage with what to wait for its update, and the
     # loss's parts (each on its stage's device), waited for and summed by
     # `ScheduleRunner.settle`; None once settled.
     pending: tuple[list[tuple[Any, Any]], list[Any]] | None = None

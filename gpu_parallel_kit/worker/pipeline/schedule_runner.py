@@ -46,7 +46,7 @@ from .runner_messages import (
 )
 from .stage_protocol import FusingStage, PipelineStage
 
-TIMED_STEPS = 3  # steps after warm-up whose every task is timed for the timeline
+TIMED_STEPS = 3  # a round's last steps, whose every task is timed for the timeline
 SERIAL_REPEATS = 3  # passes with one task at a time, whose task times feed the simulated view
 
 
@@ -145,7 +145,7 @@ class ScheduleRunner:
         `steps_per_execution` steps in one call; `take()` gives the next batch (x, y), read
         where the stage reads it (inside the call on TensorFlow, as `fit` reads its iterator).
         Each step's report is returned once its work is dispatched (`settle` waits for it),
-        the last holding the updated weights."""
+        the last holding what to wait for the update."""
         stage = cast(FusingStage, self.stages[0])  # a one-stage runner runs whole steps on a fuser
         if self._reader is None or self._reader[0] is not take:  # one reader: traced once
 
@@ -166,7 +166,7 @@ class ScheduleRunner:
             )
             for i in range(count)
         ]
-        reports[-1].pending = ([(stage, stage.weights())], [losses.step(count - 1)])
+        reports[-1].pending = ([(stage, stage.updated())], [losses.step(count - 1)])
         return reports
 
     def step(
@@ -190,10 +190,10 @@ class ScheduleRunner:
         objectives = [loss for r in results for loss in r.losses]
         if not (settle or timed or serial or self.crossings is not None):
             report = step_report(results, len(self.stages), 0.0, serial, 0.0)
-            report.pending = ([(stage, stage.weights()) for stage in local], objectives)
+            report.pending = ([(stage, stage.updated()) for stage in local], objectives)
             return report
         for stage in local:
-            stage.wait(stage.weights())
+            stage.wait(stage.updated())
         duration = time.perf_counter() - clock
         loss = float(sum(float(loss) for loss in objectives))
         if self.crossings is not None:
@@ -204,8 +204,8 @@ class ScheduleRunner:
         """Wait for a step returned unsettled: its updates done, its loss a float."""
         if report.pending is not None:
             updates, objectives = report.pending
-            for stage, weights in updates:
-                stage.wait(weights)
+            for stage, done in updates:
+                stage.wait(done)
             report.loss = float(sum(float(loss) for loss in objectives))
             report.pending = None
         return report
@@ -330,7 +330,7 @@ class ScheduleRunner:
             stage.apply()
         if timed:
             for stage in held:
-                stage.wait(stage.weights())
+                stage.wait(stage.updated())
         result.update_s = time.perf_counter() - start
         return result
 
@@ -345,18 +345,21 @@ def train_steps(
     round_end: Callable[[list[StepReport]], None] | None = None,
 ) -> list[StepReport]:
     """Every step of every epoch through `runner`, `take()` the next step's (x, y), told to
-    the step `recorder`; the `TIMED_STEPS` after its warm-up timed task by task (and set aside
-    from the step statistics, their waits being the timeline's, not training's). Returns the
-    last round's reports; the runner's threads are closed when it returns or fails.
+    the step `recorder`; a round's last `TIMED_STEPS` (after its warm-up) timed task by task
+    and set aside from the step statistics, their waits being the timeline's, not training's.
+    Returns the last round's reports; the runner's threads are closed when it returns or
+    fails.
 
     As Keras's `fit` does, the loop runs one step ahead of the devices: it dispatches a step,
     then waits for the one before and stamps its end, so the host's work of a step overlaps
     the devices' work of the last. Not before a timed step, whose tasks must run alone, nor
-    where the recorder evaluates between steps, which must see the step's own weights. Where
-    the runner can (`ScheduleRunner.steps_together`), the recorder's `steps_per_execution`
-    steps run in one call, as `fit` runs them, except the timed ones; the `first` batch then
-    rehearses a step run alone before anything is timed (traced, its update put back), so
-    the timed steps do not trace it.
+    where the recorder evaluates between steps, which must see the step's own weights. The
+    timed steps come last, so the steps measured run ahead from warm-up to their end, as
+    fit's do: a timed step among them would have the step after it start from idle devices.
+    Where the runner can (`ScheduleRunner.steps_together`), the recorder's
+    `steps_per_execution` steps run in one call, as `fit` runs them, except the timed ones;
+    the `first` batch then rehearses a step run alone before anything is timed (traced, its
+    update put back), so the timed steps do not trace it.
 
     A comparison's later rounds trained in this process (`runs/scheduling/resident_rounds.py`)
     follow as `fit` trains them: at a round's end `round_end` gets its reports, the recorder's
@@ -393,7 +396,8 @@ def _one_round(
     together: int,
 ) -> list[StepReport]:
     """One round's steps (`train_steps`), told to its recorder."""
-    timed = set(range(recorder.warmup_steps, recorder.warmup_steps + TIMED_STEPS))
+    total = epochs * steps_per_epoch
+    timed = set(range(max(recorder.warmup_steps, total - TIMED_STEPS), total))
     # Steps are stamped once the next is dispatched, as Keras stamps a step that ran ahead;
     # where a call returns only when done, that would give each step the next one's time, so
     # each is stamped as it returns.

@@ -97,18 +97,36 @@ class StageFunctions:
         # On a sub-mesh the gradient sums keep their weights' shards, as GSPMD would not promise.
         self._sum_shardings = placement.weights_like(self.model.trainable_variables)
         # Compiled when first called, once each: a stage runs one micro-batch shape.
+        # A call donates the state it replaces, as Keras's train step donates its state: the
+        # new values take the old buffers, where fresh ones would cost each call new pages.
         self._forward = jax.jit(self._forward_values if recompute else self._forward_and_pullback)
         backward = self._recomputed_backward if recompute else self._kept_pullback
-        self._backward = {kind: jax.jit(backward(kind)) for kind in BACKWARD_PASSES}
-        self._apply = jax.jit(self._update)
+        self._backward = {
+            kind: jax.jit(backward(kind), donate_argnames=_summed(kind)) for kind in BACKWARD_PASSES
+        }
+        self._apply = jax.jit(
+            self._applied, donate_argnames=("optimizer_state", "accumulated", "trainable")
+        )
         # The last stage's forward and whole backward in one call, with the update or without
-        # (`pipeline/fused_calls.py`); compiled only if the schedule runs them so.
+        # (`pipeline/fused_calls.py`); compiled only if the schedule runs them so. Its
+        # statistics are not donated: a forward run apart may hold them for its backward.
         self._fused = {
-            update: jax.jit(functools.partial(self._forward_backward, update=update))
+            update: jax.jit(
+                functools.partial(self._forward_backward, update=update),
+                donate_argnames=("accumulated", "trainable", "optimizer_state")
+                if update
+                else ("accumulated",),
+            )
             for update in (False, True)
         }
         # A one-stage model's steps, several in one call (`whole_steps`); compiled if run so.
-        self._steps = jax.jit(self._whole_steps)
+        self._steps = jax.jit(
+            self._whole_steps,
+            donate_argnames=("trainable", "non_trainable", "accumulated", "optimizer_state"),
+        )
+        # An output of the call that last updated the weights, never donated: waiting for it
+        # waits for that update (`updated`).
+        self._update_done: Any = None
 
     def set_micro_batches(self, micro_batches: int) -> None:
         """The M each micro-batch's objective is divided by: an argument of the compiled
@@ -222,6 +240,10 @@ class StageFunctions:
             objectives.append(objective)
         return jnp.stack(objectives), non_trainable, accumulated, trainable, optimizer_state
 
+    def _applied(self, optimizer_state, accumulated, trainable):
+        """`_update`, and a flag computed by the same call (`updated`)."""
+        return (*self._update(optimizer_state, accumulated, trainable), jnp.ones((), jnp.bool_))
+
     def _update(self, optimizer_state, accumulated, trainable):
         trainable, optimizer_state = self.optimizer.stateless_apply(
             optimizer_state, accumulated, trainable
@@ -255,8 +277,10 @@ class StageFunctions:
     def gradients(self) -> list[Any]:
         return self.accumulated
 
-    def weights(self) -> list[Any]:
-        return self.trainable
+    def updated(self) -> Any:
+        """An output of the call that last updated the weights: the weights themselves are
+        donated to the next call, so a wait for an update held past it waits for this."""
+        return self.trainable if self._update_done is None else self._update_done
 
     def wait(self, values: Any) -> None:
         """JAX dispatches asynchronously: until `values` are computed."""
@@ -266,12 +290,15 @@ class StageFunctions:
         return nbytes(tensors)
 
     def snapshot(self) -> tuple[Any, ...]:
-        """The weights, statistics, optimizer state and gradient sums as they are, for
-        `restore`: passes timed to measure, not to train, put them back."""
-        return self.trainable, self.non_trainable, self.optimizer_state, self.accumulated
+        """A copy of the weights, statistics, optimizer state and gradient sums, for `restore`:
+        passes timed to measure, not to train, put them back. A copy, since the calls donate
+        the state they replace."""
+        return _copied((self.trainable, self.non_trainable, self.optimizer_state, self.accumulated))
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        self.trainable, self.non_trainable, self.optimizer_state, self.accumulated = state
+        """The state of a `snapshot`, copied again: one snapshot may be restored several times."""
+        self.trainable, self.non_trainable, self.optimizer_state, self.accumulated = _copied(state)
+        self._update_done = None
 
     @_layers_named
     def forward(self, received: dict[str, Any], y: Any) -> Forwarded:
@@ -338,6 +365,7 @@ class StageFunctions:
         objective, self.non_trainable, grads, self.accumulated, *updated = values
         if update:
             self.trainable, self.optimizer_state = updated
+            self._update_done = objective
         return FusedPasses(dict(grads), objective)
 
     @_layers_named
@@ -360,11 +388,12 @@ class StageFunctions:
                 self.optimizer_state,
             )
         )
+        self._update_done = objectives
         return objectives
 
     def apply(self) -> None:
         """The summed gradients applied once, by this stage's optimizer; the sum starts again."""
-        self.trainable, self.optimizer_state, self.accumulated = self._apply(
+        self.trainable, self.optimizer_state, self.accumulated, self._update_done = self._apply(
             self.optimizer_state, self.accumulated, self.trainable
         )
 
@@ -377,6 +406,17 @@ class StageFunctions:
 
 # The backward passes a stage compiles, once each when first called.
 BACKWARD_PASSES = (Pass.BACKWARD, Pass.INPUT_BACKWARD, Pass.WEIGHT_BACKWARD)
+
+
+def _summed(kind: Pass) -> tuple[str, ...]:
+    """What a backward pass of `kind` donates: the gradient sums it replaces (an input
+    backward adds nothing to them)."""
+    return () if kind is Pass.INPUT_BACKWARD else ("accumulated",)
+
+
+def _copied(state: Any) -> Any:
+    """Each array of `state` copied where it lives."""
+    return jax.tree.map(lambda a: jax.device_put(a, a.sharding, may_alias=False), state)
 
 
 def split(batch: Any, parts: int) -> list[Any]:

@@ -66,12 +66,12 @@ class StagePlacement:
 
     def put_weights(self, variables: list[Any], like: list[Any] | None = None) -> list[jax.Array]:
         """The variables' values on the stage, each sharded as its layout says; optimizer
-        slots (`like` the stage's trainable variables) as the weight they were built from."""
-        if like is None:
-            return [jax.device_put(v.value, self.weight(v.path, len(v.shape))) for v in variables]
+        slots (`like` the stage's trainable variables) as the weight they were built from.
+        Always copies: the stage's calls donate its arrays, which must not be the variables'."""
+        paths = [v.path if like is None else _reference(v, like) for v in variables]
         return [
-            jax.device_put(v.value, self.weight(_reference(v, like), len(v.shape)))
-            for v in variables
+            jax.device_put(v.value, self.weight(path, len(v.shape)), may_alias=False)
+            for v, path in zip(variables, paths, strict=True)
         ]
 
     def weights_like(self, variables: list[Any]) -> list[Any] | None:

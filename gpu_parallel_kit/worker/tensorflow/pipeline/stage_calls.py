@@ -67,7 +67,7 @@ class _OnDevice:
     def labels(self, y: Any) -> Any:
         return y
 
-    def weights(self) -> list[Any]:
+    def updated(self) -> list[Any]:
         """The stage's variables, read when waited for: TensorFlow updates them in place."""
         return list(self.stage.variables)
 
