@@ -93,6 +93,38 @@ def mixtral():
     return _classifier(backbone, INPUTS["mixtral"])
 
 
+LONG_SEQUENCE = 256  # the long-sequence options' model: a tiny Llama 3 at 256 tokens
+
+
+def llama3_long():
+    """keras-hub's Llama 3 built tiny, at `LONG_SEQUENCE` tokens a sample."""
+    import keras
+    import keras_hub
+
+    backbone = keras_hub.models.Llama3Backbone(
+        vocabulary_size=VOCABULARY, num_query_heads=4, num_key_value_heads=2, **SIZE
+    )
+    names = INPUTS["llama"]
+    inputs = {name: keras.Input((LONG_SEQUENCE,), dtype="int32", name=name) for name in names}
+    pooled = keras.layers.GlobalAveragePooling1D(name="pool")(backbone(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(CLASSES, name="classes")(pooled))
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.05),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def long_tokens(samples: int = 64, seed: int = 0):
+    """(x, y) for `llama3_long`: token ids and a padding mask of `LONG_SEQUENCE` each."""
+    rng = np.random.default_rng(seed)
+    x = {
+        "token_ids": rng.integers(1, VOCABULARY, (samples, LONG_SEQUENCE)).astype("int32"),
+        "padding_mask": np.ones((samples, LONG_SEQUENCE), "int32"),
+    }
+    return x, rng.integers(0, CLASSES, samples).astype("int32")
+
+
 INPUTS = {
     "gpt2": ("token_ids", "padding_mask"),
     "bert": ("token_ids", "segment_ids", "padding_mask"),

@@ -6,9 +6,26 @@ gradients all-reduced every step (tf.distribute's MirroredStrategy; Keras's `Dat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .long_sequences import LONG_SEQUENCE_OPTIONS, check_sequence_split, sequence_options
 from .plan_axes import DATA as DATA_AXIS
 from .processes import CLUSTER, WORKERS, workers_option
 from .record import Strategy
+
+if TYPE_CHECKING:
+    from ..runs.description.run_spec import RunSpec
+
+
+def data_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {**workers_option(options), **sequence_options(options)}
+
+
+def check_data(spec: RunSpec) -> None:
+    """Context parallelism splits the replicas' devices; nothing else to check here."""
+    check_sequence_split(spec, spec.replicas, 1)
+
 
 DATA = Strategy(
     name="data",
@@ -21,8 +38,9 @@ DATA = Strategy(
     all_reduce=True,
     measures_comm=True,
     color="tab:blue",
-    options=(WORKERS, CLUSTER),
-    plan=workers_option,
+    options=(WORKERS, CLUSTER, *LONG_SEQUENCE_OPTIONS),
+    plan=data_options,
+    check=check_data,
     over_processes=frozenset({"jax"}),
     projector="gpu_parallel_kit.analysis.cost_model.strategy_projectors:project_data",
     plan_axis=DATA_AXIS,

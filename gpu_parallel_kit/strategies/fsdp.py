@@ -27,6 +27,7 @@ from ..errors import GpkError
 from ..sharding.layout import Layout, Placement
 from ..sharding.traffic import DATA, Traffic, full_bytes, tensor_traffic
 from .batches import check_batch
+from .long_sequences import LONG_SEQUENCE_OPTIONS, check_sequence_split, sequence_options
 from .option import Option, whole
 from .plan_axes import DATA as PLAN_DATA
 from .processes import CLUSTER, WORKERS, workers_option
@@ -64,6 +65,7 @@ FSDP_OPTIONS = (
     ),
     WORKERS,
     CLUSTER,
+    *LONG_SEQUENCE_OPTIONS,
 )
 
 
@@ -86,6 +88,7 @@ def fsdp_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "layout_map": _own_refused(check_layout_map(options.get("layout_map"))),
         "min_shard_bytes": check_min_shard_bytes(options.get("min_shard_bytes")),
         **workers_option(options),
+        **sequence_options(options),
     }
 
 
@@ -106,6 +109,7 @@ def check_fsdp(spec: RunSpec) -> None:
     spec.options["layout_map"] = _own_refused(check_layout_map(spec.layout_map))
     spec.options["min_shard_bytes"] = check_min_shard_bytes(spec.min_shard_bytes)
     check_batch(spec.global_batch, spec.mesh[0])
+    check_sequence_split(spec, spec.mesh[0], spec.mesh[1])
 
 
 def _in_grid(cell: GridCell) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import GpkError
 from .batches import check_batch
+from .long_sequences import LONG_SEQUENCE_OPTIONS, check_sequence_split, sequence_options
 from .option import Option
 from .option import mesh as mesh_shape
 from .plan_axes import TENSOR as TENSOR_AXIS
@@ -121,6 +122,7 @@ def tensor_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "mesh": None if mesh is None else tuple(mesh) if isinstance(mesh, list) else mesh,
         "layout_map": check_layout_map(options.get("layout_map")),
         **workers_option(options),
+        **sequence_options(options),
     }
 
 
@@ -129,8 +131,9 @@ def check_tensor(spec: RunSpec) -> None:
     if spec.mesh is not None:
         spec.options["mesh"] = check_mesh(spec.mesh, spec.replicas)  # every worker's devices
     spec.options["layout_map"] = check_layout_map(spec.layout_map)
-    data, _ = spec.mesh_shape
+    data, model = spec.mesh_shape
     check_batch(spec.global_batch, data)
+    check_sequence_split(spec, data, model)
 
 
 def _in_grid(cell: GridCell) -> bool:
@@ -160,7 +163,7 @@ TENSOR = Strategy(
     splits_state=True,
     color="tab:cyan",
     columns=("mesh", "state_bytes"),
-    options=(MESH, LAYOUT_MAP, WORKERS, CLUSTER),
+    options=(MESH, LAYOUT_MAP, WORKERS, CLUSTER, *LONG_SEQUENCE_OPTIONS),
     plan=tensor_options,
     over_processes=frozenset({"jax"}),
     check=check_tensor,

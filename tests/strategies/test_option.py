@@ -134,7 +134,8 @@ def test_a_run_holds_its_strategys_options_and_reads_others_as_absent():
     )
     assert (spec.schedule, spec.micro_batches, spec.workers, spec.mesh) == ("1f1b", 4, 1, None)
     data = small_mlp_experiment().plan("data", 2, micro_batches=4, schedule="1f1b")
-    assert data.options == {"workers": 1} and (data.schedule, data.workers) == ("", 1)
+    plain = {"workers": 1, "context": 1, "sequence_parallel": False, "checkpointing": "none"}
+    assert data.options == plain and (data.schedule, data.workers) == ("", 1)
     with pytest.raises(AttributeError, match="no attribute 'shedule'"):
         _ = spec.shedule
 

@@ -22,6 +22,7 @@ from ...strategies import (
     option_owners,
     strategy_record,
 )
+from ...strategies.long_sequences import SequenceSplit, named
 from ...strategies.processes import check_workers
 from ...strategies.tensor import MeshShape
 from .accuracy_target import Target
@@ -249,6 +250,13 @@ class RunSpec:
                 f"the dataset builder {self.data.name} gives a tf.data.Dataset, which a "
                 f"{display} run reads with TensorFlow, not installed here; pass (x, y) arrays or "
                 "a built-in set, or install TensorFlow (pip install -e '.[cpu]')"
+            )
+        split = SequenceSplit.of(self)
+        if not backend.shards_layers and split.any:
+            option = named(split)
+            raise GpkError(
+                f"{option} splits a sequence over a mesh's axes, which {display} does not run; "
+                f"use backend='jax' or drop {option.split('=')[0]}="
             )
         if not backend.shards_layers and self.options.get("mesh") is not None:
             raise GpkError(

@@ -33,6 +33,7 @@ from ...strategies.fsdp import (
     fsdp_traffic,
     shard_over_data,
 )
+from ...strategies.long_sequences import SequenceSplit
 from ...strategies.tensor import OWN_LAYOUT
 from ..budget import check_budget
 from ..layers import read_layers
@@ -42,6 +43,14 @@ from ..measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing
 from ..strategy_hooks import ModelAndBatches, WorkerStrategy
 from .layout import check_divides, layout_map, own_layout
 from .placed import nbytes, placed_axes, placed_bytes, shard_shape, slot_axes
+from .sequence_split import (
+    ContextParallel,
+    add_activation_layouts,
+    check_sample,
+    device_mesh,
+    recompute_layers,
+    step_temporaries,
+)
 
 _VIRTUAL = "; host devices: runtime overhead on shared cores, not a network cost"
 _SPLIT_HINT = "shard the model over more devices with strategy='fsdp' or strategy='tensor'"
@@ -64,6 +73,8 @@ class JaxStrategy(WorkerStrategy):
         self.distribution: Any = None
         self.state_bytes: dict[str, int] = {}
         self.sample: Any = None  # one sample of the inputs: the activations' shapes
+        self.split = SequenceSplit.of(spec)  # context, sequence parallelism, recomputation
+        self.split_fields: dict[str, Any] = {}  # what they did, for the row
         self.layers: list[Any] | None = None  # the layers as read, once
         # The communication measurement compiled before the first timed step, to time after
         # training; whether compiling it failed; and its figures once timed.
@@ -77,11 +88,21 @@ class JaxStrategy(WorkerStrategy):
         )
 
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
-        """The compiled, built model under the run's distribution; `sample` is one sample of the
-        inputs, for a strategy that reads the model before building it for real."""
+        """The compiled, built model under the run's distribution, its chosen layers recomputed
+        in the backward (`checkpointing=`); `sample` is one sample of the inputs, for a
+        strategy that reads the model before building it for real."""
         self.sample = sample
         with self.scope():
-            return builder()
+            model = builder()
+        recomputed = recompute_layers(model, self.split)
+        if self.split.any:
+            self.split_fields.update(
+                context=self.split.context,
+                sequence_parallel=self.split.sequence_parallel,
+                checkpointing=self.split.checkpointing.value,
+                recomputed_layers=recomputed,
+            )
+        return model
 
     @property
     def data_axis(self) -> int:
@@ -202,6 +223,15 @@ class JaxStrategy(WorkerStrategy):
     def layout_fields(self, model: keras.Model) -> dict[str, Any]:
         return {}
 
+    def after_training(self, run: ModelAndBatches) -> None:
+        """With a long-sequence option, the compiled step's temporaries on one device, read
+        off XLA's memory analysis on the run's first global batch (`sequence_split.py`)."""
+        if self.split.any:
+            x, y = run.batches[0]
+            self.split_fields["step_temporaries_bytes"] = step_temporaries(
+                run.model, self.distribution, x, y
+            )
+
     def result_fields(self, run: ModelAndBatches, step_time_s: float | None) -> dict[str, Any]:
         """Memory from the placed shards, bytes from the layout, and the communication measured
         (none measured: measure_comm=False skipped it, or it failed, and the row says so)."""
@@ -214,6 +244,8 @@ class JaxStrategy(WorkerStrategy):
             "memory": self.memory(model),
             **self.layout_fields(model),
         }
+        if self.split_fields:
+            extra["sequence_split"] = dict(self.split_fields)
         fields: dict[str, Any] = {"extra": extra}
         traffic = self.traffic(model, parameter_bytes)
         if traffic is not None:
@@ -279,6 +311,27 @@ class DataParallel(JaxStrategy):
             devices=devices, auto_shard_dataset=False
         )
 
+    def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
+        """With a context axis (`context=`), the replicas' devices become (replicas ÷ context,
+        context) and each sample's sequence is split over the context axis
+        (`sequence_split.py`): the model is read once to find its blocks."""
+        split = SequenceSplit.of(self.spec)
+        if split.context > 1:
+            check_sample(sample, split)
+            mesh = device_mesh(self.devices, len(self.devices), 1, split.context)
+            mapping = keras.distribution.LayoutMap(mesh)
+            probe = builder()
+            self.split_fields["activation_layouts"] = add_activation_layouts(mapping, probe, split)
+            del probe
+            keras.backend.clear_session()
+            self.distribution = ContextParallel(
+                context=split.context,
+                layout_map=mapping,
+                batch_dim_name=DATA_AXIS,
+                auto_shard_dataset=False,
+            )
+        return super().build(builder, sample)
+
     @property
     def data_axis(self) -> int:
         return len(self.devices)
@@ -324,20 +377,23 @@ class TensorParallel(JaxStrategy):
 
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
         data, model_axis = self.spec.mesh_shape
-        mesh = keras.distribution.DeviceMesh(
-            (data, model_axis), (DATA_AXIS, MODEL_AXIS), devices=self.devices
-        )
+        split = SequenceSplit.of(self.spec)
+        check_sample(sample, split)
+        mesh = device_mesh(self.devices, data, model_axis, split.context)
         probe = builder()
         layers = read_layers(probe, sample)
         self.layers = layers
         # layout_map="own": the model's own get_layout_map (a keras-hub backbone's) over the mesh
         own = own_layout(probe, mesh) if self.spec.layout_map == OWN_LAYOUT else None
+        self.layout = self.derive(layers, own)
+        mapping = layout_map(self.layout, mesh)
+        self.split_fields["activation_layouts"] = add_activation_layouts(mapping, probe, split)
         del probe
         keras.backend.clear_session()
-        self.layout = self.derive(layers, own)
-        check_divides(self.layout, {DATA_AXIS: data, MODEL_AXIS: model_axis})
-        self.distribution = keras.distribution.ModelParallel(
-            layout_map=layout_map(self.layout, mesh),
+        check_divides(self.layout, {DATA_AXIS: data // split.context, MODEL_AXIS: model_axis})
+        self.distribution = ContextParallel(
+            context=split.context,
+            layout_map=mapping,
             batch_dim_name=DATA_AXIS,
             auto_shard_dataset=False,  # each worker process feeds its own rows, as above
         )
@@ -440,7 +496,7 @@ class ShardedDataParallel(TensorParallel):
     )
 
     def derive(self, layers: list[Any], own: Any = None) -> Layout:
-        data, _ = self.spec.mesh_shape
+        data = self.spec.mesh_shape.data // SequenceSplit.of(self.spec).context
         threshold = self.spec.min_shard_bytes
         return shard_over_data(
             super().derive(layers, own), data, MIN_SHARD_BYTES if threshold is None else threshold

@@ -1,0 +1,213 @@
+"""A run's long-sequence options on JAX (`strategies/long_sequences.py`): the context axis in
+the device mesh, the layouts of the blocks' activations, and the layers recomputed in the
+backward.
+
+- **Context**: the mesh's data axis of D devices becomes (D ÷ c replicas, c context devices);
+  `ContextParallel` lays every input of a sequence out along the context axis too, and each
+  Transformer block's output keeps that layout (a `LayoutMap` entry for the block's output,
+  which Keras applies as the block returns). XLA propagates it through the block and gathers
+  the keys and values over the context axis where attention needs the whole sequence.
+- **Sequence parallelism**: each block's norms give their output split along the sequence over
+  the model axis; XLA turns the tensor-parallel all-reduces around them into reduce-scatters
+  and all-gathers.
+- **Recomputation**: each chosen layer's call runs under `jax.checkpoint`, its arguments that
+  are not arrays (a `training` flag, a `None` cache) held fixed, so the backward computes its
+  activations again instead of keeping them. Keras's `RematScope` would checkpoint the same
+  calls but traces the `training` flag, which keras-hub's attention reads as a Python bool.
+
+Every layout is a placement, not a change to the arithmetic: a run equals one device's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import keras
+
+from ...errors import GpkError
+from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
+from ...strategies.long_sequences import Checkpointing, SequenceSplit
+from .keras_internals import sublayers
+from .plan_count import structure
+
+CONTEXT_AXIS = "context"
+
+
+def device_mesh(devices: list[Any], data: int, model: int, context: int) -> Any:
+    """The (data, model) mesh, or with a context axis (data ÷ context, context, model)."""
+    if context == 1:
+        return keras.distribution.DeviceMesh((data, model), (DATA_AXIS, MODEL_AXIS), devices)
+    return keras.distribution.DeviceMesh(
+        (data // context, context, model), (DATA_AXIS, CONTEXT_AXIS, MODEL_AXIS), devices
+    )
+
+
+class ContextParallel(keras.distribution.ModelParallel):
+    """`ModelParallel` whose inputs of a sequence (two axes or more) are split along it over the
+    context axis, as well as along the batch over the data axis."""
+
+    def __init__(self, *, context: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.context = context
+
+    def get_data_layout(self, data_shape: tuple[int, ...]) -> Any:
+        layout = super().get_data_layout(data_shape)
+        if self.context == 1 or len(data_shape) < 2:
+            return layout
+        axes = list(layout.axes)
+        axes[1] = CONTEXT_AXIS
+        return keras.distribution.TensorLayout(axes, self.device_mesh)
+
+
+def check_sample(sample: Any, split: SequenceSplit) -> None:
+    """Every input with a sequence axis splits evenly over the context axis: one sentence
+    naming the length and the fix otherwise."""
+    if split.context == 1:
+        return
+    lengths = {int(a.shape[1]) for a in keras.tree.flatten(sample) if len(a.shape) >= 2}
+    if not lengths:
+        raise GpkError(
+            f"context={split.context} splits a sequence, and the model's inputs have none (one "
+            "axis a sample); drop context="
+        )
+    for length in sorted(lengths):
+        if length % split.context:
+            raise GpkError(
+                f"context={split.context} does not divide the sequence of {length}; give a "
+                f"divisor of {length}, or a sequence a multiple of {split.context}"
+            )
+
+
+def add_activation_layouts(mapping: Any, model: keras.Model, split: SequenceSplit) -> int:
+    """Put the blocks' activations on the mesh as the split needs (see the module), in the
+    `LayoutMap` `mapping`; the entries added."""
+    if split.context == 1 and not split.sequence_parallel:
+        return 0
+    blocks = _blocks(model)
+    if not blocks:
+        raise GpkError(
+            f"{model.name} has no Transformer blocks to split along the sequence (neither a "
+            "keras-hub backbone nor several attention layers); drop "
+            + ("context=" if split.context > 1 else "sequence_parallel=")
+        )
+    added = 0
+    for block in blocks:
+        name = re.escape(block.name)
+        if split.context > 1:
+            mapping[f"(^|/){name}/output$"] = (DATA_AXIS, CONTEXT_AXIS, None)
+            added += 1
+        if split.sequence_parallel:
+            for norm in _norms(block):
+                mapping[f"(^|/){name}/(.*/)?{re.escape(norm.name)}/output$"] = (
+                    DATA_AXIS,
+                    MODEL_AXIS,
+                    None,
+                )
+                added += 1
+    return added
+
+
+def recompute_layers(model: keras.Model, split: SequenceSplit) -> int:
+    """Run the layers the split recomputes under `jax.checkpoint`: each attention layer
+    (selective) or each block (full); the layers wrapped. One sentence for a model with none."""
+    if split.checkpointing == Checkpointing.NONE:
+        return 0
+    if split.checkpointing == Checkpointing.SELECTIVE:
+        chosen, what = _outermost(_attention_layers(model)), "attention layers"
+    else:
+        chosen, what = _blocks(model), "Transformer blocks"
+    if not chosen:
+        raise GpkError(
+            f"checkpointing={split.checkpointing.value!r} recomputes {what}, and {model.name} "
+            "has none; drop checkpointing="
+        )
+    for layer in chosen:
+        layer.call = checkpointed(layer.call)
+    return len(chosen)
+
+
+def checkpointed(call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call` under `jax.checkpoint`, its arguments that are not arrays held fixed."""
+
+    @functools.wraps(call)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        fixed = {k: _fixed(v) for k, v in kwargs.items() if _is_fixed(v)}
+        traced = {k: v for k, v in kwargs.items() if not _is_fixed(v)}
+        return jax.checkpoint(lambda *a, **k: call(*a, **k, **fixed))(*args, **traced)
+
+    return run
+
+
+def step_temporaries(model: keras.Model, distribution: Any, x: Any, y: Any) -> int | None:
+    """The bytes of temporaries XLA gives one device for the compiled training step on one
+    global batch laid out as the run lays it out (its activations kept for the backward, and
+    what else the step holds at its peak); None where the backend does not say."""
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in model.optimizer.variables],
+        [v.value for v in model.metrics_variables],
+    )
+
+    def placed(array: Any) -> Any:
+        if distribution is None:
+            return array
+        layout = distribution.get_data_layout(array.shape)
+        return jax.device_put(array, layout.backend_layout)
+
+    batch = keras.tree.map_structure(placed, (x, y))
+    try:
+        with distribution.scope() if distribution is not None else _nothing():
+            compiled = jax.jit(model.train_step).lower(state, batch).compile()
+        return int(compiled.memory_analysis().temp_size_in_bytes)
+    except (AttributeError, NotImplementedError, TypeError):
+        return None
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _is_fixed(value: Any) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    # Keras passes `training` as a concrete boolean array: a Python bool to the layer.
+    return getattr(value, "ndim", None) == 0 and str(getattr(value, "dtype", "")) == "bool"
+
+
+def _fixed(value: Any) -> Any:
+    return bool(value) if getattr(value, "ndim", None) == 0 else value
+
+
+def _every_layer(layer: Any) -> list[Any]:
+    """Every layer inside `layer`, depth first."""
+    found = []
+    for child in sublayers(layer):
+        found += [child, *_every_layer(child)]
+    return found
+
+
+def _blocks(model: keras.Model) -> list[Any]:
+    """The model's Transformer blocks, by the names `plan_count.structure` reads."""
+    names = set((structure(model) or {}).get("block_names") or [])
+    return [layer for layer in _every_layer(model) if layer.name in names]
+
+
+def _attention_layers(model: keras.Model) -> list[Any]:
+    return [layer for layer in _every_layer(model) if type(layer).__name__.endswith("Attention")]
+
+
+def _outermost(layers: list[Any]) -> list[Any]:
+    """Those not inside another of them (an attention layer's own inner attention)."""
+    inner = {id(child) for layer in layers for child in _every_layer(layer)}
+    return [layer for layer in layers if id(layer) not in inner]
+
+
+def _norms(block: Any) -> list[Any]:
+    return [layer for layer in _every_layer(block) if "Norm" in type(layer).__name__]

@@ -1,0 +1,88 @@
+"""Context parallelism, sequence parallelism and recomputation on JAX train the weights one
+device trains, to 1e-5, on keras-hub's Llama 3 built tiny at 256 tokens a sample
+(`strategies/long_sequences.py`, `worker/jax/sequence_split.py`)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+import gpu_parallel_kit as gpk
+from tests.builders import largest_difference, saved_weights
+from tests.hub_models import llama3_long, long_tokens
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-5
+PLANS = {
+    "context-2": dict(strategy="data", devices=2, context=2),
+    "context-4": dict(strategy="data", devices=4, context=4),
+    "data-2-context-2": dict(strategy="data", devices=4, context=2),
+    "tensor-2-sequence-parallel": dict(strategy="tensor", devices=2, sequence_parallel=True),
+    "tensor-2x2-context-2": dict(strategy="tensor", devices=4, mesh=(2, 2), context=2),
+    "selective": dict(strategy="data", devices=2, checkpointing="selective"),
+    "full": dict(strategy="tensor", devices=2, checkpointing="full"),
+    "fsdp-2-context-2": dict(strategy="fsdp", devices=2, context=2, min_shard_bytes=0),
+}
+
+
+@pytest.fixture(scope="module")
+def trained_alone(tmp_path_factory):
+    experiment = gpk.Experiment(
+        llama3_long,
+        long_tokens(),
+        batch_size=8,
+        steps_per_epoch=3,
+        backend="jax",
+        progress=False,
+        measure_comm=False,
+    )
+    path = tmp_path_factory.mktemp("alone") / "single.npz"
+    result = experiment.run("single", 1, save_weights=str(path))
+    assert result.ok, result.reason
+    return experiment, saved_weights(path)
+
+
+@pytest.mark.parametrize("plan", list(PLANS))
+def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, plan, tmp_path):
+    experiment, reference = trained_alone
+    path = tmp_path / f"{plan}.npz"
+    result = experiment.run(**PLANS[plan], save_weights=str(path))
+    assert result.ok, f"{plan}: {result.reason}"
+    assert largest_difference(saved_weights(path), reference) <= TOLERANCE, plan
+    # The options did what they say, and the row says so.
+    done = result.extra["sequence_split"]
+    options = PLANS[plan]
+    assert done["context"] == options.get("context", 1)
+    if options.get("context", 1) > 1 or options.get("sequence_parallel"):
+        assert done["activation_layouts"] >= 2  # each of the two blocks, or their norms
+    wanted = options.get("checkpointing", "none")
+    assert (done["recomputed_layers"] == 2) == (wanted != "none")  # two attention layers/blocks
+    assert done["step_temporaries_bytes"] > 0
+
+
+def test_a_context_axis_holds_fewer_temporaries_on_each_device(tmp_path):
+    """XLA's memory analysis of the compiled step (`benchmarks/long_sequences.py`, a
+    compile-time reading): at one global batch, each doubling of the context axis leaves each
+    device fewer temporaries; recomputation adds FLOPs."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "long.json"
+    script = pathlib.Path(__file__).parents[2] / "benchmarks" / "long_sequences.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--sequence", "512", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XLA_FLAGS": ""},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {(r["context"], r["checkpointing"]): r for r in json.loads(out.read_text())}
+    memory = [rows[(c, "none")]["temporaries_mb"] for c in (1, 2, 4)]
+    assert memory[0] > memory[1] > memory[2]
+    flops = [rows[(1, c)]["gflops_per_device"] for c in ("none", "selective", "full")]
+    assert flops[0] < flops[1] < flops[2]
