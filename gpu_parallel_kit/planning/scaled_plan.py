@@ -36,6 +36,7 @@ PLAN_FIELDS = tuple(f.name for f in fields(Plan))  # data, tensor, stages, shard
 MIN_BLOCKS = 2  # a scaled model keeps at least two blocks, so blocks still follow blocks
 RECOMPUTE = "recompute"  # the option of a strategy whose backward recomputes its forward
 MESH = "mesh"  # the option of a strategy laid out on a (data, model) mesh
+CONTEXT, SEQUENCE_PARALLEL, CHECKPOINTING = "context", "sequence_parallel", "checkpointing"
 NO_CHECKPOINTING = "none"  # the plan search's word for keeping every activation
 FULL_CHECKPOINTING = "full"  # the one recomputation a strategy's `recompute` runs
 DEFAULTS = {f.name: f.default for f in fields(Plan) if f.default is not MISSING}
@@ -137,10 +138,16 @@ def scale_plan(
         )
     # A pipeline runs one replica unless its stages take a (data, tensor) mesh of their own, on
     # a backend that shards layers (the experiment's, unless a tensor axis needs another).
-    room = devices // (tensor_here * stages_here)
+    # A context axis runs beside a tensor axis or alone (not within a pipeline's stages here),
+    # its devices taken before the replicas', the batch split over the replicas alone.
+    context = fields_[CONTEXT]
+    context_here = 1
+    if stages_here == 1 and batch % context == 0:
+        context_here = _largest_divisor(context, devices // tensor_here)
+    room = devices // (tensor_here * stages_here * context_here)
     meshed = MESH in pipeline.option_names() and (tensor_here > 1 or _shards(backend))
     room = 1 if stages_here > 1 and not meshed else room
-    data_here = _replicas(fields_, min(data, room), batch, stages_here)
+    data_here = _replicas(fields_, min(data, room), batch // context_here, stages_here)
     record, sharding, words = _data_record(fields_["sharding"], data_here, tensor_here, stages_here)
     if stages_here > 1:
         record = pipeline
@@ -149,13 +156,16 @@ def scale_plan(
     # An expert axis runs where nothing else splits the layers: a (data, expert) mesh.
     expert = fields_[EXPERT]
     expert_here = math.gcd(expert, data_here) if tensor_here == stages_here == 1 else 1
+    takes = set(record.option_names())
+    if CONTEXT not in takes or expert_here > 1:
+        context_here = 1  # the strategy that runs the plan has no context axis
     if expert_here > 1:  # the replicas beside the experts are whole
         record, words = _axis_record(EXPERT), "replicated"
         sharding = str(_whole_replicas().plan_sharding)
     shape = {**fields_, DATA: data_here, TENSOR: tensor_here, STAGES: stages_here}
     shape["sharding"] = sharding
     one_stage = record.layout and stages_here == 1
-    options: dict[str, Any] = {MESH: (data_here, tensor_here)} if one_stage else {}
+    options: dict[str, Any] = {MESH: (data_here * context_here, tensor_here)} if one_stage else {}
     if expert_here > 1:
         options[MESH] = (data_here // expert_here, expert_here)
     micro_batches = 1
@@ -168,17 +178,35 @@ def scale_plan(
         shape["virtual_stages"] = 1
     shape["micro_batches"] = micro_batches
     shape["micro_batch_size"] = batch // (data_here * micro_batches)
-    # Selective recomputation is no strategy's option here: its blocks keep their activations.
+    # The long-sequence options where the strategy takes them (`strategies/long_sequences.py`);
+    # a pipeline recomputes whole stages (`recompute`), never selectively.
+    long_options = {CONTEXT, SEQUENCE_PARALLEL, CHECKPOINTING} <= takes
     recompute = fields_["checkpointing"] == FULL_CHECKPOINTING
-    if RECOMPUTE in record.option_names():
+    if RECOMPUTE in takes:
         options[RECOMPUTE] = recompute
     shape["checkpointing"] = FULL_CHECKPOINTING if recompute else NO_CHECKPOINTING
-    if RECOMPUTE not in record.option_names():
+    if RECOMPUTE not in takes:
         shape["checkpointing"] = NO_CHECKPOINTING
-    # The layers here run as the model computes them: no sequence split, the model's attention.
-    shape["context"], shape["sequence_parallel"], shape["stage_blocks"] = 1, False, ()
+    split_norms = bool(fields_["sequence_parallel"]) and tensor_here > 1 and context_here == 1
+    if long_options:
+        shape["checkpointing"] = fields_["checkpointing"]
+        given = {
+            CONTEXT: (context_here, 1),
+            SEQUENCE_PARALLEL: (split_norms, False),
+            CHECKPOINTING: (fields_["checkpointing"], NO_CHECKPOINTING),
+        }
+        options.update({k: value for k, (value, plain) in given.items() if value != plain})
+    else:
+        split_norms = False
+    shape["context"], shape["sequence_parallel"], shape["stage_blocks"] = (
+        context_here,
+        split_norms,
+        (),
+    )
     shape[EXPERT] = expert_here  # beside a tensor axis or stages, the experts stay whole
-    offered = [name for name in record.worker_classes if _shards(name) or MESH not in options]
+    laid_out = MESH in options or context_here > 1 or split_norms
+    laid_out = laid_out or shape["checkpointing"] not in (NO_CHECKPOINTING, FULL_CHECKPOINTING)
+    offered = [name for name in record.worker_classes if _shards(name) or not laid_out]
     backend_here = backend if backend in offered else offered[0]
     searched = data * fields_["micro_batches"] * fields_["micro_batch_size"]
     scaled = _changes((DATA, data, data_here), ("global batch", searched, batch))
@@ -191,16 +219,16 @@ def scale_plan(
         (STAGES, stages, stages_here),
         (batching, fields_["micro_batches"], micro_batches),
         ("checkpointing", fields_["checkpointing"], shape["checkpointing"]),
-        ("context", fields_["context"], 1),
+        (CONTEXT, context, context_here),
         (EXPERT, expert, expert_here),
         ("backend", backend, backend_here),
     )
-    if fields_["sequence_parallel"] and tensor_here > 1:
+    if fields_["sequence_parallel"] and tensor_here > 1 and not split_norms:
         scaled.append("sequence parallel run as plain tensor")
     depth = _blocks_here(model_blocks, blocks, stages_here * shape["virtual_stages"], scaled)
     return ScaledPlan(
         strategy=record.name,
-        devices=data_here * tensor_here * stages_here,
+        devices=data_here * context_here * tensor_here * stages_here,
         backend=backend_here,
         options=options,
         shape=shape,

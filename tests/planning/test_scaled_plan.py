@@ -192,16 +192,30 @@ def test_every_kind_of_plan_the_search_gives_is_read():
         plan_rows([found.best, "1f1b"])
 
 
-def test_what_a_plan_runs_that_the_devices_here_do_not_is_said():
+def test_context_sequence_parallelism_and_selective_recomputation_run_as_planned():
     import pandas as pd
 
     row = pd.Series(plan(data=8, tensor=4, checkpointing="selective", sequence_parallel=True,
-                         context=2, attention="flash"))  # fmt: skip
-    shape = scale_plan(row, 8, 16, "jax", 12, 8)
-    assert shape.shape["tensor"] == 4 and shape.shape["context"] == 1
-    assert shape.shape["checkpointing"] == "none" and shape.shape["sequence_parallel"] is False
-    assert "context 2 -> 1" in shape.scaled and "checkpointing selective -> none" in shape.scaled
-    assert "sequence parallel run as plain tensor" in shape.scaled
+                         attention="flash"))  # fmt: skip
+    shape = scale_plan(row, 8, 16, "tensorflow", 12, 8)
+    assert (shape.strategy, shape.backend) == ("tensor", "jax")  # the options are JAX's
+    assert shape.options == {"mesh": (2, 4), "sequence_parallel": True,
+                             "checkpointing": "selective"}  # fmt: skip
+    assert shape.shape["sequence_parallel"] is True and shape.shape["checkpointing"] == "selective"
+    assert not any("sequence parallel" in s or "checkpointing" in s for s in shape.scaled)
+    # A context axis takes its devices before the replicas do.
+    long = scale_plan(plan(data=8, tensor=4, context=2), 8, 16, "jax", 12, 8)
+    assert long.options == {"mesh": (2, 4), "context": 2} and long.shape["context"] == 2
+    assert long.devices == 8 and not any(s.startswith("context") for s in long.scaled)
+    alone = scale_plan(plan(data=4, context=4, sharding="fsdp"), 8, 16, "jax", 12, 8)
+    assert (alone.strategy, alone.options["context"], alone.devices) == ("fsdp", 4, 8)
+    # Sequence parallelism beside a context axis both split the sequence: run as plain tensor.
+    both = scale_plan(plan(data=8, tensor=4, context=2, sequence_parallel=True), 8, 16, "jax",
+                      12, 8)  # fmt: skip
+    assert "sequence parallel run as plain tensor" in both.scaled
+    # What the devices here cannot hold is said.
+    few = scale_plan(plan(data=8, tensor=4, context=4), 4, 16, "jax", 12, 8)
+    assert "context 4 -> 1" in few.scaled and few.shape["context"] == 1
     # A plan written before these fields took defaults is read with the defaults.
     old = {k: v for k, v in plan().items() if k not in ("attention", "context", "stage_blocks")}
     assert scale_plan(old, 8, 16, "jax", 12, 8).shape["context"] == 1
