@@ -4,6 +4,7 @@ device trains, to 1e-5, on keras-hub's Llama 3 built tiny at 256 tokens a sample
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 import pytest
@@ -86,3 +87,31 @@ def test_a_context_axis_holds_fewer_temporaries_on_each_device(tmp_path):
     assert memory[0] > memory[1] > memory[2]
     flops = [rows[(1, c)]["gflops_per_device"] for c in ("none", "selective", "full")]
     assert flops[0] < flops[1] < flops[2]
+
+
+@pytest.mark.parametrize(
+    "searched",
+    [
+        dict(data=4, tensor=1, context=2, checkpointing="selective", sharding="none"),
+        dict(data=4, tensor=2, sequence_parallel=True, sharding="none"),
+    ],
+    ids=["context-selective", "tensor-sequence-parallel"],
+)
+def test_a_searched_plans_long_sequence_options_run_as_planned(trained_alone, searched):
+    """`run_plan` runs the plan's context, sequence parallelism and recomputation: the row
+    says what ran, and `scaled` names none of them."""
+    from gpu_parallel_kit.analysis.cost_model.parallel_plan import Plan
+
+    experiment, _ = trained_alone
+    fields = dict(stages=1, micro_batch_size=2, micro_batches=1, schedule="-",
+                  virtual_stages=1, checkpointing="none") | searched  # fmt: skip
+    plan = dataclasses.asdict(Plan(**fields))
+    ran = experiment.run_plan(plan, devices=4, blocks=2)
+    (result,) = ran.results
+    assert result.ok, result.reason
+    done = result.extra["sequence_split"]
+    assert done["context"] == searched.get("context", 1)
+    assert done["sequence_parallel"] == searched.get("sequence_parallel", False)
+    assert done["checkpointing"] == searched.get("checkpointing", "none")
+    said = ran.table.iloc[0]["scaled"]
+    assert not any(word in said for word in ("context", "sequence parallel", "checkpointing"))
