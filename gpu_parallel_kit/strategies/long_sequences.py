@@ -38,12 +38,15 @@ class Checkpointing(enum.StrEnum):
     FULL = "full"  # each Transformer block
 
 
+# `context` and `checkpointing` default to None, "not given": a run given either (even at its
+# plain value, as a comparison of context 1, 2 and 4 gives context=1), or sequence parallelism,
+# records what they did and measures the compiled step's temporaries.
 CONTEXT = Option(
     "context",
     positive,
-    1,
+    None,
     "devices each sample's sequence is split over, inside the data axis (context parallelism); "
-    "JAX only",
+    "default 1; JAX only",
     metavar="C",
 )
 SEQUENCE_PARALLEL = Option(
@@ -56,9 +59,9 @@ SEQUENCE_PARALLEL = Option(
 CHECKPOINTING = Option(
     "checkpointing",
     str,
-    Checkpointing.NONE.value,
+    None,
     "recompute in the backward: 'selective' (each attention layer) or 'full' (each block); "
-    "JAX only",
+    "default none; JAX only",
     choices=tuple(c.value for c in Checkpointing),
 )
 LONG_SEQUENCE_OPTIONS = (CONTEXT, SEQUENCE_PARALLEL, CHECKPOINTING)
@@ -71,35 +74,46 @@ class SequenceSplit:
     context: int = 1
     sequence_parallel: bool = False
     checkpointing: Checkpointing = Checkpointing.NONE
+    given: bool = False  # whether the run was given any of the options, even at its default
 
     @property
     def any(self) -> bool:
         """Whether the run does anything beyond the plain strategy."""
-        return self != SequenceSplit()
+        return (self.context, self.sequence_parallel, self.checkpointing) != (
+            1,
+            False,
+            Checkpointing.NONE,
+        )
 
     @classmethod
     def of(cls, spec: RunSpec) -> SequenceSplit:
         """The run's, from its options (a strategy without them: the plain one)."""
+        # A switch off reads as not given: the command line's flag is off unless set.
+        given = spec.context is not None or spec.checkpointing is not None
         return cls(
             int(spec.context or 1),
             bool(spec.sequence_parallel),
             Checkpointing(spec.checkpointing or Checkpointing.NONE.value),
+            given=given or bool(spec.sequence_parallel),
         )
 
 
 def sequence_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options as a plan holds them, each checked alone (one sentence for a bad one)."""
-    context = options.get("context", 1)
-    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+    """The options as a plan holds them (None: not given), each checked alone (one sentence
+    for a bad one)."""
+    context = options.get("context")
+    if context is not None and (
+        isinstance(context, bool) or not isinstance(context, int) or context < 1
+    ):
         raise GpkError(
             f"context={context!r} must be a whole number of devices, 1 or more, e.g. context=2"
         )
-    split = options.get("sequence_parallel", False)
-    if not isinstance(split, bool):
+    split = options.get("sequence_parallel")
+    if split is not None and not isinstance(split, bool):
         raise GpkError(f"sequence_parallel={split!r} must be True or False")
-    checkpointing = options.get("checkpointing", Checkpointing.NONE.value)
+    checkpointing = options.get("checkpointing")
     known = [c.value for c in Checkpointing]
-    if checkpointing not in known:
+    if checkpointing is not None and checkpointing not in known:
         raise GpkError(
             f"checkpointing={checkpointing!r} is not known; use one of "
             + ", ".join(repr(k) for k in known)

@@ -76,9 +76,9 @@ def test_a_request_is_the_apis_arguments():
         "min_shard_bytes": None,  # fsdp's default
         "experts": "dense",  # expert's: keras-hub's bank
         "capacity_factor": 1.25,
-        "context": 1,  # data, tensor and fsdp on JAX: the long-sequence options
-        "sequence_parallel": False,
-        "checkpointing": "none",
+        "context": None,  # data, tensor and fsdp on JAX: the long-sequence options, not given
+        "sequence_parallel": False,  # a switch: off unless set
+        "checkpointing": None,
         "steps_per_execution": None,  # tune's choice
     }
     experiment = request.experiment(progress=False)

@@ -134,7 +134,7 @@ def test_a_run_holds_its_strategys_options_and_reads_others_as_absent():
     )
     assert (spec.schedule, spec.micro_batches, spec.workers, spec.mesh) == ("1f1b", 4, 1, None)
     data = small_mlp_experiment().plan("data", 2, micro_batches=4, schedule="1f1b")
-    plain = {"workers": 1, "context": 1, "sequence_parallel": False, "checkpointing": "none"}
+    plain = {"workers": 1, "context": None, "sequence_parallel": False, "checkpointing": None}
     assert data.options == plain and (data.schedule, data.workers) == ("", 1)
     with pytest.raises(AttributeError, match="no attribute 'shedule'"):
         _ = spec.shedule

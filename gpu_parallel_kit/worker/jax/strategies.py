@@ -95,7 +95,7 @@ class JaxStrategy(WorkerStrategy):
         with self.scope():
             model = builder()
         recomputed = recompute_layers(model, self.split)
-        if self.split.any:
+        if self.split.given:
             self.split_fields.update(
                 context=self.split.context,
                 sequence_parallel=self.split.sequence_parallel,
@@ -226,7 +226,7 @@ class JaxStrategy(WorkerStrategy):
     def after_training(self, run: ModelAndBatches) -> None:
         """With a long-sequence option, the compiled step's temporaries on one device, read
         off XLA's memory analysis on the run's first global batch (`sequence_split.py`)."""
-        if self.split.any:
+        if self.split.given:
             x, y = run.batches[0]
             self.split_fields["step_temporaries_bytes"] = step_temporaries(
                 run.model, self.distribution, x, y
