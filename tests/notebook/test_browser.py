@@ -177,7 +177,12 @@ def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
 
 # The notebooks a student opens first, and the one whose runs evaluate inside the worker: nothing
 # in them writes a red stderr box (TensorFlow's start-up chatter, AutoGraph warnings).
-QUIET = ("00_quickstart.ipynb", "05_time_to_accuracy.ipynb", "06_tensor_parallelism.ipynb")
+QUIET = (
+    "00_quickstart.ipynb",
+    "05_time_to_accuracy.ipynb",
+    "06_tensor_parallelism.ipynb",
+    "10_long_sequences.ipynb",
+)
 WINDOW = {"width": 1280, "height": 900}  # a laptop's window; Lab opens with its file browser
 # Every cell rendered, not only those in view, so every table is laid out and measured.
 ALL_CELLS = {"notebook-extension/tracker": {"windowingMode": "none"}}
