@@ -377,12 +377,20 @@ def _policy(precision: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _outside(scope: Any) -> Iterator[None]:
-    """Out of the deferring scope for a while: what is created here is allocated."""
-    scope.__exit__(None, None, None)
+    """Out of the deferring scope for a while: what is created here is allocated. Reentrant:
+    a `compile` that makes an optimizer leaves the scope once, so the scope, entered again,
+    restores what was before it when it ends (entered twice, it would restore itself, and
+    every model built after the count in the same process would be deferred)."""
+    depth = getattr(scope, "_gpk_outside", 0)
+    scope._gpk_outside = depth + 1
+    if depth == 0:
+        scope.__exit__(None, None, None)
     try:
         yield
     finally:
-        scope.__enter__()
+        scope._gpk_outside = depth
+        if depth == 0:
+            scope.__enter__()
 
 
 @contextlib.contextmanager
