@@ -28,6 +28,7 @@ from typing import Any
 
 import jax
 import keras
+import numpy as np
 
 from ...errors import GpkError
 from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
@@ -36,9 +37,13 @@ from .keras_internals import sublayers
 from .plan_count import structure
 
 CONTEXT_AXIS = "context"
+# One batch of a model's inputs (or labels): an array, or a dict or list of arrays.
+Inputs = np.ndarray | dict[str, np.ndarray] | list[np.ndarray]
 
 
-def device_mesh(devices: list[Any], data: int, model: int, context: int) -> Any:
+def device_mesh(
+    devices: list[jax.Device], data: int, model: int, context: int
+) -> keras.distribution.DeviceMesh:
     """The (data, model) mesh, or with a context axis (data ÷ context, context, model)."""
     if context == 1:
         return keras.distribution.DeviceMesh((data, model), (DATA_AXIS, MODEL_AXIS), devices)
@@ -55,7 +60,7 @@ class ContextParallel(keras.distribution.ModelParallel):
         super().__init__(**options)
         self.context = context
 
-    def get_data_layout(self, data_shape: tuple[int, ...]) -> Any:
+    def get_data_layout(self, data_shape: tuple[int, ...]) -> keras.distribution.TensorLayout:
         layout = super().get_data_layout(data_shape)
         if self.context == 1 or len(data_shape) < 2:
             return layout
@@ -64,7 +69,7 @@ class ContextParallel(keras.distribution.ModelParallel):
         return keras.distribution.TensorLayout(axes, self.device_mesh)
 
 
-def check_sample(sample: Any, split: SequenceSplit) -> None:
+def check_sample(sample: Inputs, split: SequenceSplit) -> None:
     """Every input with a sequence axis splits evenly over the context axis: one sentence
     naming the length and the fix otherwise."""
     if split.context == 1:
@@ -83,7 +88,9 @@ def check_sample(sample: Any, split: SequenceSplit) -> None:
             )
 
 
-def add_activation_layouts(mapping: Any, model: keras.Model, split: SequenceSplit) -> int:
+def add_activation_layouts(
+    mapping: keras.distribution.LayoutMap, model: keras.Model, split: SequenceSplit
+) -> int:
     """Put the blocks' activations on the mesh as the split needs (see the module), in the
     `LayoutMap` `mapping`; the entries added."""
     if split.context == 1 and not split.sequence_parallel:
@@ -143,7 +150,12 @@ def checkpointed(call: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def step_temporaries(model: keras.Model, distribution: Any, x: Any, y: Any) -> int | None:
+def step_temporaries(
+    model: keras.Model,
+    distribution: keras.distribution.Distribution | None,
+    x: Inputs,
+    y: Inputs,
+) -> int | None:
     """The bytes of temporaries XLA gives one device for the compiled training step on one
     global batch laid out as the run lays it out (its activations kept for the backward, and
     what else the step holds at its peak); None where the backend does not say."""
@@ -154,7 +166,7 @@ def step_temporaries(model: keras.Model, distribution: Any, x: Any, y: Any) -> i
         [v.value for v in model.metrics_variables],
     )
 
-    def placed(array: Any) -> Any:
+    def placed(array: np.ndarray) -> jax.Array | np.ndarray:
         if distribution is None:
             return array
         layout = distribution.get_data_layout(array.shape)
@@ -174,18 +186,18 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def _is_fixed(value: Any) -> bool:
+def _is_fixed(value: object) -> bool:
     if value is None or isinstance(value, bool | int | float | str):
         return True
     # Keras passes `training` as a concrete boolean array: a Python bool to the layer.
     return getattr(value, "ndim", None) == 0 and str(getattr(value, "dtype", "")) == "bool"
 
 
-def _fixed(value: Any) -> Any:
+def _fixed(value: object) -> object:
     return bool(value) if getattr(value, "ndim", None) == 0 else value
 
 
-def _every_layer(layer: Any) -> list[Any]:
+def _every_layer(layer: keras.layers.Layer) -> list[keras.layers.Layer]:
     """Every layer inside `layer`, depth first."""
     found = []
     for child in sublayers(layer):
@@ -193,21 +205,21 @@ def _every_layer(layer: Any) -> list[Any]:
     return found
 
 
-def _blocks(model: keras.Model) -> list[Any]:
+def _blocks(model: keras.Model) -> list[keras.layers.Layer]:
     """The model's Transformer blocks, by the names `plan_count.structure` reads."""
     names = set((structure(model) or {}).get("block_names") or [])
     return [layer for layer in _every_layer(model) if layer.name in names]
 
 
-def _attention_layers(model: keras.Model) -> list[Any]:
+def _attention_layers(model: keras.Model) -> list[keras.layers.Layer]:
     return [layer for layer in _every_layer(model) if type(layer).__name__.endswith("Attention")]
 
 
-def _outermost(layers: list[Any]) -> list[Any]:
+def _outermost(layers: list[keras.layers.Layer]) -> list[keras.layers.Layer]:
     """Those not inside another of them (an attention layer's own inner attention)."""
     inner = {id(child) for layer in layers for child in _every_layer(layer)}
     return [layer for layer in layers if id(layer) not in inner]
 
 
-def _norms(block: Any) -> list[Any]:
+def _norms(block: keras.layers.Layer) -> list[keras.layers.Layer]:
     return [layer for layer in _every_layer(block) if "Norm" in type(layer).__name__]
