@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis.cost_model.bubble_refinement import refine
 from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.hardware_presets import Interconnect
 from ..analysis.cost_model.layer_rows import find_blocks
 from ..analysis.cost_model.model_card import ModelCard, model_card
 from ..analysis.cost_model.parallel_plan import attention_of
@@ -212,6 +213,6 @@ def _search(
     )
 
 
-def _stage_link(cluster: GPUCluster, row: dict[str, Any]) -> Any:
+def _stage_link(cluster: GPUCluster, row: dict[str, Any]) -> Interconnect | None:
     replicas = row["data"] * row["context"]  # the context axis sits inside the data axis
     return cluster.links(data=replicas, tensor=row["tensor"], stages=row["stages"])["stages"]

@@ -10,6 +10,7 @@ keeps for the backward, which the memory budget counts (`budget.py`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import keras
@@ -57,7 +58,7 @@ def read_weights(model: keras.Model) -> list[LayerInfo]:
     return [_info(layer, None, None) for layer in _walk(model)]
 
 
-def _walk(layer: Any):
+def _walk(layer: keras.layers.Layer) -> Iterator[keras.layers.Layer]:
     for child in getattr(layer, "layers", []):
         if isinstance(child, keras.Model) or (
             isinstance(child, keras.layers.Layer) and _is_container(child)
@@ -67,11 +68,11 @@ def _walk(layer: Any):
             yield child
 
 
-def _is_container(layer: Any) -> bool:
+def _is_container(layer: keras.layers.Layer) -> bool:
     return isinstance(layer, keras.Sequential | keras.Model)
 
 
-def _kind(layer: Any) -> str:
+def _kind(layer: keras.layers.Layer) -> str:
     if isinstance(layer, keras.layers.MultiHeadAttention):
         return "attention"
     if isinstance(layer, keras.layers.Dense):
@@ -89,12 +90,14 @@ def _kind(layer: Any) -> str:
     return "other"
 
 
-def _one_filter_a_channel(layer: Any) -> bool:
+def _one_filter_a_channel(layer: keras.layers.Layer) -> bool:
     depthwise = (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)
     return isinstance(layer, depthwise) and getattr(layer, "depth_multiplier", 0) == 1
 
 
-def _info(layer: Any, in_elements: int | None, out_elements: int | None) -> LayerInfo:
+def _info(
+    layer: keras.layers.Layer, in_elements: int | None, out_elements: int | None
+) -> LayerInfo:
     prefix = f"{layer.path}/" if getattr(layer, "path", None) else ""
     trainable = {id(v) for v in layer.trainable_variables}
     variables = tuple(
@@ -112,7 +115,7 @@ def _info(layer: Any, in_elements: int | None, out_elements: int | None) -> Laye
 
 
 def _activation_sizes(
-    model: keras.Model, layers: list[Any], sample: Any
+    model: keras.Model, layers: list[keras.layers.Layer], sample: Any
 ) -> dict[int, tuple[int | None, int | None]]:
     """Per layer, the elements per sample of its first input and of its output, from one call.
 
@@ -121,7 +124,7 @@ def _activation_sizes(
     """
     sizes: dict[int, tuple[int | None, int | None]] = {}
 
-    def wrapped(layer: Any, call: Any):
+    def wrapped(layer: keras.layers.Layer, call: Callable[..., Any]) -> Callable[..., Any]:
         def record(*args: Any, **kwargs: Any) -> Any:
             output = call(*args, **kwargs)
             first = args[0] if args else next(iter(kwargs.values()), None)
@@ -144,7 +147,7 @@ def _activation_sizes(
     return sizes
 
 
-def _per_sample(value: Any) -> int | None:
+def _per_sample(value: object) -> int | None:
     shape = getattr(value, "shape", None)
     if shape is None or len(shape) == 0:
         return None

@@ -343,7 +343,7 @@ class ModelCard:
 def model_card(
     count: dict[str, Any],
     precision: str,
-    optimizer: Any,
+    optimizer: str | float,
     name: str,
     *,
     blocks: int | None = None,
@@ -406,7 +406,7 @@ def model_card(
     )
 
 
-def layer_card(count: dict[str, Any], precision: str, optimizer: Any) -> ModelCard:
+def layer_card(count: dict[str, Any], precision: str, optimizer: str | float) -> ModelCard:
     """The card of a model carded by its own layers: the count's step at two batches ("steps",
     read by `counted_work.from_counts`), its layers' work ("layers"), the layers as the
     sharding rules read them ("layer_infos") and what backpropagation keeps of each at
@@ -423,7 +423,10 @@ def layer_card(count: dict[str, Any], precision: str, optimizer: Any) -> ModelCa
 
 
 def rows_card(
-    work: WorkCount, rows: tuple[LayerRow, ...], precision: str = "bf16", optimizer: Any = "adam"
+    work: WorkCount,
+    rows: tuple[LayerRow, ...],
+    precision: str = "bf16",
+    optimizer: str | float = "adam",
 ) -> ModelCard:
     """A card of `rows`, the layers of the counted step `work`."""
     if not rows:

@@ -375,22 +375,27 @@ def _policy(precision: str) -> Iterator[None]:
         keras.config.set_dtype_policy(before)
 
 
+_OUTSIDE: dict[int, int] = {}  # how deep each deferring scope has been stepped out of
+
+
 @contextlib.contextmanager
 def _outside(scope: Any) -> Iterator[None]:
     """Out of the deferring scope for a while: what is created here is allocated. Reentrant:
     a `compile` that makes an optimizer leaves the scope once, so the scope, entered again,
     restores what was before it when it ends (entered twice, it would restore itself, and
     every model built after the count in the same process would be deferred)."""
-    depth = getattr(scope, "_gpk_outside", 0)
-    scope._gpk_outside = depth + 1
+    depth = _OUTSIDE.get(id(scope), 0)
+    _OUTSIDE[id(scope)] = depth + 1
     if depth == 0:
         scope.__exit__(None, None, None)
     try:
         yield
     finally:
-        scope._gpk_outside = depth
         if depth == 0:
+            del _OUTSIDE[id(scope)]
             scope.__enter__()
+        else:
+            _OUTSIDE[id(scope)] = depth
 
 
 @contextlib.contextmanager

@@ -21,15 +21,26 @@ own depth off the line through them, seconds where the whole model takes minutes
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..quiet_start import native_stderr_filtered
 from ..work_count import answer
 from .keras_internals import sublayers
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    import keras
+
+    from ...runs.description.sources import CountedSample, ModelSource
+
 
 def count_for_plans(
-    source: Any, sample: Any, precision: str, optimizer: str | None, sender: Any
+    source: ModelSource,
+    sample: CountedSample,
+    precision: str,
+    optimizer: str | None,
+    sender: Connection,
 ) -> None:
     """The child's entry: send ("phase", text) while it works, then (True, the count) or
     (False, one sentence). `sample` is a `CountedSample`: its inputs and labels as `(shape,
@@ -42,9 +53,9 @@ def count_for_plans(
         from ..sample_checks import check_sample
         from .abstract_count import count_abstract
 
-        built: list[Any] = []
+        built: list[keras.Model] = []
 
-        def build() -> Any:
+        def build() -> keras.Model:
             model = load_model(source)
             check_sample(model, sample)
             built.append(model)
@@ -95,7 +106,11 @@ def count_for_plans(
 
 
 def _by_depth(
-    source: Any, sample: Any, precision: str, optimizer: str | None, sender: Any
+    source: ModelSource,
+    sample: CountedSample,
+    precision: str,
+    optimizer: str | None,
+    sender: Connection,
 ) -> dict[str, Any] | None:
     """The count of a model whose config says its blocks, by depth; None for another model, or
     one too shallow to gain (the model is built once, its weights deferred, to read it)."""
@@ -139,11 +154,11 @@ def _by_depth(
 
 
 def _by_layer(
-    source: Any,
-    sample: Any,
+    source: ModelSource,
+    sample: CountedSample,
     once: dict[str, Any],
     twice: dict[str, Any],
-    counted: Any,
+    counted: keras.Model,
     kept: dict[str, float],
 ) -> dict[str, Any]:
     """What a card made of the model's own layers needs: the step at one and two samples
@@ -198,7 +213,7 @@ def _zeros(spec: Any) -> Any:
     return np.zeros((1, *shape), dtype)
 
 
-def _loss(source: Any, sample: Any) -> Any:
+def _loss(source: ModelSource, sample: CountedSample) -> str | keras.losses.Loss:
     """The loss an uncompiled model is counted with: the experiment's, else a built-in model's
     own (as its runs compile it), else a classifier's for labels that are a class index, else a
     regression's."""
@@ -214,7 +229,7 @@ def _loss(source: Any, sample: Any) -> Any:
     return "mean_squared_error"
 
 
-def _class_index(labels: Any) -> bool:
+def _class_index(labels: object) -> bool:
     """Whether the labels are one integer a sample, a class index (`np.int32(0)`)."""
     import numpy as np
 
@@ -224,7 +239,7 @@ def _class_index(labels: Any) -> bool:
     return tuple(shape) in ((), (1,)) and np.issubdtype(np.dtype(dtype), np.integer)
 
 
-def structure(model: Any) -> dict[str, Any]:
+def structure(model: keras.Model) -> dict[str, Any]:
     """The blocks a pipeline cuts between, the width and the heads: "blocks", "hidden",
     "heads", "block_names" (the layers whose activations are a block's), "found_in", and
     where a backbone says them "kv_heads" and "vocabulary"."""
@@ -266,7 +281,7 @@ def structure(model: Any) -> dict[str, Any]:
     }
 
 
-def _every_layer(model: Any) -> list[Any]:
+def _every_layer(model: keras.layers.Layer) -> list[keras.layers.Layer]:
     """The model and every layer inside it, depth first."""
     found, stack = [], [model]
     while stack:
@@ -276,7 +291,7 @@ def _every_layer(model: Any) -> list[Any]:
     return found
 
 
-def _repeated_names(layers: list[Any], count: int) -> list[str]:
+def _repeated_names(layers: list[keras.layers.Layer], count: int) -> list[str]:
     """Names of `count` layers numbered alike ("block_0" … "block_11"): the blocks, when the
     model wraps each in a layer of its own; [] when it does not."""
     groups: dict[str, list[str]] = {}
