@@ -28,6 +28,7 @@ from .stage_split import (
     device_parameters,
     expert_parameters,
     plan_split,
+    rows_on_device,
     stage_kept,
     stage_messages,
     stage_work,
@@ -185,12 +186,8 @@ def _counted_bytes(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -
     count's bytes a sample at the training's activation width (`roofline.ACTIVATION_WIDTH`),
     kept on the device as its weights are, and the update's, in the stage's share of the
     FLOPs."""
-    kept = card.layer_split(plan.tensor).kept
     width = ACTIVATION_WIDTH[training_precision(card.precision).peak]
-    start = split.first[stage]
-    per_sample = math.fsum(
-        row.moved_bytes * kept[start + i] for i, row in enumerate(split.rows[stage])
-    )
+    per_sample = rows_on_device(card, plan, split, stage, lambda row: row.moved_bytes)
     samples = plan.micro_batch_size * plan.micro_batches
     share = stage_work(card, plan, split, stage) / card.flops_per_sample
     return width * per_sample * samples + card.step_bytes * share

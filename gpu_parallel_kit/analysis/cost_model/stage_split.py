@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -204,18 +205,28 @@ def stage_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int)
     each layer."""
     if not split.rows:
         return split.parameters[stage] / plan.tensor
-    kept = card.layer_split(plan.tensor).kept
-    start = split.first[stage]
-    return math.fsum(row.parameters * kept[start + i] for i, row in enumerate(split.rows[stage]))
+    return rows_on_device(card, plan, split, stage, lambda row: row.parameters)
 
 
 def stage_work(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
     """One device's counted FLOPs of `stage` per sample under the plan's tensor axis."""
     if not split.rows:
         return split.flops[stage] / plan.tensor
+    return rows_on_device(card, plan, split, stage, lambda row: row.flops)
+
+
+def rows_on_device(
+    card: ModelCard,
+    plan: Plan,
+    split: StageSplit,
+    stage: int,
+    figure: Callable[[LayerRow], float],
+) -> float:
+    """A card of rows' `figure` summed over `stage`'s layers, each at the share of it one
+    device of the plan's tensor axis keeps (`layer_rows.LayerSplit.kept`)."""
     kept = card.layer_split(plan.tensor).kept
     start = split.first[stage]
-    return math.fsum(row.flops * kept[start + i] for i, row in enumerate(split.rows[stage]))
+    return math.fsum(figure(row) * kept[start + i] for i, row in enumerate(split.rows[stage]))
 
 
 def device_parameters(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:

@@ -64,16 +64,20 @@ def count_for_plans(
         by_depth = _by_depth(source, sample, precision, optimizer, sender)
         if by_depth is not None:
             return by_depth
+
+        def count_at(batch: int) -> dict[str, Any]:
+            return count_abstract(
+                build,
+                sample.inputs,
+                batch,
+                precision=precision,
+                optimizer=optimizer,
+                targets=sample.labels,
+                loss=_loss(source, sample),
+            )
+
         sender.send(("phase", "tracing and compiling one step"))
-        counted = count_abstract(
-            build,
-            sample.inputs,
-            1,
-            precision=precision,
-            optimizer=optimizer,
-            targets=sample.labels,
-            loss=_loss(source, sample),
-        )
+        counted = count_at(1)
         kept = counted.pop("activations")
         traced = built[-1]  # the model whose layers the trace names
         said = structure(traced)
@@ -88,15 +92,7 @@ def count_for_plans(
         }
         if not said:
             sender.send(("phase", "counting each layer"))
-            twice = count_abstract(
-                build,
-                sample.inputs,
-                2,
-                precision=precision,
-                optimizer=optimizer,
-                targets=sample.labels,
-                loss=_loss(source, sample),
-            )
+            twice = count_at(2)
             found.update(_by_layer(source, sample, counted, twice, traced, found["by_layer"]))
         return found
 
