@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GpkError, whole_number
-from .counted_work import WorkCount
-from .layer_rows import LayerRow, LayerSplit, layer_rows, layer_split
+from .counted_work import WorkCount, from_counts
+from .layer_rows import LayerRow, LayerSplit, layer_infos, layer_rows, layer_split
 from .roofline import ACTIVATION_WIDTH, fusion
 from .training_precision import SHARDED_BY_DATA, StateBytes, state_bytes, training_precision
 
@@ -411,9 +411,6 @@ def layer_card(count: dict[str, Any], precision: str, optimizer: str | float) ->
     read by `counted_work.from_counts`), its layers' work ("layers"), the layers as the
     sharding rules read them ("layer_infos") and what backpropagation keeps of each at
     `precision` ("by_layer", where the count traced it; else half each layer's forward bytes)."""
-    from .counted_work import from_counts
-    from .layer_rows import layer_infos
-
     work = from_counts(count)
     record = training_precision(precision)
     width = ACTIVATION_WIDTH[record.peak]  # the layers' count keeps 32-bit activations

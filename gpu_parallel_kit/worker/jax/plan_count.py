@@ -172,8 +172,8 @@ def _by_layer(
     model = load_model(source)
     names = dict(
         zip(
-            (layer.name for layer in _every_layer(counted)),
-            (layer.name for layer in _every_layer(model)),
+            (layer.name for layer in every_layer(counted)),
+            (layer.name for layer in every_layer(model)),
             strict=False,
         )
     )
@@ -239,7 +239,7 @@ def structure(model: keras.Model) -> dict[str, Any]:
     """The blocks a pipeline cuts between, the width and the heads: "blocks", "hidden",
     "heads", "block_names" (the layers whose activations are a block's), "found_in", and
     where a backbone says them "kv_heads" and "vocabulary"."""
-    layers = _every_layer(model)
+    layers = every_layer(model)
     for layer in layers:
         heads = getattr(layer, "num_heads", None) or getattr(layer, "num_query_heads", None)
         blocks, hidden = getattr(layer, "num_layers", None), getattr(layer, "hidden_dim", None)
@@ -277,7 +277,7 @@ def structure(model: keras.Model) -> dict[str, Any]:
     }
 
 
-def _every_layer(model: keras.layers.Layer) -> list[keras.layers.Layer]:
+def every_layer(model: keras.layers.Layer) -> list[keras.layers.Layer]:
     """The model and every layer inside it, depth first."""
     found, stack = [], [model]
     while stack:

@@ -33,8 +33,7 @@ import numpy as np
 from ...errors import GpkError
 from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
 from ...strategies.long_sequences import Checkpointing, SequenceSplit
-from .keras_internals import sublayers
-from .plan_count import structure
+from .plan_count import every_layer, structure
 
 CONTEXT_AXIS = "context"
 # One batch of a model's inputs (or labels): an array, or a dict or list of arrays.
@@ -197,29 +196,26 @@ def _fixed(value: object) -> object:
     return bool(value) if getattr(value, "ndim", None) == 0 else value
 
 
-def _every_layer(layer: keras.layers.Layer) -> list[keras.layers.Layer]:
-    """Every layer inside `layer`, depth first."""
-    found = []
-    for child in sublayers(layer):
-        found += [child, *_every_layer(child)]
-    return found
+def _inside(layer: keras.layers.Layer) -> list[keras.layers.Layer]:
+    """Every layer inside `layer`, depth first, `layer` itself left out."""
+    return every_layer(layer)[1:]
 
 
 def _blocks(model: keras.Model) -> list[keras.layers.Layer]:
     """The model's Transformer blocks, by the names `plan_count.structure` reads."""
     names = set((structure(model) or {}).get("block_names") or [])
-    return [layer for layer in _every_layer(model) if layer.name in names]
+    return [layer for layer in _inside(model) if layer.name in names]
 
 
 def _attention_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    return [layer for layer in _every_layer(model) if type(layer).__name__.endswith("Attention")]
+    return [layer for layer in _inside(model) if type(layer).__name__.endswith("Attention")]
 
 
 def _outermost(layers: list[keras.layers.Layer]) -> list[keras.layers.Layer]:
     """Those not inside another of them (an attention layer's own inner attention)."""
-    inner = {id(child) for layer in layers for child in _every_layer(layer)}
+    inner = {id(child) for layer in layers for child in _inside(layer)}
     return [layer for layer in layers if id(layer) not in inner]
 
 
 def _norms(block: keras.layers.Layer) -> list[keras.layers.Layer]:
-    return [layer for layer in _every_layer(block) if "Norm" in type(layer).__name__]
+    return [layer for layer in _inside(block) if "Norm" in type(layer).__name__]
