@@ -35,6 +35,7 @@ from .runs.description.strategy_options import (
 from .runs.description.tuning_rules import check_tune
 from .runs.description.validation_data import training_and_validation
 from .runs.processes.child_process import RunInterrupted
+from .runs.processes.configuration_lines import ComparisonProgress, configuration_lines
 from .runs.processes.failure_reasons import refused_for_every_run
 from .runs.processes.progress_bars import run_label, run_progress
 from .runs.results.run_result import RunResult
@@ -53,6 +54,8 @@ from .runs.scheduling.step_counting import (
 from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, check_backend
 from .strategies.processes import check_workers
+
+ROUNDS = "rounds"  # progress="rounds": a line per round of a comparison, not per configuration
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -96,8 +99,10 @@ class Experiment:
         measure_comm: `False` skips the communication measurement after training.
         timeout: seconds per run; `None` for no limit.
         log: the run log's SQLite file (default `./gpk_runs.sqlite`, or `GPK_LOG`).
-        progress: a progress bar per run; `False` for none, or a factory called with each
-            run's plan.
+        progress: `True`: a comparison shows one line per configuration, updated as its rounds
+            finish, and a run one bar; `"rounds"`: a line per round instead; `False`: none; or a
+            factory called with each run's plan (a comparison's: each configuration's, its
+            rounds then fed to what it returns).
 
     `scaling`, `lr_scaling`, `warmup_epochs`, `target`, `deterministic`, `tune` and
     `measure_comm` are every run's defaults; `run()`, `compare()` and `plan()` can override them
@@ -131,7 +136,7 @@ class Experiment:
         measure_comm: bool = True,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         log: str | None = None,
-        progress: bool | Callable[[RunSpec], Any] = True,
+        progress: bool | str | Callable[[RunSpec], Any] = True,
     ) -> None:
         self.training = TrainingConfig(
             batch_size=batch_size,
@@ -173,6 +178,11 @@ class Experiment:
         self.measure_comm = measure_comm
         self.timeout = timeout
         self.log = RunLog(log)
+        if isinstance(progress, str) and progress != ROUNDS:
+            raise GpkError(
+                f"progress={progress!r} is not a choice; use True (a line per configuration), "
+                f'"{ROUNDS}" (a line per round) or False'
+            )
         self.progress = progress
         self.experiment_id = uuid.uuid4().hex[:12]
         self._counting: CountAhead | None = None
@@ -346,8 +356,13 @@ class Experiment:
         count = rounds_to_run(rounds, to_target=to_target)
         rule = measuring_rule(fixed=rounds is not None or to_target, measure_s=measure_s)
 
-        execute = functools.partial(self._execute, cancel=cancel)
-        done = run_grid(specs, count, execute, cancel, rule)
+        shown = self._comparison_progress(specs)
+        execute = functools.partial(self._execute, cancel=cancel, shown=shown)
+        try:
+            done = run_grid(specs, count, execute, cancel, rule, shown.measured if shown else None)
+        finally:
+            if shown is not None:
+                shown.close()
         never = [spec for spec, rows in zip(specs, done, strict=True) if not rows]
         refused = [row for rows in done for row in rows if refused_for_every_run(row)]
         not_started = iter(self._not_started(never, refused[0] if refused else None))
@@ -450,16 +465,20 @@ class Experiment:
         upcoming: RunSpec | None = None,
         round_of: tuple[int, int, str] | None = None,
         extra: dict[str, Any] | None = None,
+        shown: ComparisonProgress | None = None,
     ) -> RunResult:
         """Run one spec, show its progress, log its row. `round_of`: (round from 0, rounds,
         the configuration's first run id) when a comparison runs in rounds; `extra`: what the
-        row's `extra` adds before it is logged (the searched plan a run ran)."""
+        row's `extra` adds before it is logged (the searched plan a run ran); `shown`: a
+        comparison's progress, one handler per configuration, which this round's events go to."""
 
         def tagged(result: RunResult) -> RunResult:
             result = tag_round(result, round_of=round_of)
             return dataclasses.replace(result, extra={**result.extra, **extra}) if extra else result
 
-        if callable(self.progress):
+        if shown is not None:
+            progress = shown.round(spec, round_of)
+        elif callable(self.progress):
             # A front end's own display (e.g. a widget panel): called with the run's spec, it
             # returns a handler of the worker's events with a close(result) method.
             progress = self.progress(spec)
@@ -477,6 +496,17 @@ class Experiment:
         progress.close(result)
         self.log.append(result)
         return result
+
+    def _comparison_progress(self, specs: Sequence[RunSpec]) -> ComparisonProgress | None:
+        """One progress handler per configuration of a comparison: a front end's (called once
+        per configuration) or a line of `configuration_lines`; None for a line per round."""
+        if self.progress == ROUNDS:
+            return None
+        if callable(self.progress):
+            factory = self.progress
+            return ComparisonProgress(specs, lambda _, spec: factory(spec))
+        lines = configuration_lines([run_label(s) for s in specs], enabled=bool(self.progress))
+        return ComparisonProgress(specs, lambda index, _: lines.line(index), lines)
 
     def _not_started(self, specs: Sequence[RunSpec], refused: RunResult | None) -> list[RunResult]:
         """Rows of the configurations a comparison never ran: cancelled, or refused as one was."""

@@ -29,6 +29,7 @@ from .runs.processes.child_process import (
     start_child,
     stop_child,
 )
+from .runs.processes.configuration_lines import RoundsSoFar
 from .runs.processes.failure_reasons import classify_exit, refused_for_every_run
 from .runs.results.below_noise import settle_communication
 from .runs.results.run_result import RunResult
@@ -38,6 +39,7 @@ from .runs.scheduling.measuring_until_known import (
     Measuring,
     MeasuringRule,
     next_round_wanted,
+    rounds_so_far,
     row_fields,
 )
 from .runs.scheduling.resident_rounds import prepared_together, round_spec
@@ -120,6 +122,7 @@ def run_grid(
     execute: Execute,
     cancel: threading.Event | None,
     rule: MeasuringRule | None = None,
+    measured: Callable[[RoundsSoFar], None] | None = None,
 ) -> list[list[RunResult]]:
     """Each spec's rows, its rounds run interleaved (A, B, C, A, B, C, …), every run after the
     first started ahead while the one before it measures (`StartedAhead`); then, under an
@@ -133,7 +136,8 @@ def run_grid(
     rounds, the configuration's first run id), None with one round. A later round reports the
     communication its configuration measured before (`runs/description/communication_reuse.py`)
     instead of measuring it again, and where it may, is trained by the process of the round before
-    (`runs/scheduling/resident_rounds.py`), which `ahead` keeps between rounds.
+    (`runs/scheduling/resident_rounds.py`), which `ahead` keeps between rounds. After each round,
+    `measured` is told what its configuration's rounds measured so far (its progress line).
     """
     rule = rule or MeasuringRule(adaptive=False)
     most = rule.most_rounds(rounds)
@@ -182,6 +186,8 @@ def run_grid(
                 row = execute(spec, ahead=ahead, upcoming=upcoming, round_of=round_of)
                 done[index].append(row)
                 seconds[index].append(_round_seconds(row, turn, time.perf_counter() - began))
+                if measured is not None:
+                    measured(rounds_so_far(rule, measuring(index), specs[index].run_id, rounds))
                 stopped = refused_for_every_run(row)  # the data against the model: none would train
             except RunInterrupted as interrupted:
                 done[index].append(interrupted.result)

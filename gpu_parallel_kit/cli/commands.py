@@ -26,6 +26,7 @@ from ..api import Experiment
 from ..comparison import Comparison
 from ..errors import GpkError, one_sentence
 from ..options.request import Request, request_from
+from ..options.table import progress_of
 from ..runs.description.device_choice import list_devices
 from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from ..store import RunLog
@@ -71,7 +72,7 @@ def _request(args: argparse.Namespace) -> Request:
     return request_from(args, _model(args.model), _data(args.data, args.model), validation)
 
 
-def _experiment(request: Request, progress: bool) -> Experiment:
+def _experiment(request: Request, progress: bool | str) -> Experiment:
     """The Experiment asked for; every mistake in the options is raised here, as one line."""
     try:
         return request.experiment(progress)
@@ -192,7 +193,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     _warm_for(args)
     request = _request(args)
-    experiment = _experiment(request, args.progress)
+    experiment = _experiment(request, progress_of(args))
     plan = {**request.plan(), "rounds": args.rounds, "measure_s": args.measure_s}
     return _compare(experiment, args.strategies, args.devices, plan, args.out, request.projected)
 
@@ -200,7 +201,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     backend = demo.demo_backend(args.backend)
     warm_each([backend])
-    experiment = demo.demo_experiment(progress=args.progress, log=args.log, backend=backend)
+    experiment = demo.demo_experiment(progress=progress_of(args), log=args.log, backend=backend)
     print(demo.describe(experiment), flush=True)
     experiment.count_ahead()  # the projection's count, beside the servers' start
     plan = {"measure_s": demo.MEASURE_S}

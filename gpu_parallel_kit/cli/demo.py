@@ -52,7 +52,7 @@ TIMEOUT_S = 120.0
 
 
 def demo_experiment(
-    progress: bool = True, log: str | None = None, backend: str | None = None
+    progress: bool | str = True, log: str | None = None, backend: str | None = None
 ) -> Experiment:
     """The demo's experiment: the built-in MLP on its synthetic set, one pass over the data, on
     `demo_backend(backend)`."""

@@ -13,7 +13,7 @@ from ..options.argtypes import fraction
 from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.search import SEARCH
-from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, Flag
+from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, VERBOSE, Flag
 from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from ..strategies import BACKENDS
 
@@ -96,7 +96,7 @@ def build_parser(
         help="tensorflow (tf.distribute) or jax (keras.distribution); default: jax where it is "
         "installed, as it starts sooner, else tensorflow",
     )
-    _add_options(demo, (PROGRESS, _LOG))
+    _add_options(demo, (PROGRESS, VERBOSE, _LOG))
     worker = _add(
         commands,
         "worker",

@@ -22,6 +22,7 @@ from ..api import Experiment
 from ..errors import GpkError, one_sentence
 from ..options.argtypes import positive
 from ..options.request import Request
+from ..options.table import progress_of
 from ..runs.description.device_choice import list_devices, virtual_device_limit
 from ..runs.description.sources import model_source
 from ..store import history as run_history
@@ -101,7 +102,7 @@ def compare(shell: Any, args: argparse.Namespace) -> Any:
             --devices 1 2 4
     """
     request = request_from(args, shell.user_ns)
-    experiment = _experiment(request, progress=args.progress)
+    experiment = _experiment(request, progress=progress_of(args))
     comparison = experiment.compare(
         args.strategies,
         args.devices,
@@ -202,7 +203,7 @@ COMMANDS: dict[str, Handler] = {
 }
 
 
-def _experiment(request: Request, progress: bool) -> Experiment:
+def _experiment(request: Request, progress: bool | str) -> Experiment:
     """The API's Experiment; its wrong-type errors (a built model instead of a builder, a dict
     as data) are the user's to fix, so they are one line too, as in the CLI."""
     try:

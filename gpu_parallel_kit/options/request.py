@@ -21,7 +21,8 @@ from .projection import PROJECTION_ARGUMENTS, projection_values
 from .table import MIB, STRATEGY_FLAGS, TRAINING, api_arguments, api_default, training_values
 
 __all__ = ["MIB", "Request", "request_from"]
-Progress = bool | Callable[[Any], Any]  # Experiment(progress=...): a bar, none, or a factory
+# Experiment(progress=...): lines per configuration, "rounds", none, or a factory
+Progress = bool | str | Callable[[Any], Any]
 
 
 def _with_strategy_options(cls: type) -> type:

@@ -164,11 +164,20 @@ TRAINING: tuple[Flag, ...] = (
 
 PROGRESS = Flag(
     "--no-progress",
-    "do not draw a progress bar per run",
+    "show no progress: no bar for a run, no line per configuration of a comparison",
     goes_to="front end",
     action="store_false",
     dest="progress",
     default=True,
+)
+
+VERBOSE = Flag(
+    "--verbose",
+    "a progress line for every round of a comparison, instead of one line per configuration "
+    "updated as its rounds finish",
+    goes_to="front end",
+    action="store_true",
+    default=False,
 )
 
 # Each strategy as its record says it, and the backend it needs when only one offers it.
@@ -245,6 +254,7 @@ COMPARE: tuple[Flag, ...] = (
         default=None,
     ),
     PROGRESS,
+    VERBOSE,
 )
 
 
@@ -260,6 +270,13 @@ HISTORY: tuple[Flag, ...] = (
     ),
     next(option for option in TRAINING if option.name == "log"),
 )
+
+
+def progress_of(parsed: Any) -> bool | str:
+    """The API's `progress=` a parsed command line asks for: False, "rounds" or True."""
+    if not parsed.progress:
+        return False
+    return "rounds" if getattr(parsed, "verbose", False) else True
 
 
 def training_values(parsed: Any) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """A progress bar per run (tqdm.auto: a widget in notebooks, text in terminals).
 
+A comparison shows one line per configuration instead (`configuration_lines.py`); these bars are
+a single run's, and a comparison's rounds' with `progress="rounds"`.
+
 Start-up (devices, model, compile) is a phase of its own, not steps: tqdm's own rate would count it
 and flip between "step/s" and "s/step" beside a median step in ms, so the bar shows no tqdm rate,
 only the live step time in ms while training. A failed run's reason goes on a line under the bar,
@@ -40,12 +43,12 @@ START_FORMAT = "{desc}"  # before the worker says how many steps there are: the 
 LINE_WIDTH = 100
 
 
-def wrapped(text: str, indent: str = "  ") -> str:
-    """`text` in lines of at most `LINE_WIDTH` characters, broken between words only; the lines
+def wrapped(text: str, indent: str = "  ", width: int = LINE_WIDTH) -> str:
+    """`text` in lines of at most `width` characters, broken between words only; the lines
     after the first indented, so they read as one."""
     return textwrap.fill(
         text,
-        width=LINE_WIDTH,
+        width=width,
         subsequent_indent=indent,
         break_long_words=False,
         break_on_hyphens=False,

@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Sequence
 
 from ...errors import GpkError
+from ..processes.configuration_lines import RoundsSoFar
 from ..results.run_result import RunResult
 from .step_intervals import step_time_interval
 
@@ -32,6 +33,7 @@ BUDGET = "budget"  # the budget would not hold another round
 FIXED = "rounds fixed"  # the caller fixed the rounds
 LIMIT = "round limit"  # MAX_ROUNDS ran
 FAILED = "a round failed"  # no more rounds after a failed one
+SAID = {BUDGET: "budget spent"}  # how a progress line says what ended the measuring
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,3 +150,23 @@ def row_fields(rule: MeasuringRule, measuring: Measuring) -> dict[str, object]:
     if needed is not None and fields["measured_until"] != KNOWN:
         fields["measure_needs_s"] = round(needed, 1)
     return fields
+
+
+def rounds_so_far(
+    rule: MeasuringRule, measuring: Measuring, configuration: str, planned: int
+) -> RoundsSoFar:
+    """What a configuration's finished rounds measured, for its progress line: the median of
+    their median steps (as its merged row will say it), the interval, and what ended the
+    measuring once its `planned` rounds have run."""
+    finished = [r for r in measuring.rows if r.ok and r.step_times_s and r.step_time_s]
+    step = statistics.median(r.step_time_s for r in finished) if finished else None
+    interval = step_time_interval([r.step_times_s for r in finished]) if finished else None
+    ended = ended_by(rule, measuring) if len(measuring.rows) >= planned else None
+    return RoundsSoFar(
+        configuration=configuration,
+        rounds=len(measuring.rows),
+        step_s=step,
+        low_s=interval.low if interval is not None else None,
+        high_s=interval.high if interval is not None else None,
+        ended=SAID.get(ended, ended) if ended else "",
+    )

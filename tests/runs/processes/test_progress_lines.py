@@ -1,5 +1,6 @@
-"""Progress where nothing redraws a line (stdout to a file or a CI log): one line at each run's
-start and one at its end, never a bar's carriage-return updates."""
+"""A run's progress where nothing redraws a line (stdout to a file or a CI log): one line at its
+start and one at its end, never a bar's carriage-return updates (a comparison's lines, one per
+configuration: test_configuration_lines.py)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ def test_a_failed_run_ends_with_its_reason_on_its_line():
     assert out.getvalue().splitlines()[-1] == "single×1: failed: the loss is NaN"
 
 
-def test_a_comparison_printed_to_a_file_gives_one_line_per_run_start_and_end(fake_machine, capsys):
-    exp = gpk.Experiment(model="mlp", data="tabular", batch_size=64, samples=256)
+def test_rounds_printed_to_a_file_give_one_line_per_run_start_and_end(fake_machine, capsys):
+    exp = gpk.Experiment(model="mlp", data="tabular", batch_size=64, samples=256, progress="rounds")
     exp.compare(["single", "data"], [1, 2])
     out = capsys.readouterr().out.splitlines()
     runs = len(fake_machine.specs)
