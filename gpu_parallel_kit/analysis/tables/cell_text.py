@@ -130,16 +130,18 @@ def parse_number(value: object) -> float:
 
 
 def format_number(value: object) -> str:
-    """A plain figure for people: "yes"/"no" for a flag, whole numbers as they are, else three
-    significant digits; "" where it is missing."""
+    """A plain figure for people: "yes"/"no" for a flag, whole numbers as they are (with
+    thousands separators from 10,000: "150,994,944"), else three significant digits; "" where it
+    is missing."""
     if missing(value):
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
     number = float(value)  # type: ignore[arg-type]
-    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else three_digits(number)
+    if isinstance(value, int) or (number.is_integer() and abs(number) < 1e15):
+        whole = int(value) if isinstance(value, int) else int(number)
+        return f"{whole:,}" if abs(whole) >= 10_000 else str(whole)
+    return three_digits(number)
 
 
 def ms_text(seconds: object) -> str:

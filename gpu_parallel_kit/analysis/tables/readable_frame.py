@@ -5,7 +5,8 @@ that shows a few of its columns (`cmp.table[["strategy", "step_time_s", "comm_by
 not show `0.008889`, `433704.0`, `NaN` or `<NA>`. `RunFrame` is a DataFrame whose values are
 unchanged and whose HTML display writes each figure by what its column's name says it holds:
 times in ms (or s, or µs) with the unit, bytes in KiB/MiB, shares in %, speedups as "1.62×",
-rates as "169k", and nothing where a figure does not apply; a frame whose `attrs["not_done"]`
+rates as "169k", FLOPs as "151M", other whole numbers with thousands separators
+("16,384"), and nothing where a figure does not apply; a frame whose `attrs["not_done"]`
 holds a footnote writes "—" there instead, with the footnote under the table. Column names stay
 as they are: they are what a reader types next. Every frame computed from it (a selection,
 `.round()`, a query) displays the same way.
@@ -61,6 +62,8 @@ def formatter(column: str) -> Callable[[object], str] | None:
         return lambda v: rate_text(v, "/s")  # before "_s": a rate, not a time
     if name.endswith("_bytes"):
         return bytes_text
+    if name.endswith("flops"):
+        return count_text
     if "speedup" in name or name.endswith("_factor"):
         return ratio_text
     if any(word in name for word in _SHARES):

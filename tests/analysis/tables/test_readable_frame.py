@@ -71,3 +71,22 @@ def test_a_selection_shows_no_leftover_row_positions():
     named = table.set_index("strategy")[["devices", "status"]]._repr_html_()
     assert "<th>single</th>" in named  # the labels stay, in the first cell of each row
     assert "td:nth-child(3)" in named and "td:nth-child(2)" not in named  # status, text
+
+
+def test_large_whole_numbers_read_as_numbers():
+    """Notebook 09's `expert_flops` showed 150994944: FLOPs take the rates' units, other whole
+    numbers thousands separators."""
+    shown = RunFrame(
+        {
+            "expert_flops": [150994944.0, math.nan],
+            "dense_expert_flops": [603979776, 2048],
+            "routed_tokens": [16384.0, 4096.0],
+            "devices": [2, 4],
+        }
+    )
+    cells = readable_cells(shown)
+    assert cells["expert_flops"].tolist() == ["151M", ""]
+    assert cells["dense_expert_flops"].tolist() == ["604M", "2,048"]
+    assert cells["routed_tokens"].tolist() == ["16,384", "4096"]
+    assert cells["devices"].tolist() == ["2", "4"]
+    assert "150994944" not in shown._repr_html_()
