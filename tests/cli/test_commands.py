@@ -195,6 +195,23 @@ def test_compare_takes_a_measuring_budget(capsys, fake_runs, monkeypatch):
     assert asked["measure_s"] == 2.5 and asked["rounds"] is None
 
 
+def test_compare_prints_a_progress_line_per_configuration_or_with_verbose_per_round(
+    capsys, fake_runs, monkeypatch
+):
+    """Piped (capsys is not a terminal): one line per configuration as it ends, however many
+    rounds it ran; --verbose keeps a line when each round starts and one when it ends."""
+    monkeypatch.setenv("GPK_ROUNDS", "3")
+    fake_runs[("data", 2)] = "oom"
+    assert main(["compare", "--devices", "1", "2"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    progress = [line for line in out if line.startswith(("single×1:", "data×"))]
+    assert len(progress) == 3, out
+    assert progress[-1] == "data×2 (virtual): oom: oom on purpose"
+    assert main(["compare", "--devices", "1", "2", "--verbose"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.endswith(": started") for line in out) == 3 * 3
+
+
 def test_the_demo_measures_within_its_own_budget(fake_runs, monkeypatch):
     from gpu_parallel_kit.cli import demo
 
