@@ -38,8 +38,9 @@ MEMORY_COLUMNS = (
     "memory_bytes",
     "fits",
 )
-# The compute part's terms: it is the largest of them (`parallel_plan_step_time.step_time`).
-COMPUTE_COLUMNS = ("flops_s", "memory-bandwidth_s", "launches_s")
+# The compute part's terms: the largest of the first three, plus attention as written's passes
+# over its scores (`parallel_plan_step_time.step_time`).
+COMPUTE_COLUMNS = ("flops_s", "memory-bandwidth_s", "launches_s", "attention-scores_s")
 COLUMNS = (
     *(*PLAN_COLUMNS, *TIME_COLUMNS, *MEMORY_COLUMNS, "bound"),
     *(*PART_COLUMNS, *COMPUTE_COLUMNS, "bubble_source"),

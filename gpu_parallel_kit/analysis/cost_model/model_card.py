@@ -47,6 +47,15 @@ SOFTMAX_FLOPS = 5.0
 FLASH, AS_WRITTEN = "flash", "as-written"
 ATTENTIONS = (FLASH, AS_WRITTEN)
 SELECTIVE = "selective"  # checkpointing that recomputes the attention core only
+# Passes attention as written makes over its s² tensors, each a write or a read at the
+# activations' width, with one byte a score for the dropout mask written forward and read
+# backward; the scale, mask and softmax one kernel, as Megatron-LM fuses them and XLA does.
+# Forward: QKᵀ writes the scores, the softmax reads them and writes its output, the dropout
+# reads that and writes its own, scores·V reads it (6). Backward: dO·Vᵀ writes its gradient,
+# the dropout's backward reads it and writes, the softmax's reads that and its output and
+# writes, dQ and dK read that, dV the dropped softmax (9). A fused kernel keeps them all in
+# on-chip memory (Dao et al. 2022, Algorithm 0 against Algorithm 1).
+FORWARD_SCORE_PASSES, BACKWARD_SCORE_PASSES = 6, 9
 # Slots each expert keeps over its even share of the tokens (Fedus et al. 2021; Megatron-Core's
 # `moe_expert_capacity_factor`): the busiest expert's tokens bound a dispatched step.
 CAPACITY_FACTOR = 1.25
@@ -221,6 +230,19 @@ class ModelCard:
         if self.attention_scores_bytes is not None:
             return self.attention_scores_bytes
         return (2.0 * self.state.activation + 1.0) * self.heads * self.sequence**2
+
+    def score_traffic_bytes(self, checkpointing: str = "none") -> float:
+        """Bytes attention as written moves through memory per block and sample for its s²
+        scores, forward and backward (`FORWARD_SCORE_PASSES`, `BACKWARD_SCORE_PASSES`; the
+        forward's once more where `checkpointing` recomputes it): (15·w + 2) bytes a score and
+        head at width w, scaled to the bytes of them the count found kept (`score_bytes`, whose
+        2·w + 1 a score it stands for). A fused kernel moves none of them."""
+        width = self.state.activation
+        forward = FORWARD_SCORE_PASSES * width + 1.0
+        passes = forward + BACKWARD_SCORE_PASSES * width + 1.0
+        if checkpointing != "none":
+            passes += forward
+        return self.score_bytes * passes / (2.0 * width + 1.0)
 
     @functools.cached_property  # a search asks it of every plan
     def key_value_heads(self) -> int:

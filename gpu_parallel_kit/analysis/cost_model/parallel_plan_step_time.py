@@ -1,10 +1,12 @@
 """A parallel plan's training step on a GPU cluster, in closed form, and what bounds it.
 
 Compute is on the roofline (`roofline.py`'s max(flops / peak, bytes / bandwidth) / efficiency,
-floored by kernels · launch); each axis's collectives are timed on the link `cluster.links()`
-places them on; a pipeline adds its schedule's bubble and the sends of its fill and drain. An
-expert axis adds its all-to-alls (each block's tokens to their experts and back, forward and
-backward) and the busiest expert's share of the tokens, the capacity factor over an even one.
+floored by kernels · launch), and attention as written adds its scores' passes through memory,
+memory-bound kernels no matmul hides (a fused kernel makes none); each axis's collectives are
+timed on the link `cluster.links()` places them on; a pipeline adds its schedule's bubble and
+the sends of its fill and drain. An expert axis adds its all-to-alls (each block's tokens to
+their experts and back, forward and backward) and the busiest expert's share of the tokens,
+the capacity factor over an even one.
 docs/planning.md gives the formulas and sources.
 """
 
@@ -83,6 +85,7 @@ def step_time(
     ends = (("likely", efficiency.likely), ("low", efficiency.low), ("high", efficiency.high))
     for end, share in ends:
         compute = max(terms.flops / share, terms.memory_bandwidth / share, terms.launches)
+        compute += terms.attention_scores
         context_s = 0.0
         if ring_s:  # the ring's sends beyond the attention they run beside
             hidden = attention_flops / (peak * share)
@@ -100,7 +103,12 @@ def step_time(
         short=found["high"],  # the high efficiency gives the short step
         long=found["low"],
         parts=parts,
-        terms=ComputeTerms(terms.flops / likely, terms.memory_bandwidth / likely, terms.launches),
+        terms=ComputeTerms(
+            terms.flops / likely,
+            terms.memory_bandwidth / likely,
+            terms.launches,
+            terms.attention_scores,
+        ),
         throughput_samples_s=samples / found["likely"],
         model_tflops_per_device=model_flops / found["likely"] / 1e12,
         mfu=model_flops / found["likely"] / peak,
@@ -161,24 +169,46 @@ def _compute_terms(
     """One device of `stage` over the step on the roofline before the efficiency: the FLOPs at
     peak, the bytes at the memory's bandwidth, and the kernels' launch floor (full
     recomputation runs each forward twice: its weights are read once more and its kernels
-    launched again)."""
+    launched again); and, apart, attention as written's passes over its scores at the
+    memory's bandwidth (`ModelCard.score_traffic_bytes`), which leave the bytes' term."""
     recompute = plan.checkpointing == FULL
     shard = device_parameters(card, plan, split, stage)
     if split.rows:  # the count's bytes, each layer's share of them on one device
         moved = _counted_bytes(card, plan, split, stage)
         kernels = math.fsum(row.kernels for row in split.rows[stage]) * plan.micro_batches
     else:
-        kept = stage_kept(card, plan, split, stage, "none")
+        kept = stage_kept(card, plan, split, stage, "none") - _kept_scores(card, plan, split, stage)
         per_micro_batch = card.moved_bytes(shard, kept, plan.micro_batch_size / plan.context)
         if recompute:
             per_micro_batch += shard * card.state.params
         moved = per_micro_batch * plan.micro_batches + card.update_bytes(plan)
         kernels = card.kernels_per_block * split.blocks[stage] * plan.micro_batches
+    bandwidth = cluster.device.memory_bandwidth_bytes_s
     return ComputeTerms(
         flops=flops_s,
-        memory_bandwidth=moved / cluster.device.memory_bandwidth_bytes_s,
+        memory_bandwidth=moved / bandwidth,
         launches=kernels * (4 / 3 if recompute else 1.0) * LAUNCH_S,
+        attention_scores=_score_traffic(card, plan, split, stage) / bandwidth,
     )
+
+
+def _kept_scores(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """The scores a Transformer stage's device would keep of a sample as written, recomputed or
+    not: their writing and reading are in its scores' passes (`_score_traffic`), not in its
+    kept bytes'."""
+    if plan.attention == FLASH or split.rows:
+        return 0.0
+    return card.score_bytes * split.blocks[stage] / plan.tensor
+
+
+def _score_traffic(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:
+    """Bytes attention as written moves over its scores on one device of `stage` over the step:
+    each block's (`ModelCard.score_traffic_bytes`), its heads split by tensor and its queries
+    by context, for every sample of the step; 0 under a fused kernel or for a card of rows."""
+    if plan.attention == FLASH or split.rows or not card.has_attention:
+        return 0.0
+    per_sample = card.score_traffic_bytes(plan.checkpointing) / (plan.tensor * plan.context)
+    return per_sample * split.blocks[stage] * plan.micro_batch_size * plan.micro_batches
 
 
 def _counted_bytes(card: ModelCard, plan: Plan, split: StageSplit, stage: int) -> float:

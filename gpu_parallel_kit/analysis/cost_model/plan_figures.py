@@ -15,6 +15,7 @@ COMPUTE_BOUNDS = {
     "flops": "compute",
     "memory_bandwidth": "memory-bandwidth",
     "launches": "launches",
+    "attention_scores": "attention-scores",
 }
 
 
@@ -23,7 +24,8 @@ class StepParts:
     """Where a step's seconds go on its busiest device, at the efficiency's likely end.
 
     Args:
-        compute: the roofline's compute (`ComputeTerms`'s largest, at the efficiency).
+        compute: the roofline's compute (`ComputeTerms`'s largest, at the efficiency), and
+            attention as written's passes over its scores.
         tensor, context, expert: the tensor, context and expert axes' collectives.
         data: the data axis's collectives the compute does not hide.
         stages: a pipeline's sends it cannot hide (its fill and drain).
@@ -53,18 +55,22 @@ class StepParts:
 
 @dataclass(frozen=True)
 class ComputeTerms:
-    """The compute part's three terms on the busiest device over the step, in seconds: the
-    FLOPs and the bytes at the efficiency's likely end, and the kernels' launch floor."""
+    """The compute part's terms on the busiest device over the step, in seconds: the FLOPs
+    and the bytes at the efficiency's likely end and the kernels' launch floor, of which the
+    compute is the largest, plus attention as written's passes over its scores at the memory's
+    bandwidth (0 under a fused kernel)."""
 
     flops: float
     memory_bandwidth: float
     launches: float
+    attention_scores: float = 0.0
 
     def columns(self) -> dict[str, float]:
         return {
             "flops_s": self.flops,
             "memory-bandwidth_s": self.memory_bandwidth,
             "launches_s": self.launches,
+            "attention-scores_s": self.attention_scores,
         }
 
 
@@ -123,7 +129,7 @@ def bound(row: dict[str, float | str]) -> str:
     largest = max(PART_COLUMNS, key=row.__getitem__)
     if largest != "compute_s":
         return largest[: -len("_s")]
-    return _TERM_COLUMNS[max(_TERM_COLUMNS, key=row.__getitem__)]
+    return _TERM_COLUMNS[max(_TERM_COLUMNS, key=lambda term: row.get(term, 0.0))]
 
 
 @dataclass(frozen=True)
