@@ -158,3 +158,21 @@ def test_the_explanation_names_what_flash_attention_and_sequence_parallelism_gav
                           attention="as-written")  # fmt: skip
     assert "Flash attention" not in as_written.explain()
     assert set(as_written.table["attention"]) == {"as-written"}
+
+
+def _seconds_of(number: str, unit: str) -> float:
+    return float(number) * (1e-3 if unit == "ms" else 1.0)
+
+
+def test_the_explanation_never_names_a_fitting_plan_faster_than_the_best(found):
+    best = found.best.step_time_s
+    words = found.explain()
+    # As written, the same plan keeps its scores and moves them: more memory and a longer step.
+    said = re.search(r"run as written, .* and take ([\d.]+) (m?s), ([\d.]+) (m?s) more", words)
+    assert said and _seconds_of(*said.group(1, 2)) > best
+    # A plan that does not fit and ties with the best is not "a faster plan".
+    rows = found._rows
+    tie = {**rows[0], "fits": False, "step_time_s": best * (1 - TIE / 2)}
+    assert "A faster plan" not in explain([rows[0], tie], found.cluster, found.room)
+    quicker = {**tie, "step_time_s": best * (1 - 2 * TIE)}
+    assert "A faster plan" in explain([rows[0], quicker], found.cluster, found.room)
