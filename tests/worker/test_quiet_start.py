@@ -81,6 +81,23 @@ def test_tensorflow_imports_without_jax_or_matplotlib_which_stay_importable():
     assert done.stdout.split("\n")[:2] == ["['tensorflow']", "importable"]
 
 
+@pytest.mark.slow
+def test_a_notebook_lists_tensorflows_gpus_without_a_stderr_line():
+    # Notebook 02's first cell: TensorFlow imported and its GPUs listed in the kernel, where a
+    # failed cuInit on a machine without drivers was a stderr box.
+    code = (
+        "from gpu_parallel_kit.worker.tensorflow.quiet_start import (\n"
+        "    gpus_listed_quietly, import_tensorflow_quietly)\n"
+        "import_tensorflow_quietly()\n"
+        "print(type(gpus_listed_quietly()).__name__)\n"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert (done.stdout, done.stderr) == ("list\n", "")
+
+
 def test_the_worker_keeps_everything_or_errors_only_and_raises_jaxs_default():
     assert worker_log_level(None) == "2"
     assert worker_log_level("1") == "2"  # what `import jax` sets in the caller

@@ -17,7 +17,7 @@ import subprocess
 import tensorflow as tf
 
 from ...runs.description.device_choice import DevicePlan, PhysicalDevice, host_cpu
-from .quiet_start import gpus_looked_for_quietly
+from .quiet_start import gpus_listed_quietly, gpus_looked_for_quietly
 
 
 def configure_worker_devices(plan: DevicePlan) -> tuple[str, ...]:
@@ -70,8 +70,7 @@ def _ensure_enough_threads(devices: int) -> None:
 
 def discover_with_tensorflow() -> tuple[PhysicalDevice, ...]:
     """The discovery itself; `tf.config.list_physical_devices` does not start the runtime."""
-    with gpus_looked_for_quietly():
-        gpus = tf.config.list_physical_devices("GPU")
+    gpus = gpus_listed_quietly()
     memory = _gpu_memory_from_nvidia_smi()
     found = [host_cpu()]
     for i, gpu in enumerate(gpus):

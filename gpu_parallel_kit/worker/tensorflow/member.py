@@ -23,6 +23,7 @@ from ...runs.description.run_spec import RunSpec
 from ...runs.processes.child_process import die_with_parent
 from ...runs.results.run_result import RunResult
 from ..line_filter import native_logs_dropped
+from .quiet_start import gpus_listed_quietly
 from .run import run_in_this_process
 
 COLLECTIVE_INTER_OP_THREADS = 4  # collectives block threads; 2 cores' default can starve them
@@ -50,7 +51,7 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Any)
     try:
         os.environ["TF_CONFIG"] = tf_config(addresses, index)  # before the runtime starts
         if spec.cluster is None and spec.slurm is None:  # Slurm binds each task's GPUs
-            gpus = len(tf.config.list_physical_devices("GPU"))  # does not start the runtime
+            gpus = len(gpus_listed_quietly())  # does not start the runtime
             devices = local_worker_plan(spec.devices, index, spec.workers, gpus)
             spec = dataclasses.replace(spec, devices=devices)
         tf.config.threading.set_inter_op_parallelism_threads(COLLECTIVE_INTER_OP_THREADS)

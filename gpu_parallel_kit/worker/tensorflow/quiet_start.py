@@ -29,6 +29,19 @@ def gpus_looked_for_quietly() -> contextlib.AbstractContextManager:
     return native_stderr_filtered(CUINIT_WITHOUT_DRIVERS if found_no_cuda_drivers() else None)
 
 
+def gpus_listed_quietly() -> list:
+    """TensorFlow's physical GPUs (`tf.config.list_physical_devices("GPU")`, which does not
+    start its runtime), listed inside `gpus_looked_for_quietly`: how a notebook or a worker
+    looks at TensorFlow's device list without a stderr box on a machine without drivers.
+
+    Example: `import_tensorflow_quietly(); gpus = gpus_listed_quietly()`.
+    """
+    import tensorflow as tf
+
+    with gpus_looked_for_quietly():
+        return tf.config.list_physical_devices("GPU")
+
+
 def worker_log_level(current: str | None) -> str:
     """TensorFlow's native log level in a worker: errors only ("2"), unless everything ("0") was
     asked for.
