@@ -23,12 +23,18 @@ from .within_noise import relative_spread, within_noise
 
 COMMUNICATION_BOUND_SHARE = 0.25  # exposed communication above this share of a step
 GOOD_EFFICIENCY = 0.8
+TOO_FEW_STEPS = "too few steps to tell it from 1"
+MORE_STEPS = (
+    " Where a speedup had too few steps to tell, give it a larger measure_s= or more steps."
+)
 
 
 def advice(df: pd.DataFrame) -> str:
     """The recommendation, or an empty string when nothing finished; where a projection's
     compute was not counted, it says so."""
     text = _pick(df)
+    if text and TOO_FEW_STEPS in text:
+        text += MORE_STEPS
     projected = df[df["projected"].astype(bool)]
     not_counted = uncounted(projected["reason"]) if "reason" in df.columns else ""
     if text and not_counted and not_counted not in text:
@@ -47,9 +53,11 @@ def _pick(df: pd.DataFrame) -> str:
     best = candidates.loc[candidates["throughput_samples_s"].idxmax()]
     reference = _one_device_reference(measured)
     if reference is not None and int(best["devices"]) > 1 and _indistinct(best, reference):
-        return _same_within_noise(best, reference, df)
+        text = _same_within_noise(best, reference, df)
+        return text + _the_rest(measured, df, best, text)
     pick = f"Pick {_pick_name(best, df, _figures(best))}"
-    return f"{pick}: {_why(df, measured, best)}.{_beside(best, measured, df)}"
+    why = _why(df, measured, best)
+    return f"{pick}: {why}.{_beside(best, measured, df)}{_the_rest(measured, df, best, why)}"
 
 
 def _pick_name(row: pd.Series, df: pd.DataFrame, figures: str) -> str:
@@ -105,9 +113,9 @@ def _figures(row: pd.Series) -> str:
         figures += f", speedup {row['speedup']:.2f}"
         interval = _interval(row)
         if interval is not None and too_wide(*interval):
-            figures += " (too few steps to tell; give it a larger measure_s= or more steps)"
+            figures += f", {TOO_FEW_STEPS}"
         elif interval is not None:
-            figures += f" (95% interval {interval[0]:.2f}–{interval[1]:.2f})"
+            figures += f", 95% interval {interval[0]:.2f}–{interval[1]:.2f}"
     return figures
 
 
@@ -164,7 +172,7 @@ def _same_within_noise(best: pd.Series, baseline: pd.Series, df: pd.DataFrame) -
     label = _name(best, df)
     interval = _interval(best)
     if interval is not None and too_wide(*interval):
-        noise = "too few steps to tell; give it a larger measure_s= or more steps"
+        noise = TOO_FEW_STEPS
     elif interval is not None:
         noise = f"its speedup's 95% interval, {interval[0]:.2f}–{interval[1]:.2f}, holds 1"
     else:
@@ -196,8 +204,6 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
     if multi.empty:
         return "no run used more than one device, so there is nothing to weigh it against"
     top = multi.loc[multi["throughput_samples_s"].idxmax()]
-    compute, comm, idle = step_breakdown(top)
-    step = top["step_time_s"]
     if int(best["devices"]) == 1:
         reason = f"{_name(top, df)} was slower ({_figures(top)})"
         if bool(top["virtual"]):
@@ -205,10 +211,8 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
                 " because its virtual devices share the same cores, so extra devices add "
                 "coordination but no compute"
             )
-        elif comm > COMMUNICATION_BOUND_SHARE * step:
-            reason += f" (communication-bound: {comm / step:.0%} of its step)"
-        elif idle > COMMUNICATION_BOUND_SHARE * step:
-            reason += f" (pipeline bubble: {idle / step:.0%} of its step idle)"
+        else:
+            reason += _bound_words(top)
         return reason + _projection_hint(df)
     if pd.notna(best["efficiency"]) and best["efficiency"] >= GOOD_EFFICIENCY:
         return "it is compute-bound and scales well here"
@@ -216,6 +220,41 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
         f"it is the fastest measured, but at {best['efficiency']:.0%} efficiency the devices "
         "wait on communication or the input pipeline"
     )
+
+
+def _bound_words(row: pd.Series) -> str:
+    """ ", communication-bound at 57 % of its step" where communication or a pipeline's bubble
+    takes over `COMMUNICATION_BOUND_SHARE` of the row's step, else ""."""
+    compute, comm, idle = step_breakdown(row)
+    step = row["step_time_s"]
+    if comm > COMMUNICATION_BOUND_SHARE * step:
+        return f", communication-bound at {comm / step:.0%} of its step"
+    if idle > COMMUNICATION_BOUND_SHARE * step:
+        return f", its pipeline idle for {idle / step:.0%} of its step"
+    return ""
+
+
+def _the_rest(measured: pd.DataFrame, df: pd.DataFrame, best: pd.Series, said: str) -> str:
+    """One sentence on every measured run on several devices the advice has not named yet, so
+    that it covers each strategy and device count of the table: its speedup and what bounds
+    it."""
+    # A one-device run is the baseline, or the same training beside it (`_beside`).
+    rest = [
+        row
+        for _, row in measured.iterrows()
+        if row.name != best.name and int(row["devices"]) > 1
+        and _name(row, df) not in said and pd.notna(row["speedup"])
+    ]  # fmt: skip
+    if not rest:
+        return ""
+    parts = []
+    for row in rest:
+        speedup = f"a speedup of {row['speedup']:.2f}"
+        interval = _interval(row)
+        if interval is not None and too_wide(*interval):
+            speedup += f", {TOO_FEW_STEPS}"
+        parts.append(f"{_name(row, df)} reached {speedup}{_bound_words(row)}")
+    return " The other runs: " + "; ".join(parts) + "."
 
 
 def _projection_hint(df: pd.DataFrame) -> str:

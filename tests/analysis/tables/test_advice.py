@@ -38,7 +38,7 @@ def test_virtual_devices_that_do_not_help_are_named_as_the_reason():
 def test_communication_bound_on_real_devices():
     slow = _row("data", 4, 900.0, virtual=False, comm=0.15)
     cmp = gpk.Comparison([_row("single", 1, 1000.0, virtual=False), slow])
-    assert "communication-bound: 53% of its step" in cmp.advice
+    assert "communication-bound at 53% of its step" in cmp.advice
 
 
 def test_scaling_well_is_compute_bound():
@@ -198,3 +198,21 @@ def test_without_a_single_run_a_gain_within_noise_of_one_device_is_none():
 def test_without_a_single_run_a_real_gain_is_still_picked():
     rows = [_spread(_row("data", 1, 1000.0), 0.01), _spread(_row("data", 2, 1900.0), 0.01)]
     assert gpk.Comparison(rows).advice.startswith("Pick data on 2 device(s) (1,900 samples/s")
+
+
+def _deepest_bracket(text: str) -> int:
+    depth = deepest = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def test_the_advice_covers_every_run_in_plain_sentences():
+    rows = [_row("single", 1, 1000.0, virtual=False), _row("data", 2, 1800.0, virtual=False),
+            _row("data", 4, 3000.0, virtual=False, comm=0.02),
+            _row("pipeline", 2, 600.0, virtual=False, comm=0.3)]  # fmt: skip
+    said = gpk.Comparison(rows).advice
+    for name in ("data on 4 device", "data on 2 devices", "pipeline on 2 devices"):
+        assert name in said, said
+    assert _deepest_bracket(said) <= 1, said
