@@ -180,8 +180,12 @@ class Plans:
             return heading + f"<p>{html.escape(self._nothing_fits())}</p>"
         shown = self._shown()
         # A choice every shown plan makes alike is left out: the table must fit a notebook's
-        # output area at 1,280 px.
-        alike = [c for c in OPTIONAL_SHOWN if c in shown and shown[c].nunique() <= 1]
+        # output area at 1,280 px. A mixture of experts keeps its expert axis, even at 1 for
+        # every plan: that is what its reader looks for.
+        kept = {"expert"} if self.card.has_experts else set()
+        alike = [
+            c for c in OPTIONAL_SHOWN if c in shown and c not in kept and shown[c].nunique() <= 1
+        ]
         table = shown.drop(columns=alike).to_html(index=False, border=0)
         words = html.escape(self.explain())
         note = f"<p><small>{html.escape(self.note)}</small></p>" if self.note else ""

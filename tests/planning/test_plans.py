@@ -11,6 +11,7 @@ from gpu_parallel_kit.analysis.cost_model.memory_plan import plan_memory
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.planning import plans_of
 from gpu_parallel_kit.planning.explanation import TIE, explain, gigabytes, seconds
+from gpu_parallel_kit.planning.published_moe_run import moe_card
 
 from .conftest import gpt_card
 
@@ -176,3 +177,10 @@ def test_the_explanation_never_names_a_fitting_plan_faster_than_the_best(found):
     assert "A faster plan" not in explain([rows[0], tie], found.cluster, found.room)
     quicker = {**tie, "step_time_s": best * (1 - 2 * TIE)}
     assert "A faster plan" in explain([rows[0], quicker], found.cluster, found.room)
+
+
+def test_a_mixture_of_experts_table_shows_its_expert_axis_even_unsplit():
+    found = plans_of(moe_card(), GPUCluster("h100", nodes=8, per_node=8), 256, name="mixtral")
+    assert "<th>expert</th>" in found._repr_html_()
+    dense = plans_of(gpt_card(), GPUCluster("a100", nodes=4, per_node=8), 256, name="gpt")
+    assert "<th>expert</th>" not in dense._repr_html_()
