@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 if TYPE_CHECKING:
+    from .analysis.cost_model.device_calibration import DeviceCalibration
     from .analysis.cost_model.memory_plan import plan_memory
-    from .api import Experiment, SlurmCluster
+    from .api import Experiment, SlurmCluster, calibrate
     from .comparison import Comparison
     from .errors import GpkError
     from .planning import Plans, search
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
 _LAZY = {
     "plan_memory": ".analysis.cost_model.memory_plan",
     "GPUCluster": ".analysis.cost_model.gpu_cluster",
+    "DeviceCalibration": ".analysis.cost_model.device_calibration",
     "Experiment": ".api",
+    "calibrate": ".api",
     "SlurmCluster": ".api",
     "Comparison": ".comparison",
     "GpkError": ".errors",
@@ -53,12 +56,14 @@ def __dir__() -> list[str]:
 __all__ = [
     "__version__",
     "Comparison",
+    "DeviceCalibration",
     "Experiment",
     "GPUCluster",
     "GpkError",
     "Plans",
     "RunResult",
     "SlurmCluster",
+    "calibrate",
     "history",
     "history_comparison",
     "list_devices",

@@ -20,6 +20,8 @@ from .cluster.slurm.allocation import (
 from .comparison import Comparison, remember_counter
 from .errors import GpkError
 from .planning import PlanRuns, search_experiment
+from .planning.calibration_probe import DEFAULT_BUDGET_S, DeviceCalibration
+from .planning.predicted_rows import AskedCalibration, asked_calibration, with_predictions
 from .runner import run_grid, run_isolated, with_gate
 from .runs.description.accuracy_target import parse_target
 from .runs.description.device_choice import plan_devices
@@ -46,6 +48,7 @@ from .runs.scheduling.servers_ahead import warm
 from .runs.scheduling.started_ahead import StartedAhead
 from .runs.scheduling.step_counting import (
     CountAhead,
+    CountBatches,
     count_batches,
     count_in_child,
     count_spec,
@@ -306,12 +309,17 @@ class Experiment:
         With `cluster=` a `gpk.SlurmCluster` (or the allocation its `with` block gives), the run
         is a job step of that Slurm allocation."""
         slurm = _slurm_of(plan)
+        calibration = plan.pop("calibration", None)
         spec = self.plan(strategy, devices, **plan)
+        asked = asked_calibration(calibration, [spec])
         with held_allocation(slurm) as allocation:
             if allocation is not None:
                 spec = dataclasses.replace(spec, slurm=allocation)
             try:
-                return self._execute(spec, cancel)
+                result = self._execute(spec, cancel)
+                if asked is None:
+                    return result
+                return self._predicted([result], asked)[0]
             except RunInterrupted as interrupted:
                 raise KeyboardInterrupt(
                     "run cancelled; its row is in gpk.history()"
@@ -337,11 +345,23 @@ class Experiment:
         run is a job step of one Slurm allocation, sized to its row.
         """
         slurm = _slurm_of(plan)
+        calibration = plan.pop("calibration", None)
         planned = plan_comparison(self.plan, self.backend, strategies, devices, plan)
+        asked = asked_calibration(calibration, planned)
         with held_allocation(slurm) as allocation:
             if allocation is not None:
                 planned = [dataclasses.replace(spec, slurm=allocation) for spec in planned]
-            return self._compare_planned(planned, rounds, measure_s, cancel)
+            compared = self._compare_planned(planned, rounds, measure_s, cancel)
+        if asked is None:
+            return compared
+        return Comparison(self._predicted(compared.results, asked), counter=self.counted_step)
+
+    def _predicted(self, results: list[RunResult], asked: AskedCalibration) -> list[RunResult]:
+        """`results` with the step the calibration predicts for each (`planning/predicted_rows`)."""
+        counted = Comparison(results, counter=self.counted_step)._counted_work
+        spec = self.plan("single", 1)
+        key = work_key(spec, CountBatches(0, 0))
+        return with_predictions(results, asked, spec, key, counted)
 
     def _compare_planned(
         self,
@@ -534,3 +554,53 @@ def _loaded_cluster(cluster: Any) -> Any:
     from .cluster.config import load_cluster
 
     return load_cluster(cluster)
+
+
+def calibrate(
+    devices: int | None = None,
+    backend: str | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    *,
+    model: Any = None,
+    data: Any = None,
+    batch_size: int = 256,
+    save: bool = True,
+    progress: bool = True,
+) -> DeviceCalibration:
+    """Measure the devices at hand for the cost model: a minute by default, with progress.
+
+    Times matrix products over a sweep of sizes, elementwise chains, a compiled call's fixed
+    cost and the collectives plans use (all-reduce, all-gather, reduce-scatter, all-to-all,
+    send/receive) over message sizes, with 1, 2, 4, … and `devices` devices busy at once, each
+    count in a fresh child that has exactly that many devices. With `model=`, the model's own
+    step is timed too, at the batches its runs give each device; `compare(calibration=...)`
+    times it when first asked otherwise.
+
+    Args:
+        devices: how many devices: default, every GPU, else 4 virtual devices of the CPU.
+        backend: "jax" or "tensorflow"; default, the kit's default backend.
+        budget_s: seconds the devices' probe may take (a model's step comes on top).
+        model: a model builder or built-in name, as `gpk.Experiment` takes it, with `data=`
+            and `batch_size=` as there.
+        save: keep it in the cache folder, where `run()` and `compare()` find the newest
+            calibration of their devices.
+        progress: show a bar (a line where output cannot be redrawn).
+
+    Returns:
+        A `gpk.DeviceCalibration`: pass it as `calibration=` to `run`/`compare`, or as
+        `device=` to `gpk.GPUCluster`; `.table()`, `.plot()`, `.save(path)`.
+
+    Example: `calibration = gpk.calibrate(backend="jax")`, then
+    `exp.compare(["single", "data"], devices=[1, 2, 4], calibration=calibration)`.
+    """
+    from .planning.calibration_probe import calibrate as calibrate_devices
+    from .runs.description.device_choice import default_backend
+
+    backend = backend or default_backend()
+    spec = None
+    if model is not None:
+        experiment = Experiment(
+            model=model, data=data, batch_size=batch_size, backend=backend, progress=False
+        )
+        spec = experiment.plan("single", 1)
+    return calibrate_devices(devices, backend, budget_s, spec=spec, save=save, progress=progress)

@@ -26,6 +26,9 @@ class Backend:
     member_entry: str | None = None  # one worker process of such a run
     served_entry: str | None = None  # one worker process on a named cluster's host (`gpk worker`)
     step_entry: str | None = None  # one task of a Slurm job step, joining by Slurm's variables
+    # the calibration's children (`gpk.calibrate`): the devices probed, and a model's own step
+    probe_entry: str | None = None
+    model_step_entry: str | None = None
     # "module:function" returning its own server, whose `start(entry, args)` forks a run's child;
     # None: the standard library's fork server, which preloads the TensorFlow worker
     server: str | None = None

@@ -29,6 +29,7 @@ def check_data(spec: RunSpec) -> None:
 
 DATA = Strategy(
     name="data",
+    predictor="gpu_parallel_kit.analysis.cost_model.calibrated_step:predict_data",
     summary="a replica per device, the batch split, gradients all-reduced every step",
     worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.data:DataParallelEngine",

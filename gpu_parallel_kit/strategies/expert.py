@@ -157,6 +157,7 @@ def _label(spec: RunSpec) -> str:
 
 EXPERT = Strategy(
     name="expert",
+    predictor="gpu_parallel_kit.analysis.cost_model.calibrated_step:predict_expert",
     summary="a mixture of experts' experts spread over a (data, expert) mesh of devices",
     worker_classes={"jax": "gpu_parallel_kit.worker.jax.experts:ExpertParallel"},
     missing={

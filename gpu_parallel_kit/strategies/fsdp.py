@@ -173,6 +173,7 @@ def fsdp_traffic(layout: Layout, data: int, global_batch: int) -> Traffic:
 
 FSDP = Strategy(
     name="fsdp",
+    predictor="gpu_parallel_kit.analysis.cost_model.calibrated_step:predict_fsdp",
     summary="sharded data parallel (ZeRO-3): each device holds 1/N of the large weights, "
     "gathered for use",
     worker_classes={"jax": "gpu_parallel_kit.worker.jax.strategies:ShardedDataParallel"},

@@ -76,6 +76,7 @@ def _label(spec: RunSpec) -> str:
 
 MULTIWORKER = Strategy(
     name="multiworker",
+    predictor="gpu_parallel_kit.analysis.cost_model.calibrated_step:predict_data",
     summary="data parallelism over several processes or hosts",
     worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.multiworker:MultiWorkerEngine",

@@ -234,6 +234,7 @@ def _label(spec: RunSpec) -> str:
 
 PIPELINE = Strategy(
     name="pipeline",
+    predictor="gpu_parallel_kit.analysis.cost_model.calibrated_step:predict_pipeline",
     summary="the model's graph cut into stages on devices, micro-batches run by a schedule",
     aliases=("model",),
     worker_classes={

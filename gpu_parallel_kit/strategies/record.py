@@ -86,6 +86,8 @@ class Strategy:
     in_grid: Callable[[GridCell], bool] = _always  # whether compare() runs it on these devices
     label: Callable[[RunSpec], str] = _plain_label  # progress rows: "pipeline×2 gpipe M=4"
     projector: str | None = None  # "module:function" that projects it onto other hardware
+    # "module:function" that predicts a measured run's step from a calibration of its devices
+    predictor: str | None = None
     # the axis of a searched plan it spreads over devices (`plan_axes.py`), and the sharding of
     # that plan's data axis it trains ("none": whole replicas); how a plan's shape is run here
     plan_axis: str | None = None

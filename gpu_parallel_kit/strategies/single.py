@@ -28,6 +28,7 @@ def _one_device(cell: GridCell) -> bool:
 
 SINGLE = Strategy(
     name="single",
+    predictor="gpu_parallel_kit.analysis.cost_model.calibrated_step:predict_single",
     summary="the model on one device: the baseline of every speedup",
     worker_classes={
         "tensorflow": "gpu_parallel_kit.worker.tensorflow.engines.single:SingleDeviceEngine",

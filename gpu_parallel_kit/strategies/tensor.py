@@ -149,6 +149,7 @@ def _label(spec: RunSpec) -> str:
 
 TENSOR = Strategy(
     name="tensor",
+    predictor="gpu_parallel_kit.analysis.cost_model.calibrated_step:predict_tensor",
     summary="each layer's weights sharded over a (data, model) mesh of devices",
     worker_classes={"jax": "gpu_parallel_kit.worker.jax.strategies:TensorParallel"},
     missing={

@@ -144,10 +144,19 @@ EXPERT_COLUMNS: tuple[str, ...] = (
 # A projected row's band (analysis/cost_model/projected_compute.py): its step at high and low
 # efficiency.
 BAND_COLUMNS: tuple[str, ...] = ("step_time_low_s", "step_time_high_s")
+# The step the cost model predicts for a measured row from a calibration of the same devices
+# (analysis/cost_model/calibrated_step.py): the step, its ratio to the measured one, and where
+# that ratio leaves 0.85-1.15, the part furthest from its measured part.
+PREDICTION_COLUMNS: tuple[str, ...] = (
+    "predicted_step_time_s",
+    "predicted_over_measured",
+    "predicted_off_in",
+    "predicted_from",
+)
 ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + AUTO_COLUMNS
 ALL_COLUMNS += MEMORY_COLUMNS
 ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + EXPERT_COLUMNS
-ALL_COLUMNS += INTERVAL_COLUMNS + CONVERGENCE_COLUMNS
+ALL_COLUMNS += INTERVAL_COLUMNS + CONVERGENCE_COLUMNS + PREDICTION_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.
@@ -174,6 +183,7 @@ _FLOAT_COLUMNS = (
     *MEMORY_COLUMNS,
     *COMM_COLUMNS,
     *BAND_COLUMNS,
+    *PREDICTION_COLUMNS[:2],
     "speedup",
     "efficiency",
     "learning_rate",
@@ -264,6 +274,7 @@ def _row(result: RunResult) -> dict[str, object]:
         and name not in AUTO_COLUMNS
         and name not in PLAN_COLUMNS
         and name not in EXPERT_COLUMNS
+        and name not in PREDICTION_COLUMNS
     }
     row.update(plan_cells(result))
     row["micro_batches_auto"] = auto_note(result.extra.get("microbatch_choice") or {})
@@ -289,6 +300,7 @@ def _row(result: RunResult) -> dict[str, object]:
     row["experts"] = experts.get("kind", "")
     row.update({n: parse_number(experts.get(n)) for n in EXPERT_COLUMNS[1:]})
     row.update(speedup=math.nan, efficiency=math.nan, projected=bool(result.projected))
+    row.update(_predicted_cells(result))
     row.update(interval_cells(result))
     # Not measured is not zero: the step's split into compute and communication is unknown.
     row["compute_time_s"] = step_breakdown(row)[0] if row["comm_measured"] else math.nan
@@ -300,6 +312,23 @@ def _row(result: RunResult) -> dict[str, object]:
         )
         row["comm_below_noise"] = False
     return row
+
+
+def _predicted_cells(result: RunResult) -> dict[str, object]:
+    """The calibrated prediction `extra["predicted"]` holds, its ratio to the measured step."""
+    predicted = result.extra.get("predicted") or {}
+    step = parse_number(predicted.get("step_time_s"))
+    measured = parse_number(result.step_time_s)
+    ratio = step / measured if measured and result.ok else math.nan
+    source = predicted.get("reason") or predicted.get("calibration", "")
+    if predicted.get("compute_source"):
+        source = f"{source}; compute: {predicted['compute_source']}"
+    return {
+        "predicted_step_time_s": step,
+        "predicted_over_measured": ratio,
+        "predicted_off_in": predicted.get("far_off", ""),
+        "predicted_from": source,
+    }
 
 
 _TUNED_COLUMNS = ("tune", "steps_per_execution", "jit_compile", "comm_measured")

@@ -1,0 +1,351 @@
+"""The step the cost model predicts for a measured run, from a calibration of the same devices.
+
+Each strategy's record names its predictor (`Strategy.predictor`); every predictor returns a
+`PredictedStep` in four parts, so a row far from its measurement says which part is furthest
+from its measured part. With c(b, g) the compute of b samples per device while g devices are
+busy (the model's own step timed by the calibration, else its counted FLOPs and bytes on the
+calibrated rates), P the gradient bytes, B the global batch and κ_g a compiled call::
+
+    single        c(B, 1) + κ₁/s                       (s: steps per compiled call)
+    data, N       c(B/N, N) + AR_N(P) + κ_N/s
+    fsdp, N       c(B/N, N) + AG_N(gathered) + RS_N(scattered) + AR_N(replicated) + κ_N/s
+    tensor, D×T   c(B/(D·T), D·T) + Σ AR_T(activations) + AR_D(P/T) + κ/s
+    pipeline, K   the schedule replayed (`step_time_model.pipeline`) with each task's share of
+                  c(B/M, min(K, M)), one call per task, and the cut's bytes sent
+                  point to point; then each stage's update
+    expert, N     c(B/N, N) + 2 · A2A_N(dispatched tokens) + AR_N(P) + κ_N/s
+
+Every figure is read off the calibration or counted; none comes from the run predicted, except
+what the run planned (its schedule, stages and layout). Pure arithmetic; no TensorFlow, no JAX.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import GpkError
+from ...runs.results.run_result import RunResult
+from ...strategies import resolve, strategy_record
+from .counted_work import WorkCount
+from .device_calibration import DeviceCalibration
+from .hardware_presets import Interconnect
+from .step_time_model import Partition, Workload, pipeline
+
+FAR_OFF = (0.85, 1.15)  # predicted ÷ measured outside this: the row names the part furthest off
+PARTS = ("compute", "communication", "bubble", "fixed")
+ADAM_UPDATE_BYTES = 7.0  # per parameter byte beyond the probe's update: m, v read and written,
+# the gradient read once more, against the probe's plain w - η·g
+
+
+@dataclass(frozen=True)
+class PredictedStep:
+    """The cost model's step for one run, in parts; seconds."""
+
+    step_s: float
+    compute_s: float
+    communication_s: float
+    bubble_s: float
+    fixed_s: float
+    compute_source: str  # "the model's step, timed" or "counted FLOPs and bytes"
+    calibration: str  # the calibration's label
+
+    def part(self, name: str) -> float:
+        return {
+            "compute": self.compute_s,
+            "communication": self.communication_s,
+            "bubble": self.bubble_s,
+            "fixed": self.fixed_s,
+        }[name]
+
+    def to_extra(self) -> dict[str, Any]:
+        return {
+            "step_time_s": self.step_s,
+            "compute_s": self.compute_s,
+            "communication_s": self.communication_s,
+            "bubble_s": self.bubble_s,
+            "fixed_s": self.fixed_s,
+            "compute_source": self.compute_source,
+            "calibration": self.calibration,
+        }
+
+
+@dataclass(frozen=True)
+class RunToPredict:
+    """What a predictor reads: the run, the calibration, the model's key and its counted step."""
+
+    run: RunResult
+    calibration: DeviceCalibration
+    model_key: str
+    work: WorkCount | None
+
+    def busy(self, devices: int) -> int:
+        """The smallest count of busy devices measured that is at least `devices` (else the
+        largest measured)."""
+        counts = sorted(b.devices for b in self.calibration.busy)
+        return next((g for g in counts if g >= devices), counts[-1])
+
+    def compute_s(self, samples: float, devices: int) -> tuple[float, str]:
+        """c(samples, devices): forward, backward and update of `samples` per device."""
+        g = self.busy(devices)
+        timed = self.calibration.model_step_s(self.model_key, samples, g)
+        update = self.update_s(self.parameter_bytes(), g)
+        if timed is not None:
+            return timed + update, "the model's step, timed"
+        if self.work is None:
+            raise GpkError(
+                f"run {self.run.run_id} has neither a timed model step nor a counted step to "
+                "predict from; calibrate with gpk.calibrate(model=...)"
+            )
+        return _counted_s(self.calibration, self.work, samples, g) + update, (
+            "counted FLOPs and bytes"
+        )
+
+    def update_s(self, parameter_bytes: float, devices: int) -> float:
+        return self.calibration.elementwise_s(ADAM_UPDATE_BYTES * parameter_bytes, devices)
+
+    def parameter_bytes(self) -> float:
+        return float(self.run.extra.get("parameter_bytes") or 0.0)
+
+    def fixed_s(self, devices: int) -> float:
+        """One compiled call, shared by the steps it runs."""
+        tuned = self.run.extra.get("tuned") or {}
+        together = tuned.get("steps_per_execution") if isinstance(tuned, Mapping) else None
+        return self.calibration.call_s(self.busy(devices)) / max(int(together or 1), 1)
+
+    def all_reduce_s(self, nbytes: float, devices: int) -> float:
+        return self.calibration.collective_s("all_reduce", nbytes, devices) if devices > 1 else 0.0
+
+
+def predict(
+    run: RunResult, calibration: DeviceCalibration, model_key: str, work: WorkCount | None
+) -> PredictedStep:
+    """The predicted step of `run` (its strategy record's predictor); one sentence when the
+    calibration cannot predict it."""
+    record = strategy_record(run.strategy)
+    if record.predictor is None:
+        raise GpkError(f"strategy={run.strategy!r} has no calibrated prediction yet")
+    calibration.check_for(run.backend, run.device_kind, run.devices)
+    return resolve(record.predictor)(RunToPredict(run, calibration, model_key, work))
+
+
+def predict_single(asked: RunToPredict) -> PredictedStep:
+    compute, source = asked.compute_s(asked.run.global_batch, 1)
+    return _step(asked, compute, 0.0, 0.0, asked.fixed_s(1), source)
+
+
+def predict_data(asked: RunToPredict) -> PredictedStep:
+    run, n = asked.run, asked.run.devices
+    compute, source = asked.compute_s(run.global_batch / n, n)
+    gradients = float(run.extra.get("gradient_bytes") or asked.parameter_bytes())
+    comm = asked.all_reduce_s(gradients, n)
+    return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
+
+
+def predict_fsdp(asked: RunToPredict) -> PredictedStep:
+    run, n = asked.run, asked.run.devices
+    data, model = _mesh(run)
+    compute, source = asked.compute_s(run.global_batch / n, n)
+    extra, cal = run.extra, asked.calibration
+    gathered = float(extra.get("all_gather_bytes") or 0.0)
+    scattered = float(extra.get("reduce_scatter_bytes") or 0.0)
+    comm = (
+        (cal.collective_s("all_gather", gathered / 2 / data, data) * 2 if gathered else 0.0)
+        + (cal.collective_s("reduce_scatter", scattered, data) if scattered else 0.0)
+        + asked.all_reduce_s(float(extra.get("gradient_bytes") or 0.0), data)
+        + _activations_s(asked, model)
+    )
+    return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
+
+
+def predict_tensor(asked: RunToPredict) -> PredictedStep:
+    run, n = asked.run, asked.run.devices
+    data, model = _mesh(run)
+    compute, source = asked.compute_s(run.global_batch / n, n)
+    comm = _activations_s(asked, model) + asked.all_reduce_s(
+        float(run.extra.get("gradient_bytes") or 0.0), data
+    )
+    return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
+
+
+def predict_expert(asked: RunToPredict) -> PredictedStep:
+    run, n = asked.run, asked.run.devices
+    compute, source = asked.compute_s(run.global_batch / n, n)
+    dispatched = float(run.extra.get("dispatched_bytes") or 0.0)
+    comm = (
+        2 * asked.calibration.collective_s("all_to_all", dispatched / n, n) if dispatched else 0.0
+    ) + asked.all_reduce_s(float(run.extra.get("gradient_bytes") or 0.0), n)
+    return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
+
+
+def predict_pipeline(asked: RunToPredict) -> PredictedStep:
+    run, cal = asked.run, asked.calibration
+    stages = sorted(run.extra.get("stages") or (), key=lambda s: s["stage"])
+    k = len(stages) or run.devices
+    m = run.micro_batches or 1
+    micro = run.global_batch / m
+    busy = asked.busy(min(k, m))
+    step, source = asked.compute_s(micro, busy)
+    call = cal.call_s(asked.busy(k))
+    recomputes = "recomputes" in str(run.extra.get("stage_tasks") or "")
+    forward = step / 3.0
+    backward = step - forward + (forward if recomputes else 0.0)
+    shares = _stage_shares(stages, asked.work, k)
+    per_sample = Workload(
+        forward_s=(forward + call) / micro,
+        backward_s=(backward + call) / micro,
+        parameter_bytes=asked.parameter_bytes(),
+    )
+    cuts = [c / 2 / run.global_batch for c in run.extra.get("cut_bytes") or []]
+    if len(cuts) != k - 1:
+        cuts = [0.0] * (k - 1)
+    partition = Partition(shares, shares, shares, tuple(cuts))
+    link = _link(cal, k)
+    schedule = run.schedule or "gpipe"
+    try:
+        predicted = pipeline(
+            per_sample,
+            partition,
+            link,
+            global_batch=run.global_batch,
+            micro_batches=m,
+            schedule=schedule,
+        )
+    except GpkError as error:
+        raise GpkError(f"the pipeline of {run.run_id} cannot be replayed: {error}") from None
+    busiest = max(predicted.compute_s, 1e-12)
+    work = (forward + backward) * m * max(shares)
+    # Outside the tasks: each stage's optimizer update, one call each, on its own device.
+    update = k * call + asked.update_s(asked.parameter_bytes() * max(shares), busy)
+    bubble = max(predicted.step_time_s - busiest - predicted.exposed_comm_s, 0.0)
+    calls = busiest - work
+    return _step(
+        asked,
+        work,
+        predicted.exposed_comm_s,
+        bubble,
+        calls + update,
+        source,
+    )
+
+
+def far_off_part(predicted: PredictedStep, run: RunResult) -> str:
+    """The part furthest from its measured part, where the step is off by more than `FAR_OFF`;
+    "" otherwise. Measured parts: communication as the run measured it, the bubble as its
+    timeline shows it, the rest compute and fixed cost together."""
+    ratio = predicted.step_s / run.step_time_s if run.step_time_s else math.nan
+    if not math.isfinite(ratio) or FAR_OFF[0] <= ratio <= FAR_OFF[1]:
+        return ""
+    bubble = float(run.extra.get("bubble_fraction") or 0.0) * run.step_time_s
+    comm = float(run.comm_time_s or 0.0)
+    rest = max(run.step_time_s - bubble - comm, 0.0)
+    gaps = {
+        "communication": predicted.communication_s - comm,
+        "bubble": predicted.bubble_s - bubble,
+        "compute and fixed cost": predicted.compute_s + predicted.fixed_s - rest,
+    }
+    part, gap = max(gaps.items(), key=lambda item: abs(item[1]))
+    return f"{part} {'over' if gap > 0 else 'under'} by {abs(gap) * 1e3:.3g} ms"
+
+
+def _step(
+    asked: RunToPredict, compute: float, comm: float, bubble: float, fixed: float, source: str
+) -> PredictedStep:
+    return PredictedStep(
+        step_s=compute + comm + bubble + fixed,
+        compute_s=compute,
+        communication_s=comm,
+        bubble_s=bubble,
+        fixed_s=fixed,
+        compute_source=source,
+        calibration=asked.calibration.label,
+    )
+
+
+def _counted_s(calibration: DeviceCalibration, work: WorkCount, samples: float, g: int) -> float:
+    """Counted work on the calibrated rates: each layer's products at its own size (three per
+    forward one), the rest of the FLOPs at the largest size's rate, the bytes on the measured
+    bandwidth, one elementwise launch per counted kernel."""
+    flops = work.flops_per_sample * samples + work.flops_per_step
+    layered = 0.0
+    seconds = 0.0
+    for layer in work.layers:
+        product = layer.forward_flops * samples
+        if product > 0 and layer.parameters > 0:
+            seconds += 3 * calibration.matmul_s(product, g)
+            layered += 3 * product
+    rest = max(flops - layered, 0.0)
+    largest = max((p.flops for p in calibration.at(g).matmuls), default=0.0)
+    if rest > 0 and largest > 0:
+        seconds += rest / calibration.matmul_rate(largest, g)
+    fixed, bandwidth = calibration.elementwise_fit(g)
+    nbytes = work.bytes_per_sample * samples + work.bytes_per_step
+    return seconds + nbytes / bandwidth + work.kernels * fixed
+
+
+def _activations_s(asked: RunToPredict, model: int) -> float:
+    """The model axis's all-reduces of activations, each on its own (one after another)."""
+    run = asked.run
+    collectives = run.extra.get("collectives") or []
+    if model <= 1 or not isinstance(collectives, list):
+        return 0.0
+    data = max(run.devices // model, 1)
+    local = run.global_batch / data
+    return math.fsum(
+        asked.calibration.collective_s("all_reduce", c["elements_per_sample"] * local * 4, model)
+        for c in collectives
+        if isinstance(c, Mapping) and c.get("elements_per_sample")
+    )
+
+
+def _mesh(run: RunResult) -> tuple[int, int]:
+    """(data, model) devices of a layout run: its mesh "DxT", else all on `devices`."""
+    if run.mesh and "x" in run.mesh:
+        data, model = (int(v) for v in run.mesh.split("x"))
+        return data, model
+    return run.devices, 1
+
+
+def _stage_shares(
+    stages: list[Mapping[str, Any]], work: WorkCount | None, k: int
+) -> tuple[float, ...]:
+    """Each stage's share of the work: its layers' counted FLOPs, else its parameters, else
+    equal."""
+    if work is not None and stages:
+        flops = {layer.name: layer.forward_flops for layer in work.layers}
+        counted = [math.fsum(flops.get(name, 0.0) for name in s.get("layers", ())) for s in stages]
+        if all(c > 0 for c in counted):
+            total = math.fsum(counted)
+            return tuple(c / total for c in counted)
+    sizes = [float(s.get("parameter_bytes") or 0.0) for s in stages]
+    if stages and all(v > 0 for v in sizes):
+        total = math.fsum(sizes)
+        return tuple(v / total for v in sizes)
+    return (1.0 / k,) * k
+
+
+def _link(calibration: DeviceCalibration, devices: int) -> Interconnect:
+    """A point-to-point link from the send/receive points: α from the smallest message, the
+    bandwidth from the largest two."""
+    g = max(2, min(devices, calibration.devices))
+    points = sorted(
+        (
+            p
+            for p in calibration.at(_at_least(calibration, g)).collectives
+            if p.kind == "send_receive"
+        ),
+        key=lambda p: p.bytes,
+    )
+    if len(points) < 2:
+        return Interconnect("calibrated", math.inf, 0.0, calibration.label)
+    small, before, last = points[0], points[-2], points[-1]
+    slope = (last.seconds - before.seconds) / (last.bytes - before.bytes)
+    bandwidth = 1.0 / slope if slope > 0 else math.inf
+    return Interconnect("calibrated", bandwidth, max(small.seconds, 0.0), calibration.label)
+
+
+def _at_least(calibration: DeviceCalibration, g: int) -> int:
+    counts = sorted(b.devices for b in calibration.busy if b.devices > 1)
+    return next((c for c in counts if c >= g), counts[-1] if counts else g)

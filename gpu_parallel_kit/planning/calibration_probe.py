@@ -1,0 +1,253 @@
+"""`gpk.calibrate()`: the devices at hand measured in short children, kept in the cache folder.
+
+One child per count of devices busy at once (1, 2, 4, … and the count asked), each forked from
+the backend's server with exactly that many devices, as a run of that many would have them
+(`worker/jax/device_probe.py`, `worker/tensorflow/device_probe.py`). Where a model is given, a
+further child per count times the model's own step (`model_steps`). The answers become one
+`analysis.cost_model.device_calibration.DeviceCalibration`, written to
+`<cache folder>/calibrations/`, where `compare()` finds the newest one of its devices.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..analysis.cost_model.device_calibration import (
+    DeviceCalibration,
+    ModelStep,
+    from_probes,
+    newest,
+)
+from ..backends import backend_record
+from ..errors import GpkError, whole_number
+from ..runs.description.device_choice import DevicePlan, default_backend, plan_devices
+from ..runs.description.device_probe import ProbePlan
+from ..runs.description.run_spec import RunSpec
+from ..runs.processes.cache_folder import cache_folder
+from ..runs.processes.progress_bars import in_widget
+
+DEFAULT_BUDGET_S = 60.0  # the whole probe, children's start included, on the default devices
+DEFAULT_CPU_DEVICES = 4  # virtual devices probed on a CPU: the lab's largest comparison
+MIN_BUDGET_S = 10.0
+CHILD_TIMEOUT_S = 300.0
+
+
+def calibration_folder() -> Path:
+    """Where calibrations are kept: `<cache folder>/calibrations`."""
+    return cache_folder() / "calibrations"
+
+
+def busy_counts(devices: int) -> tuple[int, ...]:
+    """The counts of devices busy at once a calibration of `devices` measures: 1, 2, 4, … and
+    `devices` itself."""
+    counts, g = [], 1
+    while g < devices:
+        counts.append(g)
+        g *= 2
+    return (*counts, devices)
+
+
+def calibrate(
+    devices: int | None = None,
+    backend: str | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    *,
+    spec: RunSpec | None = None,
+    model_key: str = "",
+    save: bool = True,
+    progress: bool = True,
+) -> DeviceCalibration:
+    """Measure the devices at hand for the cost model: a minute by default, with progress.
+
+    Times matrix products over a sweep of sizes, elementwise chains, a compiled call's fixed
+    cost and the collectives plans use (all-reduce, all-gather, reduce-scatter, all-to-all,
+    send/receive) over message sizes, with 1, 2, 4, … and `devices` devices busy at once, in
+    one fresh child per count. With `model=`, the model's own step is timed too, at the batch
+    sizes its runs give each device.
+
+    Args:
+        devices: how many devices: default, every GPU, else 4 virtual devices of the CPU.
+        backend: "jax" or "tensorflow"; default, the kit's default backend.
+        budget_s: seconds the generic probe may take (the model's step comes on top).
+        spec: a run of the model whose own step is timed too (`gpk.calibrate(model=...)`),
+            kept under `model_key` (`runs/scheduling/step_counting.work_key`).
+        save: keep it in the cache folder (`<cache>/calibrations`), where `compare()` finds it.
+        progress: show a bar (a line where output cannot be redrawn).
+
+    Returns:
+        A `gpk.DeviceCalibration`: `.table()`, `.plot()`, `.save(path)`.
+    """
+    backend = backend or default_backend()
+    backend_record(backend)  # an unknown backend: one sentence, before anything starts
+    if not (isinstance(budget_s, int | float) and budget_s >= MIN_BUDGET_S):
+        raise GpkError(f"budget_s={budget_s!r} is too short; give {MIN_BUDGET_S:g} s or more")
+    plan = _device_plan(devices, backend)
+    counts = busy_counts(plan.count)
+    weights = [1 + g for g in counts]  # more devices: more collectives to time
+    shown = _Shown(f"Calibrating {plan.count} {plan.kind} device(s) on {backend}", progress)
+    started = time.monotonic()
+    answers = []
+    try:
+        for g, weight in zip(counts, weights, strict=True):
+            shown.phase(f"{g} busy")
+            probe = ProbePlan(devices=g, budget_s=budget_s * weight / sum(weights))
+            answers.append(
+                _in_child(_entry(backend, "probe_entry"), backend, _plan_of(plan, g), probe)
+            )
+            shown.advance()
+        calibration = from_probes(
+            backend, answers, time.monotonic() - started, host=platform.node()
+        )
+        if spec is not None:
+            calibration = with_model(calibration, spec, model_key, shown)
+    finally:
+        shown.close()
+    calibration = _replace_probe_s(calibration, time.monotonic() - started)
+    if save:
+        path = calibration.save(calibration_folder())
+        calibration = _with_path(calibration, str(path))
+    return calibration
+
+
+def with_model(
+    calibration: DeviceCalibration, spec: RunSpec, key: str, shown: Any = None
+) -> DeviceCalibration:
+    """`calibration` with the model step of `spec` timed on each count it measured, at the
+    batches a run of that many devices gives each device (the whole batch, and its shares),
+    kept under `key`."""
+    batch = spec.training.batch_size
+    steps = []
+    for busy in calibration.busy:
+        g = busy.devices
+        if calibration.model_step(key, g) is not None:
+            continue
+        batches = tuple(sorted({max(1, batch // d) for d in (1, 2, 4, 8)} | {batch}))
+        if shown is not None:
+            shown.phase(f"the step of {spec.model.name}, {g} busy")
+        plan = _plan_of(_device_plan(calibration.devices, calibration.backend), g)
+        entry = _entry(calibration.backend, "model_step_entry")
+        answer = _in_child(entry, calibration.backend, plan, spec, batches)
+        steps.append(
+            ModelStep(
+                key=key,
+                model=spec.model.name,
+                devices=g,
+                batches=tuple(answer["batches"]),
+                seconds=tuple(answer["seconds"]),
+            )
+        )
+    return calibration.with_model_steps(steps) if steps else calibration
+
+
+def kept(backend: str, device_kind: str, devices: int) -> DeviceCalibration | None:
+    """The newest calibration kept of these devices, or None."""
+    return newest(calibration_folder(), backend, device_kind, devices)
+
+
+def _device_plan(devices: int | None, backend: str) -> DevicePlan:
+    from ..runs.description.device_choice import discover_physical_devices
+
+    if devices is None:
+        gpus = [d for d in discover_physical_devices(backend) if d.kind == "gpu"]
+        devices = len(gpus) or DEFAULT_CPU_DEVICES
+    whole_number(devices, "devices")
+    return plan_devices(devices, backend=backend)
+
+
+def _plan_of(plan: DevicePlan, count: int) -> DevicePlan:
+    if plan.kind == "cpu":
+        return DevicePlan(
+            kind="cpu", count=count, virtual=count > 1, physical_indices=(0,), per_physical=count
+        )
+    return DevicePlan(
+        kind=plan.kind,
+        count=count,
+        virtual=plan.virtual,
+        physical_indices=plan.physical_indices[:count]
+        if not plan.virtual
+        else plan.physical_indices,
+        per_physical=plan.per_physical,
+        memory_per_logical_bytes=plan.memory_per_logical_bytes,
+    )
+
+
+def _entry(backend: str, which: str) -> str:
+    entry = getattr(backend_record(backend), which)
+    if entry is None:
+        raise GpkError(f"backend={backend!r} has no calibration probe; use 'jax' or 'tensorflow'")
+    return entry
+
+
+def _in_child(entry: str, backend: str, *args: Any) -> dict[str, Any]:
+    from ..runs.processes.child_process import start_child, stop_child
+
+    process, receiver = start_child(entry, *args, backend=backend)
+    try:
+        if not receiver.poll(CHILD_TIMEOUT_S):
+            raise GpkError(
+                f"the calibration probe gave no answer within {CHILD_TIMEOUT_S:g} s; the machine "
+                "may be busy: close other notebooks and calibrate again"
+            )
+        succeeded, answer = receiver.recv()
+    except EOFError:
+        raise GpkError(
+            "the calibration probe ended without answering; the machine may be out of memory"
+        ) from None
+    finally:
+        receiver.close()
+        stop_child(process)
+    if not succeeded:
+        raise GpkError(f"the calibration probe failed: {answer}")
+    return answer
+
+
+def _replace_probe_s(calibration: DeviceCalibration, seconds: float) -> DeviceCalibration:
+    from dataclasses import replace
+
+    return replace(calibration, probe_s=seconds)
+
+
+def _with_path(calibration: DeviceCalibration, path: str) -> DeviceCalibration:
+    from dataclasses import replace
+
+    return replace(calibration, path=path)
+
+
+class _Shown:
+    """The probe's progress: a bar of children done where a line can be redrawn, else a line
+    when it starts and one when it ends."""
+
+    def __init__(self, text: str, enabled: bool, total: int | None = None) -> None:
+        self._bar, self._started, self._lines = None, time.monotonic(), False
+        if enabled and (in_widget() or sys.stdout.isatty()):
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=text, bar_format="{desc}: {elapsed} {postfix}")
+        elif enabled:
+            print(text, flush=True)
+            self._lines = True
+
+    def phase(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(text)
+
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._lines:
+            print(f"Calibrated in {time.monotonic() - self._started:.0f} s", flush=True)
+            self._lines = False
+
+
+def counts_measured(calibration: DeviceCalibration) -> Sequence[int]:
+    return tuple(b.devices for b in calibration.busy)

@@ -1,0 +1,242 @@
+"""The devices at hand measured on JAX, every one busy at once: matrix products, elementwise
+chains, a call's fixed cost and the collectives the plans use (`jax.shard_map`).
+
+Each figure is a difference of two timed loops, k and 3k repetitions inside one compiled
+program (`lax.fori_loop` with k traced, so one compile serves both), so neither the call's
+dispatch nor the loop's entry is in it: what is left is one repetition's time, launch included.
+See `analysis/cost_model/device_calibration.py` for what the caller makes of the points.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ...runs.description.device_choice import DevicePlan
+from ...runs.description.device_probe import ProbePlan
+from ...runs.description.run_spec import RunSpec
+from ..work_count import answer
+
+AXIS = "probe"
+REPEATS = 3  # timed calls per loop length; the median is kept
+TARGET_S = 0.004  # the longer loop of a point lasts about this long
+
+
+def calibrate_with_jax(plan: DevicePlan, probe: ProbePlan, sender: Any) -> None:
+    """Child entry point (JAX server): send (True, points) or (False, one sentence)."""
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    answer(sender, lambda: measure(plan, probe))
+
+
+def model_steps_with_jax(
+    plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...], sender: Any
+) -> None:
+    """Child entry point (JAX server): the model's own step timed at `batches` samples per
+    device, every device of `plan` training its own copy at once (no collective)."""
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    answer(sender, lambda: model_steps(plan, spec, batches))
+
+
+def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> dict[str, Any]:
+    """The seconds of one training step of the model per batch (see above)."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from ..work_count import batch_of, counted_model
+    from .device_setup import configure_jax_devices, share_compilations
+
+    devices = configure_jax_devices(plan)
+    share_compilations(jax)
+    g = len(devices)
+    mesh = Mesh(np.array(devices), (AXIS,))
+    x, y = batch_of(spec, 2)
+    model = counted_model(spec, x)
+    model.train_on_batch(x, y)  # builds what the step updates: optimizer slots, metrics
+
+    def local_step(state, x, y):
+        _, state = model.train_step(state, (x, y))  # Keras's own: loss, optimizer, metrics
+        return state
+
+    step = jax.jit(
+        jax.shard_map(
+            local_step, mesh=mesh, in_specs=(P(), P(AXIS), P(AXIS)), out_specs=P(), check_vma=False
+        )
+    )
+    replicated = NamedSharding(mesh, P())
+    state = tuple(
+        [jax.device_put(v.value, replicated) for v in variables]
+        for variables in (
+            model.trainable_variables,
+            model.non_trainable_variables,
+            model.optimizer.variables,
+            model.metrics_variables,
+        )
+    )
+    seconds = []
+    for batch in batches:
+        bx, by = batch_of(spec, batch * g)
+        placed = [
+            jax.tree.map(lambda a: jax.device_put(np.asarray(a), NamedSharding(mesh, P(AXIS))), t)
+            for t in (bx, by)
+        ]
+        seconds.append(_per_call(lambda p=placed: step(state, *p), calls=5))
+    return {"devices": g, "batches": list(batches), "seconds": seconds}
+
+
+def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
+    """Every point of `probe` on `plan`'s devices, as plain lists (see the module)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from .device_setup import configure_jax_devices, device_names
+
+    started = time.perf_counter()
+    devices = configure_jax_devices(plan)
+    g = len(devices)
+    mesh = Mesh(np.array(devices), (AXIS,))
+    split = NamedSharding(mesh, P(AXIS))
+    deadline = started + probe.budget_s
+
+    def placed(array: Any) -> Any:
+        return jax.device_put(array, split)
+
+    def repeated(body: Callable[[Any], Any]) -> Any:
+        return jax.jit(lambda x, k: jax.lax.fori_loop(0, k, lambda _, c: body(c), x))
+
+    matmuls = []
+    for shape in probe.matmuls:
+        a = placed(np.full((g, shape.m, shape.k), 0.5, np.float32))
+        b = placed(np.eye(shape.k, shape.n, dtype=np.float32)[None].repeat(g, 0))
+        if shape.k != shape.n:  # a chain needs square products: time one product per call
+            step = jax.jit(lambda a, b: jnp.matmul(a, b))
+            seconds = _per_call(lambda a=a, b=b, step=step: step(a, b))
+        else:
+            chain = repeated(lambda c, b=b: jnp.matmul(c, b))
+            seconds = _per_repetition(lambda k, a=a, c=chain: c(a, k))
+        matmuls.append({"m": shape.m, "k": shape.k, "n": shape.n, "seconds": seconds})
+
+    elementwise = []
+    for size in probe.elementwise:
+        x = placed(np.ones((g, size), np.float32))
+        chain = repeated(lambda c: c * np.float32(0.999) + np.float32(0.001))
+        elementwise.append(
+            {"elements": size, "seconds": _per_repetition(lambda k, x=x, c=chain: c(x, k))}
+        )
+
+    tiny = placed(np.ones((g, 8), np.float32))
+    one_call = jax.jit(lambda c: c + 1)
+    call_s = _per_call(lambda: one_call(tiny), calls=50)
+
+    collectives = []
+    if g > 1:
+        for kind in probe.collectives:
+            for nbytes in probe.message_bytes:
+                if time.perf_counter() > deadline:
+                    break
+                elements = max(g, nbytes // 4 // g * g)
+                x = placed(np.ones((g, elements), np.float32))
+                body = _collective(jax, kind, g)
+                chain = jax.jit(
+                    jax.shard_map(
+                        lambda c, k, body=body: jax.lax.fori_loop(0, k, lambda _, v: body(v), c),
+                        mesh=mesh,
+                        in_specs=(P(AXIS), P()),
+                        out_specs=P(AXIS),
+                        check_vma=False,
+                    )
+                )
+                seconds = _per_repetition(lambda k, x=x, c=chain: c(x, k))
+                collectives.append({"kind": kind, "bytes": elements * 4, "seconds": seconds})
+    return {
+        "devices": g,
+        "device_names": list(device_names(devices)),
+        "device_kind": plan.kind,
+        "description": _description(devices[0]),
+        "matmuls": matmuls,
+        "elementwise": elementwise,
+        "call_s": call_s,
+        "collectives": collectives,
+        "versions": {"jax": jax.__version__, **_keras_version()},
+        "probe_s": time.perf_counter() - started,
+    }
+
+
+def _collective(jax: Any, kind: str, g: int) -> Callable[[Any], Any]:
+    """One repetition of `kind` on a device's block (1 × elements), its shape kept."""
+    lax = jax.lax
+    scale = 1.0 / g  # keeps a repeated sum from growing
+    if kind == "all_reduce":
+        return lambda v: lax.psum(v, AXIS) * scale
+    if kind == "all_gather":
+        return lambda v: lax.all_gather(v, AXIS, axis=1, tiled=True)[:, : v.shape[1]]
+    if kind == "reduce_scatter":
+        return lambda v: (
+            lax.psum_scatter(v, AXIS, scatter_dimension=1, tiled=True).repeat(g, axis=1) * scale
+        )
+    if kind == "all_to_all":
+        return lambda v: lax.all_to_all(v, AXIS, 1, 1, tiled=True)
+    if kind == "send_receive":
+        ring = [(i, (i + 1) % g) for i in range(g)]
+        return lambda v: lax.ppermute(v, AXIS, ring)
+    raise ValueError(f"no probe for the collective {kind!r}")
+
+
+def _ready(value: Any) -> Any:
+    import jax
+
+    return jax.block_until_ready(value)
+
+
+def _per_call(call: Callable[[], Any], calls: int = 20) -> float:
+    """The median time of one call, dispatch and wait included (after one untimed call)."""
+    _ready(call())
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        _ready(call())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _per_repetition(run: Callable[[int], Any]) -> float:
+    """One repetition's time: (t(3k) - t(k)) / 2k, k grown until t(3k) reaches TARGET_S."""
+    _ready(run(1))  # compiles
+    k = 1
+    while True:
+        long = _timed(run, 3 * k)
+        if long >= TARGET_S or k >= 1 << 16:
+            break
+        k *= max(2, min(16, int(TARGET_S / max(long, 1e-6))))
+    short = _timed(run, k)
+    return max(long - short, 1e-9) / (2 * k)
+
+
+def _timed(run: Callable[[int], Any], k: int) -> float:
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        _ready(run(k))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _description(device: Any) -> str:
+    if device.platform == "cpu":
+        import platform
+
+        return platform.processor() or platform.machine()
+    return str(getattr(device, "device_kind", device.platform))
+
+
+def _keras_version() -> dict[str, str]:
+    import keras
+
+    return {"keras": keras.__version__}

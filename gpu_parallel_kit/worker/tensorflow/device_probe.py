@@ -1,0 +1,215 @@
+"""The devices at hand measured on TensorFlow, every one busy at once: matrix products,
+elementwise chains, a call's fixed cost, the collectives tf.distribute gives (all-reduce,
+all-gather through `MirroredStrategy`, a copy between devices), and a model's own step.
+
+Products and elementwise chains are a difference of two timed loops (`tf.while_loop`, k and 3k
+repetitions, one on each device inside one `tf.function`), as on JAX
+(`worker/jax/device_probe.py`); a collective is a compiled call's median less an empty call's.
+"""
+
+from __future__ import annotations
+
+from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
+
+# isort: split
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from ...runs.description.device_choice import DevicePlan
+from ...runs.description.device_probe import ProbePlan
+from ...runs.description.run_spec import RunSpec
+from ..work_count import answer, batch_of, counted_model
+from .device_setup import configure_worker_devices
+
+REPEATS = 3
+TARGET_S = 0.004
+CALLS = 20
+
+
+def calibrate_with_tensorflow(plan: DevicePlan, probe: ProbePlan, sender: Any) -> None:
+    """Child entry point (TensorFlow fork server): send (True, points) or (False, a sentence)."""
+    answer(sender, lambda: measure(plan, probe))
+
+
+def model_steps_with_tensorflow(
+    plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...], sender: Any
+) -> None:
+    """Child entry point: the model's own step at `batches` samples per device, a copy of the
+    model on every device of `plan` training at once."""
+    answer(sender, lambda: model_steps(plan, spec, batches))
+
+
+def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
+    started = time.perf_counter()
+    names = configure_worker_devices(plan)
+    g = len(names)
+    deadline = started + probe.budget_s
+
+    def on_each(make: Callable[[], Any], body: Callable[[Any], Any]) -> Callable[[int], Any]:
+        starts = []
+        for name in names:
+            with tf.device(name):
+                starts.append(make())
+
+        @tf.function
+        def loops(k):
+            ends = []
+            for name, start in zip(names, starts, strict=True):
+                with tf.device(name):
+                    ends.append(
+                        tf.while_loop(
+                            lambda i, _: i < k, lambda i, c: (i + 1, body(c)), (0, start)
+                        )[1]
+                    )
+            return ends
+
+        return lambda k: loops(tf.constant(k))
+
+    matmuls = []
+    for shape in probe.matmuls:
+        if shape.k != shape.n:
+            continue
+        b = tf.eye(shape.n)
+        run = on_each(lambda s=shape: tf.fill((s.m, s.k), 0.5), lambda c, b=b: tf.matmul(c, b))
+        matmuls.append({"m": shape.m, "k": shape.k, "n": shape.n, "seconds": _per_repetition(run)})
+    elementwise = []
+    for size in probe.elementwise:
+        run = on_each(lambda s=size: tf.ones((s,)), lambda c: c * 0.999 + 0.001)
+        elementwise.append({"elements": size, "seconds": _per_repetition(run)})
+    tiny = on_each(lambda: tf.ones((8,)), lambda c: c + 1.0)
+    call_s = _per_call(lambda: tiny(0), CALLS)
+
+    collectives = []
+    if g > 1:
+        strategy = tf.distribute.MirroredStrategy(list(names))
+        for kind in ("all_reduce", "all_gather", "send_receive"):
+            for nbytes in probe.message_bytes:
+                if time.perf_counter() > deadline:
+                    break
+                elements = max(1, nbytes // 4)
+                call = _collective(strategy, names, kind, elements)
+                seconds = max(_per_call(call, CALLS // 2) - call_s, 1e-9)
+                collectives.append({"kind": kind, "bytes": elements * 4, "seconds": seconds})
+    return {
+        "devices": g,
+        "device_names": list(names),
+        "device_kind": plan.kind,
+        "description": platform.processor() or platform.machine() if plan.kind == "cpu" else "GPU",
+        "matmuls": matmuls,
+        "elementwise": elementwise,
+        "call_s": call_s,
+        "collectives": collectives,
+        "versions": {"tensorflow": tf.__version__, **_keras_version()},
+        "probe_s": time.perf_counter() - started,
+    }
+
+
+def _collective(
+    strategy: Any, names: tuple[str, ...], kind: str, elements: int
+) -> Callable[[], Any]:
+    if kind == "send_receive":  # a copy from each device to the next, all at once
+        blocks = []
+        for name in names:
+            with tf.device(name):
+                blocks.append(tf.ones((elements,)))
+
+        @tf.function
+        def sends():
+            moved = []
+            for i, block in enumerate(blocks):
+                with tf.device(names[(i + 1) % len(names)]):
+                    moved.append(tf.identity(block) + 0.0)
+            return moved
+
+        return sends
+    values = strategy.experimental_distribute_values_from_function(lambda _: tf.ones((elements,)))
+
+    def replica(v):
+        context = tf.distribute.get_replica_context()
+        if kind == "all_reduce":
+            return context.all_reduce(tf.distribute.ReduceOp.SUM, v)
+        return context.all_gather(v, axis=0)
+
+    @tf.function
+    def call():
+        return strategy.run(replica, args=(values,))
+
+    return call
+
+
+def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> dict[str, Any]:
+    names = configure_worker_devices(plan)
+    x, y = batch_of(spec, 2)
+    models = []
+    for name in names:
+        with tf.device(name):
+            model = counted_model(spec, x)
+            model.train_on_batch(x, y)  # builds what the step updates: optimizer slots, metrics
+            models.append(model)
+    seconds = []
+    for batch in batches:
+        bx, by = batch_of(spec, batch)
+        placed = []
+        for name in names:
+            with tf.device(name):
+                placed.append(
+                    (tf.nest.map_structure(tf.constant, bx), tf.nest.map_structure(tf.constant, by))
+                )
+
+        @tf.function
+        def steps(placed=placed):
+            for name, model, (px, py) in zip(names, models, placed, strict=True):
+                with tf.device(name):
+                    model.train_step((px, py))
+
+        seconds.append(_per_call(steps, 5))
+    return {"devices": len(names), "batches": list(batches), "seconds": seconds}
+
+
+def _per_call(call: Callable[[], Any], calls: int) -> float:
+    call()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        _done(call())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _done(value: Any) -> None:
+    for item in tf.nest.flatten(value):
+        if hasattr(item, "numpy"):
+            item.numpy()
+
+
+def _per_repetition(run: Callable[[int], Any]) -> float:
+    _done(run(1))
+    k = 1
+    while True:
+        long = _timed(run, 3 * k)
+        if long >= TARGET_S or k >= 1 << 16:
+            break
+        k *= max(2, min(16, int(TARGET_S / max(long, 1e-6))))
+    short = _timed(run, k)
+    return max(long - short, 1e-9) / (2 * k)
+
+
+def _timed(run: Callable[[int], Any], k: int) -> float:
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        _done(run(k))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _keras_version() -> dict[str, str]:
+    import keras
+
+    return {"keras": keras.__version__}
