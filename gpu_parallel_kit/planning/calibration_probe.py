@@ -89,7 +89,7 @@ def calibrate(
     plan = _device_plan(devices, backend)
     counts = busy_counts(plan.count)
     weights = [1 + g for g in counts]  # more devices: more collectives to time
-    shown = _Shown(f"Calibrating {plan.count} {plan.kind} device(s) on {backend}", progress)
+    shown = Shown(f"Calibrating {plan.count} {plan.kind} device(s) on {backend}", progress)
     started = time.monotonic()
     answers = []
     try:
@@ -218,8 +218,8 @@ def _with_path(calibration: DeviceCalibration, path: str) -> DeviceCalibration:
     return replace(calibration, path=path)
 
 
-class _Shown:
-    """The probe's progress: a bar of children done where a line can be redrawn, else a line
+class Shown:
+    """A probe's progress: a bar of children done where a line can be redrawn, else a line
     when it starts and one when it ends."""
 
     def __init__(self, text: str, enabled: bool, total: int | None = None) -> None:

@@ -4,9 +4,9 @@
 path of one); without one, the newest kept calibration of the run's devices is used, where there
 is one. A calibration given is checked against the runs before any of them starts. A model whose
 own step the calibration has not timed is timed once (a short child per count of busy devices)
-and kept with it; a kept calibration found by itself is read as it is, the model's step on
-counted FLOPs and bytes where it lacks one. Each row's `extra["predicted"]` holds the parts
-(`analysis/cost_model/calibrated_step.PredictedStep`); the table reads them.
+and kept with it; a kept calibration found by itself predicts only the models it has timed, so
+a comparison without `calibration=` never starts a child for it. Each row's `extra["predicted"]`
+holds the parts (`analysis/cost_model/calibrated_step.PredictedStep`); the table reads them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..analysis.cost_model.device_calibration import DeviceCalibration
 from ..errors import GpkError
 from ..runs.description.run_spec import RunSpec
 from ..strategies import has
-from .calibration_probe import calibration_folder, kept, with_model
+from .calibration_probe import Shown, calibration_folder, kept, with_model
 
 if TYPE_CHECKING:
     from ..runs.results.run_result import RunResult
@@ -68,11 +68,17 @@ def with_predictions(
     calibration cannot predict says why there instead); `key` names the model's timed step."""
     calibration = asked.calibration
     if asked.given and not all(calibration.model_step(key, b.devices) for b in calibration.busy):
-        calibration = with_model(calibration, spec, key)
+        shown = Shown(f"Timing the step of {spec.model.name} on the calibrated devices", True)
+        try:
+            calibration = with_model(calibration, spec, key, shown)
+        finally:
+            shown.close()
         if calibration.path and Path(calibration.path).parent == calibration_folder():
             calibration.save(calibration.path)
     timed = all(calibration.model_step(key, b.devices) for b in calibration.busy)
-    work = _work(results, counted, timed)
+    if not asked.given and not timed:
+        return list(results)  # found by itself, it predicts only models it timed: no child
+    work = _work(results, counted, timed) if asked.given else {}
     rows = []
     for result in results:
         if result.projected or not result.ok:

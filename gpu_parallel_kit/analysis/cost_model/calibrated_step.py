@@ -146,7 +146,7 @@ def predict_data(asked: RunToPredict) -> PredictedStep:
 
 def predict_fsdp(asked: RunToPredict) -> PredictedStep:
     run, n = asked.run, asked.run.devices
-    data, model = _mesh(run)
+    data, model = _mesh(run, on_model=False)
     compute, source = asked.compute_s(run.global_batch / n, n)
     extra, cal = run.extra, asked.calibration
     gathered = float(extra.get("all_gather_bytes") or 0.0)
@@ -162,7 +162,7 @@ def predict_fsdp(asked: RunToPredict) -> PredictedStep:
 
 def predict_tensor(asked: RunToPredict) -> PredictedStep:
     run, n = asked.run, asked.run.devices
-    data, model = _mesh(run)
+    data, model = _mesh(run, on_model=True)
     compute, source = asked.compute_s(run.global_batch / n, n)
     comm = _activations_s(asked, model) + asked.all_reduce_s(
         float(run.extra.get("gradient_bytes") or 0.0), data
@@ -300,12 +300,13 @@ def _activations_s(asked: RunToPredict, model: int) -> float:
     )
 
 
-def _mesh(run: RunResult) -> tuple[int, int]:
-    """(data, model) devices of a layout run: its mesh "DxT", else all on `devices`."""
+def _mesh(run: RunResult, on_model: bool) -> tuple[int, int]:
+    """(data, model) devices of a layout run: its mesh "DxT", else every device on the model
+    axis (`on_model`) or on the data axis."""
     if run.mesh and "x" in run.mesh:
         data, model = (int(v) for v in run.mesh.split("x"))
         return data, model
-    return run.devices, 1
+    return (1, run.devices) if on_model else (run.devices, 1)
 
 
 def _stage_shares(
