@@ -69,11 +69,16 @@ def measure(backend: str, models: list[str], rounds: int | None) -> list[dict[st
             micro_batches=4,
         )
         table = compared.table
-        for _, row in table[COLUMNS].iterrows():
+        for result, (_, row) in zip(compared.results, table[COLUMNS].iterrows(), strict=True):
             rows.append(
                 {
                     "model": model,
                     **{c: row[c] for c in COLUMNS},
+                    "parts": result.extra.get("predicted", {}),
+                    "measured_parts": {
+                        "comm_time_s": result.comm_time_s,
+                        "bubble_fraction": result.extra.get("bubble_fraction"),
+                    },
                     "named": (row["strategy"], int(row["devices"])) in NAMED[backend],
                     "calibrate_s": took,
                 }

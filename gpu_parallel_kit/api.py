@@ -356,6 +356,19 @@ class Experiment:
             return compared
         return Comparison(self._predicted(compared.results, asked), counter=self.counted_step)
 
+    def predict(self, comparison: Comparison, calibration: Any = None) -> Comparison:
+        """`comparison`'s measured rows with the step `calibration` predicts for each (default:
+        the newest kept calibration of their devices): the columns `predicted_step_time_s`,
+        `predicted_over_measured` and `predicted_off_in`, and `plot_predictions()`."""
+        widest = max((r.devices for r in comparison.results if r.ok), default=1)
+        planned = [self.plan("single", 1)] + ([self.plan("data", widest)] if widest > 1 else [])
+        asked = asked_calibration(calibration, planned if planned else [])
+        if asked is None:
+            raise GpkError(
+                "no calibration of these devices is kept; give calibration=gpk.calibrate(...)"
+            )
+        return Comparison(self._predicted(comparison.results, asked), counter=self.counted_step)
+
     def _predicted(self, results: list[RunResult], asked: AskedCalibration) -> list[RunResult]:
         """`results` with the step the calibration predicts for each (`planning/predicted_rows`)."""
         counted = Comparison(results, counter=self.counted_step)._counted_work
@@ -603,4 +616,7 @@ def calibrate(
             model=model, data=data, batch_size=batch_size, backend=backend, progress=False
         )
         spec = experiment.plan("single", 1)
-    return calibrate_devices(devices, backend, budget_s, spec=spec, save=save, progress=progress)
+    key = work_key(spec, CountBatches(0, 0)) if spec is not None else ""
+    return calibrate_devices(
+        devices, backend, budget_s, spec=spec, model_key=key, save=save, progress=progress
+    )

@@ -92,6 +92,13 @@ class Comparison:
 
         return communication_figure(self.table)
 
+    def plot_predictions(self):
+        """Each measured row's step against the step a calibration predicted for it
+        (`compare(calibration=...)`), with the band within 0.7-1.4."""
+        from .plots.predictions import prediction_figure
+
+        return prediction_figure(self.table)
+
     def plot_layout(self, run_id: str | None = None):
         """How a tensor-parallel run placed each kernel: the shards per device, as the arrays
         hold them. `run_id` picks the run; by default the first finished tensor run."""
@@ -164,9 +171,10 @@ class Comparison:
 
         Args:
             preset: an interconnect name (nvlink4, nvlink3, pcie5, pcie4, pcie3, net100g,
-                net200g, net400g), a dict such as {"bandwidth_gb_s": 40, "latency_us": 4}, or a
+                net200g, net400g), a dict such as {"bandwidth_gb_s": 40, "latency_us": 4}, a
                 `gpk.GPUCluster`: device counts that fit in one node then use its link inside,
-                larger ones its network between, and its GPU is the device projected onto.
+                larger ones its network between, and its GPU is the device projected onto; or
+                a `gpk.DeviceCalibration`: its measured link and rates.
             devices: the device counts to project onto.
             **options: `device` (a100, h100, h200; default: the link's usual GPU); `precision`
                 (fp32, tf32, bf16, fp16; default bf16); `calibrate`, a dict
@@ -179,6 +187,8 @@ class Comparison:
         from .analysis.cost_model.gpu_cluster import GPUCluster, project_onto_cluster
         from .analysis.cost_model.projected_rows import ProjectionOptions, project_results
 
+        if hasattr(preset, "as_device"):  # a calibration: its devices and its link
+            options.setdefault("device", preset)
         if "work" not in options and not _measured_asked(options):
             options["work"] = self._counted_work()
         asked = ProjectionOptions(**options)

@@ -34,6 +34,7 @@ from ..runs.processes.progress_bars import in_widget
 DEFAULT_BUDGET_S = 60.0  # the whole probe, children's start included, on the default devices
 DEFAULT_CPU_DEVICES = 4  # virtual devices probed on a CPU: the lab's largest comparison
 MIN_BUDGET_S = 10.0
+MICRO_BATCHES = 4  # the micro-batches a pipeline's step is timed at, beside the whole batch
 CHILD_TIMEOUT_S = 300.0
 
 
@@ -58,7 +59,7 @@ def calibrate(
     budget_s: float = DEFAULT_BUDGET_S,
     *,
     spec: RunSpec | None = None,
-    model_key: str = "",
+    model_key: str | None = None,
     save: bool = True,
     progress: bool = True,
 ) -> DeviceCalibration:
@@ -104,6 +105,8 @@ def calibrate(
             backend, answers, time.monotonic() - started, host=platform.node()
         )
         if spec is not None:
+            if not model_key:
+                raise GpkError("a model's step is kept under its key; give model_key=")
             calibration = with_model(calibration, spec, model_key, shown)
     finally:
         shown.close()
@@ -117,16 +120,18 @@ def calibrate(
 def with_model(
     calibration: DeviceCalibration, spec: RunSpec, key: str, shown: Any = None
 ) -> DeviceCalibration:
-    """`calibration` with the model step of `spec` timed on each count it measured, at the
-    batches a run of that many devices gives each device (the whole batch, and its shares),
-    kept under `key`."""
+    """`calibration` with the model step of `spec` timed on each count g it measured, at the
+    batch a run of g devices gives each device and at a quarter of the batch (a pipeline's
+    micro-batch), kept under `key`."""
     batch = spec.training.batch_size
     steps = []
     for busy in calibration.busy:
         g = busy.devices
         if calibration.model_step(key, g) is not None:
             continue
-        batches = tuple(sorted({max(1, batch // d) for d in (1, 2, 4, 8)} | {batch}))
+        # A data-parallel share of the batch on g devices, and a pipeline's micro-batch of
+        # a quarter of it; other batches are read between these (each costs a compile).
+        batches = tuple(sorted({max(1, batch // g), max(1, batch // MICRO_BATCHES)}))
         if shown is not None:
             shown.phase(f"the step of {spec.model.name}, {g} busy")
         plan = _plan_of(_device_plan(calibration.devices, calibration.backend), g)

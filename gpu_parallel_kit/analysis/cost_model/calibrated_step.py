@@ -91,9 +91,9 @@ class RunToPredict:
         """c(samples, devices): forward, backward and update of `samples` per device."""
         g = self.busy(devices)
         timed = self.calibration.model_step_s(self.model_key, samples, g)
+        if timed is not None:  # timed without its dispatch, which `fixed_s` charges
+            return timed, "the model's step, timed"
         update = self.update_s(self.parameter_bytes(), g)
-        if timed is not None:
-            return timed + update, "the model's step, timed"
         if self.work is None:
             raise GpkError(
                 f"run {self.run.run_id} has neither a timed model step nor a counted step to "
@@ -181,54 +181,71 @@ def predict_expert(asked: RunToPredict) -> PredictedStep:
 
 
 def predict_pipeline(asked: RunToPredict) -> PredictedStep:
+    """Each stage task is its share of the model's per-sample work at one busy device (the
+    timed step's slope), plus one call; the schedule is replayed with those tasks and the
+    cuts' sends. Devices that share cores cannot do more work a second than the calibration
+    measured with all of them busy, so the step is at least the tasks' total work over that
+    aggregate rate. Then the update (the timed step's part whatever its batch) and one call
+    per stage for it."""
     run, cal = asked.run, asked.calibration
     stages = sorted(run.extra.get("stages") or (), key=lambda s: s["stage"])
     k = len(stages) or run.devices
     m = run.micro_batches or 1
     micro = run.global_batch / m
-    busy = asked.busy(min(k, m))
-    step, source = asked.compute_s(micro, busy)
+    line = cal.model_step_line(asked.model_key, 1)
+    if line is None:  # no timed line: the step at the micro-batch, its update included
+        step, source = asked.compute_s(micro, 1)
+        fixed_work, per_sample = 0.0, step / micro
+    else:
+        fixed_work, per_sample = line
+        source = "the model's step, timed"
     call = cal.call_s(asked.busy(k))
     recomputes = "recomputes" in str(run.extra.get("stage_tasks") or "")
-    forward = step / 3.0
-    backward = step - forward + (forward if recomputes else 0.0)
+    forward = per_sample / 3.0
+    backward = 2.0 * per_sample / 3.0 + (forward if recomputes else 0.0)
     shares = _stage_shares(stages, asked.work, k)
-    per_sample = Workload(
-        forward_s=(forward + call) / micro,
-        backward_s=(backward + call) / micro,
+    workload = Workload(
+        forward_s=forward + call / micro,
+        backward_s=backward + call / micro,
         parameter_bytes=asked.parameter_bytes(),
     )
     cuts = [c / 2 / run.global_batch for c in run.extra.get("cut_bytes") or []]
     if len(cuts) != k - 1:
         cuts = [0.0] * (k - 1)
     partition = Partition(shares, shares, shares, tuple(cuts))
-    link = _link(cal, k)
-    schedule = run.schedule or "gpipe"
     try:
-        predicted = pipeline(
-            per_sample,
+        replayed = pipeline(
+            workload,
             partition,
-            link,
+            _link(cal, k),
             global_batch=run.global_batch,
             micro_batches=m,
-            schedule=schedule,
+            schedule=run.schedule or "gpipe",
         )
     except GpkError as error:
         raise GpkError(f"the pipeline of {run.run_id} cannot be replayed: {error}") from None
-    busiest = max(predicted.compute_s, 1e-12)
-    work = (forward + backward) * m * max(shares)
-    # Outside the tasks: each stage's optimizer update, one call each, on its own device.
-    update = k * call + asked.update_s(asked.parameter_bytes() * max(shares), busy)
-    bubble = max(predicted.step_time_s - busiest - predicted.exposed_comm_s, 0.0)
-    calls = busiest - work
-    return _step(
-        asked,
-        work,
-        predicted.exposed_comm_s,
-        bubble,
-        calls + update,
-        source,
-    )
+    work = (forward + backward) * run.global_batch  # every task's compute, all stages
+    calls = 2 * m * call  # the busiest device's task calls
+    bound = work / _aggregate_rate(asked, micro, k) + calls
+    busiest = replayed.compute_s
+    update = fixed_work + k * call
+    if bound > replayed.step_time_s:  # the shared cores, not the schedule, set the step
+        return _step(asked, bound - calls, replayed.exposed_comm_s, 0.0, calls + update, source)
+    bubble = max(replayed.step_time_s - busiest - replayed.exposed_comm_s, 0.0)
+    busy_work = busiest - calls
+    return _step(asked, busy_work, replayed.exposed_comm_s, bubble, calls + update, source)
+
+
+def _aggregate_rate(asked: RunToPredict, samples: float, devices: int) -> float:
+    """How many devices' worth of work `devices` busy devices do at once, from the timed
+    steps: devices × t(1 busy) / t(devices busy), at most `devices`; 1 where not timed."""
+    cal, key = asked.calibration, asked.model_key
+    g = asked.busy(devices)
+    alone = cal.model_step_s(key, samples, 1)
+    together = cal.model_step_s(key, samples, g)
+    if not alone or not together or devices <= 1:
+        return 1.0
+    return min(max(g * alone / together, 1e-3), float(devices))
 
 
 def far_off_part(predicted: PredictedStep, run: RunResult) -> str:

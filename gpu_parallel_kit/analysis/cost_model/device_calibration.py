@@ -27,9 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GpkError
+
+if TYPE_CHECKING:
+    from .hardware_presets import Device, Interconnect
 
 FORMAT = 1  # bumped when the record's fields change; an older file is refused with a sentence
 MAX_AGE_DAYS = 90  # an older calibration is out of date: drivers and libraries move on
@@ -112,6 +115,7 @@ class DeviceCalibration:
     busy: tuple[BusyDevices, ...]
     model_steps: tuple[ModelStep, ...] = ()
     host: str = ""
+    memory_bytes: float = 0.0  # each device's memory (a CPU's: the host's, shared out)
     format: int = FORMAT
     path: str = field(default="", compare=False)  # the file it was read from or kept in
 
@@ -198,6 +202,15 @@ class DeviceCalibration:
             return None
         return max(_between(list(map(float, step.batches)), list(step.seconds), batch, True), 0.0)
 
+    def model_step_line(self, key: str, devices: int) -> tuple[float, float] | None:
+        """(seconds per step whatever its batch, seconds per sample): the least-squares line
+        through the model's timed steps, `devices` busy; None when fewer than two batches."""
+        step = self.model_step(key, devices)
+        if step is None or len(step.batches) < 2:
+            return None
+        fixed, per_sample = _least_squares(list(map(float, step.batches)), list(step.seconds))
+        return max(fixed, 0.0), max(per_sample, 0.0)
+
     def with_model_steps(self, steps: Iterable[ModelStep]) -> DeviceCalibration:
         """This calibration with `steps` added (a model's earlier steps replaced)."""
         added = tuple(steps)
@@ -207,6 +220,48 @@ class DeviceCalibration:
             if (s.key, s.devices) not in {(a.key, a.devices) for a in added}
         )
         return _replace(self, model_steps=kept + added)
+
+    # Used where a preset is.
+    def as_device(self) -> Device:
+        """These devices as a cost-model device: the fastest product rate and the elementwise
+        bandwidth measured with every device busy, so a plan's step is timed at what this
+        machine gives each device when all of them work (`gpk.GPUCluster(device=...)`)."""
+        from .hardware_presets import Device
+
+        widest = self.busy[-1]
+        rate = max((p.flops / p.seconds for p in widest.matmuls), default=0.0)
+        _, bandwidth = self.elementwise_fit(widest.devices)
+        return Device(
+            name=f"{self.description} ({self.label})",
+            flops=rate,
+            memory_bytes=self.memory_bytes or 1e9,
+            memory_bandwidth_bytes_s=bandwidth if math.isfinite(bandwidth) else rate,
+            source=self.label,
+            fp32_flops=rate,
+            tf32_flops=rate,
+            fused_attention=False,
+        )
+
+    def as_link(self) -> Interconnect:
+        """The link between these devices: α and the bandwidth of the all-reduce's largest
+        measured group, read back to a ring's per-link figures."""
+        from .hardware_presets import Interconnect
+
+        widest = max((b for b in self.busy if b.collectives), key=lambda b: b.devices, default=None)
+        points = sorted(
+            (p for p in (widest.collectives if widest else ()) if p.kind == "all_reduce"),
+            key=lambda p: p.bytes,
+        )
+        if len(points) < 2:
+            raise GpkError(
+                "this calibration timed no all-reduce over several devices; calibrate with "
+                "gpk.calibrate(devices=2) or more"
+            )
+        n = widest.devices
+        ring = 2 * (n - 1)
+        slope = (points[-1].seconds - points[-2].seconds) / (points[-1].bytes - points[-2].bytes)
+        bandwidth = ring / n / slope if slope > 0 else math.inf
+        return Interconnect(self.label, bandwidth, max(points[0].seconds / ring, 0.0), self.label)
 
     # Checks, before anything runs.
     def check_for(self, backend: str, device_kind: str, devices: int) -> None:
@@ -245,9 +300,10 @@ class DeviceCalibration:
         return json.dumps(data, indent=1)
 
     def save(self, path: str | Path) -> Path:
-        """Write the calibration as JSON to `path` (a folder gets a dated file name)."""
+        """Write the calibration as JSON to `path`: a file ending in .json, else a folder (made
+        where missing) that gets a dated file name."""
         target = Path(path)
-        if target.is_dir():
+        if target.suffix != ".json":
             target = target / file_name(self)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(self.to_json())
@@ -372,6 +428,7 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
             busy=busy,
             model_steps=steps,
             host=data.get("host", ""),
+            memory_bytes=float(data.get("memory_bytes", 0.0)),
             path=path,
         )
     except (KeyError, TypeError, ValueError) as error:
@@ -411,6 +468,7 @@ def from_probes(
         probe_s=probe_s,
         busy=busy,
         host=host,
+        memory_bytes=float(widest.get("memory_bytes", 0.0)),
     )
 
 

@@ -27,7 +27,9 @@ class GPUCluster:
     """Nodes of `per_node` GPUs each, `inside` joining the GPUs of a node and `between` the nodes.
 
     Args:
-        device: the GPU, a preset ("a100", "h100", "h200") or a dict as `project()` takes.
+        device: the GPU, a preset ("a100", "h100", "h200"), a dict as `project()` takes, or a
+            `gpk.DeviceCalibration` of the devices at hand (its link is then `inside`'s
+            default).
         nodes: how many nodes.
         per_node: GPUs in each node.
         inside: the link between GPUs of one node: a preset or a dict; default, the GPU's
@@ -53,6 +55,8 @@ class GPUCluster:
         between: str | Mapping[str, Any] | Interconnect = "net400g",
     ) -> None:
         gpu = device_preset(device)
+        if inside is None and hasattr(device, "as_link"):  # a calibration: its own link
+            inside = device.as_link()
         usual = next((link for link, name in USUAL_DEVICE.items() if name == gpu.name), None)
         if inside is None and usual is None:
             raise GpkError(

@@ -129,6 +129,8 @@ def interconnect(spec: str | Mapping[str, Any] | Interconnect) -> Interconnect:
     """
     if isinstance(spec, Interconnect):
         return spec
+    if hasattr(spec, "as_link"):  # a calibration (`device_calibration.DeviceCalibration`)
+        return spec.as_link()
     if isinstance(spec, str):
         return _preset(INTERCONNECTS, spec.lower(), "interconnect")
     if not isinstance(spec, Mapping):
@@ -147,6 +149,8 @@ def device(spec: str | Mapping[str, Any] | Device) -> Device:
     """
     if isinstance(spec, Device):
         return spec
+    if hasattr(spec, "as_device"):  # a calibration (`device_calibration.DeviceCalibration`)
+        return spec.as_device()
     if isinstance(spec, str):
         return _preset(DEVICES, spec.lower(), "device")
     if not isinstance(spec, Mapping):

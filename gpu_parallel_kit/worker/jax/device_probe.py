@@ -23,6 +23,7 @@ from ..work_count import answer
 AXIS = "probe"
 REPEATS = 3  # timed calls per loop length; the median is kept
 TARGET_S = 0.004  # the longer loop of a point lasts about this long
+LOAD_SIZE = 128  # the product each device computes before each collective it is timed in
 
 
 def calibrate_with_jax(plan: DevicePlan, probe: ProbePlan, sender: Any) -> None:
@@ -41,7 +42,8 @@ def model_steps_with_jax(
 
 
 def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> dict[str, Any]:
-    """The seconds of one training step of the model per batch (see above)."""
+    """The seconds of one training step of the model per batch (see above): a call's time
+    less that of a call passing the same arrays through, so dispatch is not in it."""
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding
@@ -62,10 +64,12 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
         _, state = model.train_step(state, (x, y))  # Keras's own: loss, optimizer, metrics
         return state
 
+    # The state donated, as Keras's own step donates it: updated in place, not copied.
     step = jax.jit(
         jax.shard_map(
             local_step, mesh=mesh, in_specs=(P(), P(AXIS), P(AXIS)), out_specs=P(), check_vma=False
-        )
+        ),
+        donate_argnums=0,
     )
     replicated = NamedSharding(mesh, P())
     state = tuple(
@@ -77,6 +81,8 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
             model.metrics_variables,
         )
     )
+    # What dispatching a call of this many arrays costs, for taking off each step's call.
+    passed = jax.jit(lambda state, x, y: state, donate_argnums=0)
     seconds = []
     for batch in batches:
         bx, by = batch_of(spec, batch * g)
@@ -84,7 +90,24 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
             jax.tree.map(lambda a: jax.device_put(np.asarray(a), NamedSharding(mesh, P(AXIS))), t)
             for t in (bx, by)
         ]
-        seconds.append(_per_call(lambda p=placed: step(state, *p), calls=5))
+        # One step per call, dispatch included (the caller takes the call's cost off): a
+        # loop of steps inside one call would time another program (XLA's CPU convolutions
+        # inside a while loop run several times slower).
+        held = [state]
+
+        def call(p: Any = placed, held: list[Any] = held) -> Any:
+            held[0] = step(held[0], *p)
+            return held[0]
+
+        stepped = _per_call(call, calls=7)
+        state = held[0]
+
+        def dispatch(p: Any = placed, held: list[Any] = held) -> Any:
+            held[0] = passed(held[0], *p)
+            return held[0]
+
+        seconds.append(max(stepped - _per_call(dispatch, calls=7), stepped / 2))
+        state = held[0]
     return {"devices": g, "batches": list(batches), "seconds": seconds}
 
 
@@ -136,25 +159,50 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
     call_s = _per_call(lambda: one_call(tiny), calls=50)
 
     collectives = []
+    # Each collective is timed between products on every device, as in a training step: the
+    # devices arrive at it from work, and where they share cores a late one holds the rest.
+    work = placed(np.full((g, LOAD_SIZE, LOAD_SIZE), 0.5, np.float32))
+
+    def busy_loop(collective: Callable[[Any], Any] | None) -> Any:
+        def local(v, w, k):
+            def one(_, carry):
+                v, w = carry
+                w = jnp.matmul(w, load_local(w))
+                if collective is not None:
+                    v = collective(v + w[:, :1, 0] * 0.0)
+                return v, w
+
+            return jax.lax.fori_loop(0, k, one, (v, w))
+
+        return jax.jit(
+            jax.shard_map(
+                local,
+                mesh=mesh,
+                in_specs=(P(AXIS), P(AXIS), P()),
+                out_specs=(P(AXIS), P(AXIS)),
+                check_vma=False,
+            )
+        )
+
+    def load_local(w: Any) -> Any:
+        return jnp.eye(LOAD_SIZE, dtype=w.dtype)[None]
+
+    idle = 0.0
     if g > 1:
+        tiny_v = placed(np.ones((g, g), np.float32))
+        alone = busy_loop(None)
+        idle = _per_repetition(lambda k: alone(tiny_v, work, k))
         for kind in probe.collectives:
             for nbytes in probe.message_bytes:
                 if time.perf_counter() > deadline:
                     break
                 elements = max(g, nbytes // 4 // g * g)
                 x = placed(np.ones((g, elements), np.float32))
-                body = _collective(jax, kind, g)
-                chain = jax.jit(
-                    jax.shard_map(
-                        lambda c, k, body=body: jax.lax.fori_loop(0, k, lambda _, v: body(v), c),
-                        mesh=mesh,
-                        in_specs=(P(AXIS), P()),
-                        out_specs=P(AXIS),
-                        check_vma=False,
-                    )
+                timed = busy_loop(_collective(jax, kind, g))
+                loaded = _per_repetition(lambda k, x=x, c=timed: c(x, work, k))
+                collectives.append(
+                    {"kind": kind, "bytes": elements * 4, "seconds": max(loaded - idle, 1e-9)}
                 )
-                seconds = _per_repetition(lambda k, x=x, c=chain: c(x, k))
-                collectives.append({"kind": kind, "bytes": elements * 4, "seconds": seconds})
     return {
         "devices": g,
         "device_names": list(device_names(devices)),
@@ -164,6 +212,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
         "elementwise": elementwise,
         "call_s": call_s,
         "collectives": collectives,
+        "memory_bytes": _memory_per_device(g),
         "versions": {"jax": jax.__version__, **_keras_version()},
         "probe_s": time.perf_counter() - started,
     }
@@ -240,3 +289,13 @@ def _keras_version() -> dict[str, str]:
     import keras
 
     return {"keras": keras.__version__}
+
+
+def _memory_per_device(devices: int) -> float:
+    """The host's memory shared out over `devices` (what a CPU's virtual devices hold)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
+    except (ValueError, OSError):
+        return 0.0

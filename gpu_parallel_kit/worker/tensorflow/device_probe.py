@@ -105,6 +105,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
         "elementwise": elementwise,
         "call_s": call_s,
         "collectives": collectives,
+        "memory_bytes": _memory_per_device(g),
         "versions": {"tensorflow": tf.__version__, **_keras_version()},
         "probe_s": time.perf_counter() - started,
     }
@@ -213,3 +214,13 @@ def _keras_version() -> dict[str, str]:
     import keras
 
     return {"keras": keras.__version__}
+
+
+def _memory_per_device(devices: int) -> float:
+    """The host's memory shared out over `devices` (what a CPU's virtual devices hold)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
+    except (ValueError, OSError):
+        return 0.0

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_parallel_kit.analysis.cost_model.calibrated_step import (
-    ADAM_UPDATE_BYTES,
-    far_off_part,
-    predict,
-)
+from gpu_parallel_kit.analysis.cost_model.calibrated_step import far_off_part, predict
+from gpu_parallel_kit.analysis.cost_model.device_calibration import ModelStep
 from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.runs.results.run_result import RunResult
@@ -18,11 +15,18 @@ from .test_device_calibration import busy, calibration
 PARAMS = 400_000
 
 
-def cal4():
+def cal4(shared: bool = True):
+    """Steps of 1, 2 and 4 ms at 64, 128 and 256 samples on one device; with `shared` cores,
+    g busy devices each take g times as long (they do one device's worth of work together),
+    else each as long as one alone."""
     steps = tuple(
-        __import__(
-            "gpu_parallel_kit.analysis.cost_model.device_calibration", fromlist=["ModelStep"]
-        ).ModelStep("k", "mlp", g, (64, 128, 256), (0.001 * g, 0.002 * g, 0.004 * g))
+        ModelStep(
+            "k",
+            "mlp",
+            g,
+            (64, 128, 256),
+            tuple(t * (g if shared else 1) for t in (0.001, 0.002, 0.004)),
+        )
         for g in (1, 2, 4)
     )
     return calibration(
@@ -49,14 +53,10 @@ def run(strategy, devices, step=0.004, **extra) -> RunResult:
     )
 
 
-def update(cal, g, share=1.0):
-    return cal.elementwise_s(ADAM_UPDATE_BYTES * PARAMS * share, g)
-
-
-def test_single_is_the_timed_step_with_the_update_and_a_share_of_a_call():
+def test_single_is_the_timed_step_and_a_share_of_a_call():
     cal = cal4()
     p = predict(run("single", 1), cal, "k", None)
-    assert p.compute_s == pytest.approx(0.004 + update(cal, 1))
+    assert p.compute_s == pytest.approx(0.004)  # the timed step: loss, optimizer, metrics
     assert p.fixed_s == pytest.approx(cal.call_s(1) / 8)
     assert p.step_s == pytest.approx(p.compute_s + p.fixed_s)
     assert p.communication_s == 0 and p.compute_source == "the model's step, timed"
@@ -65,7 +65,7 @@ def test_single_is_the_timed_step_with_the_update_and_a_share_of_a_call():
 def test_data_adds_the_gradient_all_reduce_over_its_devices():
     cal = cal4()
     p = predict(run("data", 4, gradient_bytes=PARAMS), cal, "k", None)
-    assert p.compute_s == pytest.approx(0.004 + update(cal, 4))  # 64 samples, 4 busy
+    assert p.compute_s == pytest.approx(0.004)  # 64 samples, 4 busy
     assert p.communication_s == pytest.approx(cal.collective_s("all_reduce", PARAMS, 4))
     assert p.fixed_s == pytest.approx(cal.call_s(4) / 8)
 
@@ -78,17 +78,28 @@ def test_tensor_adds_each_activation_all_reduce_on_the_model_axis():
     assert p.communication_s == pytest.approx(expected)
 
 
-def test_pipeline_replays_its_schedule_and_has_a_bubble():
-    cal = cal4()
+def pipeline_run():
     stages = [
         {"stage": 0, "layers": ["a"], "parameter_bytes": PARAMS / 2},
         {"stage": 1, "layers": ["b"], "parameter_bytes": PARAMS / 2},
     ]
-    r = run("pipeline", 2, stages=stages, cut_bytes=[2 * 256 * 128], schedule="gpipe")
-    r = RunResult(**{**r.__dict__, "schedule": "gpipe", "micro_batches": 4})
-    p = predict(r, cal, "k", None)
+    r = run("pipeline", 2, stages=stages, cut_bytes=[2 * 256 * 128])
+    return RunResult(**{**r.__dict__, "schedule": "gpipe", "micro_batches": 4})
+
+
+def test_a_pipeline_on_independent_devices_replays_its_schedule_with_a_bubble():
+    p = predict(pipeline_run(), cal4(shared=False), "k", None)
     assert p.bubble_s > 0  # two stages, four micro-batches: (K-1)/(M+K-1) of the step idle
     assert p.step_s == pytest.approx(p.compute_s + p.communication_s + p.bubble_s + p.fixed_s)
+
+
+def test_a_pipeline_on_shared_cores_takes_at_least_its_total_work():
+    shared = predict(pipeline_run(), cal4(shared=True), "k", None)
+    alone = predict(pipeline_run(), cal4(shared=False), "k", None)
+    # 1 ms per 64 samples on one device: 256 samples are 4 ms of work, which two devices
+    # sharing its cores do no faster than one.
+    assert shared.compute_s == pytest.approx(0.004, rel=1e-6)
+    assert shared.bubble_s == 0 and shared.step_s > alone.step_s
 
 
 def test_a_strategy_without_a_predictor_and_another_backend_are_sentences():

@@ -117,8 +117,9 @@ def test_an_out_of_date_calibration_is_refused():
 
 def test_json_round_trip_and_newest(tmp_path):
     cal = calibration(created_at=datetime.now(UTC).isoformat(timespec="seconds"))
-    path = cal.save(tmp_path)
-    assert path.name.startswith("jax-cpu-2-")
+    path = cal.save(tmp_path / "calibrations")  # a folder, made where missing
+    assert path.parent.name == "calibrations" and path.name.startswith("jax-cpu-2-")
+    tmp_path = path.parent
     loaded = DeviceCalibration.load(path)
     assert loaded == cal and loaded.path == str(path)
     assert newest(tmp_path, "jax", "cpu", 2) == cal
