@@ -19,6 +19,10 @@ JAX multiplies float32 matrices in TF32 on A100 and H100). The efficiency table 
 `efficiency` entries say how to hand it back to a projection (`calibrate=`), and each one-GPU
 row carries `extra["gpu_preset"]` and `extra["precision"]`, so the row itself calibrates:
 `cmp.project("nvlink4", calibrate=row)`.
+
+Then it calibrates the GPUs (`gpk.calibrate(model=...)`, per backend) and prints each row's
+measured step beside the step the calibration predicts (`predicted_over_measured`), so the
+first GPU machine holds the cost model to its own runs; `--no-calibrate` leaves that out.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         "--gpu",
         choices=list(hardware_presets.DEVICES),
         help="the GPU's preset for the efficiency; default: found in the GPU's name",
+    )
+    parser.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="skip calibrating the GPUs and predicting each row from the calibration",
     )
     parser.add_argument(
         "--precision",
@@ -103,7 +112,14 @@ def main(argv: list[str] | None = None) -> int:
                 efficiencies.append({"model": name, **found})
             else:
                 print(f"{name}: no efficiency ({counted})", file=sys.stderr)
-        for result in comparison.results:
+        results = comparison.results
+        if not args.no_calibrate:
+            results = [
+                held
+                for backend in backends
+                for held in _predicted(name, backend, count, args, comparison.results)
+            ]
+        for result in results:
             rows.append({"model": name, **result.to_dict()})
     report = {
         "machine": {
@@ -120,6 +136,33 @@ def main(argv: list[str] | None = None) -> int:
     pathlib.Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(f"\n{len(rows)} rows in {report['seconds']:.0f} s, written to {args.out}")
     return 0
+
+
+def _predicted(
+    name: str, backend: str, count: int, args: argparse.Namespace, results: list[RunResult]
+) -> list[RunResult]:
+    """`backend`'s rows with the step a calibration of these GPUs predicts for each, and the
+    predicted-against-measured table printed; the rows as they were where it cannot."""
+    own = [r for r in results if r.backend == backend]
+    try:
+        calibration = gpk.calibrate(
+            devices=count, backend=backend, model=name, batch_size=args.batch_size
+        )
+        experiment = gpk.Experiment(
+            name,
+            MODELS[name],
+            batch_size=args.batch_size,
+            steps_per_epoch=args.steps,
+            backend=backend,
+        )
+        held = experiment.predict(gpk.Comparison(own), calibration)
+    except gpk.GpkError as error:
+        print(f"{name} on {backend}: no calibrated prediction ({error})", file=sys.stderr)
+        return own
+    columns = ["strategy", "devices", "step_time_s", "predicted_step_time_s"]
+    columns += ["predicted_over_measured", "predicted_off_in"]
+    print(f"\n{name} on {backend}, {calibration.label}\n{held.table[columns].to_string()}")
+    return held.results
 
 
 def measured_efficiency(

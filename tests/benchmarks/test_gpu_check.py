@@ -60,7 +60,9 @@ def test_gpu_check_records_the_efficiency_it_measured_and_how_to_feed_it_back(
     from gpu_parallel_kit.analysis.cost_model.counted_work import from_counts
 
     out = tmp_path / "gpu_check.json"
-    assert one_h100.main(["--models", "mlp", "--out", str(out), "--steps", "3"]) == 0
+    assert (
+        one_h100.main(["--models", "mlp", "--out", str(out), "--steps", "3", "--no-calibrate"]) == 0
+    )
     report = json.loads(out.read_text())
     (found,) = report["efficiency"]
     work = from_counts(COUNT)
@@ -85,7 +87,7 @@ def test_a_calibration_from_gpu_check_reproduces_its_throughput(one_h100, tmp_pa
     )
 
     out = tmp_path / "gpu_check.json"
-    one_h100.main(["--models", "mlp", "--out", str(out), "--precision", "bf16"])
+    one_h100.main(["--models", "mlp", "--out", str(out), "--precision", "bf16", "--no-calibrate"])
     (found,) = json.loads(out.read_text())["efficiency"]
     measured = RunResult(
         run_id="cpu-single",
@@ -117,6 +119,6 @@ def test_an_unknown_gpu_is_named_and_no_efficiency_is_recorded(one_h100, tmp_pat
     other = PhysicalDevice("/physical_device:GPU:0", "gpu", 0, "NVIDIA L4", 24 * 2**30)
     one_h100.discover_physical_devices = lambda backend: (other,)
     out = tmp_path / "gpu_check.json"
-    assert one_h100.main(["--models", "mlp", "--out", str(out)]) == 0
+    assert one_h100.main(["--models", "mlp", "--out", str(out), "--no-calibrate"]) == 0
     assert json.loads(out.read_text())["efficiency"] == []
     assert "'NVIDIA L4' has no preset" in capsys.readouterr().err

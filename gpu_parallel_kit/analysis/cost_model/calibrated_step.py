@@ -181,8 +181,8 @@ def predict_expert(asked: RunToPredict) -> PredictedStep:
 
 
 def predict_pipeline(asked: RunToPredict) -> PredictedStep:
-    """Each stage task is its share of the model's per-sample work at one busy device (the
-    timed step's slope), plus one call; the schedule is replayed with those tasks and the
+    """Each stage task is its share of the model's work per sample at the micro-batch on one
+    busy device, plus one call; the schedule is replayed with those tasks and the
     cuts' sends. Devices that share cores cannot do more work a second than the calibration
     measured with all of them busy, so the step is at least the tasks' total work over that
     aggregate rate. Then the update (the timed step's part whatever its batch) and one call
@@ -192,13 +192,13 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     k = len(stages) or run.devices
     m = run.micro_batches or 1
     micro = run.global_batch / m
+    # The step at the micro-batch, less its part whatever the batch (the update, read off the
+    # line through the timed batches): a step's cost per sample is not one figure on a CPU,
+    # whose caches make a large batch dearer per sample than a small one.
+    step, source = asked.compute_s(micro, 1)
     line = cal.model_step_line(asked.model_key, 1)
-    if line is None:  # no timed line: the step at the micro-batch, its update included
-        step, source = asked.compute_s(micro, 1)
-        fixed_work, per_sample = 0.0, step / micro
-    else:
-        fixed_work, per_sample = line
-        source = "the model's step, timed"
+    fixed_work = min(line[0], step / 2) if line is not None else 0.0
+    per_sample = (step - fixed_work) / micro
     call = cal.call_s(asked.busy(k))
     recomputes = "recomputes" in str(run.extra.get("stage_tasks") or "")
     forward = per_sample / 3.0
