@@ -120,7 +120,9 @@ def plot(rows: list[dict[str, object]], path: str) -> None:
     low = min(1e3 * float(r["step_time_s"]) for r in rows) * 0.7
     high = max(1e3 * float(r["step_time_s"]) for r in rows) * 1.4
     ax.plot([low, high], [low, high], color="0.3", lw=1, label="predicted = measured")
-    ax.fill_between([low, high], [0.7 * low, 0.7 * high], [1.4 * low, 1.4 * high], color="0.9")
+    ax.fill_between(
+        [low, high], [0.7 * low, 0.7 * high], [1.4 * low, 1.4 * high], color="0.9", zorder=0
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("measured step (ms)")
@@ -139,7 +141,11 @@ def main() -> None:
     )
     parser.add_argument("--plot", default=None, help="write the predicted-against-measured plot")
     parser.add_argument("--json", default=None, help="write the rows as JSON")
+    parser.add_argument("--replot", default=None, help="draw the plot of a JSON written before")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(Path(args.replot).read_text()), args.plot or "predicted.png")
+        return
     rows = measure(args.backend, args.model, args.rounds)
     print()
     print("| model | strategy | devices | measured ms | predicted ms | pred ÷ meas | off in |")
