@@ -371,7 +371,7 @@ class Experiment:
 
     def _predicted(self, results: list[RunResult], asked: AskedCalibration) -> list[RunResult]:
         """`results` with the step the calibration predicts for each (`planning/predicted_rows`)."""
-        counted = Comparison(results, counter=self.counted_step)._counted_work
+        counted = Comparison(results, counter=self.counted_step).counted_work
         spec = self.plan("single", 1)
         key = work_key(spec, CountBatches(0, 0))
         return with_predictions(results, asked, spec, key, counted)

@@ -190,7 +190,7 @@ class Comparison:
         if hasattr(preset, "as_device"):  # a calibration: its devices and its link
             options.setdefault("device", preset)
         if "work" not in options and not _measured_asked(options):
-            options["work"] = self._counted_work()
+            options["work"] = self.counted_work()
         asked = ProjectionOptions(**options)
         if isinstance(preset, GPUCluster):
             projected = project_onto_cluster(self.results, preset, list(devices), asked)
@@ -198,7 +198,7 @@ class Comparison:
             projected = project_results(self.results, preset, list(devices), asked)
         return Comparison(self.results + projected, self.counter)
 
-    def _counted_work(self) -> dict[str, Any]:
+    def counted_work(self) -> dict[str, Any]:
         """Each projected experiment's counted step, or the sentence saying why it has none."""
         from .analysis.cost_model.counted_work import from_counts
 

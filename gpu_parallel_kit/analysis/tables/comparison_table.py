@@ -155,8 +155,8 @@ PREDICTION_COLUMNS: tuple[str, ...] = (
 )
 ALL_COLUMNS: tuple[str, ...] = COLUMNS + EXTRA_COLUMNS + PIPELINE_COLUMNS + AUTO_COLUMNS
 ALL_COLUMNS += MEMORY_COLUMNS
-ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + EXPERT_COLUMNS
-ALL_COLUMNS += INTERVAL_COLUMNS + CONVERGENCE_COLUMNS + PREDICTION_COLUMNS
+ALL_COLUMNS += COMM_COLUMNS + BAND_COLUMNS + EXPERT_COLUMNS + PREDICTION_COLUMNS
+ALL_COLUMNS += INTERVAL_COLUMNS + CONVERGENCE_COLUMNS
 
 # Measured figures. A run that did not finish keeps NaN here: a partial timing from a run that
 # timed out or ran out of memory is not comparable with the finished runs beside it.

@@ -291,12 +291,14 @@ class ComparisonProgress:
         self._handlers: dict[int, Any] = {}
 
     def round(self, spec: Any, round_of: tuple[int, int, str] | None) -> Any:
-        """The handler of `spec`'s configuration, told that round `round_of` begins."""
+        """The handler of `spec`'s configuration, told that round `round_of` begins and the run
+        id it has."""
         index = self._index[round_of[2] if round_of is not None else spec.run_id]
         if index not in self._handlers:
             self._handlers[index] = self._make(index, self._specs[index])
         handler = self._handlers[index]
-        handler({"event": "round", "round": (round_of[0] if round_of is not None else 0) + 1})
+        number = (round_of[0] if round_of is not None else 0) + 1
+        handler({"event": "round", "round": number, "run_id": spec.run_id})
         return handler
 
     def measured(self, so_far: RoundsSoFar) -> None:

@@ -56,6 +56,7 @@ def test_columns_come_in_contract_order_then_extras():
         "comm_noise_s",
         "comm_below_noise", "comm_measured", "step_time_low_s", "step_time_high_s",
         "experts", "dropped_tokens", "routed_tokens", "expert_flops", "dense_expert_flops",
+        "predicted_step_time_s", "predicted_over_measured", "predicted_off_in", "predicted_from",
         "rounds", "measured_until", "measure_needs_s", "step_time_ci_low_s",
         "step_time_ci_high_s", "speedup_ci_low", "speedup_ci_high", "above_ideal",
         "learning_rate", "lr_scaling", "lr_factor", "warmup_epochs", "target", "target_reached",

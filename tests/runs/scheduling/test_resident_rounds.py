@@ -21,12 +21,15 @@ from tests.builders import small_experiment, small_mlp
 
 
 class _Training:
-    """A progress that keeps the event each run's training began with."""
+    """A configuration's progress that keeps the event each of its runs' training began with
+    (each round's event names its run)."""
 
     def __init__(self, run_id: str, seen: dict) -> None:
         self.run_id, self.seen = run_id, seen
 
     def __call__(self, event: dict) -> None:
+        if event.get("event") == "round":
+            self.run_id = event["run_id"]
         if event.get("event") == "phase" and event["phase"] == "training":
             self.seen[self.run_id] = event
 
