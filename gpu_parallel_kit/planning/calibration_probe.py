@@ -11,7 +11,6 @@ further child per count times the model's own step (`model_steps`). The answers 
 from __future__ import annotations
 
 import platform
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ from ..runs.description.device_choice import DevicePlan, default_backend, plan_d
 from ..runs.description.device_probe import ProbePlan
 from ..runs.description.run_spec import RunSpec
 from ..runs.processes.cache_folder import cache_folder
-from ..runs.processes.progress_bars import in_widget
+from .phase_progress import PhaseProgress
 
 DEFAULT_BUDGET_S = 60.0  # the whole probe, children's start included, on the default devices
 DEFAULT_CPU_DEVICES = 4  # virtual devices probed on a CPU: the lab's largest comparison
@@ -90,7 +89,9 @@ def calibrate(
     plan = _device_plan(devices, backend)
     counts = busy_counts(plan.count)
     weights = [1 + g for g in counts]  # more devices: more collectives to time
-    shown = Shown(f"Calibrating {plan.count} {plan.kind} device(s) on {backend}", progress)
+    shown = PhaseProgress(
+        f"Calibrating {plan.count} {plan.kind} device(s) on {backend}", progress, "Calibrated"
+    )
     started = time.monotonic()
     answers = []
     try:
@@ -100,7 +101,7 @@ def calibrate(
             answers.append(
                 _in_child(_entry(backend, "probe_entry"), backend, _plan_of(plan, g), probe)
             )
-            shown.advance()
+            shown.tick()
         calibration = from_probes(
             backend, answers, time.monotonic() - started, host=platform.node()
         )
@@ -221,37 +222,6 @@ def _with_path(calibration: DeviceCalibration, path: str) -> DeviceCalibration:
     from dataclasses import replace
 
     return replace(calibration, path=path)
-
-
-class Shown:
-    """A probe's progress: a bar of children done where a line can be redrawn, else a line
-    when it starts and one when it ends."""
-
-    def __init__(self, text: str, enabled: bool, total: int | None = None) -> None:
-        self._bar, self._started, self._lines = None, time.monotonic(), False
-        if enabled and (in_widget() or sys.stdout.isatty()):
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=total, desc=text, bar_format="{desc}: {elapsed} {postfix}")
-        elif enabled:
-            print(text, flush=True)
-            self._lines = True
-
-    def phase(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.set_postfix_str(text)
-
-    def advance(self) -> None:
-        if self._bar is not None:
-            self._bar.update(1)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-        if self._lines:
-            print(f"Calibrated in {time.monotonic() - self._started:.0f} s", flush=True)
-            self._lines = False
 
 
 def counts_measured(calibration: DeviceCalibration) -> Sequence[int]:

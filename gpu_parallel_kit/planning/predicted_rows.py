@@ -22,7 +22,8 @@ from ..analysis.cost_model.device_calibration import DeviceCalibration
 from ..errors import GpkError
 from ..runs.description.run_spec import RunSpec
 from ..strategies import has
-from .calibration_probe import Shown, calibration_folder, kept, with_model
+from .calibration_probe import calibration_folder, kept, with_model
+from .phase_progress import PhaseProgress
 
 if TYPE_CHECKING:
     from ..runs.results.run_result import RunResult
@@ -68,7 +69,9 @@ def with_predictions(
     calibration cannot predict says why there instead); `key` names the model's timed step."""
     calibration = asked.calibration
     if asked.given and not all(calibration.model_step(key, b.devices) for b in calibration.busy):
-        shown = Shown(f"Timing the step of {spec.model.name} on the calibrated devices", True)
+        shown = PhaseProgress(
+            f"Timing the step of {spec.model.name} on the calibrated devices", True, "Timed"
+        )
         try:
             calibration = with_model(calibration, spec, key, shown)
         finally:

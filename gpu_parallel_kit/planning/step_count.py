@@ -16,7 +16,6 @@ import hashlib
 import inspect
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 from ..errors import GpkError
 from ..runs.description.sources import CountedSample, ModelSource
 from ..runs.processes.cache_folder import cache_folder
-from ..runs.processes.progress_bars import in_widget
+from .phase_progress import PhaseProgress
 
 # The counting child's entry point, named as text: the caller never imports the worker
 # (tests/planning/test_step_count.py checks that it exists).
@@ -101,7 +100,9 @@ def _count_in_child(
 ) -> dict[str, Any]:
     from ..runs.processes.child_process import start_child, stop_child
 
-    shown = _Shown(source.name, progress)
+    shown = PhaseProgress(
+        f"Counting one step of {source.name} (once; kept for later searches)", progress, "Counted"
+    )
     try:
         process, receiver = start_child(
             PLAN_COUNT_ENTRY, source, sample, policy, optimizer, backend="jax"
@@ -162,38 +163,6 @@ def _read_in_child(source: ModelSource, entry: str) -> dict[str, Any]:
     if not succeeded:
         raise GpkError(f"the experts of {source.name} could not be read: {answer}")
     return answer
-
-
-class _Shown:
-    """The count's progress: a bar of elapsed seconds and the phase where a line can be redrawn
-    (a notebook's widget, a terminal), else a line when it starts and one when it ends."""
-
-    def __init__(self, name: str, enabled: bool) -> None:
-        self._bar, self._started, self._lines = None, time.monotonic(), False
-        text = f"Counting one step of {name} (once; kept for later searches)"
-        if enabled and (in_widget() or sys.stdout.isatty()):
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=None, desc=text, bar_format="{desc}: {elapsed} {postfix}")
-        elif enabled:
-            print(text, flush=True)
-            self._lines = True
-
-    def phase(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.set_postfix_str(text)
-
-    def tick(self) -> None:
-        if self._bar is not None:
-            self._bar.refresh()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-        if self._lines:
-            print(f"Counted in {time.monotonic() - self._started:.0f} s", flush=True)
-            self._lines = False
 
 
 def _save(path: Path, count: dict[str, Any]) -> None:

@@ -10,7 +10,6 @@ See `analysis/cost_model/device_calibration.py` for what the caller makes of the
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,11 +17,10 @@ from typing import Any
 from ...runs.description.device_choice import DevicePlan
 from ...runs.description.device_probe import ProbePlan
 from ...runs.description.run_spec import RunSpec
+from ..measuring.probe_timing import host_memory_per_device, per_call, per_repetition
 from ..work_count import answer
 
 AXIS = "probe"
-REPEATS = 3  # timed calls per loop length; the median is kept
-TARGET_S = 0.004  # the longer loop of a point lasts about this long
 LOAD_SIZE = 128  # the product each device computes before each collective it is timed in
 
 
@@ -99,14 +97,14 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
             held[0] = step(held[0], *p)
             return held[0]
 
-        stepped = _per_call(call, calls=7)
+        stepped = per_call(call, _ready, calls=7)
         state = held[0]
 
         def dispatch(p: Any = placed, held: list[Any] = held) -> Any:
             held[0] = passed(held[0], *p)
             return held[0]
 
-        seconds.append(max(stepped - _per_call(dispatch, calls=7), stepped / 2))
+        seconds.append(max(stepped - per_call(dispatch, _ready, calls=7), stepped / 2))
         state = held[0]
     return {"devices": g, "batches": list(batches), "seconds": seconds}
 
@@ -140,10 +138,10 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
         b = placed(np.eye(shape.k, shape.n, dtype=np.float32)[None].repeat(g, 0))
         if shape.k != shape.n:  # a chain needs square products: time one product per call
             step = jax.jit(lambda a, b: jnp.matmul(a, b))
-            seconds = _per_call(lambda a=a, b=b, step=step: step(a, b))
+            seconds = per_call(lambda a=a, b=b, step=step: step(a, b), _ready)
         else:
             chain = repeated(lambda c, b=b: jnp.matmul(c, b))
-            seconds = _per_repetition(lambda k, a=a, c=chain: c(a, k))
+            seconds = per_repetition(lambda k, a=a, c=chain: c(a, k), _ready)
         matmuls.append({"m": shape.m, "k": shape.k, "n": shape.n, "seconds": seconds})
 
     elementwise = []
@@ -151,12 +149,12 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
         x = placed(np.ones((g, size), np.float32))
         chain = repeated(lambda c: c * np.float32(0.999) + np.float32(0.001))
         elementwise.append(
-            {"elements": size, "seconds": _per_repetition(lambda k, x=x, c=chain: c(x, k))}
+            {"elements": size, "seconds": per_repetition(lambda k, x=x, c=chain: c(x, k), _ready)}
         )
 
     tiny = placed(np.ones((g, 8), np.float32))
     one_call = jax.jit(lambda c: c + 1)
-    call_s = _per_call(lambda: one_call(tiny), calls=50)
+    call_s = per_call(lambda: one_call(tiny), _ready, calls=50)
 
     collectives = []
     # Each collective is timed between products on every device, as in a training step: the
@@ -191,7 +189,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
     if g > 1:
         tiny_v = placed(np.ones((g, g), np.float32))
         alone = busy_loop(None)
-        idle = _per_repetition(lambda k: alone(tiny_v, work, k))
+        idle = per_repetition(lambda k: alone(tiny_v, work, k), _ready)
         for kind in probe.collectives:
             for nbytes in probe.message_bytes:
                 if time.perf_counter() > deadline:
@@ -199,7 +197,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
                 elements = max(g, nbytes // 4 // g * g)
                 x = placed(np.ones((g, elements), np.float32))
                 timed = busy_loop(_collective(jax, kind, g))
-                loaded = _per_repetition(lambda k, x=x, c=timed: c(x, work, k))
+                loaded = per_repetition(lambda k, x=x, c=timed: c(x, work, k), _ready)
                 collectives.append(
                     {"kind": kind, "bytes": elements * 4, "seconds": max(loaded - idle, 1e-9)}
                 )
@@ -212,7 +210,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
         "elementwise": elementwise,
         "call_s": call_s,
         "collectives": collectives,
-        "memory_bytes": _memory_per_device(g),
+        "memory_bytes": host_memory_per_device(g),
         "versions": {"jax": jax.__version__, **_keras_version()},
         "probe_s": time.perf_counter() - started,
     }
@@ -244,39 +242,6 @@ def _ready(value: Any) -> Any:
     return jax.block_until_ready(value)
 
 
-def _per_call(call: Callable[[], Any], calls: int = 20) -> float:
-    """The median time of one call, dispatch and wait included (after one untimed call)."""
-    _ready(call())
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        _ready(call())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _per_repetition(run: Callable[[int], Any]) -> float:
-    """One repetition's time: (t(3k) - t(k)) / 2k, k grown until t(3k) reaches TARGET_S."""
-    _ready(run(1))  # compiles
-    k = 1
-    while True:
-        long = _timed(run, 3 * k)
-        if long >= TARGET_S or k >= 1 << 16:
-            break
-        k *= max(2, min(16, int(TARGET_S / max(long, 1e-6))))
-    short = _timed(run, k)
-    return max(long - short, 1e-9) / (2 * k)
-
-
-def _timed(run: Callable[[int], Any], k: int) -> float:
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        _ready(run(k))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _description(device: Any) -> str:
     if device.platform == "cpu":
         import platform
@@ -289,13 +254,3 @@ def _keras_version() -> dict[str, str]:
     import keras
 
     return {"keras": keras.__version__}
-
-
-def _memory_per_device(devices: int) -> float:
-    """The host's memory shared out over `devices` (what a CPU's virtual devices hold)."""
-    import os
-
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
-    except (ValueError, OSError):
-        return 0.0

@@ -14,7 +14,6 @@ from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
 # isort: split
 
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,12 +23,11 @@ import tensorflow as tf
 from ...runs.description.device_choice import DevicePlan
 from ...runs.description.device_probe import ProbePlan
 from ...runs.description.run_spec import RunSpec
+from ..measuring.probe_timing import host_memory_per_device, per_call, per_repetition
 from ..work_count import answer, batch_of, counted_model
 from .device_setup import configure_worker_devices
 
-REPEATS = 3
-TARGET_S = 0.004
-CALLS = 20
+CALLS = 20  # timed calls of a collective
 
 
 def calibrate_with_tensorflow(plan: DevicePlan, probe: ProbePlan, sender: Any) -> None:
@@ -77,13 +75,15 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
             continue
         b = tf.eye(shape.n)
         run = on_each(lambda s=shape: tf.fill((s.m, s.k), 0.5), lambda c, b=b: tf.matmul(c, b))
-        matmuls.append({"m": shape.m, "k": shape.k, "n": shape.n, "seconds": _per_repetition(run)})
+        matmuls.append(
+            {"m": shape.m, "k": shape.k, "n": shape.n, "seconds": per_repetition(run, _done)}
+        )
     elementwise = []
     for size in probe.elementwise:
         run = on_each(lambda s=size: tf.ones((s,)), lambda c: c * 0.999 + 0.001)
-        elementwise.append({"elements": size, "seconds": _per_repetition(run)})
+        elementwise.append({"elements": size, "seconds": per_repetition(run, _done)})
     tiny = on_each(lambda: tf.ones((8,)), lambda c: c + 1.0)
-    call_s = _per_call(lambda: tiny(0), CALLS)
+    call_s = per_call(lambda: tiny(0), _done, CALLS)
 
     collectives = []
     if g > 1:
@@ -94,7 +94,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
                     break
                 elements = max(1, nbytes // 4)
                 call = _collective(strategy, names, kind, elements)
-                seconds = max(_per_call(call, CALLS // 2) - call_s, 1e-9)
+                seconds = max(per_call(call, _done, CALLS // 2) - call_s, 1e-9)
                 collectives.append({"kind": kind, "bytes": elements * 4, "seconds": seconds})
     return {
         "devices": g,
@@ -105,7 +105,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
         "elementwise": elementwise,
         "call_s": call_s,
         "collectives": collectives,
-        "memory_bytes": _memory_per_device(g),
+        "memory_bytes": host_memory_per_device(g),
         "versions": {"tensorflow": tf.__version__, **_keras_version()},
         "probe_s": time.perf_counter() - started,
     }
@@ -183,19 +183,9 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
                 with tf.device(name):
                     model.train_step((px, py))
 
-        stepped = _per_call(steps, 5)
-        seconds.append(max(stepped - _per_call(empty, 5), stepped / 2))
+        stepped = per_call(steps, _done, 5)
+        seconds.append(max(stepped - per_call(empty, _done, 5), stepped / 2))
     return {"devices": len(names), "batches": list(batches), "seconds": seconds}
-
-
-def _per_call(call: Callable[[], Any], calls: int) -> float:
-    call()
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        _done(call())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _done(value: Any) -> None:
@@ -204,38 +194,7 @@ def _done(value: Any) -> None:
             item.numpy()
 
 
-def _per_repetition(run: Callable[[int], Any]) -> float:
-    _done(run(1))
-    k = 1
-    while True:
-        long = _timed(run, 3 * k)
-        if long >= TARGET_S or k >= 1 << 16:
-            break
-        k *= max(2, min(16, int(TARGET_S / max(long, 1e-6))))
-    short = _timed(run, k)
-    return max(long - short, 1e-9) / (2 * k)
-
-
-def _timed(run: Callable[[int], Any], k: int) -> float:
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        _done(run(k))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _keras_version() -> dict[str, str]:
     import keras
 
     return {"keras": keras.__version__}
-
-
-def _memory_per_device(devices: int) -> float:
-    """The host's memory shared out over `devices` (what a CPU's virtual devices hold)."""
-    import os
-
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
-    except (ValueError, OSError):
-        return 0.0

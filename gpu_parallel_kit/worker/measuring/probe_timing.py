@@ -1,0 +1,60 @@
+"""How a calibration's probe times what it runs, on either backend: one call's median, and one
+repetition's time as the difference of two loops; and the memory each host device holds.
+
+Each backend hands in `ready`, which waits until a call's work is done (JAX dispatches
+asynchronously; TensorFlow's tensors are read back). See `worker/jax/device_probe.py` and
+`worker/tensorflow/device_probe.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+REPEATS = 3  # timed calls per loop length; the median is kept
+TARGET_S = 0.004  # the longer loop of a point lasts about this long
+
+
+def per_call(call: Callable[[], Any], ready: Callable[[Any], Any], calls: int = 20) -> float:
+    """The median time of one call, dispatch and wait included (after one untimed call)."""
+    ready(call())
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        ready(call())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def per_repetition(run: Callable[[int], Any], ready: Callable[[Any], Any]) -> float:
+    """One repetition's time: (t(3k) - t(k)) / 2k, k grown until t(3k) reaches TARGET_S, so
+    neither the call's dispatch nor the loop's entry is in it."""
+    ready(run(1))  # compiles
+    k = 1
+    while True:
+        long = _timed(run, ready, 3 * k)
+        if long >= TARGET_S or k >= 1 << 16:
+            break
+        k *= max(2, min(16, int(TARGET_S / max(long, 1e-6))))
+    short = _timed(run, ready, k)
+    return max(long - short, 1e-9) / (2 * k)
+
+
+def _timed(run: Callable[[int], Any], ready: Callable[[Any], Any], k: int) -> float:
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        ready(run(k))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def host_memory_per_device(devices: int) -> float:
+    """The host's memory shared out over `devices` (what a CPU's virtual devices hold)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
+    except (ValueError, OSError):
+        return 0.0
