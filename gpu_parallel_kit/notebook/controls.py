@@ -170,12 +170,23 @@ class Controls:
         )
         self.hint = widgets.HTML()
         heading = widgets.Label("strategies", layout=widgets.Layout(min_width="max-content"))
-        strategies = widgets.HBox([heading, *self.strategies.values()])
+        # The strategies wrap onto a second line rather than squeeze the left column: at 1,280
+        # px seven of them in one row cut the "where" and "devices" boxes (and the dropdown's
+        # arrow) off at their right.
+        strategies = widgets.HBox(
+            [heading, *self.strategies.values()], layout=widgets.Layout(flex_flow="row wrap")
+        )
         sizes = widgets.VBox([self.backend, self.batch_size, self.epochs, self.steps_per_epoch])
         self.widget = widgets.HBox(
             [
-                widgets.VBox([self.where, self.devices]),
-                widgets.VBox([strategies, self.model_options, sizes]),
+                widgets.VBox(
+                    [self.where, self.devices],
+                    layout=widgets.Layout(flex="0 0 auto", min_width="27em"),
+                ),
+                widgets.VBox(
+                    [strategies, self.model_options, sizes],
+                    layout=widgets.Layout(flex="1 1 auto", min_width="0"),
+                ),
             ]
         )
         for control in (self.where, self.devices, *self.strategies.values()):
