@@ -187,8 +187,10 @@ class Comparison:
         from .analysis.cost_model.gpu_cluster import GPUCluster, project_onto_cluster
         from .analysis.cost_model.projected_rows import ProjectionOptions, project_results
 
-        if hasattr(preset, "as_device"):  # a calibration: its devices and its link
+        if hasattr(preset, "as_device"):  # a calibration: its devices, its link, its rates
             options.setdefault("device", preset)
+            # Its rates are what the devices reached, not peaks: no share of them is lost.
+            options.setdefault("efficiency", (1.0, 1.0, 1.0, f"measured: {preset.label}"))
         if "work" not in options and not _measured_asked(options):
             options["work"] = self.counted_work()
         asked = ProjectionOptions(**options)

@@ -74,10 +74,15 @@ def test_every_measured_row_carries_its_prediction(calibrated):
 
 
 def test_a_calibration_stands_where_a_preset_does(calibrated):
-    calibration, _, _ = calibrated
+    calibration, compared, _ = calibrated
     cluster = gpk.GPUCluster(device=calibration, nodes=2, per_node=2, between="net100g")
     assert cluster.device.source == calibration.label
     assert cluster.inside.name == calibration.label
+    projected = compared.project(calibration, devices=[1, 2])
+    rows = [r for r in projected.results if r.projected]
+    assert {(r.strategy, r.devices) for r in rows} >= {("single", 1), ("data", 2)}
+    for row in rows:  # named by what it was calibrated on, at the rates measured
+        assert calibration.label in row.reason and "efficiency 1" in row.reason
 
 
 def test_a_calibration_of_other_devices_is_refused_before_anything_runs(calibrated):
