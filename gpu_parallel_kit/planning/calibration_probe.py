@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +111,9 @@ def calibrate(
             calibration = with_model(calibration, spec, model_key, shown)
     finally:
         shown.close()
-    calibration = _replace_probe_s(calibration, time.monotonic() - started)
+    calibration = replace(calibration, probe_s=time.monotonic() - started)
     if save:
-        path = calibration.save(calibration_folder())
-        calibration = _with_path(calibration, str(path))
+        calibration = replace(calibration, path=str(calibration.save(calibration_folder())))
     return calibration
 
 
@@ -210,19 +209,3 @@ def _in_child(entry: str, backend: str, *args: Any) -> dict[str, Any]:
     if not succeeded:
         raise GpkError(f"the calibration probe failed: {answer}")
     return answer
-
-
-def _replace_probe_s(calibration: DeviceCalibration, seconds: float) -> DeviceCalibration:
-    from dataclasses import replace
-
-    return replace(calibration, probe_s=seconds)
-
-
-def _with_path(calibration: DeviceCalibration, path: str) -> DeviceCalibration:
-    from dataclasses import replace
-
-    return replace(calibration, path=path)
-
-
-def counts_measured(calibration: DeviceCalibration) -> Sequence[int]:
-    return tuple(b.devices for b in calibration.busy)

@@ -24,7 +24,7 @@ import json
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -219,7 +219,7 @@ class DeviceCalibration:
             for s in self.model_steps
             if (s.key, s.devices) not in {(a.key, a.devices) for a in added}
         )
-        return _replace(self, model_steps=kept + added)
+        return replace(self, model_steps=kept + added)
 
     # Used where a preset is.
     def as_device(self) -> Device:
@@ -397,16 +397,7 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
             "calibrate again with gpk.calibrate()"
         )
     try:
-        busy = tuple(
-            BusyDevices(
-                devices=int(b["devices"]),
-                matmuls=tuple(MatmulPoint(**p) for p in b["matmuls"]),
-                elementwise=tuple(ElementwisePoint(**p) for p in b["elementwise"]),
-                call_s=float(b["call_s"]),
-                collectives=tuple(CollectivePoint(**p) for p in b["collectives"]),
-            )
-            for b in data["busy"]
-        )
+        busy = tuple(_busy(b) for b in data["busy"])
         steps = tuple(
             ModelStep(
                 key=s["key"],
@@ -448,16 +439,7 @@ def from_probes(
     if not answers:
         raise GpkError("no probe answered; nothing was calibrated")
     widest = max(answers, key=lambda a: a["devices"])
-    busy = tuple(
-        BusyDevices(
-            devices=int(a["devices"]),
-            matmuls=tuple(MatmulPoint(**p) for p in a["matmuls"]),
-            elementwise=tuple(ElementwisePoint(**p) for p in a["elementwise"]),
-            call_s=float(a["call_s"]),
-            collectives=tuple(CollectivePoint(**p) for p in a["collectives"]),
-        )
-        for a in sorted(answers, key=lambda a: a["devices"])
-    )
+    busy = tuple(_busy(a) for a in sorted(answers, key=lambda a: a["devices"]))
     return DeviceCalibration(
         backend=backend,
         device_kind=widest["device_kind"],
@@ -469,6 +451,17 @@ def from_probes(
         busy=busy,
         host=host,
         memory_bytes=float(widest.get("memory_bytes", 0.0)),
+    )
+
+
+def _busy(points: Mapping[str, Any]) -> BusyDevices:
+    """The points measured with one count of devices busy, from a probe's answer or a file."""
+    return BusyDevices(
+        devices=int(points["devices"]),
+        matmuls=tuple(MatmulPoint(**p) for p in points["matmuls"]),
+        elementwise=tuple(ElementwisePoint(**p) for p in points["elementwise"]),
+        call_s=float(points["call_s"]),
+        collectives=tuple(CollectivePoint(**p) for p in points["collectives"]),
     )
 
 
@@ -484,12 +477,6 @@ def newest(folder: Path, backend: str, device_kind: str, devices: int) -> Device
         if calibration.devices >= devices and calibration.age_days() <= MAX_AGE_DAYS:
             found.append(calibration)
     return max(found, key=lambda c: c.created_at, default=None)
-
-
-def _replace(calibration: DeviceCalibration, **changes: Any) -> DeviceCalibration:
-    from dataclasses import replace
-
-    return replace(calibration, **changes)
 
 
 def _between(xs: Sequence[float], ys: Sequence[float], x: float, extend: bool) -> float:

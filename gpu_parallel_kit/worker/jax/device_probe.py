@@ -17,7 +17,7 @@ from typing import Any
 from ...runs.description.device_choice import DevicePlan
 from ...runs.description.device_probe import ProbePlan
 from ...runs.description.run_spec import RunSpec
-from ..measuring.probe_timing import host_memory_per_device, per_call, per_repetition
+from ..measuring.probe_timing import per_call, per_repetition, probe_answer
 from ..work_count import answer
 
 AXIS = "probe"
@@ -201,19 +201,15 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
                 collectives.append(
                     {"kind": kind, "bytes": elements * 4, "seconds": max(loaded - idle, 1e-9)}
                 )
-    return {
-        "devices": g,
-        "device_names": list(device_names(devices)),
-        "device_kind": plan.kind,
-        "description": _description(devices[0]),
+    points = {
         "matmuls": matmuls,
         "elementwise": elementwise,
         "call_s": call_s,
         "collectives": collectives,
-        "memory_bytes": host_memory_per_device(g),
-        "versions": {"jax": jax.__version__, **_keras_version()},
-        "probe_s": time.perf_counter() - started,
     }
+    description = "" if plan.kind == "cpu" else str(getattr(devices[0], "device_kind", "GPU"))
+    names = list(device_names(devices))
+    return probe_answer(names, plan.kind, description, points, {"jax": jax.__version__}, started)
 
 
 def _collective(jax: Any, kind: str, g: int) -> Callable[[Any], Any]:
@@ -240,17 +236,3 @@ def _ready(value: Any) -> Any:
     import jax
 
     return jax.block_until_ready(value)
-
-
-def _description(device: Any) -> str:
-    if device.platform == "cpu":
-        import platform
-
-        return platform.processor() or platform.machine()
-    return str(getattr(device, "device_kind", device.platform))
-
-
-def _keras_version() -> dict[str, str]:
-    import keras
-
-    return {"keras": keras.__version__}

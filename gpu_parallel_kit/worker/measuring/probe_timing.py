@@ -1,5 +1,5 @@
 """How a calibration's probe times what it runs, on either backend: one call's median, and one
-repetition's time as the difference of two loops; and the memory each host device holds.
+repetition's time as the difference of two loops; and the answer a probing child sends.
 
 Each backend hands in `ready`, which waits until a call's work is done (JAX dispatches
 asynchronously; TensorFlow's tensors are read back). See `worker/jax/device_probe.py` and
@@ -52,7 +52,39 @@ def _timed(run: Callable[[int], Any], ready: Callable[[Any], Any], k: int) -> fl
     return statistics.median(times)
 
 
-def host_memory_per_device(devices: int) -> float:
+def probe_answer(
+    names: list[str],
+    kind: str,
+    description: str,
+    points: dict[str, Any],
+    versions: dict[str, str],
+    started: float,
+) -> dict[str, Any]:
+    """What a probing child sends its caller (`analysis/cost_model/device_calibration.py`
+    reads it): its devices, `points` ("matmuls", "elementwise", "call_s", "collectives"), the
+    memory each host device holds, the library versions and what probing took."""
+    import keras
+
+    return {
+        "devices": len(names),
+        "device_names": names,
+        "device_kind": kind,
+        "description": description or host_description(),
+        **points,
+        "memory_bytes": _host_memory_per_device(len(names)),
+        "versions": {**versions, "keras": keras.__version__},
+        "probe_s": time.perf_counter() - started,
+    }
+
+
+def host_description() -> str:
+    """The processor, as the platform names it."""
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def _host_memory_per_device(devices: int) -> float:
     """The host's memory shared out over `devices` (what a CPU's virtual devices hold)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices

@@ -13,7 +13,6 @@ from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
 
 # isort: split
 
-import platform
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +22,7 @@ import tensorflow as tf
 from ...runs.description.device_choice import DevicePlan
 from ...runs.description.device_probe import ProbePlan
 from ...runs.description.run_spec import RunSpec
-from ..measuring.probe_timing import host_memory_per_device, per_call, per_repetition
+from ..measuring.probe_timing import per_call, per_repetition, probe_answer
 from ..work_count import answer, batch_of, counted_model
 from .device_setup import configure_worker_devices
 
@@ -96,19 +95,15 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
                 call = _collective(strategy, names, kind, elements)
                 seconds = max(per_call(call, _done, CALLS // 2) - call_s, 1e-9)
                 collectives.append({"kind": kind, "bytes": elements * 4, "seconds": seconds})
-    return {
-        "devices": g,
-        "device_names": list(names),
-        "device_kind": plan.kind,
-        "description": platform.processor() or platform.machine() if plan.kind == "cpu" else "GPU",
+    points = {
         "matmuls": matmuls,
         "elementwise": elementwise,
         "call_s": call_s,
         "collectives": collectives,
-        "memory_bytes": host_memory_per_device(g),
-        "versions": {"tensorflow": tf.__version__, **_keras_version()},
-        "probe_s": time.perf_counter() - started,
     }
+    description = "" if plan.kind == "cpu" else "GPU"
+    versions = {"tensorflow": tf.__version__}
+    return probe_answer(list(names), plan.kind, description, points, versions, started)
 
 
 def _collective(
@@ -192,9 +187,3 @@ def _done(value: Any) -> None:
     for item in tf.nest.flatten(value):
         if hasattr(item, "numpy"):
             item.numpy()
-
-
-def _keras_version() -> dict[str, str]:
-    import keras
-
-    return {"keras": keras.__version__}
