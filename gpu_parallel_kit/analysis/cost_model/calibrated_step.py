@@ -35,9 +35,6 @@ from .hardware_presets import Interconnect
 from .step_time_model import Partition, Workload, pipeline
 
 FAR_OFF = (0.85, 1.15)  # predicted ÷ measured outside this: the row names the part furthest off
-PARTS = ("compute", "communication", "bubble", "fixed")
-ADAM_UPDATE_BYTES = 7.0  # per parameter byte beyond the probe's update: m, v read and written,
-# the gradient read once more, against the probe's plain w - η·g
 
 
 @dataclass(frozen=True)
@@ -51,14 +48,6 @@ class PredictedStep:
     fixed_s: float
     compute_source: str  # "the model's step, timed" or "counted FLOPs and bytes"
     calibration: str  # the calibration's label
-
-    def part(self, name: str) -> float:
-        return {
-            "compute": self.compute_s,
-            "communication": self.communication_s,
-            "bubble": self.bubble_s,
-            "fixed": self.fixed_s,
-        }[name]
 
     def to_extra(self) -> dict[str, Any]:
         return {
@@ -93,18 +82,13 @@ class RunToPredict:
         timed = self.calibration.model_step_s(self.model_key, samples, g)
         if timed is not None:  # timed without its dispatch, which `fixed_s` charges
             return timed, "the model's step, timed"
-        update = self.update_s(self.parameter_bytes(), g)
         if self.work is None:
             raise GpkError(
                 f"run {self.run.run_id} has neither a timed model step nor a counted step to "
                 "predict from; calibrate with gpk.calibrate(model=...)"
             )
-        return _counted_s(self.calibration, self.work, samples, g) + update, (
-            "counted FLOPs and bytes"
-        )
-
-    def update_s(self, parameter_bytes: float, devices: int) -> float:
-        return self.calibration.elementwise_s(ADAM_UPDATE_BYTES * parameter_bytes, devices)
+        # The counted step holds the optimizer's update: its FLOPs and bytes are in the count.
+        return _counted_s(self.calibration, self.work, samples, g), "counted FLOPs and bytes"
 
     def parameter_bytes(self) -> float:
         return float(self.run.extra.get("parameter_bytes") or 0.0)
