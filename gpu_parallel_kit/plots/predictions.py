@@ -49,6 +49,7 @@ def prediction_figure(df: pd.DataFrame) -> DisplayFigure:
         [BAND[0] * low, BAND[0] * high],
         [BAND[1] * low, BAND[1] * high],
         color="0.92",
+        zorder=0,  # under the points: a point inside the band stays visible
         label=f"within {BAND[0]}-{BAND[1]}",
     )
     ax.set_xscale("log")
