@@ -121,8 +121,7 @@ class StageFunctions:
         }
         # A one-stage model's steps, several in one call (`whole_steps`); compiled if run so.
         self._steps = jax.jit(
-            self._whole_steps,
-            donate_argnames=("trainable", "non_trainable", "accumulated", "optimizer_state"),
+            self._whole_steps, donate_argnames=("trainable", "non_trainable", "optimizer_state")
         )
         # An output of the call that last updated the weights, never donated: waiting for it
         # waits for that update (`updated`).
@@ -227,33 +226,43 @@ class StageFunctions:
         trainable, optimizer_state, summed = self._update(optimizer_state, summed, trainable)
         return outputs[1], state, grads, summed, trainable, optimizer_state
 
-    def _whole_steps(self, trainable, non_trainable, received, ys, m, accumulated, optimizer_state):
+    def _whole_steps(self, trainable, non_trainable, received, ys, m, optimizer_state):
         """Each step in turn (forward, backward, update), as Keras's train function unrolls
-        `steps_per_execution` steps: the objectives, then the state the last step leaves."""
+        `steps_per_execution` steps: the objectives, then the state the last step leaves. A
+        step of one micro-batch applies its gradients as they come: no sum to add them to, and
+        none to clear, as Keras's train step keeps none."""
         objectives = []
         for inputs, y in zip(received, ys, strict=True):
-            objective, non_trainable, _, accumulated, trainable, optimizer_state = (
-                self._forward_backward(
-                    trainable, non_trainable, inputs, y, m, accumulated, optimizer_state, True
-                )
+            outputs, pullback, (_, non_trainable) = self._pullback(
+                trainable, non_trainable, inputs, y, m
             )
-            objectives.append(objective)
-        return jnp.stack(objectives), non_trainable, accumulated, trainable, optimizer_state
+            grads, _ = pullback(self._cotangent(outputs, {}))
+            trainable, optimizer_state = self._applied_gradients(optimizer_state, grads, trainable)
+            objectives.append(outputs[1])
+        return jnp.stack(objectives), non_trainable, trainable, optimizer_state
 
     def _applied(self, optimizer_state, accumulated, trainable):
         """`_update`, and a flag computed by the same call (`updated`)."""
         return (*self._update(optimizer_state, accumulated, trainable), jnp.ones((), jnp.bool_))
 
     def _update(self, optimizer_state, accumulated, trainable):
-        trainable, optimizer_state = self.optimizer.stateless_apply(
+        trainable, optimizer_state = self._applied_gradients(
             optimizer_state, accumulated, trainable
         )
         cleared = jax.tree.map(jnp.zeros_like, accumulated)
         if self._sum_shardings is not None:
-            trainable, cleared = jax.lax.with_sharding_constraint(
-                (trainable, cleared), (self._sum_shardings, self._sum_shardings)
-            )
+            cleared = jax.lax.with_sharding_constraint(cleared, self._sum_shardings)
         return trainable, optimizer_state, cleared
+
+    def _applied_gradients(self, optimizer_state, gradients, trainable):
+        """The weights and optimizer state after one update by `gradients`, the weights kept
+        on their shards."""
+        trainable, optimizer_state = self.optimizer.stateless_apply(
+            optimizer_state, gradients, trainable
+        )
+        if self._sum_shardings is not None:
+            trainable = jax.lax.with_sharding_constraint(trainable, self._sum_shardings)
+        return trainable, optimizer_state
 
     # The tasks the runner calls, on values already on this stage's device.
 
@@ -377,16 +386,8 @@ class StageFunctions:
         batches = [read() for _ in range(count)]
         # One transfer for every batch of the call, as Keras's JAX trainer passes its batches.
         received, ys = self.placement.put_batch(([x for x, _ in batches], [y for _, y in batches]))
-        objectives, self.non_trainable, self.accumulated, self.trainable, self.optimizer_state = (
-            self._steps(
-                self.trainable,
-                self.non_trainable,
-                received,
-                ys,
-                self.m,
-                self.accumulated,
-                self.optimizer_state,
-            )
+        objectives, self.non_trainable, self.trainable, self.optimizer_state = self._steps(
+            self.trainable, self.non_trainable, received, ys, self.m, self.optimizer_state
         )
         self._update_done = objectives
         return objectives
