@@ -24,6 +24,7 @@ from .analysis.tables.compact_view import RunTable
 from .analysis.tables.comparison_table import comparison_table
 from .errors import GpkError
 from .runs.results.run_result import RunResult
+from .runs.scheduling.comparison_rounds import merge_logged_rounds
 
 LOG_ENV = "GPK_LOG"
 DEFAULT_FILENAME = "gpk_runs.sqlite"
@@ -142,10 +143,13 @@ class RunLog:
                 )
         return loaded
 
-    def table(self) -> pd.DataFrame:
-        """The comparison table of every stored run (includes `experiment_id` and
-        `created_at`; speedup is computed within each experiment)."""
-        return comparison_table(self.results())
+    def table(self, *, per_round: bool = False) -> pd.DataFrame:
+        """The comparison table of the stored runs (includes `experiment_id` and `created_at`;
+        speedup is computed within each experiment): one row per configuration, a comparison's
+        rounds merged as the comparison merged them, or with `per_round=True` one row per run,
+        each round's speedup against its own round's baseline."""
+        results = self.results()
+        return comparison_table(results if per_round else merge_logged_rounds(results))
 
     def _rows(self) -> list[tuple[str, str]]:
         with self.connect(read_only=True) as connection:
@@ -221,11 +225,24 @@ class WorkCounts:
         return row[0] if row else None
 
 
-def history(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
-    """The comparison table of every run in the log (by default the current directory's);
-    an empty table with the usual columns when there is no log yet. Every column is there; a
-    notebook displays its compact view (`analysis.tables.compact_view.RunTable`)."""
-    return RunTable(RunLog(path).table())
+def history(path: str | os.PathLike[str] | None = None, *, per_round: bool = False) -> pd.DataFrame:
+    """The runs in the run log as a comparison table, oldest first.
+
+    One row per configuration: a comparison's rounds are merged into one row, as the
+    comparison showed it (the median of the rounds' median steps, with its interval). Every
+    column is there; a notebook displays the compact view
+    (`analysis.tables.compact_view.RunTable`). An empty table with the usual columns when there
+    is no log yet.
+
+    Args:
+        path: the run log; default `$GPK_LOG`, else `./gpk_runs.sqlite`.
+        per_round: one row per run instead, each round of a comparison on its own row, its
+            speedup against the baseline of its own round.
+
+    >>> gpk.history()  # doctest: +SKIP
+    >>> gpk.history(per_round=True)  # doctest: +SKIP
+    """
+    return RunTable(RunLog(path).table(per_round=per_round))
 
 
 def _is_not_sqlite(error: sqlite3.DatabaseError) -> bool:

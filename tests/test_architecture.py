@@ -111,7 +111,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "runs.scheduling",
         "cluster",
     },
-    "store": {"errors", "runs.results", "analysis.tables"},
+    "store": {"errors", "runs.results", "runs.scheduling", "analysis.tables"},
     "report": {"runs.results", "analysis.tables", "plots"},
     "comparison": {
         "errors",

@@ -243,9 +243,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 def _cmd_history(args: argparse.Namespace) -> int:
     log = RunLog(args.log)
-    table = log.table()
+    table = log.table(per_round=args.per_round)
     shown = table.tail(args.limit) if args.limit else table
-    print(f"{len(shown)} of {len(table)} runs in {log.path}")
+    rows = "runs" if args.per_round else "configurations"
+    print(f"{len(shown)} of {len(table)} {rows} in {log.path}")
     print(format_table(shown))
     return 0
 

@@ -133,7 +133,8 @@ def build_parser(
         "history",
         handlers["history"],
         "show the runs in the run log",
-        "Show the runs in the run log, oldest first; speedup is computed within each experiment.",
+        "Show the runs in the run log, oldest first, one row per configuration (a comparison's "
+        "rounds merged); speedup is computed within each experiment.",
     )
     _add_options(history, HISTORY)
     return parser

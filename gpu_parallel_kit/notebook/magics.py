@@ -146,11 +146,12 @@ def panel(shell: Any, args: argparse.Namespace) -> Any:
 @help_option
 @history_options
 def history(shell: Any, args: argparse.Namespace) -> Any:
-    """Every run in the run log, oldest first (returns a DataFrame).
+    """The runs in the run log, oldest first, one row per configuration (returns a DataFrame).
 
-    Speedup is computed within each experiment; the log survives kernel restarts.
+    A comparison's rounds are merged into one row (`--per-round`: a row for each); speedup is
+    computed within each experiment; the log survives kernel restarts.
     """
-    table = run_history(args.log)
+    table = run_history(args.log, per_round=args.per_round)
     return table.tail(args.limit) if args.limit else table
 
 

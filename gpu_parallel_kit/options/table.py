@@ -268,6 +268,14 @@ HISTORY: tuple[Flag, ...] = (
         metavar="N",
         default=None,
     ),
+    Flag(
+        "--per-round",
+        "one row per run, each round of a comparison on its own; default: one row per "
+        "configuration, its rounds merged",
+        goes_to="front end",
+        action="store_true",
+        default=False,
+    ),
     next(option for option in TRAINING if option.name == "log"),
 )
 

@@ -292,8 +292,10 @@ def test_history_lists_logged_runs(capsys, fake_runs):
     capsys.readouterr()
     assert main(["history", "--limit", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("2 of 3 runs in ")
+    assert out.startswith("2 of 3 configurations in ")
     assert len(out.strip().splitlines()) == 4  # header line, table header, two rows
+    assert main(["history", "--per-round"]) == 0
+    assert capsys.readouterr().out.startswith("3 of 3 runs in ")
 
 
 def test_devices_lists_virtual_cpu_devices(capsys):

@@ -135,9 +135,10 @@ def test_virtual_sets_the_limit_the_kit_reads(shell, fake_cpu, capsys, monkeypat
 
 
 def test_history_of_an_empty_log_is_an_empty_table(shell):
-    table = shell.run_line_magic("gpk", "history")
-    assert table.empty
-    assert "speedup" in table.columns
+    for line in ("history", "history --per-round"):
+        table = shell.run_line_magic("gpk", line)
+        assert table.empty
+        assert "speedup" in table.columns
 
 
 # ---- real workers -------------------------------------------------------------------------------

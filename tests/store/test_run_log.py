@@ -11,6 +11,7 @@ import pytest
 from gpu_parallel_kit.analysis.tables.comparison_table import ALL_COLUMNS
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.runs.results.run_result import RunResult
+from gpu_parallel_kit.runs.scheduling.comparison_rounds import tag_round
 from gpu_parallel_kit.store import RunLog, WorkCounts, history
 
 
@@ -90,6 +91,41 @@ def test_table_computes_speedup_and_keeps_experiment_and_time(tmp_path):
     assert list(df["speedup"]) == pytest.approx([1.0, 1.5])
     assert list(df["experiment_id"]) == ["exp", "exp"]
     assert list(df["created_at"]) == ["2025-01-02T03:04:05"] * 2
+
+
+def _rounds_of(strategy: str, devices: int, steps: list[float]) -> list[RunResult]:
+    first = f"{strategy}{devices}r0"
+    return [
+        tag_round(
+            result(
+                f"{strategy}{devices}r{i}",
+                strategy=strategy,
+                devices=devices,
+                step_times_s=(step, step),
+                step_time_s=step,
+                throughput_samples_s=64 / step,
+            ),
+            (i, len(steps), first),
+        )
+        for i, step in enumerate(steps)
+    ]
+
+
+def test_history_shows_one_row_per_configuration_and_each_round_when_asked(tmp_path):
+    log = RunLog(tmp_path / "log.sqlite")
+    single, data = _rounds_of("single", 1, [1.0, 1.2, 1.1]), _rounds_of("data", 2, [0.6, 0.5, 0.7])
+    for pair in zip(single, data, strict=True):  # the order a comparison in rounds logs them
+        for row in pair:
+            log.append(row)
+    log.append(result("alone", strategy="data", devices=4, experiment_id="later"))
+    merged = history(log.path)
+    rows = list(zip(merged["strategy"], merged["devices"], strict=True))
+    assert rows == [("single", 1), ("data", 2), ("data", 4)]  # one per configuration
+    assert list(merged["rounds"].iloc[:2]) == [3, 3]
+    assert list(merged["step_time_s"].iloc[:2]) == pytest.approx([1.1, 0.6])
+    per_round = history(log.path, per_round=True)
+    assert len(per_round) == 7  # one per run
+    assert list(per_round["run_id"]) == [r.run_id for r in log.results()]
 
 
 def test_history_of_a_missing_log_is_empty_with_columns_and_creates_nothing(tmp_path):

@@ -148,8 +148,9 @@ def test_a_comparison_in_rounds_logs_every_round_and_shows_one_row_each(tmp_path
     ]
     for row in rows:
         assert row.step_time_ci_low_s <= row.step_time_s <= row.step_time_ci_high_s
-    logged = gpk.history(str(tmp_path / "runs.sqlite"))
+    logged = gpk.history(str(tmp_path / "runs.sqlite"), per_round=True)
     assert len(logged) == 6  # every round is a run of its own in the log
+    assert len(gpk.history(str(tmp_path / "runs.sqlite"))) == 3  # shown merged, as compared
     table = gpk.Comparison(rows).table
     assert table.loc[1:, ["speedup_ci_low", "speedup_ci_high"]].notna().all().all()
 
