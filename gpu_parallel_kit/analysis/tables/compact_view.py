@@ -37,6 +37,7 @@ from .comparison_table import format_table
 from .interval_cells import SPEEDUP_CI, speedup_text, step_notes, step_text
 from .readable_frame import RunFrame
 from .row_flags import fills, row_fills
+from .terminal_table import several_processes
 from .time_to_accuracy import has_convergence
 
 
@@ -83,7 +84,7 @@ def _steps_timed(df: pd.DataFrame) -> int | None:
 
 def run_text(row: pd.Series, tagged: bool = False) -> str:
     """ "data×2", and on a line under it what sets the run apart: "jax", "mesh 2x2",
-    "gpipe, M=4", "auto, 38% ± 4% under M=1", "2 workers", "→ nvlink4"; and under them
+    "gpipe, M=4", "auto, 38% ± 4% under M=1", "→ nvlink4"; and under them
     "compute measured on this CPU, not counted" for a projection whose step was not counted."""
     name = f"{row['strategy']}×{int(row['devices'])}"
     details = []
@@ -97,8 +98,6 @@ def run_text(row: pd.Series, tagged: bool = False) -> str:
         details.append(row["schedule"] + ("" if missing(micro) else f", M={int(micro)}"))
         if isinstance(row.get("micro_batches_auto"), str) and row["micro_batches_auto"]:
             details.append(row["micro_batches_auto"])  # what auto chose against, by how much
-    if not missing(row.get("workers")) and int(row.get("workers", 1)) > 1:
-        details.append(f"{int(row['workers'])} workers")
     not_counted = ""
     if bool(row.get("projected", False)):
         # Projected experiment ids end in ":<preset>" (analysis/cost_model/projected_rows.py).
@@ -189,6 +188,8 @@ def _const(text: str) -> Callable[[pd.DataFrame], str]:
 
 COMPACT_COLUMNS: tuple[Column, ...] = (
     Column(_const("run"), lambda row: row["strategy"]),  # replaced per table (backend tags)
+    Column(_const("workers"), _cell("workers", format_number), several_processes),
+    Column(_const("nodes"), _cell("nodes", format_number), several_processes),
     Column(_const("status"), _cell("status", str), _not_all_ok),
     Column(_const("step (ms)"), step_text),
     Column(_const("steps timed"), _finished(_cell("timed_steps", format_number)), _uneven_steps),

@@ -102,8 +102,9 @@ def format_table(df: pd.DataFrame) -> str:
     elif (df["jit_compile"] == True).fillna(False).any():  # noqa: E712
         tuned.append(("jit_compile", "xla"))
     columns[-1:-1] = tuned
-    if "workers" in df.columns and (df["workers"] > 1).any():
-        columns.insert(columns.index(("devices", "devices")), ("workers", "workers"))
+    if several_processes(df):  # where each row ran: its processes, and the nodes they ran on
+        at = columns.index(("devices", "devices"))
+        columns[at:at] = [("workers", "workers"), ("nodes", "nodes")]
     if "backend" in df.columns and tagged(df["backend"]):
         columns.insert(columns.index(("strategy", "strategy")), ("backend", "backend"))
     if "mesh" in df.columns and (df["mesh"] != "").any():
@@ -128,6 +129,15 @@ def format_table(df: pd.DataFrame) -> str:
     if "speedup" in shown.columns and shown["speedup"].str.contains(TOO_FEW_STEPS).any():
         table += "\n" + textwrap.fill(TOO_FEW_STEPS_NOTE, 100)
     return table
+
+
+def several_processes(df: pd.DataFrame) -> bool:
+    """Whether a row ran on several processes or nodes (multiworker, a Slurm step of several
+    tasks): the views then give every row its workers and nodes, so each says where it ran."""
+    return any(
+        column in df.columns and bool((df[column].fillna(1) > 1).any())
+        for column in ("workers", "nodes")
+    )
 
 
 def is_numeric(df: pd.DataFrame, column: str) -> bool:

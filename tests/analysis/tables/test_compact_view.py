@@ -11,7 +11,7 @@ from gpu_parallel_kit.analysis.tables.cell_text import (
     share_text,
 )
 from gpu_parallel_kit.analysis.tables.compact_view import compact_frame, compact_html, notes_lines
-from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table
+from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table, format_table
 from gpu_parallel_kit.runs.results.run_result import RunResult
 
 MIB = 2**20
@@ -161,3 +161,18 @@ def test_an_efficiency_above_ideal_and_a_speedup_within_noise_say_so():
     assert plain(frame["speedup (95% CI)"]) == ["1×", "1.09×\n(0.97–1.21)\nwithin noise of 1"]
     assert plain(frame["efficiency"]) == ["100%", "109%\nabove ideal"]
     assert any(note.startswith("above ideal:") for note in notes_lines(table))
+
+
+def test_rows_on_several_processes_give_every_row_its_workers_and_nodes():
+    local = comparison_table([row("s", "single", 1), row("d", "data", 2)])
+    assert "workers" not in compact_frame(local).columns
+    assert "workers" not in format_table(local).splitlines()[0]
+    on_slurm = comparison_table(
+        [row("s", "single", 1), row("m", "multiworker", 4, workers=2, nodes=2)]
+    )
+    frame = compact_frame(on_slurm)
+    assert list(frame.columns[:3]) == ["run", "workers", "nodes"]
+    assert frame["workers"].tolist() == ["1", "2"] and frame["nodes"].tolist() == ["1", "2"]
+    assert plain(frame["run"]) == ["single×1", "multiworker×4"]  # said once, in its column
+    header = format_table(on_slurm).splitlines()[0].split()
+    assert header[header.index("strategy") + 1 : header.index("devices")] == ["workers", "nodes"]
