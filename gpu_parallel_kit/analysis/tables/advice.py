@@ -224,11 +224,14 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
 
 def _bound_words(row: pd.Series) -> str:
     """ ", communication-bound at 57 % of its step" where communication or a pipeline's bubble
-    takes over `COMMUNICATION_BOUND_SHARE` of the row's step, else ""."""
+    takes over `COMMUNICATION_BOUND_SHARE` of the row's step, else "". The share is the
+    table's `comm_share`, the figure its comm column shows: a row that merged rounds keeps the
+    share of the round it shows, which the merged step would misstate."""
     compute, comm, idle = step_breakdown(row)
     step = row["step_time_s"]
-    if comm > COMMUNICATION_BOUND_SHARE * step:
-        return f", communication-bound at {comm / step:.0%} of its step"
+    share = row.get("comm_share")
+    if pd.notna(share) and share > COMMUNICATION_BOUND_SHARE:
+        return f", communication-bound at {share:.0%} of its step"
     if idle > COMMUNICATION_BOUND_SHARE * step:
         return f", its pipeline idle for {idle / step:.0%} of its step"
     return ""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 import gpu_parallel_kit as gpk
 from gpu_parallel_kit.runs.results.run_result import RunResult
 
@@ -216,3 +218,29 @@ def test_the_advice_covers_every_run_in_plain_sentences():
     for name in ("data on 4 device", "data on 2 devices", "pipeline on 2 devices"):
         assert name in said, said
     assert _deepest_bracket(said) <= 1, said
+
+
+def test_the_advice_names_the_communication_share_the_table_shows():
+    """A row that merged rounds shows the share of the round it shows; the advice says the same
+    figure, not that round's communication over the rounds' median step."""
+    from gpu_parallel_kit.analysis.tables.compact_view import compact_frame
+    from gpu_parallel_kit.runs.scheduling.comparison_rounds import merge_rounds, tag_round
+
+    def rounds(strategy, devices, steps, comm):
+        rows = []
+        for i, step in enumerate(steps):
+            row = dataclasses.replace(
+                _row(strategy, devices, 256 / step, virtual=False, comm=comm),
+                run_id=f"{strategy}{i}",
+                step_times_s=(step, step),
+            )
+            rows.append(tag_round(row, (i, len(steps), f"{strategy}0")))
+        return merge_rounds(rows)
+
+    single = rounds("single", 1, [0.0003, 0.0003], None)
+    multi = rounds("multiworker", 2, [0.013, 0.0216], 0.0095)
+    cmp = gpk.Comparison([single, multi])
+    shown = cmp.table.iloc[1]
+    assert shown["comm_share"] != pytest.approx(0.0095 / shown["step_time_s"])  # rounds differ
+    share = compact_frame(cmp.table).iloc[1]["comm share"]
+    assert f"communication-bound at {share} of its step" in cmp.advice
