@@ -96,6 +96,18 @@ def test_jax_tasks_join_by_jax_s_slurm_detection(comparison):
     assert row.extra["joined_by"] == "JAX's slurm detection"
 
 
+def test_a_step_s_peak_memory_is_measured_as_a_local_run_s(comparison):
+    """A task forks its run after importing the framework, as the local servers do: a task that
+    imported TensorFlow itself kept every page of the import resident, twice a local run's peak."""
+    for backend in ("tensorflow", "jax"):
+        local = experiment(backend=backend).run(strategy="single", devices=1)
+        on_slurm = next(
+            r for r in comparison.results if r.strategy == "single" and r.backend == backend
+        )
+        difference = on_slurm.max_peak_memory_bytes - local.max_peak_memory_bytes
+        assert abs(difference) < 100 * 2**20, (backend, difference)
+
+
 def test_fsdp_over_two_tasks_trains_the_weights_of_one_device(allocation, tmp_path):
     exp = experiment(backend="jax")
     single = exp.run("single", 1, save_weights=str(tmp_path / "single.npz"))
