@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...backends import of_row, tagged
+from ...runs.description.tuning_rules import ONE_STEP_A_CALL_BY
 from ...runs.results.below_noise import noise_text
 from ..cost_model.compute_source import uncounted
 from .cell_text import (
@@ -268,7 +269,8 @@ def notes_lines(table: pd.DataFrame) -> list[str]:
 
 
 def _tuned_note(table: pd.DataFrame) -> str:
-    """What the runs trained with, when some ran several steps per execution or with XLA."""
+    """What the runs trained with, when some ran several steps per execution or with XLA; where
+    rows differ, which ran how many, and why a row whose loop takes one step per call did."""
     if "steps_per_execution" not in table.columns:
         return ""
     spe = table["steps_per_execution"].dropna()
@@ -276,11 +278,33 @@ def _tuned_note(table: pd.DataFrame) -> str:
     xla = used is not None and bool(used.fillna(False).any())
     if not len(spe) or (int(spe.max()) <= 1 and not xla):
         return ""
-    counts = ", ".join(str(int(n)) for n in sorted(set(spe)))
+    xla_words = "; XLA on in some runs" if xla else ""
+    if len(set(spe)) == 1:
+        return (
+            f"steps per execution: {int(spe.iloc[0])} (tune or yours; a step's time is its "
+            f"execution's time / its steps){xla_words}."
+        )
     return (
-        f"steps per execution: {counts} (tune or yours; a step's time is its execution's time / "
-        "its steps)" + ("; XLA on in some runs" if xla else "") + "."
+        f"steps per execution: {'; '.join(_steps_per_execution_groups(table))}. A step's time "
+        "is its execution's time / its steps, so a call's own cost falls whole on a row of one "
+        f"step per call and is shared among the steps of the others{xla_words}."
     )
+
+
+def _steps_per_execution_groups(table: pd.DataFrame) -> list[str]:
+    """ "4 for single×1", "1 for multiworker×2 (strategy='multiworker': its own loop takes one
+    step per call)": the runs of each count, most first, with the reason of those whose loop
+    cannot take more."""
+    groups: dict[int, list[str]] = {}
+    for _, row in table.iterrows():
+        if missing(row["steps_per_execution"]):
+            continue
+        name = f"{row['strategy']}×{int(row['devices'])}"
+        why = str(row.get("steps_per_execution_why") or "")
+        if why.startswith(ONE_STEP_A_CALL_BY):
+            name += f" ({why.removeprefix(ONE_STEP_A_CALL_BY)})"
+        groups.setdefault(int(row["steps_per_execution"]), []).append(name)
+    return [f"{n} for {' and '.join(names)}" for n, names in sorted(groups.items(), reverse=True)]
 
 
 def compact_html(table: pd.DataFrame) -> str:

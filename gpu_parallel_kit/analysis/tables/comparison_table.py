@@ -83,6 +83,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     # force.
     "tune",
     "steps_per_execution",
+    "steps_per_execution_why",  # who chose it, or why the run's loop takes one step per call
     "jit_compile",
     "experiment_id",
     "created_at",
@@ -331,7 +332,13 @@ def _predicted_cells(result: RunResult) -> dict[str, object]:
     }
 
 
-_TUNED_COLUMNS = ("tune", "steps_per_execution", "jit_compile", "comm_measured")
+_TUNED_COLUMNS = (
+    "tune",
+    "steps_per_execution",
+    "steps_per_execution_why",
+    "jit_compile",
+    "comm_measured",
+)
 
 
 def _tuned_cells(result: RunResult) -> dict[str, object]:
@@ -340,6 +347,7 @@ def _tuned_cells(result: RunResult) -> dict[str, object]:
     return {
         "tune": tuned.get("tune", ""),
         "steps_per_execution": tuned.get("steps_per_execution", pd.NA),
+        "steps_per_execution_why": (tuned.get("why") or {}).get("steps_per_execution", ""),
         "jit_compile": tuned.get("jit_compile", pd.NA),
         "comm_measured": bool(result.extra.get("comm_measured", True)),
     }

@@ -23,6 +23,8 @@ TUNE = ("auto", "off")
 # and the traced while-loop stays cheap to trace); lowered to fit the run.
 TARGET_STEPS_PER_EXECUTION = 8
 MIN_TIMED_EXECUTIONS = 4  # executions timed after warm-up, at least, for a median
+# How a run's reason starts when its loop cannot take several steps in one call.
+ONE_STEP_A_CALL_BY = "not used by "
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ def choose_settings(
     else:
         spe = 1
         why["steps_per_execution"] = (
-            "default" if fit or steps_together else f"not used by {_loop(strategy, mode, on_fit)}"
+            "default" if fit or steps_together else _loop(strategy, mode, on_fit)
         )
 
     if jit_compile is not None:
@@ -176,5 +178,5 @@ def warmup_in_executions(warmup_steps: int, steps_per_execution: int, total_step
 
 def _loop(strategy: str, mode: str, on_fit: bool) -> str:
     if on_fit:
-        return f"mode={mode!r} (a custom loop, one step per call)"
-    return f"strategy={strategy!r} (its own loop)"
+        return f"{ONE_STEP_A_CALL_BY}mode={mode!r}: a custom loop takes one step per call"
+    return f"{ONE_STEP_A_CALL_BY}strategy={strategy!r}: its own loop takes one step per call"

@@ -47,7 +47,8 @@ def test_columns_come_in_contract_order_then_extras():
         "backend", "mesh", "data", "tensor", "stages", "workers", "nodes", "devices_per_worker",
         "scaling", "mode", "all_reduce",
         "device_kind", "epochs", "steps_per_epoch", "timed_steps", "startup_s",
-        "training_time_s", "tune", "steps_per_execution", "jit_compile", "experiment_id",
+        "training_time_s", "tune", "steps_per_execution", "steps_per_execution_why", "jit_compile",
+        "experiment_id",
         "created_at",
         "bubble_fraction", "bubble_theoretical", "bubble_simulated", "simulated_step_time_s",
         "task_overhead_s", "outside_tasks_s", "micro_batches_auto",
@@ -283,6 +284,33 @@ def test_the_table_says_what_each_run_trained_with():
     # Rows from before tune show no such column at all.
     old = format_table(comparison_table([run("old", "single", 1, 90.0)]))
     assert "spe" not in old.splitlines()[0].split()
+
+
+def test_rows_timed_over_different_steps_per_execution_say_which_and_why():
+    from gpu_parallel_kit.analysis.tables.compact_view import notes_lines
+    from gpu_parallel_kit.runs.description.tuning_rules import choose_settings
+
+    def tuned(strategy, mode, devices):
+        settings = choose_settings(
+            tune="auto", backend="tensorflow", strategy=strategy, mode=mode, device_kind="cpu",
+            devices=devices, steps_per_epoch=24, total_steps=24, warmup_steps=2,
+        )  # fmt: skip
+        return {"tuned": settings.to_dict()}
+
+    same = comparison_table(
+        [run("s", "single", 1, 100.0, extra=tuned("single", "fit", 1)),
+         run("d", "data", 2, 150.0, extra=tuned("data", "fit", 2))]
+    )  # fmt: skip
+    assert "steps per execution: 4 (tune or yours;" in " ".join(notes_lines(same))
+    mixed = comparison_table(
+        [run("s", "single", 1, 100.0, extra=tuned("single", "fit", 1)),
+         run("m", "multiworker", 2, 9.0, extra=tuned("multiworker", "explicit", 2))]
+    )  # fmt: skip
+    note = next(n for n in notes_lines(mixed) if n.startswith("steps per execution"))
+    assert note.startswith(
+        "steps per execution: 4 for single×1; 1 for multiworker×2 (strategy='multiworker': its "
+        "own loop takes one step per call). A step's time is its execution's time / its steps"
+    )
 
 
 def test_communication_not_measured_is_said_in_words_never_zero():
