@@ -11,7 +11,9 @@ names "model", holds E ÷ devices experts on each device, biases and scales with
 With the dense bank every device computes its experts for all its tokens, and the block's output
 is summed over the expert axis: one all-reduce forward, one for the input's gradient backward,
 as tensor parallelism's row split. Dispatched, each token goes to its top-k experts' devices by
-an all-to-all and comes back by another, forward and backward alike. Pure: `LayerInfo`s in.
+an all-to-all and comes back by another, forward and backward alike. What the experts keep for
+the backward follows the work: the dense bank every expert's outputs for every token, dispatched
+experts only their capacity's slots. Pure: `LayerInfo`s in.
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ class ExpertBank:
     def parameters_per_expert(self) -> int:
         """One expert's weights: the matmuls each routed token goes through, multiply-adds."""
         return sum(math.prod(k.shape[1:]) for k in self.kernels)
+
+    @property
+    def outputs_per_expert(self) -> int:
+        """What one token's pass through one expert writes, in values: each stacked matmul its
+        last dimension (Mixtral's gate and up FFN each, its down the width)."""
+        return sum(k.shape[-1] for k in self.kernels)
 
     @property
     def variables(self) -> tuple[VariableInfo, ...]:
@@ -285,3 +293,56 @@ def expert_work(
         buffer = slots * bank.experts * bank.width * ACTIVATION_BYTES
         moved += 4 * (expert - 1) * buffer // expert
     return ExpertWork(dense, dispatched, moved)
+
+
+def dense_activation_bytes(
+    banks: Sequence[ExpertBank], global_batch: int, mesh: tuple[int, int]
+) -> int:
+    """Per device, what keras-hub's dense banks keep for the backward: every local expert's
+    matmul outputs for every token of the device's share of the batch, float32; ∝ experts ×
+    tokens. The mesh is (data, expert): the batch split over the first axis, each bank's
+    experts over the second where it divides them (`expert_layout`, `with_experts_split`).
+
+    >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
+    >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
+    >>> down = VariableInfo("b/moe/experts/down", (4, 16, 8), "moe/experts/down")
+    >>> banks = find_banks([LayerInfo("b", "other", (router, up, down), None, 80, 80)])
+    >>> dense_activation_bytes(banks, 8, (1, 2))  # 80 tokens × 2 experts × (16 + 8) × 4 bytes
+    15360
+    """
+    data, expert = mesh
+    values = 0
+    for bank in banks:
+        tokens = global_batch * bank.tokens_per_sample // data
+        local = bank.experts // expert if bank.experts % expert == 0 else bank.experts
+        values += tokens * local * bank.outputs_per_expert
+    return values * ACTIVATION_BYTES
+
+
+def dispatched_activation_bytes(
+    banks: Sequence[ExpertBank],
+    global_batch: int,
+    mesh: tuple[int, int],
+    top_k: Sequence[int],
+    capacity_factor: float,
+) -> int:
+    """Per device, what dispatched experts keep for the backward: its local experts' matmul
+    outputs for the slots they take from every device of the expert axis, float32. Each of the
+    bank's experts keeps its capacity's slots once per device on the axis, so a device holds
+    experts × capacity of its own tokens: ∝ top-k × tokens × capacity_factor.
+
+    >>> router = VariableInfo("b/moe/router/kernel", (8, 4), "moe/router/kernel")
+    >>> up = VariableInfo("b/moe/experts/up", (4, 8, 16), "moe/experts/up")
+    >>> down = VariableInfo("b/moe/experts/down", (4, 16, 8), "moe/experts/down")
+    >>> banks = find_banks([LayerInfo("b", "other", (router, up, down), None, 80, 80)])
+    >>> dispatched_activation_bytes(banks, 8, (1, 2), [2], 1.0)  # 20 slots × 4 experts × 24 × 4
+    7680
+    """
+    data, expert = mesh
+    devices = data * expert
+    values = 0
+    for bank, k in zip(banks, top_k, strict=True):
+        tokens = global_batch * bank.tokens_per_sample // devices
+        slots = capacity_per_expert(tokens, k, bank.experts, capacity_factor)
+        values += slots * bank.experts * bank.outputs_per_expert
+    return values * ACTIVATION_BYTES

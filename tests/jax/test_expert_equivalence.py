@@ -19,10 +19,14 @@ import pytest
 
 import gpu_parallel_kit as gpk
 from tests.builders import largest_difference, saved_weights
+from tests.hub_models import SEQUENCE
 from tests.moe_models import (
     BUILDERS,
     EXPERT_BYTES_PER_BLOCK,
+    EXPERTS,
     MOE_LAYERS,
+    SIZE,
+    TOP_K,
     gpt_oss_with_mixing_experts,
     mixtral_with_jitter,
     mixtral_with_mixing_experts,
@@ -185,6 +189,13 @@ def test_the_row_shows_dropped_tokens_and_the_flops_against_the_dense_bank(measu
     assert dense["expert_flops"] == dense["dense_expert_flops"]
     assert dispatched["expert_flops"] == pytest.approx(0.5 * dispatched["dense_expert_flops"])
     assert 0 < dispatched["dropped_tokens"] < dispatched["routed_tokens"]
+    # Activations as counted from Mixtral's config: the dense bank keeps its 2 local experts'
+    # outputs (gate and up 64 each, down the width 32) for all 16 × 16 tokens, in 2 blocks,
+    # float32; dispatched at capacity 1.0 keeps experts ÷ top-k = 2 times fewer.
+    blocks = MOE_LAYERS.get("mixtral", 2)
+    dense_outputs = 16 * SEQUENCE * (EXPERTS // 2) * (64 + 64 + SIZE["hidden_dim"]) * blocks * 4
+    kept = dense["activations_bytes"] - dispatched["activations_bytes"]
+    assert kept == dense_outputs - dense_outputs * TOP_K // EXPERTS
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,8 @@ import gpu_parallel_kit as gpk
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.sharding.experts import (
     capacity_per_expert,
+    dense_activation_bytes,
+    dispatched_activation_bytes,
     expert_layout,
     expert_work,
     find_banks,
@@ -27,15 +29,15 @@ def _variable(role: str, shape: tuple[int, ...]) -> VariableInfo:
     return VariableInfo(f"block/{role}", shape, role)
 
 
-def _moe_block() -> LayerInfo:
+def _moe_block(experts: int = EXPERTS) -> LayerInfo:
     """A keras-hub-like decoder block: attention, a router and a Mixtral-like bank of 4."""
     variables = (
-        _variable("attention/query/kernel", (WIDTH, EXPERTS, 2)),  # 4 heads: as many as experts
-        _variable("attention/attention_output/kernel", (EXPERTS, 2, WIDTH)),
-        _variable("moe/router/kernel", (WIDTH, EXPERTS)),
-        _variable("moe/experts/gate", (EXPERTS, WIDTH, FFN)),
-        _variable("moe/experts/up", (EXPERTS, WIDTH, FFN)),
-        _variable("moe/experts/down", (EXPERTS, FFN, WIDTH)),
+        _variable("attention/query/kernel", (WIDTH, experts, 2)),  # as many heads as experts
+        _variable("attention/attention_output/kernel", (experts, 2, WIDTH)),
+        _variable("moe/router/kernel", (WIDTH, experts)),
+        _variable("moe/experts/gate", (experts, WIDTH, FFN)),
+        _variable("moe/experts/up", (experts, WIDTH, FFN)),
+        _variable("moe/experts/down", (experts, FFN, WIDTH)),
         _variable("norm/scale", (WIDTH,)),
     )
     per_sample = SEQUENCE * WIDTH
@@ -193,6 +195,38 @@ def test_dispatched_experts_move_tokens_by_all_to_all_and_sum_nothing():
     assert slots == 80
     # four passes, half of each buffer leaving the device
     assert work.all_to_all_bytes == 4 * (slots * EXPERTS * WIDTH * 4) // 2
+
+
+def test_the_dense_bank_keeps_every_experts_outputs_and_dispatched_only_its_slots():
+    (bank,) = find_banks([_moe_block()])
+    assert bank.outputs_per_expert == FFN + FFN + WIDTH  # gate, up, down: each its last dimension
+    # 32 samples of 10 tokens on (1, 2): 320 tokens and 2 local experts a device, dense
+    dense = dense_activation_bytes([bank], 32, (1, 2))
+    assert dense == 320 * (EXPERTS // 2) * (2 * FFN + WIDTH) * 4
+    # dispatched: 160 tokens a device, 100 slots an expert at 1.25, every expert's on each device
+    slots = capacity_per_expert(160, 2, EXPERTS, 1.25)
+    dispatched = dispatched_activation_bytes([bank], 32, (1, 2), [2], 1.25)
+    assert dispatched == slots * EXPERTS * (2 * FFN + WIDTH) * 4
+    assert dense > dispatched
+    assert dense / dispatched == pytest.approx(EXPERTS / (1.25 * 2))  # experts ÷ (capacity × k)
+
+
+def test_the_experts_activations_follow_the_config():
+    def counted(experts: int, batch: int = 32, mesh: tuple[int, int] = (1, 2)):
+        banks = find_banks([_moe_block(experts)])
+        return (
+            dense_activation_bytes(banks, batch, mesh),
+            dispatched_activation_bytes(banks, batch, mesh, [2], 1.0),
+        )
+
+    (dense_4, dispatched_4), (dense_8, dispatched_8) = counted(4), counted(8)
+    assert dense_8 == 2 * dense_4  # every expert on every token: twice the experts, twice
+    assert dispatched_8 == dispatched_4  # top-k of them a token, whatever the experts
+    assert counted(4, batch=64) == (2 * dense_4, 2 * dispatched_4)
+    # the batch over a data axis of 2: half the tokens a device, for both
+    assert counted(4, mesh=(2, 1)) == (dense_4, dispatched_4)
+    # an expert axis that does not divide the experts leaves the bank whole on each device
+    assert dense_activation_bytes(find_banks([_moe_block(6)]), 32, (1, 4)) == 320 * 6 * 40 * 4
 
 
 def test_capacity_rounds_up_and_never_exceeds_the_tokens():

@@ -17,7 +17,14 @@ import numpy as np
 
 from ...errors import GpkError
 from ...runs.description.run_spec import RunSpec
-from ...sharding.experts import ExpertBank, ExpertWork, expert_layout, expert_work, find_banks
+from ...sharding.experts import (
+    ExpertBank,
+    ExpertWork,
+    dispatched_activation_bytes,
+    expert_layout,
+    expert_work,
+    find_banks,
+)
 from ...sharding.layout import Layout
 from ...strategies.expert import DISPATCHED
 from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
@@ -156,6 +163,19 @@ class ExpertParallel(TensorParallel):
             return tensor_collectives(self.devices, self.spec.mesh_shape, [], gradient_bytes)
         return all_to_alls(
             self.devices, self.spec.mesh_shape, work.all_to_all_bytes, gradient_bytes
+        )
+
+    def expert_activation_bytes(self, banks: list[ExpertBank]) -> int:
+        """Dense: every local expert's outputs for every token (`TensorParallel`'s); dispatched:
+        the local experts' outputs for their capacity's slots only."""
+        if self.spec.experts != DISPATCHED or len(self.top_k) != len(banks):
+            return super().expert_activation_bytes(banks)
+        return dispatched_activation_bytes(
+            banks,
+            self.spec.global_batch,
+            self.spec.mesh_shape,
+            self.top_k,
+            self.spec.capacity_factor,
         )
 
     def _work(self) -> ExpertWork:

@@ -22,7 +22,7 @@ import keras
 
 from ...runs.description.communication_reuse import reuse_fields
 from ...runs.description.run_spec import RunSpec
-from ...sharding.experts import with_experts_split
+from ...sharding.experts import ExpertBank, dense_activation_bytes, find_banks, with_experts_split
 from ...sharding.layout import Layout, derive_layout
 from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic
 from ...strategies import strategy_record
@@ -123,7 +123,8 @@ class JaxStrategy(WorkerStrategy):
     def memory(self, model: keras.Model) -> dict[str, Any]:
         """Each device's parameters and optimizer state as placed (measured), its gradients as
         its trainable shards (modelled) and its activations (modelled: every layer's output for
-        its share of the batch, float32, kept for the backward)."""
+        its share of the batch, float32, kept for the backward, and an expert bank's matmul
+        outputs for each (token, expert) it computes)."""
         params = placed_bytes(model.weights)
         optimizer = placed_bytes(model.optimizer.variables)
         grads = placed_bytes(model.trainable_variables)
@@ -145,7 +146,9 @@ class JaxStrategy(WorkerStrategy):
                 "optimizer_bytes": "measured: the optimizer's shards placed on the device",
                 "activations_bytes": (
                     "modelled: every layer's output for the device's share of the batch, "
-                    "float32, kept for the backward"
+                    "float32, kept for the backward; an expert bank's matmul outputs for every "
+                    "(token, expert) it computes: a dense bank every local expert on every token, "
+                    "dispatched experts their capacity's slots"
                 ),
             },
         }
@@ -208,7 +211,13 @@ class JaxStrategy(WorkerStrategy):
         except Exception:  # noqa: BLE001 - a model that cannot be read keeps its other figures
             return float("nan")
         elements = sum(layer.out_elements or 0 for layer in self.layers)
-        return float(elements * (self.spec.global_batch // self.data_axis) * 4)
+        layers = elements * (self.spec.global_batch // self.data_axis) * 4
+        return float(layers + self.expert_activation_bytes(find_banks(self.layers)))
+
+    def expert_activation_bytes(self, banks: list[ExpertBank]) -> int:
+        """What the model's expert banks keep per device beyond their block's output: keras-hub's
+        dense bank computes every expert on every token of the device's share of the batch."""
+        return dense_activation_bytes(banks, self.spec.global_batch, (self.data_axis, 1))
 
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         """Communication to measure on `x`, `y`, one global batch of the run's data (no update
@@ -414,6 +423,12 @@ class TensorParallel(JaxStrategy):
 
     def describe(self) -> str:
         return "xla collectives (ModelParallel)"
+
+    def expert_activation_bytes(self, banks: list[ExpertBank]) -> int:
+        """The dense banks' outputs, their experts divided over the model axis where it divides
+        them (`with_experts_split`)."""
+        model_axis = self.layout.model if self.layout is not None else 1
+        return dense_activation_bytes(banks, self.spec.global_batch, (self.data_axis, model_axis))
 
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if self.layout is None or len(self.devices) < 2:
