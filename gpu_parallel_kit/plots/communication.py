@@ -7,15 +7,21 @@ that the figure is runtime overhead on shared cores rather than a network's cost
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 from matplotlib.axes import Axes
 
 from ..analysis.cost_model.efficiency_band import band
+from ..analysis.tables.cell_text import bytes_text
 from ..analysis.tables.row_flags import flagged
 from ..analysis.tables.step_breakdown import step_breakdown
 from ..runs.results.below_noise import noise_text
+from ..strategies import has
+from ..strategies.expert import DENSE, DISPATCHED
 from .style import (
     DisplayFigure,
+    mesh_tag,
     projected_rows,
     run_labels,
     series_names,
@@ -24,12 +30,6 @@ from .style import (
 )
 
 PARTS = (("compute", "#4c72b0"), ("exposed communication", "#dd8452"), ("idle (bubble)", "#bbbbbb"))
-METHOD = (
-    "Data parallel: exposed communication = median step with minus without the all-reduce, "
-    "alternated in blocks in the same worker (the 1-device run is the no-op control); "
-    '"below noise" where it is smaller than its scatter between blocks. Pipeline: copies '
-    "across the cuts; idle = measured bubble."
-)
 
 
 def communication_figure(df: pd.DataFrame) -> DisplayFigure:
@@ -39,18 +39,72 @@ def communication_figure(df: pd.DataFrame) -> DisplayFigure:
     bars, share = figure.subplots(1, 2, width_ratios=[3, 2])
     _draw_breakdown(bars, rows)
     _draw_share(share, rows)
-    caption = METHOD
-    if "experts" in rows.columns and rows["experts"].fillna("").astype(bool).any():
-        caption += (
-            " Experts: the expert axis's collectives (dispatched: the all-to-alls) timed alone on "
-            "arrays of the sizes they move."
-        )
-    if "virtual" in rows.columns and rows["virtual"].astype(bool).any():
-        caption += (
-            " On virtual devices these are runtime overheads on shared cores, not a network's cost."
-        )
-    figure.supxlabel(caption, fontsize=9.5, wrap=True)
+    figure.supxlabel(method_caption(rows), fontsize=9.5, wrap=True)
     return figure
+
+
+def method_caption(rows: pd.DataFrame) -> str:
+    """How the communication of the runs drawn was measured, one sentence per kind of run the
+    figure holds (a strategy's record says which), and none for a kind it does not hold."""
+    names = pd.Series(series_names(rows), index=rows.index, dtype=object)
+    kinds = rows["experts"].fillna("") if "experts" in rows.columns else names.map(lambda _: "")
+    flag = {f: rows["strategy"].map(partial(has, flag=f)).astype(bool) for f in _FLAGS}
+    exposed = flag["all_reduce"] & ~flag["layout"] & ~flag["stages"]
+    layout = flag["layout"] & (kinds == "")
+    sentences = []
+    if exposed.any():
+        one_device = (rows["devices"][exposed] <= 1).any()
+        control = " (the 1-device run is the no-op control)" if one_device else ""
+        sentences.append(
+            f"{_named(names[exposed])}: exposed communication = median step with minus without "
+            f"the all-reduce, alternated in blocks in the same worker{control}."
+        )
+    if flag["stages"].any():
+        sentences.append(
+            f"{_named(names[flag['stages']])}: copies across the cuts; idle = measured bubble."
+        )
+    if layout.any():
+        sentences.append(
+            f"{_named(names[layout])}: the layout's collectives timed alone on arrays of the sizes "
+            "they move."
+        )
+    experts = kinds.isin(list(_EXPERT_COLLECTIVES))
+    for kind, what in _EXPERT_COLLECTIVES.items():
+        if (kinds == kind).any():
+            sentences.append(f"{_named(names[kinds == kind])}: {what}.")
+    if experts.any():
+        meshes = rows["mesh"][experts] if "mesh" in rows.columns else pd.Series(dtype=object)
+        data_axis = meshes.map(mesh_tag).any()
+        gradients = ", with the gradients' all-reduce over the data axis" if data_axis else ""
+        sentences.append(
+            f"These collectives are timed alone on arrays of the sizes they move{gradients}."
+        )
+    if rows.get("comm_below_noise", pd.Series(dtype=object)).fillna(False).astype(bool).any():
+        sentences.append('"Below noise" where a figure is smaller than its scatter between blocks.')
+    if "virtual" in rows.columns and rows["virtual"].astype(bool).any():
+        sentences.append(
+            "On virtual devices these are runtime overheads on shared cores, not a network's cost."
+        )
+    return " ".join(sentences)
+
+
+_FLAGS = ("all_reduce", "layout", "stages")
+# What each way of computing experts moves, as its run measures it (worker/jax/experts.py).
+_EXPERT_COLLECTIVES = {
+    DENSE: (
+        "the all-reduces of each expert bank's weighted outputs (forward) and of their input's "
+        "gradient (backward) over the expert axis"
+    ),
+    DISPATCHED: (
+        "the all-to-alls that send each block's tokens to their experts' devices and back, "
+        "forward and backward"
+    ),
+}
+
+
+def _named(names: pd.Series) -> str:
+    """The series a sentence is about, each once, as the legend and the labels name them."""
+    return ", ".join(dict.fromkeys(names))
 
 
 def _draw_breakdown(ax: Axes, rows: pd.DataFrame) -> None:
@@ -61,12 +115,13 @@ def _draw_breakdown(ax: Axes, rows: pd.DataFrame) -> None:
     projected = list(projected_rows(rows))
     for index, (name, colour) in enumerate(PARTS):
         heights = [0.0 if pd.isna(p[index]) else p[index] * 1000 for p in parts]
+        shown = index == 0 or any(heights)  # the legend names only the parts a bar holds
         ax.bar(
             positions,
             heights,
             bottom=bottom,
             color=colour,
-            label=name,
+            label=name if shown else "_" + name,
             alpha=None,
             edgecolor=["black" if p else colour for p in projected],
             hatch=None,
@@ -126,8 +181,10 @@ def _draw_whiskers(ax: Axes, rows: pd.DataFrame, totals: list[float]) -> None:
 
 
 def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
-    """The share where it was measured above its noise; a hollow grey mark at 0, labelled with
-    the noise, where it was not (runs/results/below_noise.py): never a negative share."""
+    """The share where it was measured above its noise; where it was not, a hollow mark at 0 in
+    the series' colour, named in the legend and labelled with the bytes moved and the noise
+    (runs/results/below_noise.py): never a negative share. Dispatched experts are squares on a
+    dotted line beside keras-hub's dense bank, in the strategy's colour."""
     multi = rows[~flagged(rows, "baseline")]
     with_share = multi[multi["comm_share"].notna()]
     below = (
@@ -153,31 +210,38 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
                 linewidth=0,
                 label=f"{strategy}, efficiency band",
             )
+        dispatched = name.endswith(f" {DISPATCHED}")
         ax.plot(
             group["devices"],
             group["comm_share"].clip(lower=0) * 100,
-            linestyle="--" if projected else ("-" if name == strategy else ":"),
+            linestyle="--" if projected else (":" if dispatched else "-"),
             color=strategy_color(strategy),  # as in every other figure
-            marker="o" if name == strategy else "s",
+            marker="s" if dispatched else "o",
             markerfacecolor="none" if projected else None,
             label=f"{name}{', projected' if projected else ''}",
         )
-    if not below.empty:
+    below_names = pd.Series(series_names(below), index=below.index, dtype=object)
+    series = list(dict.fromkeys(below_names))
+    for name, group in below.groupby(below_names, sort=False):
+        beside = 10 * (series.index(name) - (len(series) - 1) / 2)  # points: labels side by side
+        # hollow at 0, in the series' colour and named: the run moved bytes, but its figure
+        # fell within its own scatter
         ax.plot(
-            below["devices"],
-            [0.0] * len(below),
+            group["devices"],
+            [0.0] * len(group),
             linestyle="none",
-            marker="o",
+            marker="s" if name.endswith(f" {DISPATCHED}") else "o",
             markersize=8,
             markerfacecolor="none",
-            color="#888888",
-            label="below noise",
+            color=strategy_color(group["strategy"].iloc[0]),
+            label=f"{name}: below noise",
         )
-        for _, row in below.iterrows():
+        for _, row in group.iterrows():
+            moved = bytes_text(row.get("comm_bytes"))
             ax.annotate(
-                noise_text(row.get("comm_noise_s")),
+                f"{name}{f', {moved}' if moved else ''}: {noise_text(row.get('comm_noise_s'))}",
                 (row["devices"], 0.0),
-                xytext=(0, 10),
+                xytext=(beside, 10),
                 textcoords="offset points",
                 rotation=90,
                 ha="center",

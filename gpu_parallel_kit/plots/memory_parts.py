@@ -20,6 +20,8 @@ from matplotlib.patches import Patch
 
 from ..analysis.tables.memory_by_part import COMPONENTS, fullest_components
 from ..runs.results.run_result import RunResult
+from ..strategies import has
+from ..strategies.expert import DENSE, DISPATCHED
 from .style import DisplayFigure, run_labels
 
 MIN_WIDTH_IN = 6.5  # room for the legend's three columns and the note under the bars
@@ -94,13 +96,27 @@ def components_figure(
     lines_drawn, _ = axis.get_legend_handles_labels()
     handles = [*lines_drawn[: len(lines)], *(Patch(color=c, label=n) for n, c in PARTS.values())]
     axis.legend(handles=handles, fontsize=8, loc="upper left", ncols=3, frameon=False)
-    unknown = any(math.isnan(p["activations_bytes"]) for _, p in shown)
-    note = (
-        "parameters and optimizer state as placed; gradients modelled; activations modelled on "
-        "JAX, held by a pipeline's schedule" + ("; none where not known" if unknown else "")
-    )
+    note = _note([r for r, _ in shown], any(math.isnan(p["activations_bytes"]) for _, p in shown))
     axis.set_xlabel(textwrap.fill(note, int(width * NOTE_CHARS_PER_IN)), fontsize=8)
     return figure
+
+
+def _note(runs: Sequence[RunResult], unknown: bool) -> str:
+    """Where each part comes from, for the runs drawn: a pipeline's held activations only where
+    a run is pipelined, the experts' only where a run has them."""
+    held = []
+    if any(has(r.strategy, "stages") for r in runs):
+        held.append("held by a pipeline's schedule")
+    kinds = {(r.extra.get("experts") or {}).get("kind") for r in runs}
+    if DENSE in kinds:
+        held.append("a dense expert bank's outputs for every expert and token")
+    if DISPATCHED in kinds:
+        held.append("dispatched experts' outputs for their capacity's slots only")
+    return (
+        "parameters and optimizer state as placed; gradients modelled; activations modelled"
+        + (f": {', '.join(held)}" if held else "")
+        + ("; none where not known" if unknown else "")
+    )
 
 
 def _as_measured(result: RunResult) -> RunResult:

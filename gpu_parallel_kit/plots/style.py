@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from ..analysis.cost_model.compute_source import uncounted
 from ..backends import Backend, of_row, tagged
 from ..strategies import lookup
-from ..strategies.expert import DISPATCHED
+from ..strategies.expert import EXPERT_KINDS
 from .figure_data import png_metadata
 
 OTHER_COLOR = "tab:purple"  # a strategy no record knows, e.g. one an older kit logged
@@ -125,19 +125,19 @@ def mesh_tag(mesh: object) -> bool:
 
 
 def series_names(df: pd.DataFrame) -> list[str]:
-    """Each row's strategy as a figure names its series: "expert dispatched" for a run whose
-    experts were dispatched (strategies/expert.py), so it is not drawn as keras-hub's dense
-    bank."""
-    kinds = df["experts"] if "experts" in df.columns else [""] * len(df)
+    """Each row's strategy as a figure names its series, with how its experts computed where a
+    run has any (strategies/expert.py): "expert dense" for keras-hub's bank, "expert dispatched"
+    for the kit's layer, so neither is read as the other."""
+    kinds = df["experts"].fillna("") if "experts" in df.columns else [""] * len(df)
     return [
-        f"{strategy} {DISPATCHED}" if kind == DISPATCHED else str(strategy)
+        f"{strategy} {kind}" if kind in EXPERT_KINDS else str(strategy)
         for strategy, kind in zip(df["strategy"], kinds, strict=True)
     ]
 
 
 def run_labels(df: pd.DataFrame) -> list[str]:
     """Bar labels such as "data×2", "data×8 [nvlink4]" for a projected row, "tensor×4 jax"
-    when the figure holds JAX rows, and "expert×4 dispatched"."""
+    when the figure holds JAX rows, and "expert×4 dense" or "expert×4 dispatched"."""
     tags = [
         f" [{projection_label(e)}]" if p else ""
         for e, p in zip(df.get("experiment_id", [""] * len(df)), projected_rows(df), strict=True)

@@ -296,6 +296,58 @@ def test_dispatched_experts_are_their_own_bars_and_line_beside_the_dense_bank():
     runs = [expert(f"{k}{d}", d, k) for k in ("dense", "dispatched") for d in (2, 4)]
     bars, share = communication_figure(comparison_table(runs)).axes
     labels = [t.get_text() for t in bars.get_xticklabels()]
-    assert labels == ["expert×2", "expert×4", "expert×2 dispatched", "expert×4 dispatched"]
-    lines = {line.get_label(): list(line.get_xdata()) for line in share.lines}
-    assert lines["expert"] == [2, 4] and lines["expert dispatched"] == [2, 4]
+    assert labels == [
+        "expert×2 dense",
+        "expert×4 dense",
+        "expert×2 dispatched",
+        "expert×4 dispatched",
+    ]
+    lines = {line.get_label(): line for line in share.lines}
+    assert list(lines["expert dense"].get_xdata()) == [2, 4]
+    assert list(lines["expert dispatched"].get_xdata()) == [2, 4]
+    assert lines["expert dense"].get_marker() != lines["expert dispatched"].get_marker()
+
+
+def test_an_expert_run_below_its_noise_is_named_with_the_bytes_it_moved():
+    from gpu_parallel_kit.plots.communication import communication_figure
+
+    def expert(kind, comm_time_s, moved):
+        extra = {"experts": {"kind": kind}, "comm_noise_s": 0.002}
+        return run(
+            kind,
+            "expert",
+            4,
+            100.0,
+            comm_time_s=comm_time_s,
+            comm_share=comm_time_s / 0.64,
+            comm_bytes=moved,
+            extra=extra,
+        )
+
+    table = comparison_table([expert("dense", 0.001, 262144), expert("dispatched", 0.05, 245760)])
+    bars, share = communication_figure(table).axes
+    (hollow,) = [line for line in share.lines if line.get_label() == "expert dense: below noise"]
+    assert hollow.get_markerfacecolor() == "none" and list(hollow.get_ydata()) == [0.0]
+    assert texts(share) == ["expert dense, 256 KiB: below noise (±2 ms)"]
+    assert [t.get_text() for t in share.get_legend().get_texts()] == [
+        "expert dispatched",
+        "expert dense: below noise",
+    ]
+
+
+def test_the_caption_and_legend_name_only_what_the_expert_runs_measured():
+    from gpu_parallel_kit.plots.communication import communication_figure
+
+    def expert(kind):
+        extra = {"experts": {"kind": kind}}
+        return run(kind, "expert", 4, 100.0, comm_time_s=0.05, comm_share=0.08, extra=extra)
+
+    figure = communication_figure(comparison_table([expert("dense"), expert("dispatched")]))
+    caption = figure.get_supxlabel()
+    assert "expert dense: the all-reduces" in caption
+    assert "expert dispatched: the all-to-alls" in caption
+    for absent in ("all-reduce, alternated", "Pipeline", "pipeline", "idle", "bubble", "data:"):
+        assert absent not in caption
+    bars = figure.axes[0]
+    legend = [t.get_text() for t in bars.get_legend().get_texts()]
+    assert legend == ["compute", "exposed communication"]

@@ -156,3 +156,18 @@ def test_the_memory_figure_keeps_its_legend_and_labels_inside_and_apart():
     ticks = [t.get_window_extent(renderer) for t in axis.get_xticklabels()]
     assert all(a.x1 < b.x0 for a, b in itertools.pairwise(ticks))  # no label over another
     assert max(len(line) for line in axis.get_xlabel().split("\n")) < 100
+
+
+def test_the_memory_note_names_the_experts_activations_and_no_pipeline_it_does_not_draw():
+    def expert(kind, activations):
+        memory = _jax_memory([(100, 100, 200, activations)] * 4)
+        return _row(kind, "expert", 4, {"memory": memory, "experts": {"kind": kind}})
+
+    axis = Comparison([expert("dense", 900), expert("dispatched", 500)]).plot_memory().axes[0]
+    note = axis.get_xlabel().replace("\n", " ")
+    assert "a dense expert bank's outputs for every expert and token" in note
+    assert "dispatched experts' outputs for their capacity's slots only" in note
+    assert "pipeline" not in note
+    labels = [t.get_text().replace("\n", " ") for t in axis.get_xticklabels()]
+    assert labels == ["expert×4 dense jax", "expert×4 dispatched jax"]
+    assert "pipeline" in Comparison([PIPELINE]).plot_memory().axes[0].get_xlabel()
