@@ -72,11 +72,25 @@ def step_notes(table: pd.DataFrame, steps: int | None) -> list[str]:
             f"step (ms): the median of {steps} timed steps per run (warm-up left out) ± their "
             "interquartile range."
         )
-    rows = [row for _, row in table.reset_index(drop=True).iterrows()]
-    unknown = [r for r in rows if TOO_FEW_STEPS in step_text(r) + speedup_text(r)]
+    unknown = _too_few_steps(table)
     if unknown:
         notes.append(TOO_FEW_STEPS_NOTE + _needs_note(unknown))
     return notes
+
+
+def too_few_steps_to_tell(table: pd.DataFrame) -> list[str]:
+    """The runs ("data×2") whose step or speedup cell says "too few steps to tell", in table
+    order: what a notebook names when its comparison could not tell them apart.
+
+    >>> too_few_steps_to_tell(cmp.table)  # doctest: +SKIP
+    ['single×1', 'data×4']
+    """
+    return [f"{r['strategy']}×{int(r['devices'])}" for r in _too_few_steps(table)]
+
+
+def _too_few_steps(table: pd.DataFrame) -> list[pd.Series]:
+    rows = [row for _, row in table.reset_index(drop=True).iterrows()]
+    return [r for r in rows if TOO_FEW_STEPS in step_text(r) + speedup_text(r)]
 
 
 def _needs_note(rows: list[pd.Series]) -> str:

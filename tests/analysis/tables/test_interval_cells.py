@@ -7,6 +7,7 @@ from gpu_parallel_kit.analysis.tables.advice import advice
 from gpu_parallel_kit.analysis.tables.cell_text import ratio_text
 from gpu_parallel_kit.analysis.tables.compact_view import compact_frame, notes_lines
 from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table, format_table
+from gpu_parallel_kit.analysis.tables.interval_cells import too_few_steps_to_tell
 from gpu_parallel_kit.runs.results.run_result import RunResult
 from gpu_parallel_kit.runs.scheduling.comparison_rounds import merge_rounds
 from gpu_parallel_kit.runs.scheduling.step_intervals import too_wide
@@ -74,3 +75,9 @@ def test_an_interval_too_wide_to_read_says_so_and_names_the_fix_in_every_view():
     assert "0.251" not in text and "6.85" not in text
     said = advice(table)
     assert "too few steps to tell" in said and "6.85" not in said
+    assert too_few_steps_to_tell(table) == ["data×1"]  # the rows a notebook names
+    table["step_time_ci_low_s"] = [0.0069, 0.0040]
+    table["step_time_ci_high_s"] = [0.0071, 0.0045]
+    table["speedup_ci_low"] = [float("nan"), 1.5]
+    table["speedup_ci_high"] = [float("nan"), 1.9]
+    assert too_few_steps_to_tell(table) == []
