@@ -304,7 +304,12 @@ def _steps_per_execution_groups(table: pd.DataFrame) -> list[str]:
         if why.startswith(ONE_STEP_A_CALL_BY):
             name += f" ({why.removeprefix(ONE_STEP_A_CALL_BY)})"
         groups.setdefault(int(row["steps_per_execution"]), []).append(name)
-    return [f"{n} for {' and '.join(names)}" for n, names in sorted(groups.items(), reverse=True)]
+    return [f"{n} for {_listed(names)}" for n, names in sorted(groups.items(), reverse=True)]
+
+
+def _listed(names: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def compact_html(table: pd.DataFrame) -> str:

@@ -304,12 +304,15 @@ def test_rows_timed_over_different_steps_per_execution_say_which_and_why():
     assert "steps per execution: 4 (tune or yours;" in " ".join(notes_lines(same))
     mixed = comparison_table(
         [run("s", "single", 1, 100.0, extra=tuned("single", "fit", 1)),
+         run("d1", "data", 1, 90.0, extra=tuned("data", "fit", 1)),
+         run("d2", "data", 2, 150.0, extra=tuned("data", "fit", 2)),
          run("m", "multiworker", 2, 9.0, extra=tuned("multiworker", "explicit", 2))]
     )  # fmt: skip
     note = next(n for n in notes_lines(mixed) if n.startswith("steps per execution"))
     assert note.startswith(
-        "steps per execution: 4 for single×1; 1 for multiworker×2 (strategy='multiworker': its "
-        "own loop takes one step per call). A step's time is its execution's time / its steps"
+        "steps per execution: 4 for single×1, data×1 and data×2; 1 for multiworker×2 "
+        "(strategy='multiworker': its own loop takes one step per call). A step's time is its "
+        "execution's time / its steps"
     )
 
 
