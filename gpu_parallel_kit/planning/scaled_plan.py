@@ -187,17 +187,18 @@ def scale_plan(
     shape["checkpointing"] = FULL_CHECKPOINTING if recompute else NO_CHECKPOINTING
     if RECOMPUTE not in takes:
         shape["checkpointing"] = NO_CHECKPOINTING
+    # Sequence parallelism wherever a tensor axis runs: tensor's, or a pipeline stage's mesh.
     split_norms = bool(fields_["sequence_parallel"]) and tensor_here > 1 and context_here == 1
+    split_norms = split_norms and SEQUENCE_PARALLEL in takes
+    if split_norms:
+        options[SEQUENCE_PARALLEL] = True
     if long_options:
         shape["checkpointing"] = fields_["checkpointing"]
         given = {
             CONTEXT: (context_here, 1),
-            SEQUENCE_PARALLEL: (split_norms, False),
             CHECKPOINTING: (fields_["checkpointing"], NO_CHECKPOINTING),
         }
         options.update({k: value for k, (value, plain) in given.items() if value != plain})
-    else:
-        split_norms = False
     shape["context"], shape["sequence_parallel"], shape["stage_blocks"] = (
         context_here,
         split_norms,

@@ -53,8 +53,8 @@ SEQUENCE_PARALLEL = Option(
     "sequence_parallel",
     bool,
     False,
-    "split the blocks' norms along the sequence over the tensor axis (needs a model axis); "
-    "JAX only",
+    "split the blocks' norms along the sequence over the tensor axis (needs a model axis: "
+    "tensor's, or each pipeline stage's mesh); JAX only",
 )
 CHECKPOINTING = Option(
     "checkpointing",
@@ -133,8 +133,8 @@ def check_sequence_split(spec: RunSpec, data: int, model: int) -> None:
     if split.sequence_parallel and model < 2:
         raise GpkError(
             "sequence_parallel=True splits along the sequence over the tensor axis, and this "
-            "run has none; use strategy='tensor' with a model axis of 2 or more, or drop "
-            "sequence_parallel="
+            "run has none; give a model axis of 2 or more (strategy='tensor', or a pipeline's "
+            "mesh=(1, 2)), or drop sequence_parallel="
         )
     if split.sequence_parallel and split.context > 1:
         raise GpkError(

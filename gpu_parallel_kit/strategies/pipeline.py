@@ -19,6 +19,7 @@ from ..pipeline.schedules import (
     default_virtual_stages,
     schedule_record,
 )
+from .long_sequences import SEQUENCE_PARALLEL, check_sequence_split, sequence_options
 from .option import Option, balance, positive
 from .option import micro_batches as micro_batch_count
 from .plan_axes import STAGES, mesh_label
@@ -84,6 +85,7 @@ PIPELINE_OPTIONS = (
     ),
     MESH,
     LAYOUT_MAP,
+    SEQUENCE_PARALLEL,
     WORKERS,
 )
 
@@ -107,6 +109,8 @@ def pipeline_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "mesh": None if mesh is None else tuple(mesh),
         "layout_map": check_layout_map(options.get("layout_map")),
         "stages": options.get("stages"),
+        # Each stage's norms split along the sequence over its mesh's model axis (JAX).
+        "sequence_parallel": sequence_options(options)["sequence_parallel"],
         **workers_option(options),
     }
 
@@ -164,6 +168,7 @@ def check_pipeline(spec: RunSpec) -> None:
         spec.options["mesh"] = (data, model)
     spec.options["stages"] = stages
     spec.options["layout_map"] = check_layout_map(spec.layout_map)
+    check_sequence_split(spec, data, model)
     m = check_micro_batches(spec.micro_batches)
     if is_auto(m) and data > 1:
         raise GpkError(

@@ -62,6 +62,24 @@ def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, 
     assert done["step_temporaries_bytes"] > 0
 
 
+def test_pipeline_stages_with_tensor_and_sequence_parallelism_train_one_devices_weights(
+    trained_alone, tmp_path
+):
+    """Two stages, each on a tensor 2 sub-mesh whose blocks' norms split along the sequence:
+    the stages trace their layers under their own activation layouts."""
+    experiment, reference = trained_alone
+    path = tmp_path / "pipeline.npz"
+    result = experiment.run(
+        "pipeline", 4, mesh=(1, 2), schedule="gpipe", micro_batches=2,
+        sequence_parallel=True, save_weights=str(path),
+    )  # fmt: skip
+    assert result.ok, result.reason
+    assert largest_difference(saved_weights(path), reference) <= TOLERANCE
+    done = result.extra["sequence_split"]
+    assert done["sequence_parallel"] and done["activation_layouts"] >= 2
+    assert [len(stage["devices"]) for stage in result.extra["stages"]] == [2, 2]
+
+
 def test_a_context_axis_holds_fewer_temporaries_on_each_device(tmp_path):
     """XLA's memory analysis of the compiled step (`benchmarks/long_sequences.py`, a
     compile-time reading): at one global batch, each doubling of the context axis leaves each

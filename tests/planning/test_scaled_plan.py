@@ -213,6 +213,12 @@ def test_context_sequence_parallelism_and_selective_recomputation_run_as_planned
     both = scale_plan(plan(data=8, tensor=4, context=2, sequence_parallel=True), 8, 16, "jax",
                       12, 8)  # fmt: skip
     assert "sequence parallel run as plain tensor" in both.scaled
+    # Pipeline stages on tensor sub-meshes split their norms too.
+    staged = scale_plan(plan(data=1, tensor=2, stages=2, micro_batches=4, schedule="1f1b",
+                             sequence_parallel=True), 4, 16, "jax", 12, 8)  # fmt: skip
+    assert staged.strategy == "pipeline" and staged.options["sequence_parallel"] is True
+    assert staged.options["mesh"] == (1, 2) and staged.shape["sequence_parallel"] is True
+    assert not any("sequence parallel" in s for s in staged.scaled)
     # What the devices here cannot hold is said.
     few = scale_plan(plan(data=8, tensor=4, context=4), 4, 16, "jax", 12, 8)
     assert "context 4 -> 1" in few.scaled and few.shape["context"] == 1

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -116,6 +117,31 @@ def add_activation_layouts(
                 )
                 added += 1
     return added
+
+
+@dataclass(frozen=True)
+class StageActivations:
+    """A pipeline stage's layouts of its blocks' activations over its own sub-mesh."""
+
+    distribution: keras.distribution.Distribution  # its scope lays out each layer's output
+    layouts: int  # the `LayoutMap` entries, over the whole model's blocks
+
+
+def stage_activations(
+    model: keras.Model, devices: list[jax.Device], data: int, tensor: int, split: SequenceSplit
+) -> StageActivations | None:
+    """A pipeline stage's layouts of its blocks' activations over its (data, model) sub-mesh,
+    as `add_activation_layouts` gives a whole mesh; the stage traces its layers in the
+    distribution's scope, and Keras lays out each layer's output as it returns. None where the
+    split lays out none."""
+    if not split.sequence_parallel:
+        return None
+    mapping = keras.distribution.LayoutMap(device_mesh(devices, data, tensor, 1))
+    layouts = add_activation_layouts(mapping, model, split)
+    if not layouts:
+        return None
+    distribution = keras.distribution.ModelParallel(layout_map=mapping, batch_dim_name=DATA_AXIS)
+    return StageActivations(distribution, layouts)
 
 
 def recompute_layers(model: keras.Model, split: SequenceSplit) -> int:

@@ -39,6 +39,7 @@ from ...pipeline.runner_messages import StepReport
 from ...pipeline.schedule_runner import ScheduleRunner, passes_alone, train_steps
 from ...pipeline.timeline import pipeline_row
 from ...strategy_hooks import ModelAndBatches
+from ..sequence_split import stage_activations
 from ..strategies import JaxStrategy
 from .pipeline_figures import figures, stage_memory, tensor_bytes
 from .stage_calls import StageFunctions, front, split
@@ -139,7 +140,19 @@ class PipelineParallel(JaxStrategy):
         groups = stage_groups(self.devices, k, data, tensor)
         self.layout = stage_layout(self.spec, model, self.sample, groups[0])
         axes = self.layout.axes_by_path()
-        return [StagePlacement(group, data, tensor, axes) for group in groups]
+        placements = [
+            StagePlacement(
+                group, data, tensor, axes, stage_activations(model, group, data, tensor, self.split)
+            )
+            for group in groups
+        ]
+        if placements[0].activations is not None:
+            self.split_fields["activation_layouts"] = placements[0].activations.layouts
+        return placements
+
+    def after_training(self, run: ModelAndBatches) -> None:
+        """Nothing to read off one compiled step: a pipeline's step is its stages' calls, each
+        with its own memory by part (`pipeline_figures.stage_memory`)."""
 
     def time_tasks_alone(self, run: ModelAndBatches) -> None:
         """Each task alone, a few times, on the first batch (the simulated view), then the
@@ -175,6 +188,7 @@ class PipelineParallel(JaxStrategy):
                 "state_bytes": self.state_bytes,
                 "parameter_bytes": sum(_nbytes(s.trainable) for s in self.stages),
                 "memory": stage_memory(self.stages, self.traced, self.schedule, self.micro_batch),
+                **({"sequence_split": dict(self.split_fields)} if self.split_fields else {}),
             },
         )
 

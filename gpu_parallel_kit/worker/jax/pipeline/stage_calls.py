@@ -143,9 +143,10 @@ class StageFunctions:
     def _objective(self, trainable, non_trainable, received, y, m):
         """((floating computed tensors, own objective), (other computed tensors, new state))."""
         inputs = [received[n] for n in self.cut.used]
-        outputs, state, losses = self.model.stateless_call(
-            trainable, non_trainable, inputs, training=True, return_losses=True
-        )
+        with self.placement.tracing():  # its activations laid out (sequence parallelism)
+            outputs, state, losses = self.model.stateless_call(
+                trainable, non_trainable, inputs, training=True, return_losses=True
+            )
         computed = dict(zip(self.cut.computed, keras.tree.flatten(outputs), strict=True))
         self.adds_losses = bool(losses)  # at trace time: the list's length is static
         objective = sum((jnp.sum(loss) for loss in losses), jnp.float32(0.0))

@@ -12,6 +12,7 @@ and the data axis's gradient all-reduce inside each backward.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import jax
@@ -27,6 +28,7 @@ from ....strategies.tensor import OWN_LAYOUT
 from ...layers import read_layers
 from ..device_setup import device_names
 from ..layout import check_divides, own_layout
+from ..sequence_split import StageActivations
 
 
 class StagePlacement:
@@ -37,6 +39,8 @@ class StagePlacement:
         data: devices on the data axis (the micro-batch split over them).
         model: devices on the model axis (the layers split over them).
         axes: variable path -> mesh axes per dimension (the layout); absent paths replicated.
+        activations: the layouts of the stage's activations on its sub-mesh
+            (`sequence_split.stage_activations`), or None.
     """
 
     def __init__(
@@ -45,8 +49,10 @@ class StagePlacement:
         data: int = 1,
         model: int = 1,
         axes: dict[str, tuple[str | None, ...]] | None = None,
+        activations: StageActivations | None = None,
     ) -> None:
         self.devices = list(devices)
+        self.activations = activations
         self.device = self.devices[0]
         self.shape = (data, model)
         self.axes = axes or {}
@@ -59,6 +65,13 @@ class StagePlacement:
 
     def _sharding(self, axes: tuple[str | None, ...]) -> Any:
         return self.device if self.mesh is None else NamedSharding(self.mesh, PartitionSpec(*axes))
+
+    def tracing(self) -> contextlib.AbstractContextManager:
+        """The scope a stage's layers are traced in: its activations' layouts, where it has
+        any."""
+        if self.activations is None:
+            return contextlib.nullcontext()
+        return self.activations.distribution.scope()
 
     def weight(self, path: str, rank: int) -> Any:
         """The sharding of the variable at `path`: its layout's axes, else replicated."""
