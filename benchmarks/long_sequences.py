@@ -1,8 +1,10 @@
-"""What the long-sequence options do to one device's compiled training step on JAX: its
-temporaries (the activations kept for the backward and what else the step holds at its peak,
-from XLA's memory analysis) and its FLOPs (XLA's cost analysis), for keras-hub's Llama 3 built
-tiny, with context 1, 2 and 4 and with recomputation none, selective and full, at one global
-batch. A compile-time reading: nothing is timed, so the figures are the same on a busy machine.
+"""What the long-sequence options do to one device's training step on JAX, for keras-hub's
+Llama 3 built tiny, with context 1, 2 and 4 and with recomputation none, selective and full, at
+one global batch: the activations one device keeps from the forward for the backward, measured
+(the arrays `jax.vjp` holds after the forward ran, on the first device), beside what the plan
+search's card counts for the same plan; the compiled step's temporaries (XLA's memory analysis:
+the kept activations and what else the step holds at its peak) and its FLOPs (XLA's cost
+analysis). Nothing is timed, so the figures are the same on a busy machine.
 
     python benchmarks/long_sequences.py                  # sequence 1024, global batch 4
     python benchmarks/long_sequences.py --sequence 2048 --json long.json
@@ -37,12 +39,15 @@ def measure(sequence: int, batch: int) -> list[dict[str, object]]:
         ContextParallel,
         add_activation_layouts,
         device_mesh,
+        kept_activations,
         recompute_layers,
         step_temporaries,
     )
 
     hub.LONG_SEQUENCE = sequence
+    os.environ["GPK_LONG_SEQUENCE"] = str(sequence)  # the card's counting child builds it so
     x, y = hub.long_tokens(batch)
+    card = _card(hub, sequence, batch)
     found = []
     cases = [(c, Checkpointing.NONE) for c in (1, 2, 4)]
     cases += [(1, c) for c in (Checkpointing.SELECTIVE, Checkpointing.FULL)]
@@ -61,16 +66,47 @@ def measure(sequence: int, batch: int) -> list[dict[str, object]]:
         recomputed = recompute_layers(model, split)
         model.optimizer.build(model.trainable_variables)
         temporaries = step_temporaries(model, distribution, x, y)
+        kept = kept_activations(model, distribution, x, y)
         found.append(
             {
                 "context": context,
                 "checkpointing": checkpointing.value,
                 "recomputed_layers": recomputed,
+                "kept_mb": None if kept is None else kept / 1e6,
+                "counted_mb": _counted(card, context, checkpointing.value, batch) / 1e6,
                 "temporaries_mb": None if temporaries is None else temporaries / 1e6,
                 "gflops_per_device": _flops(model, distribution, x, y) / 1e9,
             }
         )
     return found
+
+
+def _card(hub: object, sequence: int, batch: int) -> object:
+    """The plan search's card of the same model at this sequence, fp32 as the runs train."""
+    import numpy as np
+
+    import gpu_parallel_kit as gpk
+
+    x, _ = hub.long_tokens(1)
+    one = {name: array[0] for name, array in x.items()}
+    cluster = gpk.GPUCluster("h100", nodes=1, per_node=DEVICES)
+    found = gpk.search(
+        model=hub.llama3_long, inputs=one, labels=np.int32(0), gpus=cluster,
+        global_batch=batch, precision="fp32", attention="as-written", progress=False,
+    )  # fmt: skip
+    return found.card
+
+
+def _counted(card: object, context: int, checkpointing: str, batch: int) -> float:
+    """The activations the card counts on one device for one replica of the whole batch, its
+    sequence over `context` devices."""
+    from gpu_parallel_kit.analysis.cost_model.parallel_plan import Plan
+    from gpu_parallel_kit.analysis.cost_model.parallel_plan_memory import memory
+
+    plan = Plan(data=1, tensor=1, stages=1, sharding="none", micro_batch_size=batch,
+                micro_batches=1, schedule="-", virtual_stages=1, checkpointing=checkpointing,
+                attention="as-written", context=context)  # fmt: skip
+    return memory(card, plan).activations
 
 
 def _flops(model: object, distribution: object, x: object, y: object) -> float:
@@ -101,12 +137,13 @@ def main() -> None:
     options = parser.parse_args()
     rows = measure(options.sequence, options.batch)
     print(f"keras-hub Llama 3 (tiny), sequence {options.sequence}, global batch {options.batch}")
-    print(f"{'context':>7} {'checkpointing':>13} {'recomputed':>10} {'temporaries MB':>14} "
-          f"{'GFLOP/device':>12}")  # fmt: skip
+    print(f"{'context':>7} {'checkpointing':>13} {'recomputed':>10} {'kept MB':>8} "
+          f"{'counted MB':>10} {'temporaries MB':>14} {'GFLOP/device':>12}")  # fmt: skip
     for row in rows:
         print(
             f"{row['context']:>7} {row['checkpointing']:>13} {row['recomputed_layers']:>10} "
-            f"{row['temporaries_mb']:>14.1f} {row['gflops_per_device']:>12.2f}"
+            f"{row['kept_mb']:>8.1f} {row['counted_mb']:>10.1f} {row['temporaries_mb']:>14.1f} "
+            f"{row['gflops_per_device']:>12.2f}"
         )
     if options.json:
         Path(options.json).write_text(json.dumps(rows, indent=1))

@@ -188,8 +188,8 @@ def scale_plan(
     if RECOMPUTE not in takes:
         shape["checkpointing"] = NO_CHECKPOINTING
     # Sequence parallelism wherever a tensor axis runs: tensor's, or a pipeline stage's mesh.
-    split_norms = bool(fields_["sequence_parallel"]) and tensor_here > 1 and context_here == 1
-    split_norms = split_norms and SEQUENCE_PARALLEL in takes
+    split_norms = bool(fields_["sequence_parallel"]) and tensor_here > 1
+    split_norms = split_norms and SEQUENCE_PARALLEL in takes and (context_here == 1 or long_options)
     if split_norms:
         options[SEQUENCE_PARALLEL] = True
     if long_options:

@@ -136,10 +136,6 @@ def check_sequence_split(spec: RunSpec, data: int, model: int) -> None:
             "run has none; give a model axis of 2 or more (strategy='tensor', or a pipeline's "
             "mesh=(1, 2)), or drop sequence_parallel="
         )
-    if split.sequence_parallel and split.context > 1:
-        raise GpkError(
-            "sequence_parallel=True with context= both split the sequence; use one of them"
-        )
 
 
 def named(split: SequenceSplit) -> str:

@@ -22,6 +22,9 @@ PLANS = {
     "data-2-context-2": dict(strategy="data", devices=4, context=2),
     "tensor-2-sequence-parallel": dict(strategy="tensor", devices=2, sequence_parallel=True),
     "tensor-2x2-context-2": dict(strategy="tensor", devices=4, mesh=(2, 2), context=2),
+    "tensor-2x2-context-2-sequence-parallel": dict(
+        strategy="tensor", devices=4, mesh=(2, 2), context=2, sequence_parallel=True
+    ),
     "selective": dict(strategy="data", devices=2, checkpointing="selective"),
     "fsdp-2-context-2": dict(strategy="fsdp", devices=2, context=2, min_shard_bytes=0),
 }
@@ -60,6 +63,7 @@ def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, 
     wanted = options.get("checkpointing", "none")
     assert (done["recomputed_layers"] == 2) == (wanted != "none")  # two attention layers
     assert done["step_temporaries_bytes"] > 0
+    assert done["kept_activation_bytes"] > 0  # measured after the forward ran
 
 
 def test_pipeline_stages_with_tensor_and_sequence_parallelism_train_one_devices_weights(
@@ -81,9 +85,9 @@ def test_pipeline_stages_with_tensor_and_sequence_parallelism_train_one_devices_
 
 
 def test_a_context_axis_holds_fewer_temporaries_on_each_device(tmp_path):
-    """XLA's memory analysis of the compiled step (`benchmarks/long_sequences.py`, a
-    compile-time reading): at one global batch, each doubling of the context axis leaves each
-    device fewer temporaries; recomputation adds FLOPs."""
+    """`benchmarks/long_sequences.py` at one global batch: each doubling of the context axis
+    leaves each device fewer temporaries (XLA's memory analysis of the compiled step) and fewer
+    activations kept for the backward (measured); recomputation adds FLOPs and keeps less."""
     import json
     import os
     import subprocess
@@ -104,14 +108,22 @@ def test_a_context_axis_holds_fewer_temporaries_on_each_device(tmp_path):
     assert memory[0] > memory[1] > memory[2]
     flops = [rows[(1, c)]["gflops_per_device"] for c in ("none", "selective", "full")]
     assert flops[0] < flops[1] < flops[2]
+    # What the forward keeps for the backward, measured: less with each doubling of the
+    # context axis, and selective recomputation between none and full; the card counts too.
+    kept = [rows[(c, "none")]["kept_mb"] for c in (1, 2, 4)]
+    assert kept[0] > kept[1] > kept[2] > 0
+    recomputed = [rows[(1, c)]["kept_mb"] for c in ("none", "selective", "full")]
+    assert recomputed[0] > recomputed[1] > recomputed[2] > 0
+    assert all(row["counted_mb"] > 0 for row in rows.values())
 
 
 @pytest.mark.parametrize(
     "searched",
     [
         dict(data=4, tensor=2, context=2, checkpointing="full", sharding="none"),
+        dict(data=2, tensor=2, context=2, sequence_parallel=True, sharding="none"),
     ],
-    ids=["tensor-context-full"],
+    ids=["tensor-context-full", "tensor-context-sequence-parallel"],
 )
 def test_a_searched_plans_long_sequence_options_run_as_planned(trained_alone, searched):
     """`run_plan` runs the plan's context, sequence parallelism and recomputation: the row

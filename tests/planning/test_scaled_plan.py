@@ -209,10 +209,11 @@ def test_context_sequence_parallelism_and_selective_recomputation_run_as_planned
     assert long.devices == 8 and not any(s.startswith("context") for s in long.scaled)
     alone = scale_plan(plan(data=4, context=4, sharding="fsdp"), 8, 16, "jax", 12, 8)
     assert (alone.strategy, alone.options["context"], alone.devices) == ("fsdp", 4, 8)
-    # Sequence parallelism beside a context axis both split the sequence: run as plain tensor.
+    # Sequence parallelism beside a context axis: the norms over context × model, both run.
     both = scale_plan(plan(data=8, tensor=4, context=2, sequence_parallel=True), 8, 16, "jax",
                       12, 8)  # fmt: skip
-    assert "sequence parallel run as plain tensor" in both.scaled
+    assert both.options == {"mesh": (2, 4), "context": 2, "sequence_parallel": True}
+    assert not any("sequence parallel" in s or "context" in s for s in both.scaled)
     # Pipeline stages on tensor sub-meshes split their norms too.
     staged = scale_plan(plan(data=1, tensor=2, stages=2, micro_batches=4, schedule="1f1b",
                              sequence_parallel=True), 4, 16, "jax", 12, 8)  # fmt: skip

@@ -54,11 +54,23 @@ def device_mesh(
 
 class ContextParallel(keras.distribution.ModelParallel):
     """`ModelParallel` whose inputs of a sequence (two axes or more) are split along it over the
-    context axis, as well as along the batch over the data axis."""
+    context axis, as well as along the batch over the data axis.
 
-    def __init__(self, *, context: int, **options: Any) -> None:
+    `sequence_norms` are patterns of the paths of norms whose outputs are split along the
+    sequence over the context and model axes together (sequence parallelism beside a context
+    axis): a `LayoutMap` entry names one mesh axis a dimension, so these are laid out here.
+    """
+
+    def __init__(self, *, context: int, sequence_norms: tuple[str, ...] = (), **options: Any):
         super().__init__(**options)
         self.context = context
+        self.sequence_norms = sequence_norms
+
+    def get_tensor_layout(self, path: str) -> Any:
+        if any(re.search(pattern, path) for pattern in self.sequence_norms):
+            spec = jax.sharding.PartitionSpec(DATA_AXIS, (CONTEXT_AXIS, MODEL_AXIS), None)
+            return jax.sharding.NamedSharding(self.device_mesh.backend_mesh, spec)
+        return super().get_tensor_layout(path)
 
     def get_data_layout(self, data_shape: tuple[int, ...]) -> keras.distribution.TensorLayout:
         layout = super().get_data_layout(data_shape)
@@ -69,9 +81,10 @@ class ContextParallel(keras.distribution.ModelParallel):
         return keras.distribution.TensorLayout(axes, self.device_mesh)
 
 
-def check_sample(sample: Inputs, split: SequenceSplit) -> None:
-    """Every input with a sequence axis splits evenly over the context axis: one sentence
-    naming the length and the fix otherwise."""
+def check_sample(sample: Inputs, split: SequenceSplit, model: int = 1) -> None:
+    """Every input with a sequence axis splits evenly over the context axis (and, with sequence
+    parallelism beside it, over the context and `model` axes together): one sentence naming the
+    length and the fix otherwise."""
     if split.context == 1:
         return
     lengths = {int(a.shape[1]) for a in keras.tree.flatten(sample) if len(a.shape) >= 2}
@@ -85,6 +98,13 @@ def check_sample(sample: Inputs, split: SequenceSplit) -> None:
             raise GpkError(
                 f"context={split.context} does not divide the sequence of {length}; give a "
                 f"divisor of {length}, or a sequence a multiple of {split.context}"
+            )
+        parts = split.context * model
+        if split.sequence_parallel and length % parts:
+            raise GpkError(
+                f"sequence_parallel=True beside context={split.context} splits the sequence of "
+                f"{length} over {parts} devices (context × model axis), which does not divide "
+                f"it; give a sequence a multiple of {parts}, or drop sequence_parallel="
             )
 
 
@@ -108,15 +128,25 @@ def add_activation_layouts(
         if split.context > 1:
             mapping[f"(^|/){name}/output$"] = (DATA_AXIS, CONTEXT_AXIS, None)
             added += 1
-        if split.sequence_parallel:
-            for norm in _norms(block):
-                mapping[f"(^|/){name}/(.*/)?{re.escape(norm.name)}/output$"] = (
-                    DATA_AXIS,
-                    MODEL_AXIS,
-                    None,
-                )
+        if split.sequence_parallel and split.context == 1:
+            for pattern in _norm_paths(block):
+                mapping[pattern] = (DATA_AXIS, MODEL_AXIS, None)
                 added += 1
     return added
+
+
+def sequence_norms(model: keras.Model, split: SequenceSplit) -> tuple[str, ...]:
+    """The path patterns of the blocks' norms that sequence parallelism beside a context axis
+    splits over the context and model axes together (`ContextParallel`); none otherwise."""
+    if not (split.sequence_parallel and split.context > 1):
+        return ()
+    return tuple(pattern for block in _blocks(model) for pattern in _norm_paths(block))
+
+
+def _norm_paths(block: keras.layers.Layer) -> list[str]:
+    """A pattern of each norm's output path inside `block`."""
+    name = re.escape(block.name)
+    return [f"(^|/){name}/(.*/)?{re.escape(norm.name)}/output$" for norm in _norms(block)]
 
 
 @dataclass(frozen=True)
@@ -204,6 +234,48 @@ def step_temporaries(
         return int(compiled.memory_analysis().temp_size_in_bytes)
     except (AttributeError, NotImplementedError, TypeError):
         return None
+
+
+def kept_activations(
+    model: keras.Model,
+    distribution: keras.distribution.Distribution | None,
+    x: Inputs,
+    y: Inputs,
+) -> int | None:
+    """The bytes one device holds from the forward for the backward, measured: the model's
+    forward and loss run once on one global batch laid out as the run lays it out, under
+    `jax.vjp`, and the arrays its pullback keeps (the weights and the batch left out) summed
+    over the first device's shards. What JAX's autodiff keeps, layer by layer, before XLA's
+    fusion may rebuild the cheapest of them; None where the backend does not say."""
+    trainable = [v.value for v in model.trainable_variables]
+    frozen = [v.value for v in model.non_trainable_variables]
+
+    def placed(array: np.ndarray) -> jax.Array | np.ndarray:
+        if distribution is None:
+            return jax.device_put(array)
+        return jax.device_put(array, distribution.get_data_layout(array.shape).backend_layout)
+
+    inputs, labels = keras.tree.map_structure(placed, (x, y))
+
+    def objective(weights: list[jax.Array]) -> jax.Array:
+        predicted, _ = model.stateless_call(weights, frozen, inputs, training=True)
+        with keras.StatelessScope():  # the loss's trackers keep their state
+            return model.compute_loss(x=inputs, y=labels, y_pred=predicted)
+
+    try:
+        with distribution.scope() if distribution is not None else _nothing():
+            _, pullback = jax.vjp(objective, trainable)
+    except (AttributeError, NotImplementedError, TypeError):
+        return None
+    given = {id(a) for a in [*trainable, *frozen, *keras.tree.flatten((inputs, labels))]}
+    device = (trainable or keras.tree.flatten(inputs))[0].addressable_shards[0].device
+    return sum(
+        shard.data.nbytes
+        for kept in jax.tree.leaves(pullback)
+        if isinstance(kept, jax.Array) and id(kept) not in given
+        for shard in kept.addressable_shards
+        if shard.device == device
+    )
 
 
 @contextlib.contextmanager

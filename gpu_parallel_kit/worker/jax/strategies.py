@@ -48,7 +48,9 @@ from .sequence_split import (
     add_activation_layouts,
     check_sample,
     device_mesh,
+    kept_activations,
     recompute_layers,
+    sequence_norms,
     step_temporaries,
 )
 
@@ -233,11 +235,15 @@ class JaxStrategy(WorkerStrategy):
         return {}
 
     def after_training(self, run: ModelAndBatches) -> None:
-        """With a long-sequence option, the compiled step's temporaries on one device, read
-        off XLA's memory analysis on the run's first global batch (`sequence_split.py`)."""
+        """With a long-sequence option, on the run's first global batch: the compiled step's
+        temporaries on one device, read off XLA's memory analysis, and the activations the
+        forward keeps for the backward on one device, measured (`sequence_split.py`)."""
         if self.split.given:
             x, y = run.batches[0]
             self.split_fields["step_temporaries_bytes"] = step_temporaries(
+                run.model, self.distribution, x, y
+            )
+            self.split_fields["kept_activation_bytes"] = kept_activations(
                 run.model, self.distribution, x, y
             )
 
@@ -387,7 +393,7 @@ class TensorParallel(JaxStrategy):
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
         data, model_axis = self.spec.mesh_shape
         split = SequenceSplit.of(self.spec)
-        check_sample(sample, split)
+        check_sample(sample, split, model_axis)
         mesh = device_mesh(self.devices, data, model_axis, split.context)
         probe = builder()
         layers = read_layers(probe, sample)
@@ -396,12 +402,15 @@ class TensorParallel(JaxStrategy):
         own = own_layout(probe, mesh) if self.spec.layout_map == OWN_LAYOUT else None
         self.layout = self.derive(layers, own)
         mapping = layout_map(self.layout, mesh)
-        self.split_fields["activation_layouts"] = add_activation_layouts(mapping, probe, split)
+        laid_out = add_activation_layouts(mapping, probe, split)
+        norms = sequence_norms(probe, split)  # beside a context axis: over context × model
+        self.split_fields["activation_layouts"] = laid_out + len(norms)
         del probe
         keras.backend.clear_session()
         check_divides(self.layout, {DATA_AXIS: data // split.context, MODEL_AXIS: model_axis})
         self.distribution = ContextParallel(
             context=split.context,
+            sequence_norms=norms,
             layout_map=mapping,
             batch_dim_name=DATA_AXIS,
             auto_shard_dataset=False,  # each worker process feeds its own rows, as above
