@@ -125,6 +125,12 @@ def check_sequence_split(spec: RunSpec, data: int, model: int) -> None:
     """The run's options fit its mesh of `data` × `model` devices: one sentence each, before
     anything is built (the backend is the run description's to check: `RunSpec`)."""
     split = SequenceSplit.of(spec)
+    if split.context > 1 and spec.workers > 1:
+        raise GpkError(
+            f"context={split.context} with workers={spec.workers} would lay each sequence out "
+            "over a mesh that spans processes, whose inputs Keras cannot yet feed from each "
+            "process's rows; run context= in one process (workers=1), or drop context="
+        )
     if data % split.context:
         raise GpkError(
             f"context={split.context} does not divide the data axis's {data} devices; give a "
