@@ -12,6 +12,7 @@ reduce-scattered, as ZeRO-3 runs it. These are the bytes the layout implies, not
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .layout import MODEL, Layout, Placement
@@ -48,6 +49,7 @@ class Traffic:
     traffic_bytes_per_device: int  # moved in and out of each device, ring counts
     all_gather_bytes: int = 0  # weights on the data axis, gathered for forward and backward
     reduce_scatter_bytes: int = 0  # their gradients, reduce-scattered over the data axis
+    context_bytes: int = 0  # keys and values gathered over the context axis, their grads scattered
 
     @property
     def reduced_bytes(self) -> int:
@@ -57,7 +59,25 @@ class Traffic:
             + self.gradient_bytes
             + self.all_gather_bytes
             + self.reduce_scatter_bytes
+            + self.context_bytes
         )
+
+
+def with_context(traffic: Traffic, key_value_bytes: list[int], context: int) -> Traffic:
+    """`traffic` and a context axis of `context` devices: each block's keys and values (of
+    `key_value_bytes[b]` bytes for the whole sequence of the samples a replica holds) gathered
+    over it in the forward, as Llama 3 gathers them, and their gradients reduce-scattered in the
+    backward; each moves (c-1)/c of them per device."""
+    if context <= 1:
+        return traffic
+    total = sum(key_value_bytes)
+    return dataclasses.replace(
+        traffic,
+        collectives=traffic.collectives + 2 * len(key_value_bytes),
+        traffic_bytes_per_device=traffic.traffic_bytes_per_device
+        + 2 * (context - 1) * total // context,
+        context_bytes=2 * total,
+    )
 
 
 def tensor_traffic(layout: Layout, data: int, global_batch: int) -> Traffic:

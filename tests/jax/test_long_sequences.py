@@ -64,6 +64,19 @@ def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, 
     assert (done["recomputed_layers"] == 2) == (wanted != "none")  # two attention layers
     assert done["step_temporaries_bytes"] > 0
     assert done["kept_activation_bytes"] > 0  # measured after the forward ran
+    # A context axis's gathers of keys and values are in the communication columns.
+    assert (result.extra.get("context_bytes", 0) > 0) == (options.get("context", 1) > 1)
+
+
+def test_a_context_axis_collectives_are_measured_beside_their_counted_bytes(trained_alone):
+    """The step's activations carry the context axis's layout, so a data run's exposed
+    all-reduce cannot be taken per device: its collectives are timed alone instead."""
+    experiment, _ = trained_alone
+    result = experiment.run("data", 2, context=2, measure_comm=True)
+    assert result.ok, result.reason
+    assert result.extra["standalone_collectives_s"] > 0  # below its noise, comm_time_s is blank
+    assert result.extra["comm_method"].startswith("standalone: each block's keys and values")
+    assert result.comm_bytes == result.extra["gradient_bytes"] + result.extra["context_bytes"]
 
 
 def test_pipeline_stages_with_tensor_and_sequence_parallelism_train_one_devices_weights(

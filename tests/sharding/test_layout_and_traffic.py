@@ -13,7 +13,12 @@ from gpu_parallel_kit.analysis.cost_model.step_time_model import (
 from gpu_parallel_kit.analysis.cost_model.tensor_cost import tensor_parallel
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.sharding.layout import LayerInfo, VariableInfo, derive_layout
-from gpu_parallel_kit.sharding.traffic import data_traffic, ring_all_reduce_bytes, tensor_traffic
+from gpu_parallel_kit.sharding.traffic import (
+    data_traffic,
+    ring_all_reduce_bytes,
+    tensor_traffic,
+    with_context,
+)
 
 
 def dense(name, fan_in, fan_out, bias=True, kind="dense", out=None, inp=None):
@@ -139,6 +144,17 @@ def test_traffic_counts_activations_over_the_model_axis_and_gradients_over_the_d
     assert meshed.gradient_bytes == (8 * 16 + 16 * 4) * 4 // 2  # each device's shards
     assert ring_all_reduce_bytes(100, 4) == 150 and ring_all_reduce_bytes(100, 1) == 0
     assert data_traffic(1000, 4, 3).traffic_bytes_per_device == 1500
+
+
+def test_a_context_axis_gathers_each_blocks_keys_and_values_and_scatters_their_gradients():
+    plain = data_traffic(1000, 4, 3)
+    assert with_context(plain, [800, 800], 1) == plain
+    split = with_context(plain, [800, 800], 4)
+    assert split.context_bytes == 2 * 1600  # gathered in the forward, scattered in the backward
+    assert split.reduced_bytes == plain.reduced_bytes + 3200
+    # Each gather and each scatter moves (c-1)/c of a block's keys and values per device.
+    assert split.traffic_bytes_per_device == plain.traffic_bytes_per_device + 2 * 3 * 1600 // 4
+    assert split.collectives == plain.collectives + 4
 
 
 def test_the_tensor_cost_model_splits_sharded_compute_and_adds_the_all_reduces():

@@ -26,6 +26,7 @@ from jax.sharding import PartitionSpec as P
 
 from ...strategies.fsdp import DATA_AXIS, MODEL_AXIS
 from ..measuring.stats import COMM_BLOCKS, COMM_STEPS_PER_BLOCK, Timing, communication_figures
+from .sequence_split import CONTEXT_AXIS as CONTEXT
 
 
 def data_all_reduce(model: Any, devices: Sequence[Any], x: Any, y: Any) -> Timing:
@@ -191,6 +192,41 @@ def fsdp_collectives(
 
     arguments = (shards, again, full, replicated, activations)
     return _blocks_of(collectives, arguments, "standalone_collectives_s")
+
+
+def context_collectives(
+    devices: Sequence[Any], context: int, key_value_bytes: Sequence[int], gradient_bytes: int
+) -> Timing:
+    """A data step with a context axis, its collectives alone: each block's keys and values
+    gathered over the context axis and their gradients reduce-scattered back, and the gradients
+    summed over every device; median of blocks, and half their range as the noise. (The model's
+    own backward cannot run per device here: its activations carry the context axis's layout.)"""
+    replicas = len(devices) // context
+    mesh = Mesh(np.asarray(devices).reshape(replicas, context), (DATA_AXIS, CONTEXT))
+    spread = NamedSharding(mesh, P(DATA_AXIS, CONTEXT))
+
+    def per_device(elements: int) -> Any:
+        return jax.device_put(jnp.ones((replicas, context, max(1, elements)), jnp.float32), spread)
+
+    chunks = [per_device(n // (4 * context)) for n in key_value_bytes]  # a device's chunk
+    gathered = [per_device(n // 4) for n in key_value_bytes]  # their gradients, whole
+    gradients = per_device(gradient_bytes // 4)
+
+    @jax.jit
+    def collectives(chunks, gathered, gradients):
+        def local(chunks, gathered, gradients):
+            forward = [jax.lax.all_gather(c, CONTEXT, axis=2, tiled=True) for c in chunks]
+            backward = [
+                jax.lax.psum_scatter(g, CONTEXT, scatter_dimension=2, tiled=True) for g in gathered
+            ]
+            return forward, backward, jax.lax.psum(gradients, (DATA_AXIS, CONTEXT))
+
+        inner = P(DATA_AXIS, CONTEXT)
+        return jax.shard_map(
+            local, mesh=mesh, in_specs=(inner,) * 3, out_specs=(inner,) * 3, check_vma=False
+        )(chunks, gathered, gradients)
+
+    return _blocks_of(collectives, (chunks, gathered, gradients), "standalone_collectives_s")
 
 
 def _blocks_of(collectives: Callable[..., Any], arguments: tuple[Any, ...], name: str) -> Timing:

@@ -81,6 +81,19 @@ class ContextParallel(keras.distribution.ModelParallel):
         return keras.distribution.TensorLayout(axes, self.device_mesh)
 
 
+def key_value_bytes(model: keras.Model, sample: Inputs, samples: int, model_axis: int) -> list[int]:
+    """Each Transformer block's keys and values over the whole sequence of `samples` samples, in
+    float32 bytes, as one device of a `model_axis` tensor axis holds them (the heads split over
+    it): what a context axis gathers (`sharding.traffic.with_context`)."""
+    said = structure(model)
+    if not said:
+        return []
+    lengths = [int(a.shape[1]) for a in keras.tree.flatten(sample) if len(a.shape) >= 2]
+    width = said["hidden"] * said.get("kv_heads", said["heads"]) // said["heads"]
+    per_block = samples * max(lengths, default=0) * 2 * width * 4 // model_axis
+    return [per_block] * int(said["blocks"])
+
+
 def check_sample(sample: Inputs, split: SequenceSplit, model: int = 1) -> None:
     """Every input with a sequence axis splits evenly over the context axis (and, with sequence
     parallelism beside it, over the context and `model` axes together): one sentence naming the

@@ -24,7 +24,7 @@ from ...runs.description.communication_reuse import reuse_fields
 from ...runs.description.run_spec import RunSpec
 from ...sharding.experts import ExpertBank, dense_activation_bytes, find_banks, with_experts_split
 from ...sharding.layout import Layout, derive_layout
-from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic
+from ...sharding.traffic import DATA, data_traffic, gathered_bytes, tensor_traffic, with_context
 from ...strategies import strategy_record
 from ...strategies.fsdp import (
     DATA_AXIS,
@@ -49,12 +49,20 @@ from .sequence_split import (
     check_sample,
     device_mesh,
     kept_activations,
+    key_value_bytes,
     recompute_layers,
     sequence_norms,
     step_temporaries,
 )
 
 _VIRTUAL = "; host devices: runtime overhead on shared cores, not a network cost"
+# A data run with a context axis: its collectives alone (`comm.context_collectives`).
+CONTEXT_METHOD = (
+    "standalone: each block's keys and values gathered over the context axis and their "
+    "gradients reduce-scattered back, and the gradients summed over every device, on arrays of "
+    "the sizes they move (counted from the model's blocks); the step's activations carry the "
+    "context axis's layout, so no per-device backward exists to subtract"
+)
 _SPLIT_HINT = "shard the model over more devices with strategy='fsdp' or strategy='tensor'"
 
 
@@ -234,6 +242,18 @@ class JaxStrategy(WorkerStrategy):
     def layout_fields(self, model: keras.Model) -> dict[str, Any]:
         return {}
 
+    def key_value_bytes(self, model: keras.Model) -> list[int]:
+        """Each block's keys and values over the whole sequence of the samples a replica holds,
+        on one device of the model axis: what a context axis gathers."""
+        replicas = max(self.data_axis // self.split.context, 1)
+        samples = self.spec.global_batch // replicas
+        return key_value_bytes(model, self.sample, samples, self.model_axis)
+
+    @property
+    def model_axis(self) -> int:
+        """Devices the layers are split over."""
+        return 1
+
     def after_training(self, run: ModelAndBatches) -> None:
         """With a long-sequence option, on the run's first global batch: the compiled step's
         temporaries on one device, read off XLA's memory analysis, and the activations the
@@ -263,6 +283,9 @@ class JaxStrategy(WorkerStrategy):
             extra["sequence_split"] = dict(self.split_fields)
         fields: dict[str, Any] = {"extra": extra}
         traffic = self.traffic(model, parameter_bytes)
+        if traffic is not None and self.split.context > 1:
+            traffic = with_context(traffic, self.key_value_bytes(model), self.split.context)
+            extra["context_bytes"] = traffic.context_bytes
         if traffic is not None:
             extra["traffic_bytes_per_device"] = traffic.traffic_bytes_per_device
             extra["activation_bytes"] = traffic.activation_bytes
@@ -357,8 +380,14 @@ class DataParallel(JaxStrategy):
     def communication_timing(self, model: keras.Model, x: Any, y: Any) -> Timing | None:
         if len(self.devices) < 2:
             return None
-        from .comm import data_all_reduce  # noqa: PLC0415
+        from .comm import context_collectives, data_all_reduce  # noqa: PLC0415
 
+        if self.split.context > 1:  # the activations' layouts keep the model out of shard_map
+            self.method = CONTEXT_METHOD
+            gradients = sum(nbytes(v) for v in model.trainable_variables)
+            return context_collectives(
+                self.devices, self.split.context, self.key_value_bytes(model), gradients
+            )
         return data_all_reduce(model, self.devices, x, y)
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
@@ -420,6 +449,10 @@ class TensorParallel(JaxStrategy):
     @property
     def data_axis(self) -> int:
         return self.spec.mesh_shape[0]
+
+    @property
+    def model_axis(self) -> int:
+        return self.spec.mesh_shape[1]
 
     def derive(self, layers: list[Any], own: Any = None) -> Layout:
         """The layout over the mesh from the model's layers (`sharding.layout`); the model's own
