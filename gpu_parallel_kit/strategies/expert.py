@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
 from .batches import check_batch
+from .long_sequences import LONG_SEQUENCE_OPTIONS, check_sequence_split, sequence_options
 from .option import Option, bad_value
 from .plan_axes import EXPERT as EXPERT_AXIS
 from .processes import CLUSTER, WORKERS, workers_option
@@ -90,6 +91,7 @@ EXPERT_OPTIONS = (
     ),
     WORKERS,
     CLUSTER,
+    *LONG_SEQUENCE_OPTIONS,
 )
 
 
@@ -130,6 +132,7 @@ def expert_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "experts": check_experts(options.get("experts")),
         "capacity_factor": check_capacity_factor(options.get("capacity_factor")),
         **workers_option(options),
+        **sequence_options(options),
     }
 
 
@@ -140,8 +143,9 @@ def check_expert(spec: RunSpec) -> None:
     spec.options["layout_map"] = check_layout_map(spec.layout_map)
     spec.options["experts"] = check_experts(spec.experts)
     spec.options["capacity_factor"] = check_capacity_factor(spec.capacity_factor)
-    data, _ = spec.mesh_shape
+    data, expert = spec.mesh_shape
     check_batch(spec.global_batch, data)
+    check_sequence_split(spec, data, expert)
 
 
 def _in_grid(cell: GridCell) -> bool:

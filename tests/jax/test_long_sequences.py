@@ -79,6 +79,37 @@ def test_a_context_axis_collectives_are_measured_beside_their_counted_bytes(trai
     assert result.comm_bytes == result.extra["gradient_bytes"] + result.extra["context_bytes"]
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(mesh=(2, 2), context=2),
+        dict(mesh=(2, 2), context=2, experts="dispatched", capacity_factor=8.0),
+        dict(mesh=(1, 2), checkpointing="selective"),
+    ],
+    ids=["dense-context-2", "dispatched-context-2", "selective"],
+)
+def test_experts_take_the_long_sequence_options(options, tmp_path):
+    """A tiny Mixtral's experts over the expert axis, with a context axis or recomputation:
+    one device's weights (dispatched with room for every token, so none is dropped)."""
+    from tests.moe_models import BUILDERS, moe_tokens
+
+    experiment = gpk.Experiment(
+        BUILDERS["mixtral"], moe_tokens(family="mixtral"), batch_size=16, steps_per_epoch=2,
+        backend="jax", progress=False, measure_comm=False,
+    )  # fmt: skip
+    paths = {name: tmp_path / f"{name}.npz" for name in ("single", "expert")}
+    alone = experiment.run("single", 1, save_weights=str(paths["single"]))
+    devices = options["mesh"][0] * options["mesh"][1]
+    result = experiment.run("expert", devices, save_weights=str(paths["expert"]), **options)
+    assert alone.ok and result.ok, (alone.reason, result.reason)
+    assert largest_difference(saved_weights(paths["expert"]), saved_weights(paths["single"])) <= (
+        TOLERANCE
+    )
+    done = result.extra["sequence_split"]
+    assert done["context"] == options.get("context", 1)
+    assert (done["recomputed_layers"] > 0) == ("checkpointing" in options)
+
+
 def test_pipeline_stages_with_tensor_and_sequence_parallelism_train_one_devices_weights(
     trained_alone, tmp_path
 ):
