@@ -85,8 +85,9 @@ def test_a_context_axis_collectives_are_measured_beside_their_counted_bytes(trai
         dict(mesh=(2, 2), context=2),
         dict(mesh=(2, 2), context=2, experts="dispatched", capacity_factor=8.0),
         dict(mesh=(1, 2), checkpointing="selective"),
+        dict(mesh=(1, 2), sequence_parallel=True),
     ],
-    ids=["dense-context-2", "dispatched-context-2", "selective"],
+    ids=["dense-context-2", "dispatched-context-2", "selective", "sequence-parallel"],
 )
 def test_experts_take_the_long_sequence_options(options, tmp_path):
     """A tiny Mixtral's experts over the expert axis, with a context axis or recomputation:
