@@ -38,6 +38,13 @@ TOO_FEW_STEPS_NOTE = (
     "known or its budget is spent: give it a larger one (measure_s=), or more steps "
     "(steps_per_epoch, epochs)."
 )
+# The same, where the caller fixed the rounds, so none were added.
+TOO_FEW_STEPS_FIXED_NOTE = (
+    f"{TOO_FEW_STEPS}: the 95% interval's high end is more than twice its low end, so the figure "
+    "could be half or double what it is; this comparison's rounds were fixed (rounds= or "
+    "GPK_ROUNDS), so it measured no more: give it more rounds, or leave rounds unset to measure "
+    "until each step is known, or more steps (steps_per_epoch, epochs)."
+)
 
 
 def display_frame(df: pd.DataFrame) -> pd.DataFrame:

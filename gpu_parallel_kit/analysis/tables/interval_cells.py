@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...runs.scheduling.measuring_until_known import FIXED
 from .cell_text import (
     LINE,
     NBSP,
     TOO_FEW_STEPS,
+    TOO_FEW_STEPS_FIXED_NOTE,
     TOO_FEW_STEPS_NOTE,
     interval_text,
     missing,
@@ -73,7 +75,9 @@ def step_notes(table: pd.DataFrame, steps: int | None) -> list[str]:
             "interquartile range."
         )
     unknown = _too_few_steps(table)
-    if unknown:
+    if unknown and all(r.get("measured_until") == FIXED for r in unknown):
+        notes.append(TOO_FEW_STEPS_FIXED_NOTE)
+    elif unknown:
         notes.append(TOO_FEW_STEPS_NOTE + _needs_note(unknown))
     return notes
 

@@ -76,6 +76,11 @@ def test_an_interval_too_wide_to_read_says_so_and_names_the_fix_in_every_view():
     said = advice(table)
     assert "too few steps to tell" in said and "6.85" not in said
     assert too_few_steps_to_tell(table) == ["data×1"]  # the rows a notebook names
+    assert "measure_s=" in notes and "were fixed" not in notes
+    # Rounds the caller fixed: the note says no more were measured, and how to get more.
+    table["measured_until"] = ["rounds fixed", "rounds fixed"]
+    fixed = " ".join(notes_lines(table))
+    assert "rounds were fixed (rounds= or GPK_ROUNDS)" in fixed and "measure_s=" not in fixed
     table["step_time_ci_low_s"] = [0.0069, 0.0040]
     table["step_time_ci_high_s"] = [0.0071, 0.0045]
     table["speedup_ci_low"] = [float("nan"), 1.5]
