@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import GpkError
 from ...runs.results.run_result import RunResult
 from ...strategies import resolve, strategy_record
+from ...strategies.tensor import MeshShape
 from .counted_work import WorkCount
 from .device_calibration import DeviceCalibration
 from .hardware_presets import Interconnect
@@ -61,6 +62,13 @@ class PredictedStep:
         }
 
 
+class ComputeTime(NamedTuple):
+    """A step's compute on the calibrated devices, and what it was read from."""
+
+    seconds: float
+    source: str
+
+
 @dataclass(frozen=True)
 class RunToPredict:
     """What a predictor reads: the run, the calibration, the model's key and its counted step."""
@@ -76,19 +84,21 @@ class RunToPredict:
         counts = sorted(b.devices for b in self.calibration.busy)
         return next((g for g in counts if g >= devices), counts[-1])
 
-    def compute_s(self, samples: float, devices: int) -> tuple[float, str]:
+    def compute_s(self, samples: float, devices: int) -> ComputeTime:
         """c(samples, devices): forward, backward and update of `samples` per device."""
         g = self.busy(devices)
         timed = self.calibration.model_step_s(self.model_key, samples, g)
         if timed is not None:  # timed without its dispatch, which `fixed_s` charges
-            return timed, "the model's step, timed"
+            return ComputeTime(timed, "the model's step, timed")
         if self.work is None:
             raise GpkError(
                 f"run {self.run.run_id} has neither a timed model step nor a counted step to "
                 "predict from; calibrate with gpk.calibrate(model=...)"
             )
         # The counted step holds the optimizer's update: its FLOPs and bytes are in the count.
-        return _counted_s(self.calibration, self.work, samples, g), "counted FLOPs and bytes"
+        return ComputeTime(
+            _counted_s(self.calibration, self.work, samples, g), "counted FLOPs and bytes"
+        )
 
     def parameter_bytes(self) -> float:
         return float(self.run.extra.get("parameter_bytes") or 0.0)
@@ -181,7 +191,7 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     # whose caches make a large batch dearer per sample than a small one.
     step, source = asked.compute_s(micro, 1)
     line = cal.model_step_line(asked.model_key, 1)
-    fixed_work = min(line[0], step / 2) if line is not None else 0.0
+    fixed_work = min(line.fixed, step / 2) if line is not None else 0.0
     per_sample = (step - fixed_work) / micro
     call = cal.call_s(asked.busy(k))
     recomputes = "recomputes" in str(run.extra.get("stage_tasks") or "")
@@ -301,13 +311,13 @@ def _activations_s(asked: RunToPredict, model: int) -> float:
     )
 
 
-def _mesh(run: RunResult, on_model: bool) -> tuple[int, int]:
+def _mesh(run: RunResult, on_model: bool) -> MeshShape:
     """(data, model) devices of a layout run: its mesh "DxT", else every device on the model
     axis (`on_model`) or on the data axis."""
     if run.mesh and "x" in run.mesh:
         data, model = (int(v) for v in run.mesh.split("x"))
-        return data, model
-    return (1, run.devices) if on_model else (run.devices, 1)
+        return MeshShape(data, model)
+    return MeshShape(1, run.devices) if on_model else MeshShape(run.devices, 1)
 
 
 def _stage_shares(

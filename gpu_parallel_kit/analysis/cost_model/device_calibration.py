@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...errors import GpkError
 
@@ -62,6 +62,20 @@ class ElementwisePoint:
     @property
     def bytes(self) -> float:
         return 8.0 * self.elements  # each value read and written once
+
+
+class Line(NamedTuple):
+    """A least-squares line: what is paid whatever the amount, and what each unit adds."""
+
+    fixed: float
+    per_unit: float
+
+
+class ElementwiseFit(NamedTuple):
+    """Elementwise work on the calibrated devices: seconds per update, and bytes a second."""
+
+    fixed_s: float
+    bytes_per_s: float
 
 
 @dataclass(frozen=True)
@@ -164,11 +178,11 @@ class DeviceCalibration:
         """FLOP/s of one product of `flops` per device, `devices` busy."""
         return flops / self.matmul_s(flops, devices) if flops > 0 else 0.0
 
-    def elementwise_fit(self, devices: int = 1) -> tuple[float, float]:
-        """(κ seconds per update, bytes/s) fitted to the elementwise points, `devices` busy."""
+    def elementwise_fit(self, devices: int = 1) -> ElementwiseFit:
+        """κ seconds per update and bytes/s, fitted to the elementwise points, `devices` busy."""
         points = self.at(devices).elementwise
         fixed, per_byte = _least_squares([p.bytes for p in points], [p.seconds for p in points])
-        return max(fixed, 0.0), 1.0 / per_byte if per_byte > 0 else math.inf
+        return ElementwiseFit(max(fixed, 0.0), 1.0 / per_byte if per_byte > 0 else math.inf)
 
     def elementwise_s(self, nbytes: float, devices: int = 1) -> float:
         fixed, bandwidth = self.elementwise_fit(devices)
@@ -202,14 +216,14 @@ class DeviceCalibration:
             return None
         return max(_between(list(map(float, step.batches)), list(step.seconds), batch, True), 0.0)
 
-    def model_step_line(self, key: str, devices: int) -> tuple[float, float] | None:
-        """(seconds per step whatever its batch, seconds per sample): the least-squares line
+    def model_step_line(self, key: str, devices: int) -> Line | None:
+        """Seconds per step whatever its batch, and per sample: the least-squares line
         through the model's timed steps, `devices` busy; None when fewer than two batches."""
         step = self.model_step(key, devices)
         if step is None or len(step.batches) < 2:
             return None
         fixed, per_sample = _least_squares(list(map(float, step.batches)), list(step.seconds))
-        return max(fixed, 0.0), max(per_sample, 0.0)
+        return Line(max(fixed, 0.0), max(per_sample, 0.0))
 
     def with_model_steps(self, steps: Iterable[ModelStep]) -> DeviceCalibration:
         """This calibration with `steps` added (a model's earlier steps replaced)."""
@@ -493,14 +507,14 @@ def _between(xs: Sequence[float], ys: Sequence[float], x: float, extend: bool) -
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 != x0 else y0
 
 
-def _least_squares(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through the points."""
+def _least_squares(xs: Sequence[float], ys: Sequence[float]) -> Line:
+    """The least-squares line through the points."""
     n = len(xs)
     if n < 2:
-        return (ys[0] if ys else 0.0), 0.0
+        return Line(ys[0] if ys else 0.0, 0.0)
     mx, my = math.fsum(xs) / n, math.fsum(ys) / n
     sxx = math.fsum((x - mx) ** 2 for x in xs)
     if sxx == 0:
-        return my, 0.0
+        return Line(my, 0.0)
     slope = math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-    return my - slope * mx, slope
+    return Line(my - slope * mx, slope)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from multiprocessing.connection import Connection
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...runs.description.device_choice import DevicePlan
 from ...runs.description.device_probe import ProbePlan
@@ -20,18 +22,24 @@ from ...runs.description.run_spec import RunSpec
 from ..measuring.probe_timing import per_call, per_repetition, probe_answer
 from ..work_count import answer
 
+if TYPE_CHECKING:
+    import jax
+    import numpy as np
+
+Held = TypeVar("Held")  # what `_ready` waits for and hands back
+
 AXIS = "probe"
 LOAD_SIZE = 128  # the product each device computes before each collective it is timed in
 
 
-def calibrate_with_jax(plan: DevicePlan, probe: ProbePlan, sender: Any) -> None:
+def calibrate_with_jax(plan: DevicePlan, probe: ProbePlan, sender: Connection) -> None:
     """Child entry point (JAX server): send (True, points) or (False, one sentence)."""
     os.environ.setdefault("KERAS_BACKEND", "jax")
     answer(sender, lambda: measure(plan, probe))
 
 
 def model_steps_with_jax(
-    plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...], sender: Any
+    plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...], sender: Connection
 ) -> None:
     """Child entry point (JAX server): the model's own step timed at `batches` samples per
     device, every device of `plan` training its own copy at once (no collective)."""
@@ -126,10 +134,10 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
     split = NamedSharding(mesh, P(AXIS))
     deadline = started + probe.budget_s
 
-    def placed(array: Any) -> Any:
+    def placed(array: np.ndarray) -> jax.Array:
         return jax.device_put(array, split)
 
-    def repeated(body: Callable[[Any], Any]) -> Any:
+    def repeated(body: Callable[[jax.Array], jax.Array]) -> Callable[..., jax.Array]:
         return jax.jit(lambda x, k: jax.lax.fori_loop(0, k, lambda _, c: body(c), x))
 
     matmuls = []
@@ -161,7 +169,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
     # devices arrive at it from work, and where they share cores a late one holds the rest.
     work = placed(np.full((g, LOAD_SIZE, LOAD_SIZE), 0.5, np.float32))
 
-    def busy_loop(collective: Callable[[Any], Any] | None) -> Any:
+    def busy_loop(collective: Callable[[jax.Array], jax.Array] | None) -> Callable[..., Any]:
         def local(v, w, k):
             def one(_, carry):
                 v, w = carry
@@ -182,7 +190,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
             )
         )
 
-    def load_local(w: Any) -> Any:
+    def load_local(w: jax.Array) -> jax.Array:
         return jnp.eye(LOAD_SIZE, dtype=w.dtype)[None]
 
     idle = 0.0
@@ -212,7 +220,7 @@ def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:
     return probe_answer(names, plan.kind, description, points, {"jax": jax.__version__}, started)
 
 
-def _collective(jax: Any, kind: str, g: int) -> Callable[[Any], Any]:
+def _collective(jax: ModuleType, kind: str, g: int) -> Callable[[jax.Array], jax.Array]:
     """One repetition of `kind` on a device's block (1 × elements), its shape kept."""
     lax = jax.lax
     scale = 1.0 / g  # keeps a repeated sum from growing
@@ -232,7 +240,7 @@ def _collective(jax: Any, kind: str, g: int) -> Callable[[Any], Any]:
     raise ValueError(f"no probe for the collective {kind!r}")
 
 
-def _ready(value: Any) -> Any:
+def _ready(value: Held) -> Held:
     import jax
 
     return jax.block_until_ready(value)

@@ -12,13 +12,17 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+Result = TypeVar("Result")  # what a timed call returns: the backend's arrays or tensors
 
 REPEATS = 3  # timed calls per loop length; the median is kept
 TARGET_S = 0.004  # the longer loop of a point lasts about this long
 
 
-def per_call(call: Callable[[], Any], ready: Callable[[Any], Any], calls: int = 20) -> float:
+def per_call(
+    call: Callable[[], Result], ready: Callable[[Result], Result], calls: int = 20
+) -> float:
     """The median time of one call, dispatch and wait included (after one untimed call)."""
     ready(call())
     times = []
@@ -29,7 +33,7 @@ def per_call(call: Callable[[], Any], ready: Callable[[Any], Any], calls: int = 
     return statistics.median(times)
 
 
-def per_repetition(run: Callable[[int], Any], ready: Callable[[Any], Any]) -> float:
+def per_repetition(run: Callable[[int], Result], ready: Callable[[Result], Result]) -> float:
     """One repetition's time: (t(3k) - t(k)) / 2k, k grown until t(3k) reaches TARGET_S, so
     neither the call's dispatch nor the loop's entry is in it."""
     ready(run(1))  # compiles
@@ -43,7 +47,7 @@ def per_repetition(run: Callable[[int], Any], ready: Callable[[Any], Any]) -> fl
     return max(long - short, 1e-9) / (2 * k)
 
 
-def _timed(run: Callable[[int], Any], ready: Callable[[Any], Any], k: int) -> float:
+def _timed(run: Callable[[int], Result], ready: Callable[[Result], Result], k: int) -> float:
     times = []
     for _ in range(REPEATS):
         start = time.perf_counter()

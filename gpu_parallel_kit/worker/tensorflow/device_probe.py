@@ -15,6 +15,7 @@ from . import tensorflow_first  # noqa: F401 - TensorFlow before Keras, quietly
 
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from typing import Any
 
 import tensorflow as tf
@@ -29,13 +30,13 @@ from .device_setup import configure_worker_devices
 CALLS = 20  # timed calls of a collective
 
 
-def calibrate_with_tensorflow(plan: DevicePlan, probe: ProbePlan, sender: Any) -> None:
+def calibrate_with_tensorflow(plan: DevicePlan, probe: ProbePlan, sender: Connection) -> None:
     """Child entry point (TensorFlow fork server): send (True, points) or (False, a sentence)."""
     answer(sender, lambda: measure(plan, probe))
 
 
 def model_steps_with_tensorflow(
-    plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...], sender: Any
+    plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...], sender: Connection
 ) -> None:
     """Child entry point: the model's own step at `batches` samples per device, a copy of the
     model on every device of `plan` training at once."""
