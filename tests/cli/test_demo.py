@@ -98,7 +98,7 @@ def test_demo_writes_a_report_and_logs_its_runs(tmp_path, capsys):
 
     assert main(["history"]) == 0  # the same log: GPK_LOG is set for the test and its child
     listed = capsys.readouterr().out.strip().splitlines()
-    assert listed[0].startswith("4 of 4 runs in ")
+    assert listed[0].startswith("4 of 4 configurations in ")  # one row per configuration
     # The backend leads each row where it is not the default (the demo prefers JAX).
     rows = [line.split() for line in listed[2:]]
     assert [words[1:3] if words[0] == "jax" else words[:2] for words in rows] == [
