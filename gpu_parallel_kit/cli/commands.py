@@ -241,6 +241,24 @@ def _cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..api import calibrate
+    from ..options.calibrate import keywords
+
+    options = keywords(args)
+    if options["model"] is not None:
+        options["model"] = _model(options["model"])
+    calibration = calibrate(**options)
+    print(calibration.label)
+    print(calibration.summary().to_string())
+    if calibration.path:
+        print(
+            f"Kept in {calibration.path}: runs and comparisons of these devices use the newest; "
+            "gpk.DeviceCalibration.load(path) reads it."
+        )
+    return 0
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     log = RunLog(args.log)
     table = log.table(per_round=args.per_round)
@@ -316,6 +334,7 @@ HANDLERS = {
     "compare": _cmd_compare,
     "demo": _cmd_demo,
     "history": _cmd_history,
+    "calibrate": _cmd_calibrate,
     "plan": _cmd_plan,
     "search": _cmd_search,
     "worker": _cmd_worker,

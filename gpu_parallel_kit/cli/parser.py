@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..options.argtypes import fraction
+from ..options.calibrate import CALIBRATE
 from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.search import SEARCH
@@ -128,6 +129,19 @@ def build_parser(
     )
     _add_plan(commands, handlers["plan"])
     _add_search(commands, handlers["search"])
+    calibrate = _add(
+        commands,
+        "calibrate",
+        handlers["calibrate"],
+        "measure the devices at hand for the cost model",
+        "Time matrix products, elementwise chains, a compiled call and the collectives plans use "
+        "on the devices at hand, every one busy at once (a minute by default), and with --model "
+        "the model's own step; print a row per count of busy devices and keep the calibration "
+        "in the cache folder, where runs and comparisons of the same devices find the newest "
+        "(gpk.calibrate).",
+        epilog="Example: gpk calibrate --backend jax --model mlp --budget 30",
+    )
+    _add_options(calibrate, CALIBRATE)
     history = _add(
         commands,
         "history",

@@ -1,5 +1,5 @@
-"""The `%gpk` line magic: devices, run, compare, panel, history, virtual, plan and search, as in
-the CLI.
+"""The `%gpk` line magic: devices, run, compare, panel, history, virtual, plan, search and
+calibrate, as in the CLI.
 
 Each sub-command is a small function with its own `magic_arguments` parser: it parses, builds a
 `Request` (or calls the API directly), and displays what comes back. A bad argument or a plan the
@@ -28,6 +28,7 @@ from ..runs.description.sources import model_source
 from ..store import history as run_history
 from .names import resolve_model
 from .options import (
+    calibrate_options,
     compare_options,
     help_option,
     history_options,
@@ -192,6 +193,33 @@ def search(shell: Any, args: argparse.Namespace) -> Any:
     return search_plans(resolve_model(args.model, shell.user_ns), sample, **options)
 
 
+@magic_arguments("gpk calibrate")
+@help_option
+@calibrate_options
+def calibrate(shell: Any, args: argparse.Namespace) -> Any:
+    """Measure the devices at hand for the cost model (returns a DeviceCalibration).
+
+    Times products, elementwise chains, a call and the collectives plans use, every device
+    busy at once (gpk.calibrate; a minute by default), and with --model the model's own step;
+    shows a row per count of busy devices and the measured curves, and keeps the calibration
+    where runs and comparisons of the same devices find it. Example, in a cell::
+
+        cal = %gpk calibrate --backend jax --model build_model --budget 30
+    """
+    from IPython.display import display  # noqa: PLC0415
+
+    from ..api import calibrate as calibrate_devices  # noqa: PLC0415
+    from ..options.calibrate import keywords  # noqa: PLC0415
+
+    options = keywords(args)
+    if options["model"] is not None:
+        options["model"] = resolve_model(options["model"], shell.user_ns)
+    calibration = calibrate_devices(**options)
+    display(calibration.summary())
+    display(calibration.plot())
+    return calibration
+
+
 COMMANDS: dict[str, Handler] = {
     "devices": devices,
     "run": run,
@@ -201,6 +229,7 @@ COMMANDS: dict[str, Handler] = {
     "virtual": virtual,
     "plan": plan,
     "search": search,
+    "calibrate": calibrate,
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument
 
+from ..options.calibrate import CALIBRATE
 from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.request import Request
@@ -97,6 +98,12 @@ def search_options(func: Callable) -> Callable:
     (`options/search.py`); `--inputs` may also name one sample held in the notebook."""
     model = argument("model", help="a function in this notebook that returns a Keras model")
     return model(_apply(func, _decorators(SEARCH)))
+
+
+def calibrate_options(func: Callable) -> Callable:
+    """Decorator: the calibration's options (`options/calibrate.py`); `--model` may name a
+    function in this notebook."""
+    return _apply(func, _decorators(CALIBRATE))
 
 
 def history_options(func: Callable) -> Callable:

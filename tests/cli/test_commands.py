@@ -7,6 +7,7 @@ test runs the real command in a subprocess.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -330,3 +331,32 @@ def test_gpk_run_in_a_subprocess(tmp_path, plan):
     header, row = completed.stdout.strip().splitlines()
     assert row.split()[:2] == [plan[1], "2"]
     assert " ok " in row
+
+
+def test_calibrate_passes_its_flags_to_gpk_calibrate_and_prints_a_row_per_busy_count(
+    capsys, monkeypatch
+):
+    from tests.analysis.cost_model.test_device_calibration import calibration
+
+    asked = {}
+
+    def calibrate(**keywords):
+        asked.update(keywords)
+        return dataclasses.replace(calibration(), path="/kept/jax-cpu-2.json")
+
+    monkeypatch.setattr("gpu_parallel_kit.api.calibrate", calibrate)
+    flags = ["calibrate", "--backend", "jax", "--devices", "2", "--budget", "10", "--model", "mlp"]
+    assert main([*flags, "--no-save", "--no-progress"]) == 0
+    assert {k: asked[k] for k in ("backend", "devices", "budget_s", "save", "progress")} == {
+        "backend": "jax", "devices": 2, "budget_s": 10.0, "save": False, "progress": False,
+    }  # fmt: skip
+    assert asked["model"] == "mlp" and asked["batch_size"] == 256
+    out = capsys.readouterr().out
+    assert out.startswith("calibrated on 2 cpu (jax)") and "matmul (GFLOP/s)" in out
+    assert "Kept in /kept/jax-cpu-2.json" in out
+
+
+def test_a_bad_calibrate_flag_is_one_sentence(capsys):
+    assert main(["calibrate", "--budget", "-3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpk: error:") and "budget" in err and "Traceback" not in err

@@ -24,7 +24,8 @@ MAGIC_ONLY = {"model", "--data", "--validation"}
 def _cli(command: str) -> argparse.ArgumentParser:
     parser = build_parser(
         dict.fromkeys(
-            ["", "devices", "run", "compare", "demo", "history", "worker", "plan", "search"],
+            ["", "devices", "run", "compare", "demo", "history", "worker", "plan", "search"]
+            + ["calibrate"],
             lambda args: 0,
         )
     )

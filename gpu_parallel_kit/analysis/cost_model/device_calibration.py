@@ -361,6 +361,32 @@ class DeviceCalibration:
         columns = ["measured", "busy_devices", "size", "seconds", "rate_per_s"]
         return pd.DataFrame(rows, columns=columns)
 
+    def summary(self) -> Any:
+        """One row per count of busy devices: the fastest product's rate, the elementwise
+        bandwidth, one call's cost and the largest all-reduce's rate (`table()` has every
+        point)."""
+        import pandas as pd
+
+        rows = []
+        for busy in self.busy:
+            g = busy.devices
+            reduces = [p for p in busy.collectives if p.kind == "all_reduce"]
+            largest = max(reduces, key=lambda p: p.bytes, default=None)
+            rows.append(
+                {
+                    "busy devices": g,
+                    "matmul (GFLOP/s)": max((p.flops / p.seconds for p in busy.matmuls), default=0)
+                    / 1e9,
+                    "elementwise (GB/s)": self.elementwise_fit(g).bytes_per_s / 1e9,
+                    "one call (µs)": busy.call_s * 1e6,
+                    "all-reduce (GB/s)": largest.bytes / largest.seconds / 1e9
+                    if largest is not None
+                    else math.nan,
+                    "at (MiB)": largest.bytes / 2**20 if largest is not None else math.nan,
+                }
+            )
+        return pd.DataFrame(rows).set_index("busy devices").round(3)
+
     def curves(self) -> dict[str, dict[int, list[tuple[float, float]]]]:
         """Each measured curve, per count of busy devices, as (size, rate) points: "matmul"
         (FLOPs, FLOP/s), "elementwise" (bytes, bytes/s), "all_reduce" … (bytes, bytes/s)."""

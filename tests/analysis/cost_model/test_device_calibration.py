@@ -164,3 +164,16 @@ def test_from_probes_orders_counts_and_takes_the_widest_names():
     assert math.isclose(
         table.loc[table.measured == "matmul", "rate_per_s"].iloc[0], 2 * 64**3 / 1e-5
     )
+
+
+def test_the_summary_gives_each_busy_counts_rates_from_its_points():
+    rows = calibration().summary()
+    assert list(rows.index) == [1, 2]
+    assert rows.loc[1, "matmul (GFLOP/s)"] == pytest.approx(100.0)  # 1e11 FLOP/s
+    assert rows.loc[2, "matmul (GFLOP/s)"] == pytest.approx(50.0)
+    assert rows.loc[1, "elementwise (GB/s)"] == pytest.approx(10.0, rel=1e-3)
+    assert rows.loc[2, "one call (µs)"] == pytest.approx(10.0)
+    assert math.isnan(rows.loc[1, "all-reduce (GB/s)"])  # nothing to reduce on one device
+    assert rows.loc[2, "all-reduce (GB/s)"] == pytest.approx(
+        (1 << 20) / (1e-5 + 2**20 / 1e9) / 1e9, rel=1e-3
+    )
