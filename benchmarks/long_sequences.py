@@ -110,23 +110,10 @@ def _counted(card: object, context: int, checkpointing: str, batch: int) -> floa
 
 
 def _flops(model: object, distribution: object, x: object, y: object) -> float:
-    import jax
-    import keras
+    from gpu_parallel_kit.worker.jax.sequence_split import compiled_step
+    from gpu_parallel_kit.worker.jax.work_count import _cost
 
-    state = (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in model.optimizer.variables],
-        [v.value for v in model.metrics_variables],
-    )
-    batch = keras.tree.map_structure(
-        lambda a: jax.device_put(a, distribution.get_data_layout(a.shape).backend_layout), (x, y)
-    )
-    with distribution.scope():
-        compiled = jax.jit(model.train_step).lower(state, batch).compile()
-    analysis = compiled.cost_analysis()
-    analysis = analysis[0] if isinstance(analysis, list | tuple) else analysis
-    return float(analysis.get("flops", 0.0))
+    return _cost(compiled_step(model, distribution, x, y))["flops"]
 
 
 def main() -> None:

@@ -7,8 +7,6 @@ that the figure is runtime overhead on shared cores rather than a network's cost
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 from matplotlib.axes import Axes
 
@@ -17,7 +15,6 @@ from ..analysis.tables.cell_text import bytes_text
 from ..analysis.tables.row_flags import flagged
 from ..analysis.tables.step_breakdown import step_breakdown
 from ..runs.results.below_noise import noise_text
-from ..strategies import has
 from ..strategies.expert import DENSE, DISPATCHED
 from .style import (
     DisplayFigure,
@@ -47,8 +44,8 @@ def method_caption(rows: pd.DataFrame) -> str:
     """How the communication of the runs drawn was measured, one sentence per kind of run the
     figure holds (a strategy's record says which), and none for a kind it does not hold."""
     names = pd.Series(series_names(rows), index=rows.index, dtype=object)
-    kinds = rows["experts"].fillna("") if "experts" in rows.columns else names.map(lambda _: "")
-    flag = {f: rows["strategy"].map(partial(has, flag=f)).astype(bool) for f in _FLAGS}
+    kinds = _kinds(rows)
+    flag = {f: flagged(rows, f) for f in _FLAGS}
     exposed = flag["all_reduce"] & ~flag["layout"] & ~flag["stages"]
     layout = flag["layout"] & (kinds == "")
     sentences = []
@@ -210,7 +207,7 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
                 linewidth=0,
                 label=f"{strategy}, efficiency band",
             )
-        dispatched = name.endswith(f" {DISPATCHED}")
+        dispatched = (_kinds(group) == DISPATCHED).any()
         ax.plot(
             group["devices"],
             group["comm_share"].clip(lower=0) * 100,
@@ -230,7 +227,7 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
             group["devices"],
             [0.0] * len(group),
             linestyle="none",
-            marker="s" if name.endswith(f" {DISPATCHED}") else "o",
+            marker="s" if (_kinds(group) == DISPATCHED).any() else "o",
             markersize=8,
             markerfacecolor="none",
             color=strategy_color(group["strategy"].iloc[0]),
@@ -263,3 +260,10 @@ def _draw_share(ax: Axes, rows: pd.DataFrame) -> None:
     ax.set_xlabel("devices")
     ax.set_ylabel("communication share of the step (%)")
     ax.set_title(title("Communication share", rows), fontsize=10)
+
+
+def _kinds(rows: pd.DataFrame) -> pd.Series:
+    """Each row's expert kind (dense or dispatched), "" where it has none."""
+    if "experts" not in rows.columns:
+        return pd.Series("", index=rows.index, dtype=object)
+    return rows["experts"].fillna("")

@@ -227,7 +227,7 @@ def _bound_words(row: pd.Series) -> str:
     takes over `COMMUNICATION_BOUND_SHARE` of the row's step, else "". The share is the
     table's `comm_share`, the figure its comm column shows: a row that merged rounds keeps the
     share of the round it shows, which the merged step would misstate."""
-    compute, comm, idle = step_breakdown(row)
+    _, _, idle = step_breakdown(row)
     step = row["step_time_s"]
     share = row.get("comm_share")
     if pd.notna(share) and share > COMMUNICATION_BOUND_SHARE:

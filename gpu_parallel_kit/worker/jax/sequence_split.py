@@ -88,7 +88,7 @@ def key_value_bytes(model: keras.Model, sample: Inputs, samples: int, model_axis
     said = structure(model)
     if not said:
         return []
-    lengths = [int(a.shape[1]) for a in keras.tree.flatten(sample) if len(a.shape) >= 2]
+    lengths = _sequence_lengths(sample)
     width = said["hidden"] * said.get("kv_heads", said["heads"]) // said["heads"]
     per_block = samples * max(lengths, default=0) * 2 * width * 4 // model_axis
     return [per_block] * int(said["blocks"])
@@ -100,7 +100,7 @@ def check_sample(sample: Inputs, split: SequenceSplit, model: int = 1) -> None:
     length and the fix otherwise."""
     if split.context == 1:
         return
-    lengths = {int(a.shape[1]) for a in keras.tree.flatten(sample) if len(a.shape) >= 2}
+    lengths = set(_sequence_lengths(sample))
     if not lengths:
         raise GpkError(
             f"context={split.context} splits a sequence, and the model's inputs have none (one "
@@ -119,6 +119,11 @@ def check_sample(sample: Inputs, split: SequenceSplit, model: int = 1) -> None:
                 f"{length} over {parts} devices (context × model axis), which does not divide "
                 f"it; give a sequence a multiple of {parts}, or drop sequence_parallel="
             )
+
+
+def _sequence_lengths(sample: Inputs) -> list[int]:
+    """The sequence length of each input with a sequence axis (two axes or more)."""
+    return [int(a.shape[1]) for a in keras.tree.flatten(sample) if len(a.shape) >= 2]
 
 
 def add_activation_layouts(
@@ -218,6 +223,37 @@ def checkpointed(call: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def placed_batch(distribution: keras.distribution.Distribution | None, batch: Any) -> Any:
+    """A global batch's arrays on the devices, laid out as the run lays them out (on the
+    default device without a distribution)."""
+
+    def placed(array: np.ndarray) -> jax.Array:
+        if distribution is None:
+            return jax.device_put(array)
+        return jax.device_put(array, distribution.get_data_layout(array.shape).backend_layout)
+
+    return keras.tree.map_structure(placed, batch)
+
+
+def compiled_step(
+    model: keras.Model,
+    distribution: keras.distribution.Distribution | None,
+    x: Inputs,
+    y: Inputs,
+) -> Any:
+    """Keras's own training step compiled for one global batch laid out as the run lays it out
+    (`fit`'s program, for XLA's memory and cost analyses)."""
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in model.optimizer.variables],
+        [v.value for v in model.metrics_variables],
+    )
+    batch = placed_batch(distribution, (x, y))
+    with distribution.scope() if distribution is not None else _nothing():
+        return jax.jit(model.train_step).lower(state, batch).compile()
+
+
 def step_temporaries(
     model: keras.Model,
     distribution: keras.distribution.Distribution | None,
@@ -227,23 +263,8 @@ def step_temporaries(
     """The bytes of temporaries XLA gives one device for the compiled training step on one
     global batch laid out as the run lays it out (its activations kept for the backward, and
     what else the step holds at its peak); None where the backend does not say."""
-    state = (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in model.optimizer.variables],
-        [v.value for v in model.metrics_variables],
-    )
-
-    def placed(array: np.ndarray) -> jax.Array | np.ndarray:
-        if distribution is None:
-            return array
-        layout = distribution.get_data_layout(array.shape)
-        return jax.device_put(array, layout.backend_layout)
-
-    batch = keras.tree.map_structure(placed, (x, y))
     try:
-        with distribution.scope() if distribution is not None else _nothing():
-            compiled = jax.jit(model.train_step).lower(state, batch).compile()
+        compiled = compiled_step(model, distribution, x, y)
         return int(compiled.memory_analysis().temp_size_in_bytes)
     except (AttributeError, NotImplementedError, TypeError):
         return None
@@ -263,12 +284,7 @@ def kept_activations(
     trainable = [v.value for v in model.trainable_variables]
     frozen = [v.value for v in model.non_trainable_variables]
 
-    def placed(array: np.ndarray) -> jax.Array | np.ndarray:
-        if distribution is None:
-            return jax.device_put(array)
-        return jax.device_put(array, distribution.get_data_layout(array.shape).backend_layout)
-
-    inputs, labels = keras.tree.map_structure(placed, (x, y))
+    inputs, labels = placed_batch(distribution, (x, y))
 
     def objective(weights: list[jax.Array]) -> jax.Array:
         predicted, _ = model.stateless_call(weights, frozen, inputs, training=True)

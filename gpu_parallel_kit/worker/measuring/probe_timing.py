@@ -21,7 +21,7 @@ TARGET_S = 0.004  # the longer loop of a point lasts about this long
 
 
 def per_call(
-    call: Callable[[], Result], ready: Callable[[Result], Result], calls: int = 20
+    call: Callable[[], Result], ready: Callable[[Result], object], calls: int = 20
 ) -> float:
     """The median time of one call, dispatch and wait included (after one untimed call)."""
     ready(call())
@@ -33,7 +33,7 @@ def per_call(
     return statistics.median(times)
 
 
-def per_repetition(run: Callable[[int], Result], ready: Callable[[Result], Result]) -> float:
+def per_repetition(run: Callable[[int], Result], ready: Callable[[Result], object]) -> float:
     """One repetition's time: (t(3k) - t(k)) / 2k, k grown until t(3k) reaches TARGET_S, so
     neither the call's dispatch nor the loop's entry is in it."""
     ready(run(1))  # compiles
@@ -47,7 +47,7 @@ def per_repetition(run: Callable[[int], Result], ready: Callable[[Result], Resul
     return max(long - short, 1e-9) / (2 * k)
 
 
-def _timed(run: Callable[[int], Result], ready: Callable[[Result], Result], k: int) -> float:
+def _timed(run: Callable[[int], Result], ready: Callable[[Result], object], k: int) -> float:
     times = []
     for _ in range(REPEATS):
         start = time.perf_counter()
