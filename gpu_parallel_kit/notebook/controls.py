@@ -26,6 +26,8 @@ from ..pipeline.schedules import SCHEDULES, schedule_record
 from ..pipeline.schedules import default_schedule as schedule_by_default
 from ..runs.description.device_choice import virtual_device_limit
 from ..strategies import DEFAULT_COMPARISON, has, runnable_names
+from ..strategies.processes import WORKERS
+from .strategy_options import StrategyOptions
 
 DEFAULT_STRATEGIES = DEFAULT_COMPARISON
 DEFAULT_PICKED = 4  # devices picked at first: enough for a 1, 2, 4 comparison
@@ -168,6 +170,9 @@ class Controls:
         self.model_options = widgets.HBox(
             [self.schedule, self.micro_batches, self.auto_micro_batches]
         )
+        # Mesh, workers, experts, recomputation, context, ...: each shown while a ticked
+        # strategy's record lists it.
+        self.strategy_options = StrategyOptions(request)
         self.hint = widgets.HTML()
         heading = widgets.Label("strategies", layout=widgets.Layout(min_width="max-content"))
         # The strategies wrap onto a second line rather than squeeze the left column: at 1,280
@@ -184,12 +189,13 @@ class Controls:
                     layout=widgets.Layout(flex="0 0 auto", min_width="27em"),
                 ),
                 widgets.VBox(
-                    [strategies, self.model_options, sizes],
+                    [strategies, self.model_options, self.strategy_options.widget, sizes],
                     layout=widgets.Layout(flex="1 1 auto", min_width="0"),
                 ),
             ]
         )
-        for control in (self.where, self.devices, *self.strategies.values()):
+        workers = self.strategy_options.controls[WORKERS.name].widget
+        for control in (self.where, self.devices, *self.strategies.values(), workers):
             control.observe(self._refresh, names="value")
         self._refresh()
 
@@ -204,8 +210,10 @@ class Controls:
         if not picked:
             raise GpkError("no device is picked; pick one or more in the devices list")
         choices = [picked] if action == "run" else device_sets(picked)
+        counts = [len(choice) for choice in choices]
         request = dataclasses.replace(
             self.request,
+            **self.strategy_options.values(counts),
             batch_size=self.batch_size.value,
             epochs=self.epochs.value,
             steps_per_epoch=self.steps_per_epoch.value or None,
@@ -219,6 +227,13 @@ class Controls:
             request = dataclasses.replace(request, cluster=cluster)
         return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
 
+    def _workers(self) -> int | None:
+        """The workers box's count; None while it is empty or not yet a number."""
+        try:
+            return self.strategy_options.controls[WORKERS.name].value()
+        except GpkError:
+            return None
+
     def _auto_ticked(self, change: dict) -> None:
         self.micro_batches.disabled = change["new"]
         if change["new"] and not schedule_record(self.schedule.value).micro_batches:
@@ -231,12 +246,14 @@ class Controls:
         staged = any(box.value and has(name, "stages") for name, box in self.strategies.items())
         self.model_options.layout.display = None if staged else "none"
         picked = list(self.devices.value)
+        ticked = [name for name, box in self.strategies.items() if box.value]
+        self.strategy_options.show(ticked, len(picked))
         if not picked:
             self.hint.value = "<i>Pick at least one device.</i>"
             return
         counts = ", ".join(str(len(choice)) for choice in device_sets(picked))
         workers = (
-            f" <code>multiworker</code> starts {self.request.workers or 2} local worker "
+            f" <code>multiworker</code> starts {self._workers() or 2} local worker "
             "processes, each with the device count (one each on the CPU)."
             if self.strategies["multiworker"].value
             else ""
