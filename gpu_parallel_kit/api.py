@@ -21,7 +21,9 @@ from .comparison import Comparison, remember_counter
 from .errors import GpkError
 from .planning import PlanRuns, search_experiment
 from .planning.calibration_probe import DEFAULT_BUDGET_S, DeviceCalibration
+from .planning.counted_activations import with_counted_activations
 from .planning.predicted_rows import AskedCalibration, asked_calibration, with_predictions
+from .planning.search import experiment_card
 from .runner import run_grid, run_isolated, with_gate
 from .runs.description.accuracy_target import parse_target
 from .runs.description.device_choice import plan_devices
@@ -56,6 +58,7 @@ from .runs.scheduling.step_counting import (
 )
 from .store import RunLog, WorkCounts
 from .strategies import DEFAULT_COMPARISON, check_backend
+from .strategies.long_sequences import SequenceSplit
 from .strategies.processes import check_workers
 
 ROUNDS = "rounds"  # progress="rounds": a line per round of a comparison, not per configuration
@@ -316,7 +319,7 @@ class Experiment:
             if allocation is not None:
                 spec = dataclasses.replace(spec, slurm=allocation)
             try:
-                result = self._execute(spec, cancel)
+                result = self._counted([self._execute(spec, cancel)], [spec])[0]
                 if asked is None:
                     return result
                 return self._predicted([result], asked)[0]
@@ -352,6 +355,10 @@ class Experiment:
             if allocation is not None:
                 planned = [dataclasses.replace(spec, slurm=allocation) for spec in planned]
             compared = self._compare_planned(planned, rounds, measure_s, cancel)
+        if any(SequenceSplit.of(spec).given for spec in planned):
+            compared = Comparison(
+                self._counted(compared.results, planned), counter=self.counted_step
+            )
         if asked is None:
             return compared
         return Comparison(self._predicted(compared.results, asked), counter=self.counted_step)
@@ -368,6 +375,13 @@ class Experiment:
                 "no calibration of these devices is kept; give calibration=gpk.calibrate(...)"
             )
         return Comparison(self._predicted(comparison.results, asked), counter=self.counted_step)
+
+    def _counted(self, results: list[RunResult], specs: list[RunSpec]) -> list[RunResult]:
+        """`results` with the card's activations beside those a long-sequence run measured
+        (`planning/counted_activations.py`)."""
+        if not any(SequenceSplit.of(spec).given for spec in specs):
+            return results
+        return with_counted_activations(results, specs, lambda: experiment_card(self))
 
     def _predicted(self, results: list[RunResult], asked: AskedCalibration) -> list[RunResult]:
         """`results` with the step the calibration predicts for each (`planning/predicted_rows`)."""

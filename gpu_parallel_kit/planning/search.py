@@ -126,6 +126,17 @@ def search_experiment(
     )
 
 
+def experiment_card(experiment: Any, precision: str = "fp32", optimizer: str = "adam") -> ModelCard:
+    """The card `search_experiment` counts for an experiment's own model (its count kept in the
+    cache folder), without ranking any plan: what a run's row sets its counted figures from."""
+    sample = experiment_sample(experiment.data, experiment.training.loss)
+    record = training_precision(precision)
+    count = counted_step(experiment.model, None, sample, record.policy, optimizer, False)
+    return model_card(
+        count, record.name, optimizer, experiment.model.name, sequence=sequence_of(sample.inputs)
+    )
+
+
 def plans_of(
     card: ModelCard,
     gpus: GPUCluster,

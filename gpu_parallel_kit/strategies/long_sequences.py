@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError
 from .option import Option, positive
+from .processes import process_share
 
 if TYPE_CHECKING:
     from ..runs.description.run_spec import RunSpec
@@ -125,17 +126,13 @@ def check_sequence_split(spec: RunSpec, data: int, model: int) -> None:
     """The run's options fit its mesh of `data` × `model` devices: one sentence each, before
     anything is built (the backend is the run description's to check: `RunSpec`)."""
     split = SequenceSplit.of(spec)
-    if split.context > 1 and spec.workers > 1:
-        raise GpkError(
-            f"context={split.context} with workers={spec.workers} would lay each sequence out "
-            "over a mesh that spans processes, whose inputs Keras cannot yet feed from each "
-            "process's rows; run context= in one process (workers=1), or drop context="
-        )
     if data % split.context:
         raise GpkError(
             f"context={split.context} does not divide the data axis's {data} devices; give a "
             f"divisor of {data}, or more devices"
         )
+    if split.context > 1 and spec.workers > 1:  # each worker feeds whole rows or chunks
+        process_share(spec.global_batch, data * model, data, spec.workers, 0, split.context)
     if split.sequence_parallel and model < 2:
         raise GpkError(
             "sequence_parallel=True splits along the sequence over the tensor axis, and this "

@@ -1,4 +1,4 @@
-"""Runs over several processes: the `workers` option, who takes it, and which rows of each
+"""Runs over several processes: the `workers` option, who takes it, and which part of each
 batch a worker feeds.
 
 `multiworker` always runs in processes of its own. On JAX, `data`, `fsdp` and `tensor` take
@@ -16,6 +16,7 @@ owns it, the cuts between processes crossed by a collective. A comparison passes
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GpkError, whole_number
@@ -105,17 +106,53 @@ def _check_cluster(record: Strategy, backend: str, workers: Any, cluster: Any) -
         )
 
 
-def process_rows(global_batch: int, devices: int, data: int, workers: int, index: int) -> slice:
-    """The rows of each global batch that worker `index` feeds: those of the data-axis positions
-    its devices hold, on a (data, devices / data) mesh laid out in worker order.
+@dataclass(frozen=True)
+class ProcessShare:
+    """The part of each global batch one worker feeds: its rows, and, with a context axis, the
+    chunks of each sequence its devices hold (`chunks` of `context` equal chunks)."""
 
-    >>> process_rows(8, devices=4, data=4, workers=2, index=1)
+    rows: slice
+    chunks: range = range(1)
+    context: int = 1
+
+    def positions(self, length: int) -> slice:
+        """The positions of a sequence of `length` this worker feeds."""
+        chunk = length // self.context
+        return slice(self.chunks.start * chunk, self.chunks.stop * chunk)
+
+    @property
+    def whole_sequences(self) -> bool:
+        """Whether the worker feeds every position of each sequence."""
+        return len(self.chunks) == self.context
+
+
+def process_share(
+    global_batch: int, devices: int, data: int, workers: int, index: int, context: int = 1
+) -> ProcessShare:
+    """What worker `index` feeds of each global batch: the rows of the data-axis positions its
+    devices hold, on a (data ÷ context, context, devices ÷ data) mesh laid out in worker order,
+    and of each sequence the context positions they hold (`data` counts the context axis in).
+
+    >>> process_share(8, devices=4, data=4, workers=2, index=1).rows
     slice(4, 8, None)
-    >>> process_rows(8, devices=4, data=1, workers=2, index=1)  # the batch replicated
+    >>> process_share(8, devices=4, data=1, workers=2, index=1).rows  # the batch replicated
     slice(0, 8, None)
+    >>> process_share(8, devices=2, data=2, workers=2, index=1, context=2).chunks
+    range(1, 2)
     """
     model = devices // data
     local = devices // workers
-    first, last = (index * local) // model, ((index + 1) * local - 1) // model
-    share = global_batch // data
-    return slice(first * share, (last + 1) * share)
+    row = context * model  # the devices of one data-axis position
+    if context > 1 and local % row and row % local:
+        raise GpkError(
+            f"context={context} over {workers} workers of {local} devices each would give a "
+            f"worker part of a sequence in some rows and all of it in others; give each worker "
+            f"a multiple or a divisor of {row} devices (context × model axis)"
+        )
+    first, last = (index * local) // row, ((index + 1) * local - 1) // row
+    share = global_batch // (data // context)
+    rows = slice(first * share, (last + 1) * share)
+    if local >= row:
+        return ProcessShare(rows, range(context), context)
+    start = (index * local // model) % context
+    return ProcessShare(rows, range(start, ((index + 1) * local - 1) // model % context + 1), context)

@@ -27,6 +27,11 @@ PLANS = {
     ),
     "selective": dict(strategy="data", devices=2, checkpointing="selective"),
     "fsdp-2-context-2": dict(strategy="fsdp", devices=2, context=2, min_shard_bytes=0),
+    # Over processes: each worker feeds its chunk of each sequence (the context axis spans them).
+    "context-2-workers-2": dict(strategy="data", devices=1, workers=2, context=2),
+    "tensor-2x2-context-2-sequence-parallel-workers-2": dict(
+        strategy="tensor", devices=2, workers=2, mesh=(2, 2), context=2, sequence_parallel=True
+    ),
 }
 
 
@@ -54,9 +59,10 @@ def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, 
     result = experiment.run(**PLANS[plan], save_weights=str(path))
     assert result.ok, f"{plan}: {result.reason}"
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE, plan
+    options = PLANS[plan]
+    assert len(result.device_names) == options["devices"] * options.get("workers", 1)  # as asked
     # The options did what they say, and the row says so.
     done = result.extra["sequence_split"]
-    options = PLANS[plan]
     assert done["context"] == options.get("context", 1)
     if options.get("context", 1) > 1 or options.get("sequence_parallel"):
         assert done["activation_layouts"] >= 2  # each of the two blocks, or their norms
@@ -64,6 +70,7 @@ def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, 
     assert (done["recomputed_layers"] == 2) == (wanted != "none")  # two attention layers
     assert done["step_temporaries_bytes"] > 0
     assert done["kept_activation_bytes"] > 0  # measured after the forward ran
+    assert done["counted_activation_bytes"] > 0  # the search's card, for the same plan
     # A context axis's gathers of keys and values are in the communication columns.
     assert (result.extra.get("context_bytes", 0) > 0) == (options.get("context", 1) > 1)
 

@@ -7,7 +7,7 @@ import pytest
 
 from gpu_parallel_kit.errors import GpkError
 from gpu_parallel_kit.runs.scheduling.comparison_grid import plan_grid
-from gpu_parallel_kit.strategies.processes import process_rows
+from gpu_parallel_kit.strategies.processes import process_share
 from tests.builders import small_mlp_experiment
 
 pytestmark = pytest.mark.usefixtures("fake_machine")
@@ -42,7 +42,7 @@ def test_a_pipeline_over_workers_cuts_every_workers_devices_into_stages():
         "pipeline", 1, workers=2, schedule="1f1b", micro_batches=4
     )
     assert (spec.workers, spec.replicas, spec.stages) == (2, 2, 2) and spec.several_processes
-    assert process_rows(spec.global_batch, 2, 1, 2, 1) == slice(0, spec.global_batch)
+    assert process_share(spec.global_batch, 2, 1, 2, 1).rows == slice(0, spec.global_batch)
 
 
 @pytest.mark.parametrize(
@@ -75,4 +75,25 @@ def test_a_comparison_gives_workers_to_multiworker_rows_only():
     ],
 )
 def test_each_worker_feeds_the_rows_its_devices_hold(devices, data, expected):
-    assert [process_rows(32, devices, data, 2, i) for i in (0, 1)] == expected
+    assert [process_share(32, devices, data, 2, i).rows for i in (0, 1)] == expected
+
+
+@pytest.mark.parametrize(
+    ("devices", "data", "context", "rows", "chunks"),
+    [
+        (2, 2, 2, [slice(0, 32)] * 2, [range(0, 1), range(1, 2)]),  # context over the workers
+        (4, 4, 2, [slice(0, 16), slice(16, 32)], [range(0, 2)] * 2),  # a replica per worker
+        (4, 4, 4, [slice(0, 32)] * 2, [range(0, 2), range(2, 4)]),
+        (4, 2, 2, [slice(0, 32)] * 2, [range(0, 1), range(1, 2)]),  # (1, 2, 2): model inside
+        (8, 2, 2, [slice(0, 32)] * 2, [range(0, 1), range(1, 2)]),  # (1, 2, 4)
+    ],
+)
+def test_each_worker_feeds_its_chunk_of_each_sequence(devices, data, context, rows, chunks):
+    shares = [process_share(32, devices, data, 2, i, context) for i in (0, 1)]
+    assert [s.rows for s in shares] == rows and [s.chunks for s in shares] == chunks
+    assert shares[-1].positions(256) == slice(256 - 256 * len(chunks[-1]) // context, 256)
+
+
+def test_a_worker_holding_part_of_one_row_and_all_of_another_is_one_sentence():
+    with pytest.raises(GpkError, match="context=2 over 2 workers of 3 devices each"):
+        process_share(32, 6, 6, 2, 0, 2)

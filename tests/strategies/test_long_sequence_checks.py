@@ -16,10 +16,10 @@ def experiment():
 @pytest.mark.parametrize(
     ("strategy", "devices", "options", "said"),
     [
-        ("data", 2, dict(workers=2, context=2), "context=2 with workers=2 would lay each"),
         ("data", 2, dict(sequence_parallel=True), "give a model axis of 2 or more"),
         ("pipeline", 4, dict(sequence_parallel=True), "a pipeline's mesh=\\(1, 2\\)"),
         ("data", 4, dict(context=3), "context=3 does not divide the data axis's 4 devices"),
+        ("data", 3, dict(context=2, workers=2), "context=2 over 2 workers of 3 devices each"),
     ],
 )
 def test_a_bad_long_sequence_option_is_one_sentence(experiment, strategy, devices, options, said):

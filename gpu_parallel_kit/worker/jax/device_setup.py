@@ -55,10 +55,10 @@ def with_flag(existing: str, flag: str) -> str:
     return " ".join([*kept, flag])
 
 
-def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list[Any]:
-    """Start JAX's runtime with the plan's devices and return them, in mesh order.
-
-    `deterministic`: XLA's deterministic GPU ops (`DETERMINISM` says what that does per kind)."""
+def set_device_flags(plan: DevicePlan, deterministic: bool = False) -> None:
+    """Set the variables JAX reads as its runtime starts, for the plan's devices: before
+    anything starts it (`jax.devices()`, or `jax.process_count()` after `jax.distributed`
+    joins), or the host keeps one CPU device."""
     if deterministic:
         os.environ["XLA_FLAGS"] = deterministic_flags(os.environ.get("XLA_FLAGS", ""))
     if plan.kind == "cpu":
@@ -68,6 +68,13 @@ def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list
         # JAX takes 75 % of each GPU up front; allocating as needed makes the peak figure mean
         # something (TensorFlow runs use memory growth for the same reason).
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+
+
+def configure_jax_devices(plan: DevicePlan, deterministic: bool = False) -> list[Any]:
+    """Start JAX's runtime with the plan's devices and return them, in mesh order.
+
+    `deterministic`: XLA's deterministic GPU ops (`DETERMINISM` says what that does per kind)."""
+    set_device_flags(plan, deterministic)
     _quiet_jax_logging()
     import jax  # noqa: PLC0415 - imported by the server already; this starts nothing
 

@@ -13,6 +13,8 @@ from typing import Any
 import keras
 import numpy as np
 
+from ...strategies.processes import ProcessShare
+
 
 class OrderedBatches(keras.utils.PyDataset):
     """Batch k is the samples in row k of `order` (shape: steps x global batch).
@@ -20,16 +22,28 @@ class OrderedBatches(keras.utils.PyDataset):
     >>> fit(OrderedBatches(x, y, batch_indices(len(x), 32, steps, seed)), steps_per_epoch=...)
     """
 
-    def __init__(self, x: Any, y: Any, order: np.ndarray) -> None:
+    def __init__(
+        self, x: Any, y: Any, order: np.ndarray, share: ProcessShare | None = None
+    ) -> None:
         super().__init__()  # one worker, no threads: the batches come in order
-        self.x, self.y, self.order = x, y, order
+        self.x, self.y, self.order, self.share = x, y, order, share
 
     def __len__(self) -> int:
         return len(self.order)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         rows = self.order[index]
-        return take(self.x, rows), take(self.y, rows)
+        x, y = take(self.x, rows), take(self.y, rows)
+        if self.share is None or self.share.whole_sequences:
+            return x, y
+        return keras.tree.map_structure(self._positions, (x, y))
+
+    def _positions(self, array: np.ndarray) -> np.ndarray:
+        """This worker's positions of each sequence (an array of two axes or more), as a
+        context axis lays inputs out (`ContextParallel.get_data_layout`)."""
+        if array.ndim < 2:
+            return array
+        return array[:, self.share.positions(array.shape[1])]
 
 
 def take(values: Any, rows: np.ndarray) -> Any:

@@ -31,12 +31,13 @@ from ...errors import GpkError  # noqa: E402
 from ...runs.description.run_spec import RunSpec  # noqa: E402
 from ...runs.processes.child_process import die_with_parent  # noqa: E402
 from ...runs.results.run_result import RunResult  # noqa: E402
-from ...strategies.processes import process_rows  # noqa: E402
+from ...strategies.long_sequences import SequenceSplit  # noqa: E402
+from ...strategies.processes import process_share  # noqa: E402
 from ..line_filter import LineFilter, native_logs_dropped  # noqa: E402
 from ..measuring.peak_memory import PeakMemory  # noqa: E402
 from ..skeleton import run_in_this_process  # noqa: E402
 from ..strategy_hooks import ModelAndBatches  # noqa: E402
-from .device_setup import configure_jax_devices, device_names, peak_memory  # noqa: E402
+from .device_setup import configure_jax_devices, device_names, peak_memory, set_device_flags  # noqa: E402
 from .feed import OrderedBatches  # noqa: E402
 from .joining import join  # noqa: E402
 from .keras_internals import place_initial_values_from_host  # noqa: E402
@@ -44,7 +45,8 @@ from .pipeline.pipeline_over_processes import for_processes  # noqa: E402
 from .run import JaxRun, make_strategy  # noqa: E402
 
 # gloo says so on stdout each time a collective first connects its peers; nothing to act on.
-GLOO_CHATTER = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
+# Each local device's gloo thread says so; two at once interleave their halves on one line.
+GLOO_CHATTER = re.compile(r"\[Gloo\] Rank |^\d+ is connected to \d+ peer ranks")
 
 
 def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Callable) -> None:
@@ -75,6 +77,7 @@ def run_member(spec: RunSpec, addresses: tuple[str, ...], index: int, send: Call
     try:
         try:
             named = spec.cluster is not None or spec.slurm is not None
+            set_device_flags(spec.devices, spec.training.deterministic)  # before JAX starts
             joined = join(addresses, spec.workers, index, named=named)
         except GpkError as error:  # the host's variables disagree with the cluster file
             reason = str(error)
@@ -134,15 +137,16 @@ class ProcessRun(JaxRun):
     def prepare_data(self) -> int:
         steps = super().prepare_data()
         self.global_batches = self.batches
-        rows = process_rows(
+        share = process_share(
             self.spec.global_batch,
             len(self.devices),
             self.strategy.data_axis,
             self.spec.workers,
             self.index,
+            SequenceSplit.of(self.spec).context,
         )
         whole = self.global_batches
-        self.batches = OrderedBatches(whole.x, whole.y, whole.order[:, rows])
+        self.batches = OrderedBatches(whole.x, whole.y, whole.order[:, share.rows], share)
         return steps
 
     def measured_on(self, model: keras.Model) -> ModelAndBatches:

@@ -155,8 +155,8 @@ class JaxRun:
 
     def result_fields(self, model: keras.Model, step_time_s: float | None) -> dict[str, Any]:
         run = self.hooks_input(model)
-        if run.batches is not None:
-            self.strategy.after_training(run)
+        if run.batches is not None:  # on a global batch, as every process holds it
+            self.strategy.after_training(self.measured_on(model))
         fields = self.strategy.result_fields(run, step_time_s)
         if self.spec.training.deterministic:
             fields["extra"]["determinism"] = DETERMINISM[self.spec.devices.kind]
