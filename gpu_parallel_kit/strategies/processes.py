@@ -155,4 +155,5 @@ def process_share(
     if local >= row:
         return ProcessShare(rows, range(context), context)
     start = (index * local // model) % context
-    return ProcessShare(rows, range(start, ((index + 1) * local - 1) // model % context + 1), context)
+    end = ((index + 1) * local - 1) // model % context + 1
+    return ProcessShare(rows, range(start, end), context)
