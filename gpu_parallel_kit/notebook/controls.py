@@ -212,8 +212,19 @@ class Controls:
         choices = [picked] if action == "run" else device_sets(picked)
         counts = [len(choice) for choice in choices]
         request = dataclasses.replace(
+            self.training_request(), **self.strategy_options.values(counts)
+        )
+        if self.where.value:
+            most = max(len(choice) for choice in choices)
+            cluster = slurm_request(self.partitions[self.where.value], most)
+            request = dataclasses.replace(request, cluster=cluster)
+        return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
+
+    def training_request(self) -> Request:
+        """The request with the training controls' values: batch, epochs, steps, backend and
+        the pipeline's schedule; the strategy options are `plan`'s."""
+        return dataclasses.replace(
             self.request,
-            **self.strategy_options.values(counts),
             batch_size=self.batch_size.value,
             epochs=self.epochs.value,
             steps_per_epoch=self.steps_per_epoch.value or None,
@@ -221,11 +232,6 @@ class Controls:
             micro_batches=AUTO if self.auto_micro_batches.value else self.micro_batches.value,
             backend=list(self.backend.value),
         )
-        if self.where.value:
-            most = max(len(choice) for choice in choices)
-            cluster = slurm_request(self.partitions[self.where.value], most)
-            request = dataclasses.replace(request, cluster=cluster)
-        return PanelPlan(action, request, strategies, tuple(tuple(c) for c in choices))
 
     def _workers(self) -> int | None:
         """The workers box's count; None while it is empty or not yet a number."""

@@ -32,17 +32,21 @@ from ..runs.results.run_result import RunResult
 from ..strategies import BACKENDS, runnable
 from . import result_tabs
 from .controls import Controls, PanelPlan
+from .plan_tab import PlanTab
 from .progress_rows import RunRow
 from .views import ShowOnce
 
 ERROR_STYLE = "color:#c62828;font-weight:bold"
+SECTIONS = ("compare strategies", "plan a cluster run")
 
 
 class Panel(ShowOnce):
-    """Devices, strategies, batch size and epochs in; a table and four plots out.
+    """Devices, strategies, their options, batch size and epochs in; a table and plots out;
+    and, in its second section, the plan search on a named cluster.
 
     `widget` is the whole panel (CSS class `gpk-panel`); `comparison` the last finished
-    comparison; `plan("run" | "compare")` what a click would run.
+    comparison; `plan("run" | "compare")` what a click would run; `plan_tab` the plan search
+    (`plan_tab.plans` its last answer).
     """
 
     def __init__(
@@ -73,10 +77,18 @@ class Panel(ShowOnce):
         header = widgets.HTML(f"<b>gpu_parallel_kit</b> · {html.escape(title)} · {_where(found)}")
         self.offers = widgets.HTML(offers_html())
         self.offers.add_class("gpk-offers")
-        self.widget = widgets.VBox(
-            [header, self.offers, self.controls.widget, buttons, self.controls.hint, self.status]
-            + [self.runs, self.tabs]
+        compare = widgets.VBox(
+            [self.controls.widget, buttons, self.controls.hint, self.status, self.runs, self.tabs]
         )
+        # The plan search on the same model, its plans run on the devices picked beside.
+        self.plan_tab = PlanTab(
+            self.controls.training_request, lambda: len(self.controls.devices.value)
+        )
+        self.sections = widgets.Tab(
+            children=[compare, self.plan_tab.widget], titles=SECTIONS, selected_index=0
+        )
+        self.sections.add_class("gpk-sections")
+        self.widget = widgets.VBox([header, self.offers, self.sections])
         self.widget.add_class("gpk-panel")
         self.run_button.on_click(lambda _: self.start("run"))
         self.compare_button.on_click(lambda _: self.start("compare"))

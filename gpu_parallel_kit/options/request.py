@@ -92,8 +92,9 @@ class Request:
         )
 
     def experiment(self, progress: Progress = True) -> Experiment:
-        """The API's Experiment; its constructor checks every training setting, and the
-        projection's presets are checked here, before anything runs."""
+        """The API's Experiment, on the first backend asked; its constructor checks every
+        training setting, and the projection's presets are checked here, before anything
+        runs."""
         self.check_projection()
         settings, _ = api_arguments(self._training())
         return Experiment(
@@ -102,7 +103,14 @@ class Request:
             validation=self.validation,
             progress=progress,
             **settings,
+            **self._first_backend(),
         )
+
+    def _first_backend(self) -> dict[str, str]:
+        """The experiment's own backend: the first asked (each run is still given its own), so
+        what runs on the experiment alone, a searched plan run here, runs where it was asked."""
+        asked = [self.backend] if isinstance(self.backend, str) else list(self.backend or ())
+        return {"backend": asked[0]} if asked else {}
 
     def plan(self) -> dict[str, Any]:
         """Keyword arguments of `Experiment.run`/`compare` (the others ignore model-only ones)."""

@@ -10,9 +10,11 @@ import argparse
 import re
 from typing import Any
 
+from ..analysis.cost_model.device_calibration import DeviceCalibration
 from ..analysis.cost_model.gpu_cluster import GPUCluster
+from ..analysis.cost_model.hardware_presets import DEVICES, INTERCONNECTS
 from ..analysis.cost_model.model_card import ATTENTIONS
-from ..analysis.cost_model.training_precision import PRECISIONS
+from ..analysis.cost_model.training_precision import PRECISIONS, training_precision
 from ..errors import GpkError
 from .argtypes import positive
 from .flag import Flag
@@ -31,7 +33,12 @@ SEARCH: tuple[Flag, ...] = (
         nargs="+",
         metavar="INPUT",
     ),
-    _searched("--device", "the GPU: a100, h100 or h200; default: %(default)s", default="h100"),
+    _searched(
+        "--device",
+        "the GPU: a100, h100 or h200, or a calibration gpk.calibrate() kept (its .json file); "
+        "default: %(default)s",
+        default="h100",
+    ),
     _searched("--nodes", "nodes; default: %(default)s", type=positive, default=1),
     _searched("--per-node", "GPUs per node; default: %(default)s", type=positive, default=8),
     _searched(
@@ -67,6 +74,11 @@ SEARCH: tuple[Flag, ...] = (
     _searched("--top", "plans shown; default: %(default)s", type=positive, default=5),
 )
 _STRUCTURE = ("blocks", "hidden", "heads")
+GPU_PRESETS = tuple(DEVICES)  # what --device names, beside a calibration's file
+LINKS = tuple(INTERCONNECTS)  # what --inside and --between name
+# --precision's records, each once (float32 and fp32 are one): the list a panel offers.
+PRECISION_NAMES = tuple(dict.fromkeys(training_precision(p).name for p in PRECISIONS))
+CALIBRATION_FILE = ".json"
 _ITEM = re.compile(r"^(?:(?P<name>[A-Za-z_][\w]*)=)?(?P<shape>\d+(?:x\d+)*)(?::(?P<dtype>\w+))?$")
 
 
@@ -101,7 +113,7 @@ def keywords(parsed: argparse.Namespace) -> dict[str, Any]:
     if parsed.global_batch is None:
         raise GpkError("--global-batch is missing; give the samples per step, e.g. 512")
     cluster = GPUCluster(
-        device=parsed.device,
+        device=device_of(parsed.device),
         nodes=parsed.nodes,
         per_node=parsed.per_node,
         inside=parsed.inside,
@@ -116,3 +128,21 @@ def keywords(parsed: argparse.Namespace) -> dict[str, Any]:
         "attention": parsed.attention,
         **given,
     }
+
+
+def device_of(text: str) -> Any:
+    """`--device`'s GPU: a preset's name as `GPUCluster` takes it, or the calibration a
+    `.json` file holds."""
+    if str(text).endswith(CALIBRATION_FILE):
+        return DeviceCalibration.load(text)
+    return text
+
+
+def defaults(**given: Any) -> argparse.Namespace:
+    """The search's options as a parsed command line with no flag given, then `given`: how the
+    panel's plan tab hands its values to `keywords`, as `%gpk search` does its flags."""
+    values = {flag.name: flag.resolved_default for flag in SEARCH}
+    unknown = set(given) - set(values)
+    if unknown:
+        raise GpkError(f"the search takes no option {', '.join(sorted(unknown))}")
+    return argparse.Namespace(**{**values, **given})
