@@ -1,6 +1,7 @@
 """Published large-model training runs against the plan search's projection of the same plans.
 
-    python benchmarks/published_runs.py [--recount] [--markdown | --leave-one-out | --same-shape]
+    python benchmarks/published_runs.py [--recount] [--markdown | --leave-one-out | --same-shape
+                                         | --by-stack]
 
 With `--recount`, counts every published model by depth (`worker/jax/depth_scaling.py`: keras-hub's
 `GPT2Backbone` with a tied language-model head, at one and two blocks of full width, one
@@ -13,7 +14,9 @@ the step-time parts that make it faster. `--markdown` prints the table of
 `docs/published-runs.md`; `--leave-one-out` prints the matmul efficiency's fit and each run
 projected by the fit made without it (`planning/efficiency_fit.py`), as that page's tables;
 `--same-shape` prints, for the runs whose matmuls have the same shapes, the one share of peak
-that brings them closest to their published steps, and their ratios there.
+that brings them closest to their published steps, and their ratios there; `--by-stack` prints
+each software stack's fit (`analysis/cost_model/software_stack.py`) and every run, the H100
+rows included, projected by its own stack fitted without it.
 """
 
 from __future__ import annotations
@@ -129,12 +132,60 @@ def print_same_shapes() -> None:
             print(f"  {name}: {ratio:.2f}")
 
 
+def print_by_stack() -> None:
+    """Each software stack's fit, and each run projected by its stack fitted without it."""
+    from gpu_parallel_kit.analysis.cost_model.software_stack import STACKS
+    from gpu_parallel_kit.planning import efficiency_fit
+
+    fitted = efficiency_fit.stacks()
+    print("| stack | runs | released | GPU | bf16: peak share, edge, band | fp8: the same |")
+    print("|---|---|---|---|---|---|")
+    for name, stack in fitted.items():
+        cells = []
+        for precision in ("bf16", "fp8"):
+            if not stack.fitted(precision):
+                cells.append("–")
+                continue
+            m = stack.matmul_at(precision)
+            cells.append(f"{m.peak_share:.3f}, {m.edge:.1f}, ×{m.low:.2f}–×{m.high:.2f}")
+        stored = STACKS[name]
+        same = all(
+            stored.fitted(p) == stack.fitted(p)
+            and (not stack.fitted(p) or abs(stored.matmul_at(p).peak_share
+                                            - stack.matmul_at(p).peak_share) < 1e-3)
+            for p in ("bf16", "fp8")
+        )  # fmt: skip
+        mark = "" if same else " (stored differs: re-fit)"
+        print(f"| {name}{mark} | {stack.runs} | {stack.released} | {stack.device} "
+              f"| {cells[0]} | {cells[1]} |")  # fmt: skip
+    print()
+    print("| run | stack | precision | implied share | its stack without it | "
+          "kit ÷ published |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    runs = efficiency_fit.all_runs()
+    left_out = efficiency_fit.leave_one_out_by_stack(runs)
+    for run, row in zip(runs, left_out, strict=True):
+        by = row.stack if row.stack == run.stack else f"{row.stack} (its own holds no other)"
+        print(f"| {run.name} | {run.stack} | {run.precision} | {row.implied:.3f} | {by} "
+              f"{row.share:.3f} | {row.ratio:.2f} |")  # fmt: skip
+    ratios = [row.ratio for row in left_out]
+    print(
+        f"by stack, left out, kit ÷ published: {min(ratios):.2f} to {max(ratios):.2f} "
+        f"over {len(ratios)} runs"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recount", action="store_true", help="count the models again")
     parser.add_argument("--markdown", action="store_true", help="print the docs' table")
     parser.add_argument(
         "--leave-one-out", action="store_true", help="print the efficiency's fit, run by run"
+    )
+    parser.add_argument(
+        "--by-stack",
+        action="store_true",
+        help="print each software stack's fit and each run by its stack fitted without it",
     )
     parser.add_argument(
         "--same-shape",
@@ -149,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.same_shape:
         print_same_shapes()
+        return 0
+    if args.by_stack:
+        print_by_stack()
         return 0
     rows = published_runs.runs_table()
     (print_markdown if args.markdown else print_table)(rows)

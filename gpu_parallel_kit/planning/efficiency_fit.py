@@ -3,7 +3,9 @@
 Each published run (`published_runs.py`) gives the share of peak that makes the kit's step of
 its plan last as long as the paper's (`implied_share`); with its matmuls' shapes on one device
 (`analysis/cost_model/matmul_efficiency.py`) that is one point of the fit. `fitted` fits every
-run, `leave_one_out` projects each run by a fit made without it, and `same_shapes` asks, of the
+run, `leave_one_out` projects each run by a fit made without it; `stacks` fits each software
+stack on its own runs and `leave_one_out_by_stack` projects each run by its stack fitted
+without it; and `same_shapes` asks, of the
 runs whose matmuls have the same shapes, how close one share of peak (the most any efficiency of
 the shapes can give them) brings them all to their published steps. The fitted parameters are
 kept in `matmul_efficiency.py`, and `tests/planning/test_efficiency_fit.py` re-fits and checks
@@ -24,6 +26,12 @@ from ..analysis.cost_model.matmul_efficiency import (
 )
 from ..analysis.cost_model.parallel_plan_step_time import step_time
 from ..analysis.cost_model.roofline import Efficiency
+from ..analysis.cost_model.software_stack import (
+    STACKS,
+    SoftwareStack,
+    fit_stacks,
+    newest_stack,
+)
 from . import published_runs
 from .published_runs import RUNS, PublishedRun
 
@@ -39,12 +47,15 @@ class LeftOut:
         share: the share of peak the fit without it gives its plan.
         implied: the share of peak that reproduces its published step.
         ratio: the kit's throughput over the published one, at `share`.
+        stack: the stack whose fit projected it: its own, or, where no other run of its own
+            stack is held, the newest of the others.
     """
 
     name: str
     share: float
     implied: float
     ratio: float
+    stack: str = ""
 
 
 def published_step_s(run: PublishedRun) -> float:
@@ -59,15 +70,21 @@ def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> floa
     return step_time(card, published_runs.plan(run), cluster, efficiency).likely
 
 
+def all_runs() -> tuple[PublishedRun, ...]:
+    """The A100 runs and the H100 rows the kit can count, in that order."""
+    return RUNS + published_runs.h100_runs()
+
+
 def implied_share(run: PublishedRun) -> float:
     """The share of peak at which the kit's step of the run's plan lasts the published step
     (bisection: the step shortens as the share grows)."""
-    return _implied_share(RUNS.index(run)) if run in RUNS else _bisect(run)
+    held = all_runs()
+    return _implied_share(held.index(run)) if run in held else _bisect(run)
 
 
 @functools.cache
 def _implied_share(index: int) -> float:
-    return _bisect(RUNS[index])
+    return _bisect(all_runs()[index])
 
 
 def _bisect(run: PublishedRun) -> float:
@@ -98,13 +115,42 @@ def fitted(runs: tuple[PublishedRun, ...] = RUNS) -> MatmulEfficiency:
 
 
 def leave_one_out(runs: tuple[PublishedRun, ...] = RUNS) -> list[LeftOut]:
-    """Each run projected by the efficiency fitted on the others, in the order of `runs`."""
+    """Each run projected by the one efficiency fitted on all the others, whatever their
+    software, in the order of `runs`."""
     found = []
     for run in runs:
         others = fitted(tuple(r for r in runs if r is not run))
         share = others.share(point(run).inverse_size)
         ratio = published_step_s(run) / step_s(run, Efficiency(share, share, share))
         found.append(LeftOut(run.name, share, implied_share(run), ratio))
+    return found
+
+
+def stacks(runs: tuple[PublishedRun, ...] | None = None) -> dict[str, SoftwareStack]:
+    """The software stacks fitted on `runs` (default: every run held), each on its own runs
+    and precision (`software_stack.fit_stacks`: one edge for all, a share of peak each)."""
+    points: dict[tuple[str, str], list[Measured]] = {}
+    for run in all_runs() if runs is None else runs:
+        points.setdefault((run.stack, run.precision), []).append(point(run))
+    return fit_stacks(points, STACKS)
+
+
+def leave_one_out_by_stack(runs: tuple[PublishedRun, ...] | None = None) -> list[LeftOut]:
+    """Each run projected by the stacks fitted without it, under its own stack where another
+    of its runs at its precision is held (else the newest other stack that has its precision),
+    in the order of `runs` (default: every run held)."""
+    runs = all_runs() if runs is None else runs
+    found = []
+    for run in runs:
+        others = tuple(r for r in runs if r is not run)
+        fitted_stacks = stacks(others)
+        if any((r.stack, r.precision) == (run.stack, run.precision) for r in others):
+            stack = fitted_stacks[run.stack]
+        else:
+            stack = newest_stack({r.stack: fitted_stacks[r.stack] for r in others}, run.precision)
+        share = stack.matmul_at(run.precision).share(point(run).inverse_size)
+        ratio = published_step_s(run) / step_s(run, Efficiency(share, share, share))
+        found.append(LeftOut(run.name, share, implied_share(run), ratio, stack.name))
     return found
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.cost_model.gpu_cluster import GPUCluster
-from ..analysis.cost_model.model_card import AS_WRITTEN, SELECTIVE, ModelCard
+from ..analysis.cost_model.model_card import AS_WRITTEN, FLASH, SELECTIVE, ModelCard
 from ..analysis.cost_model.parallel_plan import NO_PIPELINE, Plan
 from ..analysis.cost_model.parallel_plan_memory import memory
 from ..analysis.cost_model.parallel_plan_ranking import rank
@@ -61,6 +61,12 @@ class PublishedRun:
         iteration_s: the reported seconds per iteration, or None.
         recomputed_counted: whether the paper's FLOPs count the recomputed forward (96·…).
         unchecked: the figures not checked against the paper's text here.
+        stack: the software stack it ran under, a name of `software_stack.STACKS`.
+        device: the GPU, a preset name ("a100", "h100").
+        precision: "bf16" or "fp8" (its matmuls on FP8 tensor cores).
+        attention: "as-written", or "flash" where the software ran a fused kernel.
+        split_sequence: whether it ran sequence parallelism; None: where it recomputed
+            selectively (Korthikanti et al. ran the two together).
     """
 
     name: str
@@ -88,11 +94,18 @@ class PublishedRun:
     iteration_s: float | None
     recomputed_counted: bool
     unchecked: str = ""
+    stack: str = ""  # the software it ran under (`software_stack.STACKS`)
+    device: str = "a100"
+    precision: str = "bf16"
+    attention: str = AS_WRITTEN
+    split_sequence: bool | None = None  # sequence parallelism; None: with selective alone
 
     @property
     def sequence_parallel(self) -> bool:
-        """Whether the run split its layer norms and dropouts by tensor: Korthikanti et al. ran
-        sequence parallelism with selective recomputation, always together."""
+        """Whether the run split its layer norms and dropouts by tensor: as it says, else with
+        selective recomputation (Korthikanti et al. ran the two together, always)."""
+        if self.split_sequence is not None:
+            return self.split_sequence
         return self.recompute == SELECTIVE
 
     @property
@@ -107,6 +120,7 @@ def _narayanan(size, heads, hidden, layers, tensor, stages, gpus, batch, tflops)
         gpus, 8, "net200g", SELENE, gpus // (tensor * stages), tensor, stages, 1, batch,
         "1f1b" if stages > 1 else NO_PIPELINE, 1, "full", "none", tflops, None, True,
         "micro-batch size (1 assumed) and schedule (1F1B assumed): not in Table 1",
+        "megatron-lm-2021",
     )  # fmt: skip
 
 
@@ -117,7 +131,7 @@ def _korthikanti(size, heads, hidden, layers, stages, gpus, batch, micro, second
         f"Korthikanti {size} B, {method}", KORTHIKANTI, layers, hidden, heads, 2048, 51200,
         size * 1e9, gpus, 8, "net200g", SELENE, gpus // (8 * stages), 8, stages, micro, batch,
         "1f1b" if stages > 1 else NO_PIPELINE, 1, recompute, "none", None, seconds,
-        False, "schedule (1F1B assumed): not checked",
+        False, "schedule (1F1B assumed): not checked", "megatron-lm-2022",
     )  # fmt: skip
 
 
@@ -127,6 +141,7 @@ def _smith(nodes, seconds):
         f"MT-NLG 530 B, {gpus} GPUs", SMITH, 105, 20480, 128, 2048, 51200, 530e9, gpus, 8,
         "net200g", SELENE, gpus // 280, 8, 35, 1, 1920, "1f1b", 1, "full", "none", None,
         seconds, True, "micro-batch size (1 assumed) and schedule (1F1B assumed): not checked",
+        "deepspeed-megatron-2021",
     )  # fmt: skip
 
 
@@ -179,8 +194,57 @@ RUNS: tuple[PublishedRun, ...] = (
         True,
         "micro-batch size 2, global batch 2,048, full recomputation, the 96·… counting and "
         "the schedule: from BigScience's training notes, not checked here",
+        "megatron-deepspeed-bloom",
     ),  # fmt: skip
 )
+
+
+H100_RUNS_FILE = Path(__file__).with_name("published_h100_runs.json")
+DGX_H100 = "DGX H100 nodes: NVLink 4 and NVSwitch inside, 8 × 400 Gb/s NDR InfiniBand"
+# The H100 rows whose model has a stored card: GPT-3 175B is the 2021 runs' 175 B shape.
+H100_CARDS = {"gpt3-175b": "L96-h12288-a96-s2048-V51200"}
+# NeMo's GPT-3 175B recipes: fused attention, sequence parallelism, the distributed optimizer
+# (zero-1) and no recomputation; not stated beside the tables.
+NEMO_ASSUMED = (
+    "flash attention, sequence parallelism, the distributed optimizer (zero-1), no "
+    "recomputation and the interleaved schedule: NeMo's recipe, not stated beside the table"
+)
+
+
+def stack_name(said: str) -> str:
+    """The kit's name of a stack a source names: "NeMo 24.05 container ..." is "nemo-24.05"."""
+    words = said.split()
+    if len(words) >= 2 and words[0] == "NeMo":
+        return f"nemo-{words[1]}"
+    raise GpkError(f"no stack is named for {said!r}")
+
+
+@functools.lru_cache(maxsize=1)
+def h100_runs() -> tuple[PublishedRun, ...]:
+    """The H100 rows of `published_h100_runs.json` whose model has a stored card, as runs."""
+    rows = json.loads(H100_RUNS_FILE.read_text())["runs"]
+    return tuple(_h100_run(row) for row in rows if row["model_key"] in H100_CARDS)
+
+
+def _h100_run(row: dict[str, Any]) -> PublishedRun:
+    config = card_config(H100_CARDS[row["model_key"]])
+    reported = row["reported"]
+    tokens = row["global_batch"] * row["sequence"]
+    if "step_time_s" in reported:
+        seconds = reported["step_time_s"]
+    else:  # tokens a second on each GPU
+        seconds = tokens / (reported["tokens_per_s_per_gpu"] * row["gpus"])
+    source, stack = row["source"], stack_name(row["stack"])
+    return PublishedRun(
+        f"{row['model']} {row['precision'].upper()}, {row['gpus']} H100, {stack}",
+        f"{source['repo']}, {source['path']} at {source['commit'][:8]}: {source['table']}",
+        config["layers"], config["hidden"], config["heads"], row["sequence"],
+        config["vocabulary"], 175e9, row["gpus"], row["gpus_per_node"], "net400g", DGX_H100,
+        row["dp"], row["tp"], row["pp"], row["micro_batch"], row["global_batch"],
+        "interleaved" if (row["vp"] or 1) > 1 else "1f1b", row["vp"] or 1, "none", "zero-1",
+        None, seconds, False, NEMO_ASSUMED, stack, "h100", row["precision"],
+        FLASH, True,
+    )  # fmt: skip
 
 
 def card_config(key: str) -> dict[str, int]:
@@ -219,14 +283,21 @@ def card(run: PublishedRun) -> ModelCard:
     # (docs/planning.md, "The route").
     norms = KERAS_NORM_COPIES * run.sequence * run.hidden
     return ModelCard(
-        **{**stored, "activation_bytes": stored["activation_bytes"] - norms},
+        **{
+            **stored,
+            "activation_bytes": stored["activation_bytes"] - norms,
+            "precision": run.precision,
+        },
         vocabulary=run.vocabulary,
     )
 
 
 def cluster(run: PublishedRun) -> GPUCluster:
-    """A cluster of A100 80 GB nodes like the run's: NVLink 3 inside, its network between."""
-    return GPUCluster("a100", run.gpus // run.per_node, run.per_node, between=run.between)
+    """A cluster of A100 80 GB nodes like the run's: NVLink 3 inside, its network between, under
+    the run's own software stack."""
+    return GPUCluster(
+        run.device, run.gpus // run.per_node, run.per_node, between=run.between, stack=run.stack
+    )
 
 
 def plan(run: PublishedRun) -> Plan:
@@ -244,7 +315,7 @@ def plan(run: PublishedRun) -> Plan:
         schedule=run.schedule,
         virtual_stages=run.virtual_stages,
         checkpointing=run.recompute,
-        attention=AS_WRITTEN,
+        attention=run.attention,
         sequence_parallel=run.sequence_parallel,
     )
 
@@ -282,6 +353,7 @@ def project(run: PublishedRun, best: bool = True) -> dict[str, Any]:
     row: dict[str, Any] = {
         "name": run.name,
         "source": run.source,
+        "stack": gpus.stack.name,
         **{field: getattr(used, field) for field in PLAN_FIELDS},
         "recompute": run.recompute,
         "kit_step_s": timed.likely,
@@ -305,7 +377,7 @@ def project(run: PublishedRun, best: bool = True) -> dict[str, Any]:
 def _best(model: ModelCard, gpus: GPUCluster, run: PublishedRun, used: dict) -> dict[str, Any]:
     """The kit's fastest plan that fits, and why it is faster than the run's."""
     try:
-        ranked = rank(model, gpus, run.global_batch, attention=AS_WRITTEN)
+        ranked = rank(model, gpus, run.global_batch, attention=run.attention)
     except GpkError as error:  # no plan divides the model's blocks and the batch
         return {"best": None, "best_step_s": None, "why": str(error)}
     fastest = next((r for r in ranked if r["fits"]), None)
@@ -328,8 +400,9 @@ def _why(used: dict[str, Any], best: dict[str, Any]) -> str:
 
 
 def runs_table(best: bool = True) -> list[dict[str, Any]]:
-    """`project` of every published run, in the order of `RUNS`."""
-    return [project(run, best) for run in RUNS]
+    """`project` of every published run, the A100 runs of `RUNS` first, then the H100 rows
+    the kit can count (`h100_runs`)."""
+    return [project(run, best) for run in RUNS + h100_runs()]
 
 
 def as_record(run: PublishedRun) -> dict[str, Any]:

@@ -11,13 +11,9 @@ from gpu_parallel_kit.planning import published_runs
 from gpu_parallel_kit.planning.published_runs import RUNS, card, project
 
 A100_PEAK = 312e12
-# kit ÷ published throughput at the matmul efficiency's likely end (fitted on these runs; each
-# run left out of the fit: tests/planning/test_efficiency_fit.py). The production runs (MT-NLG,
-# BLOOM) ran slower than NVIDIA's benchmarks of the same shapes, so above the rest:
-# docs/published-runs.md.
-TOLERANCE = (0.82, 1.11)
-TOLERANCE_PRODUCTION = (1.08, 1.26)
-PRODUCTION = ("MT-NLG", "BLOOM")
+# kit ÷ published throughput at the likely end of each run's own software stack (fitted on its
+# runs; each run left out of the fit: tests/planning/test_efficiency_fit.py).
+TOLERANCE = (0.85, 1.15)
 
 
 @pytest.fixture(scope="module")
@@ -60,14 +56,12 @@ def test_the_iteration_times_give_the_papers_own_utilisation():
 
 def test_the_kits_projection_of_each_published_plan_is_within_the_tolerance(table):
     low, high = TOLERANCE
-    production = [row for row in table if row["name"].startswith(PRODUCTION)]
     outside = [(row["name"], round(row["ratio"], 2)) for row in table
-               if row not in production and not low <= row["ratio"] <= high]  # fmt: skip
-    assert outside == []
-    low, high = TOLERANCE_PRODUCTION
-    outside = [(row["name"], round(row["ratio"], 2)) for row in production
                if not low <= row["ratio"] <= high]  # fmt: skip
-    assert len(production) == 4 and outside == []
+    assert outside == []
+    held = RUNS + published_runs.h100_runs()
+    assert [row["stack"] for row in table] == [run.stack for run in held]  # each its own
+    assert {run.precision for run in held} == {"bf16", "fp8"} and len(held) > len(RUNS)
     for row in table:  # the band's two ends bracket its likely figure
         assert row["ratio_low"] < row["ratio"] < row["ratio_high"], row["name"]
 

@@ -33,6 +33,7 @@ from ...errors import GpkError
 
 if TYPE_CHECKING:
     from .hardware_presets import Device, Interconnect
+    from .software_stack import SoftwareStack
 
 FORMAT = 1  # bumped when the record's fields change; an older file is refused with a sentence
 MAX_AGE_DAYS = 90  # an older calibration is out of date: drivers and libraries move on
@@ -254,6 +255,35 @@ class DeviceCalibration:
             fp32_flops=rate,
             tf32_flops=rate,
             fused_attention=False,
+        )
+
+    def as_stack(self) -> SoftwareStack:
+        """What these devices' software reaches, measured, as the record a published stack is
+        fitted into (`software_stack.SoftwareStack`): the share of `as_device`'s peak each
+        measured product reached by its shape, fitted as the published runs are fitted, and a
+        compiled call's fixed cost as each step's. The overlaps are the defaults: a probe of
+        separate calls measures none."""
+        from .matmul_efficiency import MatmulEfficiency, Measured, fit
+        from .software_stack import SoftwareStack
+
+        widest = self.busy[-1]
+        rate = max((p.flops / p.seconds for p in widest.matmuls), default=0.0)
+        points = [
+            Measured(f"{p.m}x{p.k}x{p.n}", 1 / p.m + 1 / p.n + 1 / p.k, p.flops / p.seconds / rate)
+            for p in widest.matmuls
+        ]
+        try:
+            matmul = fit(points, self.label)
+        except GpkError:  # one shape, or shapes that give no line: the peak alone
+            matmul = MatmulEfficiency(1.0, 0.0, source=self.label)
+        return SoftwareStack(
+            "calibrated",
+            matmul,
+            step_fixed_s=widest.call_s,
+            released=self.created_at[:7],
+            device=f"{widest.devices} busy {self.description}",
+            source=self.label,
+            calibrated=True,
         )
 
     def as_link(self) -> Interconnect:

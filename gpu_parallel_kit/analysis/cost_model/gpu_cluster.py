@@ -16,6 +16,7 @@ from ...errors import GpkError, whole_number
 from ...strategies.plan_axes import PLAN_AXES
 from .hardware_presets import USUAL_DEVICE, Device, Interconnect, interconnect
 from .hardware_presets import device as device_preset
+from .software_stack import SoftwareStack, software_stack
 
 if TYPE_CHECKING:
     from ...runs.results.run_result import RunResult
@@ -35,9 +36,12 @@ class GPUCluster:
         inside: the link between GPUs of one node: a preset or a dict; default, the GPU's
             usual NVLink (nvlink3 for the A100, nvlink4 for the H100 and H200).
         between: each GPU's share of its node's network: a preset or a dict.
+        stack: the training software its steps are timed under
+            (`software_stack.SoftwareStack`, or a name the kit holds); default a calibration's
+            own where `device` is one, else the newest stack the kit holds.
 
     Example: `GPUCluster(device="a100", nodes=16, per_node=8, inside="nvlink3",
-    between="net400g")`.
+    between="net400g", stack="megatron-lm-2022")`.
     """
 
     device: Device
@@ -45,6 +49,7 @@ class GPUCluster:
     per_node: int
     inside: Interconnect
     between: Interconnect
+    stack: SoftwareStack
 
     def __init__(
         self,
@@ -53,8 +58,11 @@ class GPUCluster:
         per_node: int = 8,
         inside: str | Mapping[str, Any] | Interconnect | None = None,
         between: str | Mapping[str, Any] | Interconnect = "net400g",
+        stack: str | SoftwareStack | None = None,
     ) -> None:
         gpu = device_preset(device)
+        if stack is None and hasattr(device, "as_stack"):  # a calibration: its own stack
+            stack = device.as_stack()
         if inside is None and hasattr(device, "as_link"):  # a calibration: its own link
             inside = device.as_link()
         usual = next((link for link, name in USUAL_DEVICE.items() if name == gpu.name), None)
@@ -68,6 +76,7 @@ class GPUCluster:
         object.__setattr__(self, "per_node", whole_number(per_node, "per_node"))
         object.__setattr__(self, "inside", interconnect(inside if inside is not None else usual))
         object.__setattr__(self, "between", interconnect(between))
+        object.__setattr__(self, "stack", software_stack(stack))
 
     def __hash__(self) -> int:
         # A search asks cached figures of one cluster for every plan: its hash, worked out once.
@@ -75,7 +84,7 @@ class GPUCluster:
 
     @functools.cached_property
     def _hash(self) -> int:
-        return hash((self.device, self.nodes, self.per_node, self.inside, self.between))
+        return hash((self.device, self.nodes, self.per_node, self.inside, self.between, self.stack))
 
     @property
     def gpus(self) -> int:
@@ -84,10 +93,11 @@ class GPUCluster:
 
     @property
     def label(self) -> str:
-        """ "16x8 a100, nvlink3 inside, net400g between": how tables and titles name it."""
+        """ "16x8 a100, nvlink3 inside, net400g between, under nemo-24.12": how tables and
+        titles name it, the software stack its steps are timed under last."""
         return (
             f"{self.nodes}x{self.per_node} {self.device.name}, {self.inside.name} inside, "
-            f"{self.between.name} between"
+            f"{self.between.name} between, under {self.stack.name}"
         )
 
     def link_for(self, devices: int) -> Interconnect:
@@ -115,7 +125,7 @@ class GPUCluster:
             )
         per_node = min(devices, self.per_node)
         return GPUCluster(
-            self.device, devices // per_node, per_node, inside=self.inside, between=self.between
+            self.device, devices // per_node, per_node, self.inside, self.between, self.stack
         )
 
     def links(self, data: int, tensor: int, stages: int) -> dict[str, Interconnect | None]:

@@ -49,7 +49,8 @@ class Interconnect:
         return self.latency_s + nbytes / self.bandwidth_bytes_s if nbytes > 0 else 0.0
 
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")  # bf16 / fp16: mixed precision, fp32 weights
+# bf16 / fp16: mixed precision, fp32 weights; fp8: its matmuls on FP8 tensor cores (Hopper on)
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -66,21 +67,23 @@ class Device:
     # A fused (flash) attention kernel runs on it: cuDNN's and FlashAttention-2 need Ampere or
     # later, which every preset is; a device given as a dict says so with "fused_attention".
     fused_attention: bool = True
+    fp8_flops: float | None = None  # dense fp8 tensor FLOP/s; None: no FP8 tensor cores
 
     def __post_init__(self) -> None:
         for what in ("flops", "memory_bytes", "memory_bandwidth_bytes_s"):
             value = getattr(self, what)
             if not (math.isfinite(value) and value > 0):
                 raise GpkError(f"{what} of device {self.name!r} is {value}; give a number above 0")
-        for what in ("fp32_flops", "tf32_flops"):
+        for what in ("fp32_flops", "tf32_flops", "fp8_flops"):
             value = getattr(self, what)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise GpkError(f"{what} of device {self.name!r} is {value}; give a number above 0")
 
     def peak_flops(self, precision: str) -> float:
-        """The dense peak at `precision` (fp32, tf32, bf16 or fp16)."""
+        """The dense peak at `precision` (fp32, tf32, bf16, fp16 or fp8)."""
         check_precision(precision)
-        rate = {"fp32": self.fp32_flops, "tf32": self.tf32_flops}.get(precision, self.flops)
+        rates = {"fp32": self.fp32_flops, "tf32": self.tf32_flops, "fp8": self.fp8_flops}
+        rate = rates.get(precision, self.flops)
         if rate is None:
             raise GpkError(
                 f"device {self.name!r} has no {precision} rate; give tflops_{precision} in its "
@@ -115,8 +118,26 @@ DEVICES: dict[str, Device] = {
         Device(
             "a100", 312e12, 80 * GB, 2.039e12, "NVIDIA A100 datasheet (SXM4 80GB)", 19.5e12, 156e12
         ),
-        Device("h100", 989e12, 80 * GB, 3.35e12, "NVIDIA H100 datasheet (SXM5)", 67e12, 494.7e12),
-        Device("h200", 989e12, 141 * GB, 4.8e12, "NVIDIA H200 datasheet (SXM)", 67e12, 494.7e12),
+        Device(
+            "h100",
+            989e12,
+            80 * GB,
+            3.35e12,
+            "NVIDIA H100 datasheet (SXM5)",
+            67e12,
+            494.7e12,
+            fp8_flops=1979e12,
+        ),
+        Device(
+            "h200",
+            989e12,
+            141 * GB,
+            4.8e12,
+            "NVIDIA H200 datasheet (SXM)",
+            67e12,
+            494.7e12,
+            fp8_flops=1979e12,
+        ),
     )
 }
 
@@ -163,6 +184,7 @@ def device(spec: str | Mapping[str, Any] | Device) -> Device:
         str(spec.get("source", "user")),
         *(float(spec[k]) * 1e12 if k in spec else None for k in ("tflops_fp32", "tflops_tf32")),
         bool(spec.get("fused_attention", False)),
+        float(spec["tflops_fp8"]) * 1e12 if "tflops_fp8" in spec else None,
     )
 
 

@@ -141,10 +141,10 @@ def _plan_band(efficiency: MatmulEfficiency, inverse_size: float) -> Efficiency:
 # Fitted on the 22 published runs of docs/published-runs.md (A100 80 GB, bf16/fp16) by
 # `planning/efficiency_fit.fitted`; tests/planning/test_efficiency_fit.py re-fits and checks them.
 FITTED = MatmulEfficiency(
-    peak_share=0.6562,
-    edge=82.30,
-    low=0.796,
-    high=1.223,
+    peak_share=0.6683,
+    edge=71.56,
+    low=0.790,
+    high=1.202,
     source="fitted on 22 published A100 runs (docs/published-runs.md)",
 )
 

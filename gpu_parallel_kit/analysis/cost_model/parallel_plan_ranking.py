@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from ...errors import GpkError
 from .gpu_cluster import GPUCluster
-from .matmul_efficiency import FITTED, MatmulEfficiency
+from .matmul_efficiency import MatmulEfficiency
 from .model_card import ModelCard
 from .parallel_plan import plans
 from .parallel_plan_memory import RESERVE, memory
 from .parallel_plan_step_time import step_time
 from .roofline import Efficiency
+from .software_stack import SoftwareStack
 
 
 def rank(
@@ -18,7 +19,7 @@ def rank(
     cluster: GPUCluster,
     global_batch: int,
     reserve: float = RESERVE,
-    efficiency: Efficiency | MatmulEfficiency = FITTED,
+    efficiency: Efficiency | MatmulEfficiency | SoftwareStack | None = None,
     attention: str | None = None,
 ) -> list[dict[str, float | int | str | bool]]:
     """Every plan as a row (`Plan`'s fields, `memory`, `step_time`, `memory_bytes`, `fits`),
@@ -29,8 +30,8 @@ def rank(
         cluster: the GPUs every plan uses, all of them.
         global_batch: samples per step, over the whole cluster.
         reserve: the share of each GPU's memory kept free for the framework.
-        efficiency: the share of the roofline a step reaches: a band, or the matmul shapes'
-            fit (`matmul_efficiency.FITTED`, each plan its own band).
+        efficiency: the software stack the steps run under (None: the cluster's,
+            `GPUCluster.stack`: each plan its own band by its matmuls' shapes), or a band.
         attention: "flash" or "as-written"; None: "flash" where the GPU has a fused kernel.
     """
     if not 0 <= reserve < 1:

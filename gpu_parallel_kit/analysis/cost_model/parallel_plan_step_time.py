@@ -19,11 +19,12 @@ from ...pipeline.schedules import ONE_F_ONE_B
 from ...pipeline.simulation import theoretical_bubble
 from .gpu_cluster import GPUCluster
 from .hardware_presets import Interconnect
-from .matmul_efficiency import FITTED, MatmulEfficiency
+from .matmul_efficiency import MatmulEfficiency
 from .model_card import FLASH, SELECTIVE, ModelCard
 from .parallel_plan import FULL, Plan
 from .plan_figures import ComputeTerms, StepParts, StepTime
 from .roofline import ACTIVATION_WIDTH, LAUNCH_S, Efficiency
+from .software_stack import SoftwareStack
 from .stage_split import (
     StageSplit,
     cut_bytes,
@@ -38,18 +39,28 @@ from .stage_split import (
 from .step_time_model import ring_all_reduce_s
 from .training_precision import training_precision
 
+# A band or a matmul efficiency given alone hides collectives as a stack does by default.
+DEFAULT_OVERLAP = SoftwareStack("default overlaps", MatmulEfficiency(1.0, 0.0))
+# Full recomputation's collectives over the plain step's: the forward's half run twice.
+FULL_RECOMPUTED_COLLECTIVES = 1.5
+
 
 def step_time(
     card: ModelCard,
     plan: Plan,
     cluster: GPUCluster,
-    efficiency: Efficiency | MatmulEfficiency = FITTED,
+    efficiency: Efficiency | MatmulEfficiency | SoftwareStack | None = None,
 ) -> StepTime:
     """The step's seconds at the efficiency band's likely, low and high ends, its parts, and
-    what bounds it (`plan_figures.StepTime`). The compute is the busiest stage's. The band is
-    the plan's own under a `MatmulEfficiency` (by its matmuls' shapes on one device), else the
-    one given."""
-    efficiency = efficiency.for_plan(card, plan)
+    what bounds it (`plan_figures.StepTime`). The compute is the busiest stage's.
+
+    `efficiency`: the software stack the step runs under (None: the cluster's), whose matmul
+    efficiency gives the plan its own band by its matmuls' shapes on one device and whose
+    overlaps hide collectives behind compute; or a band or a `MatmulEfficiency` alone, under
+    the default overlaps."""
+    stack = cluster.stack if efficiency is None else efficiency
+    overlap = stack if isinstance(stack, SoftwareStack) else DEFAULT_OVERLAP
+    efficiency = stack.for_plan(card, plan)
     links = _links(cluster, plan.data * plan.context, plan.tensor, plan.stages)
     gpus = cluster.gpus
     samples = plan.data * plan.micro_batch_size * plan.micro_batches
@@ -64,6 +75,7 @@ def step_time(
     terms = _compute_terms(card, plan, cluster, split, busiest, flops / peak)
     blocks = split.blocks[busiest]
     tensor_s = _tensor_comm_s(card, plan, links["tensor"], split, busiest)
+    tensor_s *= 1 - overlap.tensor_overlap
     shard = device_parameters(card, plan, split, 0)
     data_s = _data_comm_s(card, plan, links["data"], shard)
     if plan.expert > 1:  # the experts' gradients reduce over the replicas holding them alone
@@ -92,11 +104,15 @@ def step_time(
             context_s = max(0.0, ring_s - hidden) * blocks * plan.micro_batches
         busy = compute + tensor_s + context_s + expert_s
         idle = busy * bubble / (1 - bubble)
-        # The gradients' collectives overlap the backward (about 2/3 of the compute).
-        exposed = max(0.0, data_s - 2 / 3 * compute) if plan.sharding != "fsdp" else data_s
-        found[end] = busy + idle + exposed + sends_s
+        # The gradients' collectives overlap the backward, as far as the stack hides them.
+        behind = overlap.data_overlap * compute if plan.sharding != "fsdp" else 0.0
+        exposed = max(0.0, data_s - behind)
+        found[end] = busy + idle + exposed + sends_s + overlap.step_fixed_s
         if end == "likely":
-            parts = StepParts(compute, tensor_s, context_s, expert_s, exposed, sends_s, idle)
+            parts = StepParts(
+                compute + overlap.step_fixed_s, tensor_s, context_s, expert_s, exposed, sends_s,
+                idle,
+            )  # fmt: skip
     likely = efficiency.likely
     return StepTime(
         likely=found["likely"],
@@ -229,7 +245,9 @@ def _tensor_comm_s(
     """The tensor axis's all-reduces of activations on `stage` (`stage_split.stage_messages`:
     a Transformer block's four, two forward and two backward), for every micro-batch.
     Sequence parallelism turns each into a reduce-scatter and an all-gather: the same bytes
-    on the same link."""
+    on the same link. Full recomputation runs the forward again in the backward, its two
+    collectives with it (Megatron-LM's); selective recomputes the attention core alone, which
+    has none."""
     if link is None:
         return 0.0
     batch = plan.micro_batch_size / plan.context
@@ -237,7 +255,8 @@ def _tensor_comm_s(
         count * ring_all_reduce_s(message * batch, plan.tensor, link)
         for message, count in stage_messages(card, plan, split, stage)
     )
-    return per_micro_batch * plan.micro_batches
+    forward_again = FULL_RECOMPUTED_COLLECTIVES if plan.checkpointing == FULL else 1.0
+    return per_micro_batch * plan.micro_batches * forward_again
 
 
 def _context_link(cluster: GPUCluster, plan: Plan) -> Interconnect | None:

@@ -4,7 +4,8 @@ The one vocabulary of the memory planner (`memory_plan.py`), the plan search's a
 (`model_card.py`, `parallel_plan_memory.py`, `parallel_plan_step_time.py`) and `gpk.search`:
 "bf16", "fp16" and "mixed" train in mixed precision (16-bit weights, gradients and activations,
 an fp32 master copy beside the optimizer's fp32 slots: ZeRO's 2 + 2 + 12 bytes per parameter
-with Adam), "fp32" (or "float32") in single precision (4 + 4 + 8). Pure: a Keras
+with Adam), "fp8" as bf16 with its matmuls at the FP8 peak and an FP8 copy of the weights
+(3 + 2 + 12), "fp32" (or "float32") in single precision (4 + 4 + 8). Pure: a Keras
 policy is named here as text, never imported.
 """
 
@@ -29,6 +30,7 @@ class TrainingPrecision:
     width: int  # bytes of a parameter, a gradient and an activation element
     master_copy: bool  # an fp32 copy of the weights beside the optimizer's slots
     peak: str  # the device's peak the compute runs at (`Device.peak_flops`)
+    weight_copy: int = 0  # bytes a parameter of a lower-precision copy its matmuls read
 
 
 # fp32 matmuls run on TF32 tensor cores by default, in TensorFlow and in JAX on Ampere and later.
@@ -36,6 +38,9 @@ _RECORDS = (
     TrainingPrecision("bf16", "mixed_bfloat16", 2, True, "bf16"),
     TrainingPrecision("fp16", "mixed_float16", 2, True, "fp16"),
     TrainingPrecision("fp32", "float32", 4, False, "tf32"),
+    # Transformer Engine's FP8: the matmuls on FP8 tensor cores, their weights cast to an FP8
+    # copy kept beside the bf16 ones (1 byte a parameter more), the rest as bf16 trains it.
+    TrainingPrecision("fp8", "mixed_bfloat16", 2, True, "fp8", weight_copy=1),
 )
 _ALIASES = {"mixed": "bf16", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 PRECISIONS = (*(r.name for r in _RECORDS), *_ALIASES)
@@ -80,7 +85,7 @@ def state_bytes(optimizer: str | float, precision: str) -> StateBytes:
             )
         k = 4.0 * SLOTS[name] + (4.0 if record.master_copy else 0.0)
     width = float(record.width)
-    return StateBytes(width, width, k, width)
+    return StateBytes(width + record.weight_copy, width, k, width)
 
 
 # What each sharding divides by the data axis: (parameters, gradients, optimizer state).

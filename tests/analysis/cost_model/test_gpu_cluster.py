@@ -6,6 +6,7 @@ import pytest
 
 from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
 from gpu_parallel_kit.analysis.cost_model.hardware_presets import INTERCONNECTS
+from gpu_parallel_kit.analysis.cost_model.software_stack import STACKS, newest_stack
 from gpu_parallel_kit.errors import GpkError
 from tests.builders import measured_row
 
@@ -24,7 +25,16 @@ def test_a_cluster_takes_presets_and_its_gpus_usual_link(a100s):
     assert GPUCluster("h100", nodes=2).inside is INTERCONNECTS["nvlink4"]
     assert GPUCluster("a100", nodes=2).inside is NVLINK3
     assert GPUCluster("h100", between="net200g").between.bandwidth_bytes_s == 22e9
-    assert a100s.label == "16x8 a100, nvlink3 inside, net400g between"
+    # the software its steps are timed under last: the newest stack the kit holds, by default
+    assert a100s.label == f"16x8 a100, nvlink3 inside, net400g between, under {newest_stack().name}"
+    assert GPUCluster("a100", stack="megatron-lm-2022").stack is STACKS["megatron-lm-2022"]
+
+
+def test_a_stack_the_kit_does_not_hold_or_fp8_without_its_fit_is_one_sentence():
+    with pytest.raises(GpkError, match=r"stack='megatron-3000' is not one the kit holds; use"):
+        GPUCluster("h100", stack="megatron-3000")
+    with pytest.raises(GpkError, match=r"'megatron-lm-2022' has no fp8 runs .* precision='bf16'"):
+        STACKS["megatron-lm-2022"].matmul_at("fp8")
 
 
 def test_tensor_inside_a_node_and_data_between_nodes(a100s):

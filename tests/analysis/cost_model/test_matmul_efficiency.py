@@ -87,8 +87,8 @@ def test_larger_matmuls_on_each_device_give_a_higher_share():
 def test_a_step_is_timed_at_its_plans_own_band_unless_a_band_is_given():
     cluster = GPUCluster("a100", nodes=1, per_node=8)
     used = plan(data=8, micro_batches=4)
-    fitted = step_time(CARD, used, cluster)
-    band = me.FITTED.for_plan(CARD, used)
+    fitted = step_time(CARD, used, cluster)  # under the cluster's stack
+    band = cluster.stack.matmul.for_plan(CARD, used)
     assert step_time(CARD, used, cluster, band).likely == fitted.likely
     fixed = Efficiency(0.3, 0.45, 0.6)
     assert fixed.for_plan(CARD, used) is fixed

@@ -96,7 +96,8 @@ def test_plans_that_fit_come_first_fastest_first(cluster):
     best = fitting[0]
     assert best["memory_bytes"] <= 0.9 * 80e9
     assert best["step_time_low_s"] <= best["step_time_s"] <= best["step_time_high_s"]
-    assert 0 < best["mfu"] < 0.6 and best["bound"] in (
+    # no step reaches more of the peak than its stack's largest matmuls do
+    assert 0 < best["mfu"] < cluster.stack.matmul.peak_share and best["bound"] in (
         "compute", "memory-bandwidth", "launches", "comm:tensor", "comm:data", "comm:stages",
         "bubble",
     )  # fmt: skip
