@@ -13,8 +13,6 @@ that hold the same experts. docs/planning.md gives the formulas and sources.
 
 from __future__ import annotations
 
-import dataclasses
-
 from ...pipeline.schedules import INTERLEAVED
 from .model_card import ModelCard
 from .parallel_plan import FULL, Plan
@@ -39,8 +37,12 @@ def memory(card: ModelCard, plan: Plan) -> MemoryByPart:
     candidates = {0, last} | ({1} if last > 1 and split.blocks[1] > split.blocks[0] else set())
     if split.rows:
         candidates = set(range(plan.stages))
-    held = (_stage_memory(card, plan, split, s, (rebuilt, copies)) for s in sorted(candidates))
-    return max(held, key=lambda parts: parts.total)  # the first of equals
+    fullest = None
+    for stage in sorted(candidates):  # the first of equals
+        held = _stage_memory(card, plan, split, stage, (rebuilt, copies))
+        if fullest is None or held.total > fullest.total:
+            fullest = held
+    return fullest
 
 
 def _stage_memory(
@@ -68,7 +70,8 @@ def _stage_memory(
     activations = (kept * _in_flight(plan, stage) + rebuilt) * batch
     if stage == plan.stages - 1:  # the logits the loss keeps, split by tensor as Megatron's
         activations += split.head_activation_bytes / plan.tensor * batch
-    return dataclasses.replace(states, activations=activations)
+    # A new record rather than `dataclasses.replace`: the search builds one for every plan.
+    return MemoryByPart(states.params, states.grads, states.optimizer, activations)
 
 
 def _in_flight(plan: Plan, stage: int = 0) -> float:
