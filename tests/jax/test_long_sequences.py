@@ -86,6 +86,15 @@ def test_a_context_axis_collectives_are_measured_beside_their_counted_bytes(trai
     assert result.comm_bytes == result.extra["gradient_bytes"] + result.extra["context_bytes"]
 
 
+def test_sequence_parallelisms_collectives_are_timed_as_the_pair_they_are(trained_alone):
+    """Each tensor-parallel sum becomes a reduce-scatter and an all-gather: timed so, alone."""
+    experiment, _ = trained_alone
+    result = experiment.run("tensor", 2, sequence_parallel=True, measure_comm=True)
+    assert result.ok, result.reason
+    assert result.extra["standalone_collectives_s"] > 0
+    assert "each sum a reduce-scatter and an all-gather" in result.extra["comm_method"]
+
+
 @pytest.mark.parametrize(
     "options",
     [

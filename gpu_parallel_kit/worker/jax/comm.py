@@ -110,12 +110,16 @@ def tensor_collectives(
     mesh_shape: tuple[int, int],
     activation_bytes: Sequence[int],
     gradient_bytes: int,
+    sequence_parallel: bool = False,
 ) -> Timing:
-    """The layout's all-reduces alone: each activation sum over the model axis, then the gradient
-    shards over the data axis; median of blocks, and half their range as the noise."""
+    """The layout's collectives alone: each activation sum over the model axis (with sequence
+    parallelism, the reduce-scatter and the all-gather that replace it, on the same bytes),
+    then the gradient shards over the data axis; median of blocks, and half their range as the
+    noise."""
     data, model = mesh_shape
     mesh = Mesh(np.asarray(devices).reshape(data, model), (DATA_AXIS, MODEL_AXIS))
-    sizes = [max(1, n // 4) for n in activation_bytes]  # float32 elements per device
+    # float32 elements per device, a multiple of the model axis so a reduce-scatter splits them
+    sizes = [max(model, n // 4 // model * model) for n in activation_bytes]
     stacked = [
         jax.device_put(
             jnp.ones((data, model, n), jnp.float32), NamedSharding(mesh, P(DATA_AXIS, MODEL_AXIS))
@@ -127,11 +131,18 @@ def tensor_collectives(
         NamedSharding(mesh, P(DATA_AXIS)),
     )
 
+    def summed(activation: Any) -> Any:
+        if not sequence_parallel:
+            return jax.lax.psum(activation, MODEL_AXIS)
+        # Korthikanti et al.'s pair: the sum scattered along the sequence, then gathered whole
+        part = jax.lax.psum_scatter(activation, MODEL_AXIS, scatter_dimension=2, tiled=True)
+        return jax.lax.all_gather(part, MODEL_AXIS, axis=2, tiled=True)
+
     @jax.jit
     def collectives(stacked, gradients):
         def local(stacked, gradients):
-            summed = [jax.lax.psum(s, MODEL_AXIS) for s in stacked]
-            return summed, jax.lax.psum(gradients, DATA_AXIS) if data > 1 else gradients
+            sums = [summed(s) for s in stacked]
+            return sums, jax.lax.psum(gradients, DATA_AXIS) if data > 1 else gradients
 
         return jax.shard_map(
             local,
@@ -141,7 +152,8 @@ def tensor_collectives(
             check_vma=False,
         )(stacked, gradients)
 
-    return _blocks_of(collectives, (stacked, gradients), "standalone_all_reduce_s")
+    name = "standalone_collectives_s" if sequence_parallel else "standalone_all_reduce_s"
+    return _blocks_of(collectives, (stacked, gradients), name)
 
 
 def fsdp_collectives(

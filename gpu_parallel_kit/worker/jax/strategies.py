@@ -418,6 +418,12 @@ class TensorParallel(JaxStrategy):
     def __init__(self, spec: RunSpec, devices: list[Any]) -> None:
         super().__init__(spec, devices)
         self.layout: Layout | None = None
+        if self.split.sequence_parallel:  # the sums timed as the pair that replaces each
+            self.method = self.method.replace(
+                "activations over the model axis",
+                "activations over the model axis, each sum a reduce-scatter and an all-gather "
+                "(sequence parallelism)",
+            )
 
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
         data, model_axis = self.spec.mesh_shape
@@ -487,7 +493,9 @@ class TensorParallel(JaxStrategy):
             return fsdp_collectives(
                 self.devices, self.spec.mesh_shape, gathered, gradient_bytes, sizes
             )
-        return tensor_collectives(self.devices, self.spec.mesh_shape, sizes, gradient_bytes)
+        return tensor_collectives(
+            self.devices, self.spec.mesh_shape, sizes, gradient_bytes, self.split.sequence_parallel
+        )
 
     def traffic(self, model: keras.Model, parameter_bytes: int) -> Any:
         if self.layout is None:
