@@ -1,5 +1,6 @@
-"""The plan search's options of `gpk search` and `%gpk search`, written once: the cluster, the
-batch, the precision, one sample's input shapes and the structure a model may not say.
+"""The plan search's options of `gpk search` and `%gpk search`, written once: the cluster and
+the software it runs, the batch, the precision, one sample's input shapes and the structure a
+model may not say.
 
 Both front ends build their parsers from these rows and call `gpk.search` with `keywords`.
 """
@@ -14,6 +15,7 @@ from ..analysis.cost_model.device_calibration import DeviceCalibration
 from ..analysis.cost_model.gpu_cluster import GPUCluster
 from ..analysis.cost_model.hardware_presets import DEVICES, INTERCONNECTS
 from ..analysis.cost_model.model_card import ATTENTIONS
+from ..analysis.cost_model.software_stack import STACKS
 from ..analysis.cost_model.training_precision import PRECISIONS, training_precision
 from ..errors import GpkError
 from .argtypes import positive
@@ -54,8 +56,14 @@ SEARCH: tuple[Flag, ...] = (
         "--global-batch", "samples per step over the whole cluster", type=positive, metavar="B"
     ),
     _searched(
+        "--stack",
+        "the training software the steps are timed under, fitted on its published runs "
+        f"({', '.join(STACKS)}); default: the newest, or a calibration's own",
+        choices=tuple(STACKS),
+    ),
+    _searched(
         "--precision",
-        "bf16, fp16, mixed or fp32; default: %(default)s",
+        "bf16, fp16, mixed, fp32 or fp8 (its matmuls at the FP8 peak); default: %(default)s",
         choices=PRECISIONS,
         default="bf16",
     ),
@@ -118,6 +126,7 @@ def keywords(parsed: argparse.Namespace) -> dict[str, Any]:
         per_node=parsed.per_node,
         inside=parsed.inside,
         between=parsed.between,
+        stack=parsed.stack,
     )
     given = {k: getattr(parsed, k) for k in _STRUCTURE if getattr(parsed, k) is not None}
     return {

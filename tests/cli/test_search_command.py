@@ -49,6 +49,14 @@ def test_gpk_search_prints_the_leading_plans(capsys, counted):
     assert counted == [{"token_ids": ((32,), "int32"), "padding_mask": ((32,), "int32")}]
 
 
+def test_gpk_search_times_the_plans_under_the_stack_named(capsys, counted):
+    argv = ["search", "--model", "tests.cli.test_search_command:build", *SAMPLE, *CLUSTER]
+    assert main([*argv, "--global-batch", "64", "--stack", "megatron-lm-2021"]) == 0
+    assert "under megatron-lm-2021" in capsys.readouterr().out.split("\n")[0]
+    assert main([*argv, "--global-batch", "64", "--stack", "megatron-9"]) != 0
+    assert "--stack" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
