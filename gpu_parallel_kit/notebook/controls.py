@@ -11,6 +11,7 @@ or a kernel.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,13 +20,21 @@ import pandas as pd
 
 from ..cluster.slurm.allocation import SlurmCluster
 from ..cluster.slurm.commands import Partition
+from ..comparison import Comparison
 from ..errors import GpkError
-from ..options.request import Request
+from ..options.request import Progress, Request
 from ..pipeline.microbatch import AUTO, is_auto
 from ..pipeline.schedules import SCHEDULES, schedule_record
 from ..pipeline.schedules import default_schedule as schedule_by_default
 from ..runs.description.device_choice import virtual_device_limit
-from ..strategies import DEFAULT_COMPARISON, has, runnable_names
+from ..strategies import (
+    DEFAULT_COMPARISON,
+    check_backend,
+    has,
+    runnable_names,
+    strategy_record,
+)
+from ..strategies import options as strategy_options
 from ..strategies.processes import WORKERS
 from .strategy_options import StrategyOptions
 
@@ -57,6 +66,45 @@ class PanelPlan:
         """The choices as the API takes them: this machine's devices by index, or, on a Slurm
         allocation, how many of its devices."""
         return [len(c) if self.on_slurm else c for c in self.devices]
+
+    def execute(self, progress: Progress, cancel: threading.Event) -> Comparison:
+        """Compare: `Experiment.compare` over the device choices. Run: `Experiment.run` of each
+        ticked strategy on the picked devices (the baseline on the first), on each backend that
+        offers it, every run checked before the first starts. A run, unlike a comparison's row,
+        takes every option given: `workers` makes a data run one of several processes."""
+        if self.action == "compare":
+            return self.request.compare(
+                self.strategies, self.device_choices(), progress=progress, cancel=cancel
+            )
+        experiment = self.request.experiment(progress)
+        options = self.request.plan()
+        backends = options.pop("backend") or [experiment.backend]
+        (picked,) = self.device_choices()
+        others = {option.name for option in strategy_options()}
+        runs = []
+        for strategy in self.strategies:
+            record = strategy_record(strategy)
+            offered = [b for b in backends if record.offered_on(b)]
+            if not offered:
+                check_backend(backends[0], strategy)  # refused in one sentence
+            alone = record.baseline or record.one_device
+            devices = (1 if self.on_slurm else picked[:1]) if alone else picked
+            # each run is handed the strategy options its record lists, and no other's
+            own = {
+                k: v for k, v in options.items() if k not in others or k in record.option_names()
+            }
+            for backend in offered:
+                experiment.plan(strategy, devices, backend=backend, **own)  # checked first
+                runs.append((strategy, devices, backend, own))
+        results = []
+        for strategy, devices, backend, own in runs:
+            try:
+                results.append(
+                    experiment.run(strategy, devices, backend=backend, cancel=cancel, **own)
+                )
+            except KeyboardInterrupt:  # Stop: the run's row is in the log, the rest not started
+                break
+        return self.request.projected(Comparison(results)) if results else Comparison(results)
 
 
 def slurm_request(partition: Partition, most_devices: int) -> SlurmCluster:

@@ -143,13 +143,13 @@ class Panel(ShowOnce):
     def _work(self, plan: PanelPlan) -> None:
         started = time.perf_counter()
         try:
-            comparison = plan.request.compare(
-                plan.strategies, plan.device_choices(), progress=self._row, cancel=self._cancel
-            )
-            self.comparison = comparison
-            result_tabs.fill(self.outputs, comparison)
-            self.tabs.selected_index = 0
-            self.status.value = html.escape(_summary(comparison.results, started))
+            comparison = plan.execute(self._row, self._cancel)
+            stopped = self._cancel.is_set()
+            if comparison.results:
+                self.comparison = comparison
+                result_tabs.fill(self.outputs, comparison)
+                self.tabs.selected_index = 0
+            self.status.value = html.escape(_summary(comparison.results, started, stopped))
         except Exception as error:  # noqa: BLE001 - every failure is one sentence in the panel
             if not self.runs.children:  # nothing ran: show the last results' rows again
                 self.runs.children = self._previous_rows
@@ -202,12 +202,14 @@ def _where(devices: pd.DataFrame) -> str:
     return f"{len(devices)} {devices['kind'].iloc[0].upper()}(s)"
 
 
-def _summary(results: list[RunResult], started: float) -> str:
+def _summary(results: list[RunResult], started: float, stopped: bool = False) -> str:
     elapsed = time.perf_counter() - started
     counts: dict[str, int] = {}
     for result in results:
         counts[result.status] = counts.get(result.status, 0) + 1
     statuses = ", ".join(f"{n} {status}" for status, n in counts.items())
+    if stopped and not counts.get("cancelled"):  # Run's runs: the stopped one is in the log
+        return f"Stopped after {elapsed:.0f} s: {len(results)} run(s) finished ({statuses})."
     if counts.get("cancelled"):
         finished = len(results) - counts["cancelled"]
         return (

@@ -43,6 +43,7 @@ from .progress_rows import RunRow
 ERROR_STYLE = "color:#c62828;font-weight:bold"
 COMPARED = 3  # the leading plans "compare the top 3 here" runs
 OFFERED = 5  # the leading plans with a "run here" button each
+USUAL_LINK = "the GPU's usual"  # the inside link's entry for GPUCluster's default
 # The columns of a plan run's table worth reading beside the plan: the shape that ran.
 RAN_COLUMNS = (
     "strategy", "devices", *reversed(PLAN_AXES), "schedule", "micro_batches", "status",
@@ -107,8 +108,8 @@ class PlanTab:
             value=8, description="GPUs per node", layout=wide, style=style
         )
         self.inside = widgets.Dropdown(
-            options=[("the GPU's usual", None)] + [(name, name) for name in LINKS],
-            value=None,
+            options=[(USUAL_LINK, USUAL_LINK)] + [(name, name) for name in LINKS],
+            value=USUAL_LINK,
             description="link inside",
             layout=wide,
             style=style,
@@ -181,7 +182,7 @@ class PlanTab:
             device=self.gpu.value,
             nodes=self.nodes.value,
             per_node=self.per_node.value,
-            inside=self.inside.value,
+            inside=None if self.inside.value == USUAL_LINK else self.inside.value,
             between=self.between.value,
             global_batch=self.global_batch.value,
             precision=self.precision.value,

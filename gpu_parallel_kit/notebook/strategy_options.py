@@ -16,7 +16,6 @@ reaches a run.
 from __future__ import annotations
 
 import argparse
-import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,12 +32,9 @@ from ..strategies.tensor import check_mesh
 # Options the panel sets with controls of its own: the pipeline's schedule and micro-batches
 # (with their auto box) and, through "where", the cluster.
 OWN_CONTROLS = frozenset({"schedule", "micro_batches", CLUSTER.name})
-DEFAULT = "default"  # a dropdown's or text box's entry for "the strategy's own rule decides"
-# One line: a long help is cut with an ellipsis, the whole of it in the line's tooltip.
-HELP_STYLE = (
-    "display:block;color:#555;font-size:0.9em;white-space:nowrap;overflow:hidden;"
-    "text-overflow:ellipsis"
-)
+# A dropdown's entry, and a text box's placeholder, for "the strategy's own rule decides": a
+# value of its own, as a dropdown whose value is None shows no entry at all.
+DEFAULT = "default"
 
 
 @dataclass(frozen=True)
@@ -92,13 +88,13 @@ class OptionControl:
         elif option.type is mesh_reader:
             given = None if value is None else tuple(value)
             self.widget = widgets.Dropdown(
-                options=[(DEFAULT, None)], value=None, description=name, layout=layout, style=style
+                options=[DEFAULT], value=DEFAULT, description=name, layout=layout, style=style
             )
             self._mesh = given
         elif option.choices:
-            choices = [(DEFAULT, None)] if option.default is None else []
-            choices += [(choice, choice) for choice in option.choices]
-            current = value if value in option.choices else option.default
+            choices = [DEFAULT] if option.default is None else []
+            choices += list(option.choices)
+            current = value if value in option.choices else option.default or DEFAULT
             self.widget = widgets.Dropdown(
                 options=choices, value=current, description=name, layout=layout, style=style
             )
@@ -112,7 +108,9 @@ class OptionControl:
                 style=style,
             )
         self.widget.add_class(f"gpk-option-{option.name.replace('_', '-')}")
-        self.help = widgets.HTML(layout=widgets.Layout(flex="1 1 auto", min_width="0"))
+        # One line: a Label cuts a long help with an ellipsis; its tooltip holds the whole.
+        self.help = widgets.Label(layout=widgets.Layout(flex="1 1 auto", min_width="0"))
+        self.help.add_class("gpk-help")
         self.row = widgets.HBox([self.widget, self.help], layout=widgets.Layout(width="100%"))
 
     @property
@@ -122,14 +120,15 @@ class OptionControl:
     def offer_meshes(self, devices: int) -> None:
         """The mesh dropdown's shapes: those that hold `devices`, and the value chosen before
         (kept even when it no longer fits, so the plan can say why in one sentence)."""
-        current = self.widget.value if self.widget.options[1:] else self._mesh
+        chosen = self.widget.value if self.widget.options[1:] else self._mesh
+        current = None if chosen == DEFAULT else chosen
         shapes = mesh_shapes(devices) if devices else []
         if current is not None and tuple(current) not in shapes:
             shapes.append(tuple(current))
-        entries = [(DEFAULT, None)] + [(MeshChoice(*s).label, s) for s in shapes]
+        entries = [(DEFAULT, DEFAULT)] + [(MeshChoice(*s).label, s) for s in shapes]
         if list(self.widget.options) != entries:
             self.widget.options = entries
-        self.widget.value = None if current is None else tuple(current)
+        self.widget.value = DEFAULT if current is None else tuple(current)
 
     def describe(self, owners: Iterable[str]) -> None:
         """One line of help: the option's own, as each ticked strategy that takes it says it."""
@@ -137,19 +136,15 @@ class OptionControl:
         for name in owners:
             own = next(o for o in strategy_record(name).options if o.name == self.option.name)
             helps.setdefault(own.help, []).append(name)
-        text = "; ".join(
-            f"<b>{' and '.join(names)}</b>: {html.escape(help)}" for help, names in helps.items()
-        )
-        whole = html.escape("; ".join(helps), quote=True)
-        self.help.value = (
-            f"<span class='gpk-help' style='{HELP_STYLE}' title='{whole}'>{text}</span>"
-        )
-        self.widget.tooltip = self.option.help
+        text = "; ".join(f"{' and '.join(names)}: {help}" for help, names in helps.items())
+        self.help.value = text
+        self.help.tooltip = text
+        self.widget.tooltip = text
 
     def value(self) -> Any:
         """The API's value: a text box read by the option's reader, an empty one the default."""
         if not isinstance(self.widget, widgets.Text):
-            return self.widget.value
+            return None if self.widget.value == DEFAULT else self.widget.value
         text = self.widget.value.strip()
         if not text:
             return self.option.default

@@ -60,7 +60,7 @@ class Calls(list):
 def _result(run_id: str) -> RunResult:
     return RunResult(
         run_id=run_id, experiment_id="e", strategy="data", devices=2, virtual=True,
-        status="ok", global_batch=32, step_time_s=0.01,
+        status="ok", global_batch=32, step_time_s=0.01, throughput_samples_s=3200.0,
     )  # fmt: skip
 
 

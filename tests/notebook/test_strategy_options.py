@@ -46,11 +46,11 @@ def test_each_control_carries_its_option_own_help(shell, device_table):
     tick(panel, "expert")
     options = panel.controls.strategy_options.controls
     assert option_named("capacity_factor").help[:40] in options["capacity_factor"].help.value
-    assert "<b>expert</b>" in options["experts"].help.value
+    assert options["experts"].help.value.startswith("expert: dense (")
     tick(panel, "tensor", "expert")  # both take the mesh, each with its own words
     mesh = options["mesh"].help.value
-    assert "<b>tensor</b>: devices on the (data x model) axes" in mesh
-    assert "<b>expert</b>: devices on the (data x expert) axes" in mesh
+    assert "tensor: devices on the (data x model) axes" in mesh
+    assert "; expert: devices on the (data x expert) axes" in mesh
 
 
 def test_the_mesh_offers_only_the_shapes_of_the_picked_devices(shell, device_table):
@@ -131,3 +131,29 @@ def test_a_bad_text_value_is_one_sentence_naming_the_box(shell, device_table):
     assert "capacity_factor=&#x27;lots&#x27; is not a number like 1.25" in panel.status.value
     assert "capacity factor box" in panel.status.value
     assert box.value == "lots"
+
+
+def test_run_runs_each_strategy_with_every_option_given(shell, device_table, monkeypatch):
+    from gpu_parallel_kit.api import Experiment
+    from gpu_parallel_kit.comparison import Comparison
+
+    from .test_plan_tab import _result
+
+    ran = []
+
+    def run(self, strategy, devices, *, cancel=None, **plan):
+        ran.append((strategy, devices, plan["backend"], plan.get("workers")))
+        return _result(f"r{len(ran)}")
+
+    monkeypatch.setattr(Experiment, "run", run)
+    monkeypatch.setattr(Experiment, "compare", lambda *a, **k: Comparison([]))
+    panel = panel_of(device_table)
+    tick(panel, "single", "data")
+    panel.controls.backend.value = ("jax",)
+    panel.controls.devices.value = (0, 1)
+    panel.controls.strategy_options.controls["workers"].widget.value = "2"
+    panel.run_button.click()
+    assert panel.wait(timeout=30)
+    # a comparison gives workers to multiworker alone; a run takes them
+    assert ran == [("single", (0,), "jax", None), ("data", (0, 1), "jax", 2)]
+    assert "Done in" in panel.status.value and panel.comparison.results[0].run_id == "r1"
