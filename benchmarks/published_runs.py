@@ -1,7 +1,8 @@
 """Published large-model training runs against the plan search's projection of the same plans.
 
-    python benchmarks/published_runs.py [--recount] [--markdown | --leave-one-out | --same-shape
-                                         | --by-stack]
+    python benchmarks/published_runs.py [--recount] [--recount-long] [--markdown
+                                         | --leave-one-out | --same-shape | --by-stack
+                                         | --long-context]
 
 With `--recount`, counts every published model by depth (`worker/jax/depth_scaling.py`: keras-hub's
 `GPT2Backbone` with a tied language-model head, at one and two blocks of full width, one
@@ -17,6 +18,13 @@ projected by the fit made without it (`planning/efficiency_fit.py`), as that pag
 that brings them closest to their published steps, and their ratios there; `--by-stack` prints
 each software stack's fit (`analysis/cost_model/software_stack.py`) and every run, the H100
 rows included, projected by its own stack fitted without it.
+
+With `--recount-long`, counts the Llama 2 7B of NeMo's long-sequence table at each of its
+sequences, 4K to 1M tokens (`depth_scaling.llama_card`: keras-hub's `LlamaBackbone`, counted
+abstractly at one and two blocks), and writes the cards to
+`gpu_parallel_kit/planning/published_long_cards.json`. `--long-context` prints that table's
+rows with a context axis, each projected under its stack and under its stack fitted without
+it, and each row without one against the kit's best plan without a context axis.
 """
 
 from __future__ import annotations
@@ -57,6 +65,30 @@ def recount() -> None:
     }
     published_runs.CARDS.write_text(json.dumps(stored, indent=1) + "\n")
     published_runs.stored_cards.cache_clear()
+
+
+def recount_long() -> None:
+    """Count the Llama 2 7B of NeMo's long-sequence table at each of its sequences."""
+    sys.meta_path.insert(0, _NoTensorFlow())
+    os.environ["KERAS_BACKEND"] = "jax"
+    from gpu_parallel_kit.worker.jax.depth_scaling import DEPTHS, llama_card
+
+    cards, seconds = {}, {}
+    for key, config in published_runs.long_card_configs().items():
+        started = time.perf_counter()
+        cards[key] = llama_card(**config)
+        seconds[key] = round(time.perf_counter() - started, 1)
+        print(f"counted {key} in {seconds[key]} s", flush=True)
+    stored = {
+        "counted": "keras-hub LlamaBackbone (SwiGLU MLP, rotary positions, RMS norms, no "
+        "dropout) with its untied language-model head, one sequence, mixed_bfloat16, forward "
+        f"and backward, counted abstractly at depths {DEPTHS} and extrapolated, at every "
+        "sequence of the table (none derived from another)",
+        "cards": cards,
+        "count_s": seconds,
+    }
+    published_runs.LONG_CARDS.write_text(json.dumps(stored, indent=1) + "\n")
+    published_runs.stored_long_cards.cache_clear()
 
 
 def plan_text(row: dict) -> str:
@@ -175,9 +207,38 @@ def print_by_stack() -> None:
     )
 
 
+def print_long_context() -> None:
+    """NeMo's long-sequence table: each row with a context axis under its stack and under its
+    stack fitted without it; each row without one against the kit's best plan without one."""
+    from gpu_parallel_kit.planning import long_context
+
+    print("| sequence | plan | published TFLOP/s | kit TFLOP/s | kit ÷ published "
+          "| left out: kit TFLOP/s | left out: kit ÷ published | memory GB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for row in long_context.with_context():
+        fits = f"{row.memory_gb:.0f}" + ("" if row.fits else " (over)")
+        print(f"| {row.sequence // 1024}K | {row.plan} | {row.published_tflops:g} "
+              f"| {row.kit_tflops:.1f} | {row.ratio:.2f} | {row.left_out_tflops:.1f} "
+              f"| {row.left_out_ratio:.2f} | {fits} |")  # fmt: skip
+    print()
+    print("| sequence | GPUs | published without CP | with CP | kit's best without a context "
+          "axis | its TFLOP/s | kit ÷ published | memory GB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for row in long_context.without_context():
+        best = row.best or "none fits"
+        print(f"| {row.sequence // 1024}K | {row.gpus:,} | {row.published_tflops:g} "
+              f"| {row.with_context_tflops:g} | {best} | {row.kit_tflops:.1f} "
+              f"| {row.ratio:.2f} | {row.memory_gb:.0f} |")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recount", action="store_true", help="count the models again")
+    parser.add_argument(
+        "--recount-long",
+        action="store_true",
+        help="count the Llama 2 7B of NeMo's long-sequence table at each sequence",
+    )
     parser.add_argument("--markdown", action="store_true", help="print the docs' table")
     parser.add_argument(
         "--leave-one-out", action="store_true", help="print the efficiency's fit, run by run"
@@ -188,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         help="print each software stack's fit and each run by its stack fitted without it",
     )
     parser.add_argument(
+        "--long-context",
+        action="store_true",
+        help="print NeMo's long-sequence table against the kit, with a context axis and without",
+    )
+    parser.add_argument(
         "--same-shape",
         action="store_true",
         help="print how close one share of peak brings the runs of one shape",
@@ -195,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.recount:
         recount()
+    if args.recount_long:
+        recount_long()
     if args.leave_one_out:
         print_leave_one_out()
         return 0
@@ -203,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.by_stack:
         print_by_stack()
+        return 0
+    if args.long_context:
+        print_long_context()
         return 0
     rows = published_runs.runs_table()
     (print_markdown if args.markdown else print_table)(rows)

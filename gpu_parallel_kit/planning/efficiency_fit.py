@@ -71,8 +71,9 @@ def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> floa
 
 
 def all_runs() -> tuple[PublishedRun, ...]:
-    """The A100 runs and the H100 rows the kit can count, in that order."""
-    return RUNS + published_runs.h100_runs()
+    """The A100 runs, the H100 rows the kit can count, and the rows of NeMo's long-sequence
+    table with their plans, in that order."""
+    return RUNS + published_runs.h100_runs() + published_runs.long_sequence_runs()
 
 
 def implied_share(run: PublishedRun) -> float:

@@ -7,7 +7,9 @@ or without, 72·…). `project` sizes and times that same plan with the cost mod
 `GPUCluster`, converts the kit's step into the paper's units, and ranks every plan of the model
 to compare the kit's best with the one used. The models' cards are counted by depth
 (`worker/jax/depth_scaling.py`) and stored in `published_cards.json`, which
-`benchmarks/published_runs.py` writes. Sources and checks: `docs/published-runs.md`.
+`benchmarks/published_runs.py` writes; the Llama 2 7B of NeMo's long-sequence table
+(`long_sequence_runs`) is counted at each of its sequences and stored in
+`published_long_cards.json`. Sources and checks: `docs/published-runs.md`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from ..analysis.cost_model.plan_figures import PART_COLUMNS
 from ..errors import GpkError
 
 CARDS = Path(__file__).with_name("published_cards.json")
+LONG_CARDS = Path(__file__).with_name("published_long_cards.json")
+# How a run's published FLOPs are counted (`published_flops`).
+NARAYANAN_FLOPS = "narayanan"  # a GPT's (96 or 72)·B·s·L·h²·(1 + s/6h + V/16Lh)
+LLAMA_FLOPS = "nemo-llama2"  # NeMo's and Megatron-LM's, a gated MLP and full s² attention
 KERAS_NORM_COPIES = 12  # bytes a token and unit of width Keras's layer norms keep beyond Megatron's
 PLAN_FIELDS = tuple(field.name for field in fields(Plan))
 PARTS = PART_COLUMNS
@@ -67,6 +73,13 @@ class PublishedRun:
         attention: "as-written", or "flash" where the software ran a fused kernel.
         split_sequence: whether it ran sequence parallelism; None: where it recomputed
             selectively (Korthikanti et al. ran the two together).
+        context: the context axis: each sample's tokens split over a ring of this many GPUs.
+        intermediate: the MLP's width (0: a GPT's 4·h).
+        kv_heads: the key-value heads (0: as many as `heads`).
+        gated: whether the MLP is gated (SwiGLU, a Llama's): its card is a counted Llama
+            (`published_long_cards.json`), not a GPT.
+        flops_counted: how the published FLOPs are counted (`published_flops`):
+            `NARAYANAN_FLOPS` or `LLAMA_FLOPS`.
     """
 
     name: str
@@ -99,6 +112,11 @@ class PublishedRun:
     precision: str = "bf16"
     attention: str = AS_WRITTEN
     split_sequence: bool | None = None  # sequence parallelism; None: with selective alone
+    context: int = 1
+    intermediate: int = 0
+    kv_heads: int = 0
+    gated: bool = False
+    flops_counted: str = NARAYANAN_FLOPS
 
     @property
     def sequence_parallel(self) -> bool:
@@ -110,8 +128,24 @@ class PublishedRun:
 
     @property
     def card_key(self) -> str:
-        """The stored card's key: "L24-h2304-a24-s2048-V51200"."""
+        """The stored card's key: "L24-h2304-a24-s2048-V51200", and for a gated MLP
+        "llama-L32-h4096-a32-kv32-f11008-s32768-V32000"."""
+        if self.gated:
+            return llama_key(
+                self.layers, self.hidden, self.heads, self.kv_heads or self.heads,
+                self.intermediate, self.sequence, self.vocabulary,
+            )  # fmt: skip
         return f"L{self.layers}-h{self.hidden}-a{self.heads}-s{self.sequence}-V{self.vocabulary}"
+
+
+def llama_key(
+    layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, sequence: int,
+    vocabulary: int,
+) -> str:  # fmt: skip
+    """A stored Llama card's key: "llama-L32-h4096-a32-kv32-f11008-s32768-V32000"."""
+    return (
+        f"llama-L{layers}-h{hidden}-a{heads}-kv{kv_heads}-f{intermediate}-s{sequence}-V{vocabulary}"
+    )
 
 
 def _narayanan(size, heads, hidden, layers, tensor, stages, gpus, batch, tflops):
@@ -212,10 +246,11 @@ NEMO_ASSUMED = (
 
 
 def stack_name(said: str) -> str:
-    """The kit's name of a stack a source names: "NeMo 24.05 container ..." is "nemo-24.05"."""
+    """The kit's name of a stack a source names: "NeMo 24.05 container ..." is "nemo-24.05",
+    and a patch release its release's ("NeMo 24.03.01 ..." is "nemo-24.03")."""
     words = said.split()
     if len(words) >= 2 and words[0] == "NeMo":
-        return f"nemo-{words[1]}"
+        return "nemo-" + ".".join(words[1].split(".")[:2])
     raise GpkError(f"no stack is named for {said!r}")
 
 
@@ -247,6 +282,63 @@ def _h100_run(row: dict[str, Any]) -> PublishedRun:
     )  # fmt: skip
 
 
+# NeMo's long-sequence table: Llama 2 7B in FP8 on DGX H100 at 4K to 1M tokens.
+LONG_MODEL = "llama2-7b"
+# What the table does not say of its runs' plans, taken from NeMo's recipes of the time.
+LONG_ASSUMED = (
+    "micro-batch 1 (the table gives none), flash attention, sequence parallelism where TP > 1, "
+    "the distributed optimizer (zero-1), no recomputation, Megatron-Core's ring attention with "
+    "causal load balancing; the FLOPs are NeMo's llama2 formula (full s² attention): not stated "
+    "beside the table"
+)
+
+
+@functools.lru_cache(maxsize=1)
+def long_sequence_runs() -> tuple[PublishedRun, ...]:
+    """The "With CP" rows of NeMo's long-sequence table (`published_h100_runs.json`, model
+    "llama2-7b"), 4K to 1M tokens, as runs; the rows of 4K to 16K ran with a context axis of
+    1, which the table's "With CP" columns give."""
+    found = json.loads(H100_RUNS_FILE.read_text())
+    rows = [row for row in found["runs"] if row["model_key"] == LONG_MODEL and row["tp"]]
+    return tuple(_long_run(row, found["models"][LONG_MODEL]) for row in rows)
+
+
+def long_sequence_rows() -> list[dict[str, Any]]:
+    """Every row of NeMo's long-sequence table as stored, "With CP" and "Without CP" alike:
+    the latter's plan is not published (its "tp" is None)."""
+    rows = json.loads(H100_RUNS_FILE.read_text())["runs"]
+    return [row for row in rows if row["model_key"] == LONG_MODEL]
+
+
+def _long_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
+    source, stack = row["source"], stack_name(row["stack"])
+    gpus, context, tensor = row["gpus"], row["cp"], row["tp"]
+    return PublishedRun(
+        f"Llama 2 7B FP8, {row['reported']['seq_len_k']}K, {gpus} H100, {stack}",
+        f"{source['repo']}, {source['path']} at {source['commit'][:8]}: {source['table']}",
+        model["layers"], model["hidden"], model["heads"], row["sequence"], model["vocabulary"],
+        6.74e9, gpus, min(row["gpus_per_node"], gpus), "net400g", DGX_H100, row["dp"], tensor,
+        row["pp"], 1, row["global_batch"], "1f1b" if row["pp"] > 1 else NO_PIPELINE, 1, "none",
+        "zero-1", row["reported"]["tflops_per_gpu"], None, False, LONG_ASSUMED, stack, "h100",
+        row["precision"], FLASH, tensor > 1, context, model["ffn_hidden"], model["kv_heads"],
+        model["gated_mlp"], LLAMA_FLOPS,
+    )  # fmt: skip
+
+
+def long_card_configs() -> dict[str, dict[str, int]]:
+    """`llama_card`'s arguments for each sequence of NeMo's long-sequence table, by key."""
+    model = json.loads(H100_RUNS_FILE.read_text())["models"][LONG_MODEL]
+    found = {}
+    for sequence in sorted({row["sequence"] for row in long_sequence_rows()}):
+        config = {
+            "layers": model["layers"], "hidden": model["hidden"], "heads": model["heads"],
+            "kv_heads": model["kv_heads"], "intermediate": model["ffn_hidden"],
+            "sequence": sequence, "vocabulary": model["vocabulary"],
+        }  # fmt: skip
+        found[llama_key(**config)] = config
+    return found
+
+
 def card_config(key: str) -> dict[str, int]:
     """`gpt_card`'s arguments for a stored card's key: a GPT with a 4·h MLP."""
     run = next((r for r in RUNS if r.card_key == key), None)
@@ -269,13 +361,23 @@ def stored_cards() -> dict[str, dict[str, Any]]:
     return json.loads(CARDS.read_text())["cards"]
 
 
+@functools.lru_cache(maxsize=1)
+def stored_long_cards() -> dict[str, dict[str, Any]]:
+    """The counted Llama cards of NeMo's long-sequence table, by key, as
+    `benchmarks/published_runs.py --recount-long` stored them."""
+    return json.loads(LONG_CARDS.read_text())["cards"]
+
+
 def card(run: PublishedRun) -> ModelCard:
-    """The run's model as counted by depth."""
-    cards = stored_cards()
+    """The run's model as counted by depth: a GPT's card from `published_cards.json`, a
+    Llama's from `published_long_cards.json`."""
+    cards, path, option = stored_cards(), CARDS, "--recount"
+    if run.gated:
+        cards, path, option = stored_long_cards(), LONG_CARDS, "--recount-long"
     if run.card_key not in cards:
         raise GpkError(
-            f"{CARDS.name} has no card {run.card_key!r}; run benchmarks/published_runs.py "
-            "--recount to count it"
+            f"{path.name} has no card {run.card_key!r}; run benchmarks/published_runs.py "
+            f"{option} to count it"
         )
     stored = cards[run.card_key]
     # Megatron-LM's fused layer norms keep their 16-bit input; Keras's, as counted, keep float32
@@ -317,13 +419,28 @@ def plan(run: PublishedRun) -> Plan:
         checkpointing=run.recompute,
         attention=run.attention,
         sequence_parallel=run.sequence_parallel,
+        context=run.context,
     )
 
 
 def published_flops(run: PublishedRun) -> float:
-    """FLOPs of one iteration in the paper's counting (Narayanan et al.):
-    (96 or 72)·B·s·L·h²·(1 + s/6h + V/16Lh)."""
+    """FLOPs of one iteration in the source's counting: Narayanan et al.'s
+    (96 or 72)·B·s·L·h²·(1 + s/6h + V/16Lh) for a GPT; for a Llama (`LLAMA_FLOPS`), NeMo's
+    `llama2` formula (`nemo/utils/flops_formulas.py`, Megatron-LM's
+    `num_floating_point_operations` alike): B·s·L·h²·(12 + 12·g/a + 18·f/h + 12·s/h + 6·V/Lh),
+    g the key-value heads and f the gated MLP's width, every score of s² counted (a causal
+    kernel computes about half of them)."""
     B, s, L, h, V = run.global_batch, run.sequence, run.layers, run.hidden, run.vocabulary
+    if run.flops_counted == LLAMA_FLOPS:
+        groups = (run.kv_heads or run.heads) / run.heads
+        return (
+            B
+            * s
+            * L
+            * h
+            * h
+            * (12 + 12 * groups + 18 * run.intermediate / h + 12 * s / h + 6 * V / (L * h))
+        )
     factor = 96 if run.recomputed_counted else 72
     return factor * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
 

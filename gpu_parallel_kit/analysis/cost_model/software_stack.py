@@ -179,7 +179,7 @@ STACKS: dict[str, SoftwareStack] = {
     for stack in (
         SoftwareStack(
             "megatron-lm-2021",
-            MatmulEfficiency(0.7334, 150.21, 0.923, 1.081, "fitted on 10 published bf16 runs"),
+            MatmulEfficiency(0.6662, 66.82, 0.935, 1.078, "fitted on 10 published bf16 runs"),
             released="2021-04",
             device="A100",
             runs=10,
@@ -187,7 +187,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-lm-2022",
-            MatmulEfficiency(0.8001, 163.86, 0.883, 1.072, "fitted on 8 published bf16 runs"),
+            MatmulEfficiency(0.7417, 74.39, 0.863, 1.085, "fitted on 8 published bf16 runs"),
             released="2022-05",
             device="A100",
             runs=8,
@@ -195,7 +195,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "deepspeed-megatron-2021",
-            MatmulEfficiency(0.5591, 114.52, 0.975, 1.02, "fitted on 3 published bf16 runs"),
+            MatmulEfficiency(0.5349, 53.65, 0.975, 1.02, "fitted on 3 published bf16 runs"),
             released="2022-01",
             device="A100",
             runs=3,
@@ -203,16 +203,25 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-deepspeed-bloom",
-            MatmulEfficiency(0.6202, 127.02, 0.883, 1.081, "fitted on 1 published bf16 run"),
+            MatmulEfficiency(0.5971, 59.89, 0.863, 1.085, "fitted on 1 published bf16 run"),
             released="2022-11",
             device="A100",
             runs=1,
             source="BigScience, 2022: BLOOM's Megatron-DeepSpeed on Jean Zay",
         ),
         SoftwareStack(
+            "nemo-24.03",
+            None,
+            MatmulEfficiency(0.4335, 43.48, 0.978, 1.022, "fitted on 9 published fp8 runs"),
+            released="2024-03",
+            device="H100",
+            runs=9,
+            source="NeMo's long-sequence table: NeMo 24.03.01 on DGX H100, Llama 2 7B, 4K-1M",
+        ),
+        SoftwareStack(
             "nemo-24.05",
-            MatmulEfficiency(0.6194, 126.85, 0.989, 1.01, "fitted on 5 published bf16 runs"),
-            MatmulEfficiency(0.4476, 91.68, 0.924, 1.064, "fitted on 5 published fp8 runs"),
+            MatmulEfficiency(0.5854, 58.71, 0.989, 1.01, "fitted on 5 published bf16 runs"),
+            MatmulEfficiency(0.4296, 43.08, 0.924, 1.064, "fitted on 5 published fp8 runs"),
             released="2024-05",
             device="H100",
             runs=10,
@@ -221,7 +230,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "nemo-24.07",
             None,
-            MatmulEfficiency(0.5405, 110.69, 0.939, 1.071, "fitted on 2 published fp8 runs"),
+            MatmulEfficiency(0.5177, 51.92, 0.934, 1.077, "fitted on 2 published fp8 runs"),
             released="2024-07",
             device="H100",
             runs=2,
@@ -229,8 +238,8 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.12",
-            MatmulEfficiency(0.6713, 137.48, 0.991, 1.014, "fitted on 5 published bf16 runs"),
-            MatmulEfficiency(0.4928, 100.92, 0.966, 1.031, "fitted on 5 published fp8 runs"),
+            MatmulEfficiency(0.6316, 63.34, 0.991, 1.014, "fitted on 5 published bf16 runs"),
+            MatmulEfficiency(0.471, 47.24, 0.966, 1.031, "fitted on 5 published fp8 runs"),
             released="2024-12",
             device="H100",
             runs=10,

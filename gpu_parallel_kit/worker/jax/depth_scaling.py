@@ -6,7 +6,9 @@ the loss) is the line's intercept, one block its slope. `count_by_depth` counts 
 `build(depth)` at two small depths with `count_abstract` and reads the figures at the model's
 own depth off that line, so a 175 B or 1 T model is counted in the time of two small ones.
 `gpt_card` does so for a GPT of keras-hub's `GPT2Backbone` with a language-model head, and
-returns the fields of the plan search's `ModelCard`. See `docs/planning.md`.
+`llama_card` for a Llama of keras-hub's `LlamaBackbone` (gated MLP, rotary positions, RMS
+norms, an untied head); each returns the fields of the plan search's `ModelCard`. See
+`docs/planning.md`.
 """
 
 from __future__ import annotations
@@ -189,4 +191,98 @@ def gpt_card(
         "sequence": sequence,
         "flops_per_sample": count["flops"],
         "activation_bytes": count["per_block"]["kept_bytes"],
+    }
+
+
+def llama_builder(
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int,
+    sequence: int,
+    vocabulary: int,
+) -> Callable[[int], Any]:
+    """`build(depth)`: keras-hub's `LlamaBackbone` of `depth` blocks (a SwiGLU MLP of
+    `intermediate`, rotary positions, RMS norms, no dropout) with its language-model head,
+    the logits read through its own output embedding (Llama's head is untied)."""
+
+    def build(depth: int) -> Any:
+        import keras
+        import keras_hub
+
+        backbone = keras_hub.models.LlamaBackbone(
+            vocabulary_size=vocabulary,
+            num_layers=depth,
+            num_query_heads=heads,
+            hidden_dim=hidden,
+            intermediate_dim=intermediate,
+            num_key_value_heads=kv_heads,
+            tie_word_embeddings=False,
+        )
+        inputs = {name: keras.Input((sequence,), dtype="int32", name=name) for name in INPUTS}
+        logits = backbone.token_embedding(backbone(inputs), reverse=True)
+        return keras.Model(inputs, logits)
+
+    return build
+
+
+def llama_card(
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int,
+    sequence: int,
+    vocabulary: int,
+    precision: str = "mixed_bfloat16",
+    depths: tuple[int, int] = DEPTHS,
+) -> dict[str, Any]:
+    """A Llama's `ModelCard` fields, counted by depth at one sequence: `ModelCard(**card)`.
+
+    The step counted is `gpt_card`'s: the forward and backward of one sequence with a
+    cross-entropy loss on the logits, without the optimizer's update. Beside `gpt_card`'s
+    fields it gives `kv_heads` and `attention_scores_bytes`, one block's s² residuals as the
+    count found them (Llama runs no dropout on its scores, so fewer than a GPT-2's).
+
+    Args:
+        layers, hidden, heads, kv_heads, intermediate, sequence, vocabulary: a keras-hub Llama
+            config (blocks, width, query heads, key-value heads, the gated MLP's width, tokens
+            per sample, tokens).
+        precision: the Keras dtype policy of the count.
+        depths: the two depths counted.
+    """
+    import keras
+
+    for value, name in ((hidden, "hidden"), (heads, "heads"), (kv_heads, "kv_heads")):
+        whole_number(value, name)
+    for value, name in ((intermediate, "intermediate"), (sequence, "sequence")):
+        whole_number(value, name)
+    whole_number(vocabulary, "vocabulary")
+    if hidden % heads or heads % kv_heads:
+        raise GpkError(
+            f"hidden={hidden}, heads={heads} and kv_heads={kv_heads} must each divide the one "
+            "before; use e.g. 4096, 32 and 8"
+        )
+    build = llama_builder(hidden, heads, kv_heads, intermediate, sequence, vocabulary)
+    count = count_by_depth(
+        build,
+        {name: ((sequence,), "int32") for name in INPUTS},
+        1,
+        layers,
+        depths,
+        precision=precision,
+        targets=((sequence,), "int32"),
+        optimizer=None,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return {
+        "parameters": float(count["parameters"]),
+        "layers": layers,
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "sequence": sequence,
+        "flops_per_sample": count["flops"],
+        "activation_bytes": count["per_block"]["kept_bytes"],
+        "attention_scores_bytes": count["per_block"]["scores_bytes"],
     }
