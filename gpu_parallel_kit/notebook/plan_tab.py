@@ -1,19 +1,21 @@
 """The panel's plan tab: search the panel's model's plans on a named cluster, then run one here.
 
 Its inputs are `%gpk search`'s options (the GPU, a preset or a kept calibration; nodes, GPUs per
-node, the links, the global batch and the precision), read into the same
-parsed options the magic reads (`options.search.defaults` and `keywords`), and the search is
-`Experiment.search` on the panel's model and one sample of its data. It shows the ranked table
-with the best plan's explanation, and the plot; each leading plan has a "run here" button
-(`Experiment.run_plan` on the panel's picked devices) and "compare the top 3 here" runs
-`Experiment.compare_plans`. The work goes on a background thread; Stop cancels a run, and
-leaves a search's count to finish in the background (kept for the next search) without
-showing its plans.
+node, the links, the global batch and the precision), read into the same parsed options the
+magic reads (`options.search.defaults` and `keywords`), and the search is `Experiment.search` on
+the panel's model and one sample of its data. It shows the ranked table with the best plan's
+explanation, and the plot; each leading plan has a "run here" button (`Experiment.run_plan` on
+the panel's picked devices) and "compare the top 3 here" runs `Experiment.compare_plans`.
+"Calibrate these devices" measures the picked devices (`gpk.calibrate`, as `%gpk calibrate`
+does), shows its table and curves, and offers the calibration as the GPU. The work goes on a
+background thread; Stop cancels a run, and leaves a search's count to finish in the background
+(kept for the next search) without showing its plans.
 """
 
 from __future__ import annotations
 
 import html
+import io
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +27,7 @@ import ipywidgets as widgets
 import pandas as pd
 from IPython.display import HTML, Image
 
+from ..api import calibrate
 from ..comparison import Comparison
 from ..errors import GpkError, one_sentence
 from ..options.request import Request
@@ -35,7 +38,7 @@ from ..options.search import (
     defaults,
     keywords,
 )
-from ..planning.calibration_probe import calibration_folder
+from ..planning.calibration_probe import DEFAULT_BUDGET_S, calibration_folder
 from ..runs.description.run_spec import RunSpec
 from ..strategies.plan_axes import PLAN_AXES, SCALED
 from .progress_rows import RunRow
@@ -123,6 +126,27 @@ class PlanTab:
         self.precision = widgets.Dropdown(
             options=PRECISION_NAMES, value="bf16", description="precision", layout=wide, style=style
         )
+        self.budget = widgets.BoundedIntText(
+            value=int(DEFAULT_BUDGET_S),
+            min=10,
+            max=3600,
+            description="probe (s)",
+            layout=wide,
+            style=style,
+        )
+        self.budget.tooltip = "seconds the calibration's probe of the picked devices may take"
+        self.calibrate_button = widgets.Button(
+            description="Calibrate these devices",
+            icon="tachometer",
+            layout=widgets.Layout(width="auto"),
+        )
+        self.calibrate_button.tooltip = (
+            "measure the devices picked beside for the cost model (gpk.calibrate); the "
+            "calibration is kept and offered as the GPU"
+        )
+        self.calibrated = widgets.Output()
+        self.calibrated.add_class("gpk-calibration")
+        self.calibration: Any = None  # the last calibration made here
         self.search_button = widgets.Button(
             description="Search plans", button_style="primary", icon="search"
         )
@@ -157,14 +181,17 @@ class PlanTab:
             ],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
-        buttons = widgets.HBox([self.search_button, self.stop_button])
+        buttons = widgets.HBox(
+            [self.search_button, self.stop_button, self.calibrate_button, self.budget]
+        )
         self.widget = widgets.VBox(
-            [inputs, buttons, self.status, self.table, self.figure, self.rows]
+            [inputs, buttons, self.status, self.calibrated, self.table, self.figure, self.rows]
             + [self.compare_button, self.runs, self.ran]
         )
         self.widget.add_class("gpk-plan-tab")
         self.search_button.on_click(lambda _: self.search())
         self.compare_button.on_click(lambda _: self.start(self._compare_top, "Comparing"))
+        self.calibrate_button.on_click(lambda _: self.start(self._calibrate, "Calibrating"))
         self.stop_button.on_click(lambda _: self.stop())
 
     @property
@@ -258,8 +285,7 @@ class PlanTab:
         self.table.outputs = ()
         self.table.append_display_data(HTML(plans._repr_html_()))
         self.figure.outputs = ()
-        figure = plans.plot()
-        self.figure.append_display_data(Image(data=figure._repr_png_(), format="png"))
+        self.figure.append_display_data(_image(plans.plot()))
         self._offer_rows(plans.top(OFFERED))
         fit = int(plans.table["fits"].sum())
         self.status.value = html.escape(
@@ -275,6 +301,30 @@ class PlanTab:
                 "Counting one step of the model (once: kept for later searches), then ranking "
                 f"every plan… {time.perf_counter() - started:.0f} s"
             )
+
+    def _calibrate(self) -> None:
+        """`gpk.calibrate` on the devices picked beside, on the panel's first backend; its table
+        and curves shown, and the calibration offered (and chosen) as the GPU."""
+        request = self._request()
+        backend = request.experiment(progress=False).backend
+        started = time.perf_counter()
+        calibration = calibrate(
+            devices=self._devices_here(),
+            backend=backend,
+            budget_s=float(self.budget.value),
+            progress=False,
+        )
+        self.calibration = calibration
+        self.calibrated.outputs = ()
+        self.calibrated.append_display_data(HTML(calibration.summary().to_html(border=0)))
+        self.calibrated.append_display_data(_image(calibration.plot()))
+        self.gpu.options = [(c.label, c.device) for c in gpu_choices()]
+        if calibration.path:
+            self.gpu.value = calibration.path
+        self.status.value = html.escape(
+            f"Calibrated {calibration.devices} {calibration.device_kind} device(s) on {backend} "
+            f"in {time.perf_counter() - started:.0f} s; the GPU list now offers it."
+        )
 
     def _offer_rows(self, top: pd.DataFrame) -> None:
         rows = []
@@ -331,6 +381,7 @@ class PlanTab:
 
     def _set_busy(self, busy: bool) -> None:
         self.search_button.disabled = busy
+        self.calibrate_button.disabled = busy
         self.stop_button.disabled = not busy
         self.compare_button.disabled = busy or not self.rows.children
         for row in self.rows.children:
@@ -339,3 +390,10 @@ class PlanTab:
     def _error(self, error: BaseException) -> None:
         sentence = html.escape(one_sentence(error))
         self.status.value = f"<span class='gpk-error' style='{ERROR_STYLE}'>{sentence}</span>"
+
+
+def _image(figure: Any) -> Image:
+    """A figure as base64 PNG text, which an Output widget's JSON state can carry."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return Image(data=buffer.getvalue(), format="png")

@@ -176,3 +176,48 @@ def test_a_kept_calibration_is_offered_as_the_gpu(tmp_path):
     assert [c.device for c in choices][:3] == ["a100", "h100", "h200"]
     assert choices[-1].label == "calibration jax-cpu-4-2026-12-06T21-52-43"
     assert choices[-1].device.endswith(".json")
+
+
+def test_calibrate_shows_its_table_and_curves_and_offers_it_as_the_gpu(
+    shell, device_table, monkeypatch, tmp_path
+):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from gpu_parallel_kit.notebook import plan_tab
+
+    kept = tmp_path / "calibrations" / "jax-cpu-2-2026-12-07T04-00-00.json"
+    kept.parent.mkdir()
+    asked = []
+
+    class Calibrated:
+        devices, device_kind, path = 2, "cpu", str(kept)
+
+        def summary(self):
+            return pd.DataFrame({"matmul (TFLOP/s)": [0.1]}, index=[2])
+
+        def plot(self):
+            return plt.figure()
+
+    def calibrate(**options):
+        asked.append(options)
+        kept.write_text("{}")
+        return Calibrated()
+
+    monkeypatch.setattr(plan_tab, "calibrate", calibrate)
+    monkeypatch.setattr(plan_tab, "calibration_folder", lambda: kept.parent)
+    panel = panel_of(device_table)
+    panel.controls.devices.value = (0, 1)
+    tab = panel.plan_tab
+    tab.budget.value = 20
+    tab.calibrate_button.click()
+    assert tab.wait(timeout=30), tab.status.value
+    assert asked == [dict(devices=2, backend="tensorflow", budget_s=20.0, progress=False)]
+    assert "gpk-error" not in tab.status.value, tab.status.value
+    html, image = tab.calibrated.outputs
+    assert "matmul (TFLOP/s)" in html["data"]["text/html"] and "image/png" in image["data"]
+    assert tab.gpu.value == str(kept)  # the calibration is the GPU the next search takes
+    assert "Calibrated 2 cpu device(s) on tensorflow" in tab.status.value
