@@ -97,3 +97,20 @@ def test_the_rows_without_a_context_axis_against_the_kits_best_plan_without_one(
     # NeMo's table (×5.3 and ×20.2 there).
     for sequence in (524288, 1048576):
         assert rows[sequence].kit_tflops > 3 * found[sequence].kit_tflops
+
+
+@pytest.mark.slow
+def test_the_stored_card_at_4k_is_a_recount(tmp_path):
+    # keras-hub's LlamaBackbone counted again, in a fresh process without TensorFlow.
+    from tests.jax.json_child import run_json_script
+
+    key, config = next(iter(published_runs.long_card_configs().items()))
+    script = (
+        "import json\nfrom gpu_parallel_kit.worker.jax.depth_scaling import llama_card\n"
+        f"print('JSON' + json.dumps(llama_card(**{config!r})))\n"
+    )
+    counted = run_json_script(script, tmp_path, timeout=900, without_tensorflow=True)
+    stored = published_runs.stored_long_cards()[key]
+    assert counted.keys() == stored.keys()
+    assert counted == pytest.approx(stored, rel=1e-6)
+    assert counted["parameters"] == pytest.approx(6.74e9, rel=1e-3)
