@@ -177,3 +177,19 @@ def test_the_summary_gives_each_busy_counts_rates_from_its_points():
     assert rows.loc[2, "all-reduce (GB/s)"] == pytest.approx(
         (1 << 20) / (1e-5 + 2**20 / 1e9) / 1e9, rel=1e-3
     )
+
+
+def test_a_calibration_is_a_software_stack_measured_on_its_devices():
+    cal = calibration()
+    stack = cal.as_stack()
+    assert stack.calibrated and stack.source == cal.label and stack.runs == 0
+    # two busy: products at 2.5e10 FLOP/s at 64³ and 5e10 above; the fastest is the peak
+    assert stack.step_fixed_s == pytest.approx(1e-5)
+    small, large = (stack.matmul.share(3 / n) for n in (64, 256))
+    assert small < large <= 1.0
+    assert small == pytest.approx(0.5, rel=0.2)
+    from gpu_parallel_kit.analysis.cost_model.gpu_cluster import GPUCluster
+
+    cluster = GPUCluster(device=cal, nodes=1, per_node=2)
+    assert cluster.stack == stack and cluster.label.endswith("under calibrated")
+    assert GPUCluster(device=cal, per_node=2, stack="nemo-24.12").stack.name == "nemo-24.12"
