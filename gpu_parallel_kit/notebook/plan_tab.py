@@ -131,7 +131,7 @@ class PlanTab:
             min=10,
             max=3600,
             description="probe (s)",
-            layout=wide,
+            layout=widgets.Layout(width="14em"),
             style=style,
         )
         self.budget.tooltip = "seconds the calibration's probe of the picked devices may take"

@@ -38,7 +38,11 @@ class RunRow:
     reason is written whole on a line under the row, never cut on it."""
 
     def __init__(self, spec: RunSpec, container: widgets.Box) -> None:
-        self.label = widgets.Label(run_label(spec), layout=widgets.Layout(width="15em"))
+        # At least 15em, so the bars line up; a longer label ("expert×4 dispatched c=1.25
+        # (virtual)") widens its own row rather than being cut.
+        self.label = widgets.Label(
+            run_label(spec), layout=widgets.Layout(min_width="15em", width="auto")
+        )
         self.bar = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="12em"))
         self.text = widgets.Label("starting the worker")
         # Last in a wrapping row at full width: it goes on a line of its own, under the bar.

@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -282,3 +283,219 @@ def _wait_for_all_cells(page, timeout_s: float = 180) -> None:
         arg=f"{NB} .jp-CodeCell .jp-InputPrompt",
         timeout=timeout_s * 1000,
     )
+
+
+# The notebook the panel-alone test opens: a small GPT (keras-hub's GPT-2) with its tokens, and
+# notebook 09's mixture of experts with its data (its first cell, as a student runs it), each in
+# a panel. Every run after is driven by clicks.
+GPT_CELL = '''\
+import numpy as np
+
+%load_ext gpu_parallel_kit
+
+
+def gpt_small():
+    """A 4-block GPT-2 from keras-hub and a dense layer from each position to the next token."""
+    import keras
+    import keras_hub
+
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=256, num_layers=4, num_heads=4, hidden_dim=64, intermediate_dim=256,
+        max_sequence_length=32)
+    inputs = {name: keras.Input((32,), dtype="int32", name=name)
+              for name in ("token_ids", "padding_mask")}
+    logits = keras.layers.Dense(256, name="next_token")(backbone(inputs))
+    model = keras.Model(inputs, logits)
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+tokens = np.random.default_rng(0).integers(1, 256, (256, 33)).astype("int32")
+gx = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((256, 32), "int32")}
+gy = tokens[:, 1:]  # the next token at each position
+'''
+GPT_PANEL = "%gpk panel gpt_small --data gx gy --batch-size 16 --steps-per-epoch 4 --backend jax"
+EXPERTS_PANEL = (
+    "%gpk panel tiny_mixtral --data x y --batch-size 32 --steps-per-epoch 4 --backend jax"
+)
+RUN_S = 600_000  # ms a click's runs may take on a 2-core machine
+# Each table in the panels' output widgets: its width and its area's.
+PANEL_TABLES = """selector => [...document.querySelectorAll(selector)]
+    .filter(table => table.offsetParent !== null)
+    .map(table => ({width: table.scrollWidth,
+                    room: table.closest('.widget-output').clientWidth}))"""
+
+
+def _panel_notebook(path: Path) -> None:
+    """A notebook of the two panels: the GPT's, and notebook 09's mixture of experts'."""
+    experts = nbformat.read(NOTEBOOKS / "09_mixture_of_experts.ipynb", as_version=4)
+    first = next(cell.source for cell in experts.cells if cell.cell_type == "code")
+    # (notebook 09's builder reads its global `experts`: the panel takes another name)
+    cells = [GPT_CELL, f"panel = {GPT_PANEL}", first, f"moe_panel = {EXPERTS_PANEL}"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {
+        "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"
+    }  # fmt: skip
+    nbformat.write(notebook, path)
+
+
+def _tick_only(panel, *names: str) -> None:
+    """Tick exactly `names` among the panel's strategy boxes, by clicks."""
+    import re
+
+    from gpu_parallel_kit.strategies import runnable_names
+
+    for name in runnable_names():
+        box = (
+            panel.locator(".widget-checkbox")
+            .filter(has=panel.page.locator("span", has_text=re.compile(f"^{name}$")))
+            .locator("input")
+        )
+        if box.is_checked() != (name in names):
+            box.click()
+
+
+def _click_and_wait(panel, button_text: str, done: str, timeout_ms: int = RUN_S) -> None:
+    """Click the visible button `button_text` and wait until the panel says `done`, its buttons
+    enabled again."""
+    import re
+
+    from playwright.sync_api import expect
+
+    button = panel.locator("button.widget-button", has_text=re.compile(f"^{button_text}$"))
+    button = button.filter(visible=True)
+    expect(button).to_be_enabled()
+    button.click()
+    _started(panel, button)
+    expect(panel).to_contain_text(done, timeout=timeout_ms)
+    expect(button).to_be_enabled(timeout=60_000)
+
+
+def _started(panel, button) -> None:
+    """The click started work (its button disabled), so an earlier run's words do not count; a
+    refusal (one red sentence) fails the test with that sentence."""
+    errors = panel.locator(".gpk-error")
+    deadline = time.monotonic() + 20
+    while not button.is_disabled():
+        if errors.count():
+            raise AssertionError(f"refused: {errors.first.inner_text()}")
+        assert time.monotonic() < deadline, "the click started nothing"
+        time.sleep(0.1)
+
+
+def _fits_and_no_stderr(page, tmp_path: Path, name: str, shown=None) -> None:
+    """The panel's shown tables fit their areas, no red sentence, no stderr box; a screenshot
+    with `shown` (a locator) in view."""
+    from playwright.sync_api import expect
+
+    if shown is not None:
+        shown.scroll_into_view_if_needed()
+    widths = page.evaluate(PANEL_TABLES, f"{NB} .gpk-panel .widget-output table")
+    assert widths, f"{name}: no table shown"
+    assert all(w["width"] <= w["room"] for w in widths), (name, widths)
+    expect(page.locator(f"{NB} .gpk-error")).to_have_count(0)
+    expect(page.locator(f"{NB} {STDERR}")).to_have_count(0)
+    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+
+
+@pytest.mark.timeout(3600)
+def test_every_feature_through_the_panel_alone(tmp_path, monkeypatch):
+    """At 1,280 px, with clicks only: a (2, 2) mesh tensor run, a two-worker data run, a plan
+    search for a GPT on 4 × 8 H100s, "run here" on its best row, "compare the top 3 here", and
+    a dispatched expert run of notebook 09's mixture of experts."""
+    pytest.importorskip("keras_hub", reason='pip install "gpu_parallel_kit[hub]"')
+    from playwright.sync_api import expect
+
+    root = tmp_path / "root"
+    root.mkdir()
+    _panel_notebook(root / "panels.ipynb")
+    with _serving_lab(root, tmp_path, ALL_CELLS) as base, _chromium() as browser:
+        page = browser.new_page(viewport=WINDOW)
+        page.goto(f"{base}/lab/tree/panels.ipynb?reset&token={TOKEN}")
+        kernel_status = page.locator(".jp-StatusBar-TextItem[title^='Change kernel']")
+        expect(kernel_status).to_have_text("Python 3 (ipykernel) | Idle", timeout=90_000)
+        page.locator("li.lm-MenuBar-item", has_text="Run").click()
+        page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+        panels = page.locator(PANEL)
+        expect(panels).to_have_count(2, timeout=180_000)
+        _wait_for_all_cells(page)
+        try:
+            _drive_every_feature(page, panels.nth(0), panels.nth(1), tmp_path, monkeypatch)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failed.png"))
+            raise
+        print(f"screenshots in {tmp_path}")
+
+
+def _logged(monkeypatch, tmp_path: Path) -> Any:
+    """The run log the lab's kernel wrote, as `gpk.history()` reads it."""
+    import gpu_parallel_kit as gpk
+
+    monkeypatch.setenv("GPK_LOG", str(tmp_path / "gpk_runs.sqlite"))
+    return gpk.history()
+
+
+def _drive_every_feature(page, gpt, experts, tmp_path: Path, monkeypatch) -> None:
+    from playwright.sync_api import expect
+
+    # A (2, 2) mesh tensor run: the mesh list offers the shapes of the 4 devices picked.
+    _tick_only(gpt, "tensor")
+    mesh = gpt.locator(".gpk-option-mesh select")
+    expect(mesh).to_be_visible()
+    labels = mesh.locator("option").all_inner_texts()
+    assert labels == ["default", "1x4", "2x2", "4x1"], labels
+    mesh.select_option(label="2x2")
+    _click_and_wait(gpt, "Run", "Done in")
+    expect(gpt.locator(".gpk-tab-table table")).to_contain_text("tensor")
+    expect(gpt.locator(".gpk-tab-table table")).to_contain_text("2x2")
+    _fits_and_no_stderr(page, tmp_path, "1-tensor-mesh-2x2", gpt.locator(".gpk-tab-table"))
+
+    # A two-worker data run on 2 devices.
+    _tick_only(gpt, "data")
+    expect(mesh).to_be_hidden()
+    gpt.locator(".widget-select-multiple select").select_option(index=[0, 1])
+    workers = gpt.locator(".gpk-option-workers input")
+    workers.fill("2")
+    workers.press("Enter")
+    _click_and_wait(gpt, "Run", "Done in")
+    expect(gpt.locator(".gpk-tab-table table")).to_contain_text("data")
+    _fits_and_no_stderr(page, tmp_path, "2-data-two-workers", gpt.locator(".gpk-tab-table"))
+    last = _logged(monkeypatch, tmp_path).iloc[-1]
+    assert (last["strategy"], last["workers"], last["status"]) == ("data", 2, "ok")
+
+    # The plan search for the GPT on 4 × 8 H100s, then its best row and the top 3 run here.
+    gpt.locator(".gpk-sections .lm-TabBar-tab", has_text="plan a cluster run").click()
+    tab = gpt.locator(".gpk-plan-tab")
+    expect(tab).to_be_visible()
+    for name, value in (("nodes", "4"), ("GPUs per node", "8"), ("global batch", "512")):
+        box = tab.locator(".widget-text", has_text=name).locator("input")
+        box.fill(value)
+        box.press("Enter")
+    _click_and_wait(tab, "Search plans", "Searched in")
+    expect(tab.locator(".gpk-plan-table")).to_contain_text("4x8 h100")
+    expect(tab.locator(".gpk-plan-figure img")).to_be_visible()
+    _fits_and_no_stderr(page, tmp_path, "3-plan-search-4x8-h100", tab.locator(".gpk-plan-table"))
+    _fits_and_no_stderr(page, tmp_path, "3b-plan-plot-and-rows", tab.locator(".gpk-plan-rows"))
+    best = tab.locator("button.gpk-run-here").first
+    best.click()
+    expect(best).to_be_disabled(timeout=10_000)
+    expect(tab).to_contain_text("Ran plan #1 here", timeout=RUN_S)
+    expect(tab.locator(".gpk-plan-ran table")).to_contain_text("ok")
+    _fits_and_no_stderr(page, tmp_path, "4-run-best-plan-here", tab.locator(".gpk-plan-ran"))
+    _click_and_wait(tab, "compare the top 3 here", "Ran the top 3 plans here")
+    expect(tab.locator(".gpk-plan-ran table tbody tr")).to_have_count(3)
+    _fits_and_no_stderr(page, tmp_path, "5-compare-top-3-here", tab.locator(".gpk-plan-ran"))
+    ran = _logged(monkeypatch, tmp_path).tail(4)
+    assert ran["scaled"].notna().all() and set(ran["status"]) == {"ok"}
+
+    # A dispatched expert run of notebook 09's model.
+    experts.scroll_into_view_if_needed()
+    _tick_only(experts, "expert")
+    experts.locator(".gpk-option-experts select").select_option("dispatched")
+    _click_and_wait(experts, "Run", "Done in")
+    expect(experts.locator(".gpk-tab-table table")).to_contain_text("expert")
+    shown = experts.locator(".gpk-tab-table")
+    _fits_and_no_stderr(page, tmp_path, "6-dispatched-experts", shown)
+    last = _logged(monkeypatch, tmp_path).iloc[-1]
+    assert (last["strategy"], last["experts"], last["status"]) == ("expert", "dispatched", "ok")
