@@ -1,15 +1,16 @@
 """The panel's plan tab: search the panel's model's plans on a named cluster, then run one here.
 
 Its inputs are `%gpk search`'s options (the GPU, a preset or a kept calibration; nodes, GPUs per
-node, the links, the global batch and the precision), read into the same parsed options the
-magic reads (`options.search.defaults` and `keywords`), and the search is `Experiment.search` on
-the panel's model and one sample of its data. It shows the ranked table with the best plan's
-explanation, and the plot; each leading plan has a "run here" button (`Experiment.run_plan` on
-the panel's picked devices) and "compare the top 3 here" runs `Experiment.compare_plans`.
-"Calibrate these devices" measures the picked devices (`gpk.calibrate`, as `%gpk calibrate`
-does), shows its table and curves, and offers the calibration as the GPU. The work goes on a
-background thread; Stop cancels a run, and leaves a search's count to finish in the background
-(kept for the next search) without showing its plans.
+node, the links, the global batch, the precision and the software stack), read into the same
+parsed options the magic reads (`options.search.defaults` and `keywords`), and the search is
+`Experiment.search` on the panel's model and one sample of its data. It shows the ranked table
+with the best plan's explanation, and the plot; each leading plan has a "run here" button
+(`Experiment.run_plan` on the panel's picked devices) and "compare the top 3 here" runs
+`Experiment.compare_plans`. "Calibrate these devices" measures the picked devices
+(`gpk.calibrate`, as `%gpk calibrate` does), shows its table and curves, and offers the
+calibration as the GPU. The work goes on a background thread; Stop cancels a run, and leaves a
+search's count to finish in the background (kept for the next search) without showing its
+plans.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..options.search import (
     GPU_PRESETS,
     LINKS,
     PRECISION_NAMES,
+    SEARCH,
     defaults,
     keywords,
 )
@@ -47,6 +49,7 @@ ERROR_STYLE = "color:#c62828;font-weight:bold"
 COMPARED = 3  # the leading plans "compare the top 3 here" runs
 OFFERED = 5  # the leading plans with a "run here" button each
 USUAL_LINK = "the GPU's usual"  # the inside link's entry for GPUCluster's default
+NEWEST_STACK = "the newest (or the calibration's)"  # the stack's entry for GPUCluster's default
 # The columns of a plan run's table worth reading beside the plan: the shape that ran.
 RAN_COLUMNS = (
     "strategy", "devices", *reversed(PLAN_AXES), "schedule", "micro_batches", "status",
@@ -120,6 +123,15 @@ class PlanTab:
         self.between = widgets.Dropdown(
             options=LINKS, value="net400g", description="between nodes", layout=wide, style=style
         )
+        stacks = next(flag.choices for flag in SEARCH if flag.name == "stack")
+        self.stack = widgets.Dropdown(
+            options=[(NEWEST_STACK, NEWEST_STACK)] + [(name, name) for name in stacks],
+            value=NEWEST_STACK,
+            description="stack",
+            layout=wide,
+            style=style,
+        )
+        self.stack.tooltip = "the training software the plans' steps are timed under"
         self.global_batch = widgets.IntText(
             value=global_batch, description="global batch", layout=wide, style=style
         )
@@ -177,7 +189,7 @@ class PlanTab:
         inputs = widgets.HBox(
             [
                 widgets.VBox([self.gpu, self.nodes, self.per_node, self.global_batch]),
-                widgets.VBox([self.inside, self.between, self.precision]),
+                widgets.VBox([self.inside, self.between, self.precision, self.stack]),
             ],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
@@ -210,6 +222,7 @@ class PlanTab:
             nodes=self.nodes.value,
             per_node=self.per_node.value,
             inside=None if self.inside.value == USUAL_LINK else self.inside.value,
+            stack=None if self.stack.value == NEWEST_STACK else self.stack.value,
             between=self.between.value,
             global_batch=self.global_batch.value,
             precision=self.precision.value,

@@ -13,7 +13,8 @@ from gpu_parallel_kit.options.search import SEARCH
 
 # The plan tab's inputs, by the flag each is read into (`PlanTab.search_options`).
 PLAN_TAB_FLAGS = (
-    "--device", "--nodes", "--per-node", "--inside", "--between", "--global-batch", "--precision"
+    "--device", "--nodes", "--per-node", "--inside", "--between", "--global-batch", "--precision",
+    "--stack",
 )  # fmt: skip
 
 

@@ -82,7 +82,9 @@ def test_the_inputs_are_the_search_magic_options(shell, device_table, counted):
     tab = panel_of(device_table).plan_tab
     tab.gpu.value, tab.nodes.value, tab.per_node.value = "h100", 4, 8
     tab.between.value, tab.global_batch.value, tab.precision.value = "net200g", 256, "fp16"
+    tab.stack.value = "megatron-lm-2021"
     options = tab.search_options()
+    assert options["gpus"].stack.name == "megatron-lm-2021"
     cluster = options["gpus"]
     assert (cluster.device.name, cluster.nodes, cluster.per_node, cluster.gpus) == (
         "h100", 4, 8, 32
