@@ -231,14 +231,25 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    from ..options.search import keywords, sample_from_text
+    from ..options.search import experiment_here, keywords, ran_here, runs_here, sample_from_text
     from ..planning import search
 
     options = keywords(args)  # the cluster, batch and sample checked before any import
     sample = sample_from_text(args.inputs)
-    plans = search(_model(args.model), sample, **options)
+    model = _model(args.model)
+    here = runs_here(args)
+    # the runs here checked before the count: their data and the experiment's settings
+    experiment = experiment_here(model, _data(args.data, args.model), args) if here else None
+    plans = search(model, sample, **options)
     print(plans.text(args.top))
-    return 0
+    if experiment is None:
+        return 0
+    try:
+        ran = ran_here(plans, experiment, args)
+    except KeyboardInterrupt:
+        return _interrupted(experiment)
+    print(ran)
+    return 0 if {result.status for result in ran.results} == {"ok"} else 1
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:

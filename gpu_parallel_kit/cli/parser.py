@@ -13,7 +13,7 @@ from ..options.argtypes import fraction
 from ..options.calibrate import CALIBRATE
 from ..options.plan import PLAN
 from ..options.projection import PROJECTION
-from ..options.search import SEARCH
+from ..options.search import HERE, SEARCH
 from ..options.table import COMPARE, HISTORY, PROGRESS, RUN, TRAINING, VERBOSE, Flag
 from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from ..strategies import BACKENDS
@@ -190,6 +190,13 @@ def _add_search(commands: Any, handler: Callable) -> None:
         "built-in model or a saved .keras file",
     )
     _add_options(search, SEARCH)
+    _add_options(search, HERE)
+    search.add_argument(
+        "--data",
+        metavar="DATA",
+        help="with --run-here or --compare-here: what the runs here train on, a built-in set "
+        "or a .npz file with arrays x and y",
+    )
 
 
 _OUT_HELP = "folder for the report (table.csv, table.md and the figures as PNG)"

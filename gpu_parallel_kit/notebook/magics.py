@@ -182,15 +182,39 @@ def search(shell: Any, args: argparse.Namespace) -> Any:
     (token_ids=2048:int32 padding_mask=2048:int32). Example, in a cell::
 
         %gpk search build_gpt --inputs sample --device a100 --nodes 16 --global-batch 512
+
+    With `--run-here RANK` (or `--compare-here N`) and `--data X Y`, the plan of that rank (or
+    the N leading ones) then runs here, scaled down (`Experiment.run_plan`,
+    `compare_plans`), and the Comparison is returned, as the panel's plan tab runs them.
     """
-    from ..options.search import keywords, sample_from_text  # noqa: PLC0415
+    from ..options.search import (  # noqa: PLC0415
+        experiment_here,
+        keywords,
+        ran_here,
+        runs_here,
+        sample_from_text,
+    )
     from ..planning import search as search_plans  # noqa: PLC0415
 
     options = keywords(args)
+    here = runs_here(args)
     names = args.inputs or []
     held = len(names) == 1 and names[0] in shell.user_ns
     sample = shell.user_ns[names[0]] if held else sample_from_text(names)
-    return search_plans(resolve_model(args.model, shell.user_ns), sample, **options)
+    model = resolve_model(args.model, shell.user_ns)
+    if not here:
+        return search_plans(model, sample, **options)
+    from IPython.display import display  # noqa: PLC0415
+
+    from .names import resolve_data  # noqa: PLC0415
+
+    data = resolve_data(args.data, shell.user_ns)
+    experiment = experiment_here(model, data, args)  # checked before the count
+    plans = search_plans(model, sample, **options)
+    display(plans)
+    shown = ShownComparison(ran_here(plans, experiment, args).results)
+    shown.show()
+    return shown
 
 
 @magic_arguments("gpk calibrate")

@@ -19,7 +19,7 @@ from ..options.plan import PLAN
 from ..options.projection import PROJECTION
 from ..options.request import Request
 from ..options.request import request_from as request_with
-from ..options.search import SEARCH
+from ..options.search import HERE, SEARCH
 from ..options.table import COMPARE, HISTORY, RUN, TRAINING, Flag
 from ..runs.description.synthetic_data import SYNTHETIC_SETS
 from .names import resolve_data, resolve_model, resolve_validation
@@ -95,9 +95,17 @@ def plan_options(func: Callable) -> Callable:
 
 def search_options(func: Callable) -> Callable:
     """Decorator: the plan search's model (a name in this notebook) and options
-    (`options/search.py`); `--inputs` may also name one sample held in the notebook."""
+    (`options/search.py`); `--inputs` may also name one sample held in the notebook; then the
+    runs here of the leading plans, on `--data` named in the notebook."""
     model = argument("model", help="a function in this notebook that returns a Keras model")
-    return model(_apply(func, _decorators(SEARCH)))
+    data = argument(
+        "--data",
+        nargs="+",
+        metavar="NAME",
+        help="with --run-here or --compare-here: the input and target arrays in this notebook "
+        "the runs here train on (--data x y), or one name holding (x, y) or a dataset builder",
+    )
+    return model(_apply(func, [*_decorators(SEARCH), *_decorators(HERE), data]))
 
 
 def calibrate_options(func: Callable) -> Callable:

@@ -17,9 +17,13 @@ from ..analysis.cost_model.hardware_presets import DEVICES, INTERCONNECTS
 from ..analysis.cost_model.model_card import ATTENTIONS
 from ..analysis.cost_model.software_stack import STACKS
 from ..analysis.cost_model.training_precision import PRECISIONS, training_precision
+from ..api import Experiment
+from ..comparison import Comparison
 from ..errors import GpkError
+from ..strategies import BACKENDS
 from .argtypes import positive
 from .flag import Flag
+from .table import BATCH_SIZE
 
 
 def _searched(flag: str, text: str, *, default: Any = None, **details: Any) -> Flag:
@@ -80,6 +84,54 @@ SEARCH: tuple[Flag, ...] = (
         choices=ATTENTIONS,
     ),
     _searched("--top", "plans shown; default: %(default)s", type=positive, default=5),
+)
+# The leading plans run here after the search, as the panel's plan tab runs them: its "run here"
+# and "compare the top 3 here". Each front end adds `--data` in its own form (a notebook's names,
+# a file or a built-in set).
+HERE: tuple[Flag, ...] = (
+    Flag(
+        "--run-here",
+        "after the search, run the plan of this rank (1: the best) here, its shape scaled down "
+        "to this machine's devices (Experiment.run_plan); needs --data",
+        goes_to="front end",
+        type=positive,
+        metavar="RANK",
+        default=None,
+    ),
+    Flag(
+        "--compare-here",
+        "after the search, run the N leading plans here, one after another "
+        "(Experiment.compare_plans); needs --data",
+        goes_to="front end",
+        type=positive,
+        metavar="N",
+        default=None,
+    ),
+    Flag(
+        "--devices-here",
+        "the devices here a plan run may take; default: every device this machine offers",
+        goes_to="front end",
+        type=positive,
+        metavar="N",
+        default=None,
+    ),
+    Flag(
+        "--batch-size",
+        "the global batch of the runs here, each plan's batch scaled down to it; default: "
+        "%(default)s",
+        goes_to="front end",
+        type=positive,
+        metavar="N",
+        default=BATCH_SIZE.api_default,
+    ),
+    Flag(
+        "--backend",
+        "the backend of the runs here (a plan's strategy it lacks runs on one that has it); "
+        "default: %(default)s",
+        goes_to="front end",
+        choices=BACKENDS,
+        api_call=Experiment.__init__,
+    ),
 )
 _STRUCTURE = ("blocks", "hidden", "heads")
 GPU_PRESETS = tuple(DEVICES)  # what --device names, beside a calibration's file
@@ -155,3 +207,33 @@ def defaults(**given: Any) -> argparse.Namespace:
     if unknown:
         raise GpkError(f"the search takes no option {', '.join(sorted(unknown))}")
     return argparse.Namespace(**{**values, **given})
+
+
+def runs_here(parsed: argparse.Namespace) -> bool:
+    """Whether a parsed command line asks to run plans here after the search; one sentence when
+    it asks both ways at once."""
+    if parsed.run_here is not None and parsed.compare_here is not None:
+        raise GpkError("give --run-here RANK or --compare-here N, not both")
+    return parsed.run_here is not None or parsed.compare_here is not None
+
+
+def experiment_here(model: Any, data: Any, parsed: argparse.Namespace) -> Experiment:
+    """The Experiment the runs here train in: the searched model on `data` (None: a built-in
+    model's own set), at `--batch-size`, on `--backend`."""
+    return Experiment(model=model, data=data, batch_size=parsed.batch_size, backend=parsed.backend)
+
+
+def ran_here(plans: Any, experiment: Experiment, parsed: argparse.Namespace) -> Comparison:
+    """The leading plans run here as a parsed command line asks: the one of rank `--run-here`
+    (`Experiment.run_plan`), or the `--compare-here` first (`Experiment.compare_plans`)."""
+    asked = parsed.run_here or parsed.compare_here
+    leading = plans.top(asked)
+    if parsed.run_here is not None:
+        if parsed.run_here > len(leading):
+            raise GpkError(
+                f"--run-here {parsed.run_here} names no plan: {len(leading)} fit; give a rank "
+                f"from 1 to {len(leading)}"
+            )
+        plan = leading.iloc[parsed.run_here - 1]
+        return experiment.run_plan(plan, devices=parsed.devices_here)
+    return experiment.compare_plans(leading, devices=parsed.devices_here)

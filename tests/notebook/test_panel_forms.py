@@ -50,6 +50,7 @@ def test_every_plan_tab_input_has_its_search_flag(shell, capsys):
     for text in (magic_help(shell, capsys, "search mlp"), gpk_help(capsys, "search")):
         assert all(flag in text for flag in PLAN_TAB_FLAGS)
         assert ".json" in text  # --device takes a kept calibration, as the GPU list does
+        assert "--run-here" in text and "--compare-here" in text  # the rows' two buttons
 
 
 def test_the_magic_flags_are_the_panel_starting_values(shell, fake_cpu, monkeypatch):
