@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..analysis.cost_model.matmul_efficiency import (
     MatmulEfficiency,
@@ -65,15 +65,23 @@ def published_step_s(run: PublishedRun) -> float:
 
 
 def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> float:
-    """The kit's step of the run's plan at `efficiency`."""
+    """The kit's step of the run's plan at `efficiency`, under its own stack's overlaps."""
     card, cluster = published_runs.card(run), published_runs.cluster(run)
+    if isinstance(efficiency, Efficiency):  # one share, whatever the shapes
+        flat = MatmulEfficiency(efficiency.likely, 0.0, source=efficiency.source)
+        efficiency = replace(cluster.stack, matmul=flat, fp8=flat)
     return step_time(card, published_runs.plan(run), cluster, efficiency).likely
 
 
 def all_runs() -> tuple[PublishedRun, ...]:
-    """The A100 runs, the H100 rows the kit can count, and the rows of NeMo's long-sequence
-    table with their plans, in that order."""
-    return RUNS + published_runs.h100_runs() + published_runs.long_sequence_runs()
+    """The A100 runs, the H100 rows the kit can count (GPT-3 175B, then the Llama rows), and
+    the rows of NeMo's long-sequence table with their plans, in that order."""
+    return (
+        RUNS
+        + published_runs.h100_runs()
+        + published_runs.llama_runs()
+        + published_runs.long_sequence_runs()
+    )
 
 
 def implied_share(run: PublishedRun) -> float:

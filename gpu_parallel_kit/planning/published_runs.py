@@ -80,6 +80,8 @@ class PublishedRun:
             (`published_long_cards.json`), not a GPT.
         flops_counted: how the published FLOPs are counted (`published_flops`):
             `NARAYANAN_FLOPS` or `LLAMA_FLOPS`.
+        card_from: the key of its model's card in `published_h100_cards.json`, where it is
+            counted there ("": by its config, as above).
     """
 
     name: str
@@ -117,6 +119,7 @@ class PublishedRun:
     kv_heads: int = 0
     gated: bool = False
     flops_counted: str = NARAYANAN_FLOPS
+    card_from: str = ""  # a card of `published_h100_cards.json`, by its key
 
     @property
     def sequence_parallel(self) -> bool:
@@ -282,6 +285,53 @@ def _h100_run(row: dict[str, Any]) -> PublishedRun:
     )  # fmt: skip
 
 
+H100_CARDS_FILE = Path(__file__).with_name("published_h100_cards.json")
+# The Llama rows of NVIDIA's NeMo recipes whose model `published_h100_cards.json` holds: dgxc's
+# Llama 3.1 405B (the 126-block runs; its benchmark ran 16 KV groups) and NeMo 24.07's Llama 3
+# 8B and 70B. MaxText's rows are held out (docs/published-runs.md, "Llama rows").
+LLAMA_CARDS = {"llama3.1-405b": "llama3.1-405b-kv16", "llama3-8b": "llama3-8b",
+               "llama3-70b": "llama3-70b", "llama2-70b": "llama2-70b"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def llama_runs() -> tuple[PublishedRun, ...]:
+    """The dense Llama rows of `published_h100_runs.json` from NVIDIA's NeMo recipes (dgxc and
+    NeMo's performance summary) whose model has a counted card, the proxies of fewer blocks
+    left out, as runs."""
+    found = json.loads(H100_RUNS_FILE.read_text())
+    rows = [
+        row
+        for row in found["runs"]
+        if row["model_key"] in LLAMA_CARDS
+        and not row["proxy"]
+        and row["stack"].startswith("NeMo")  # MaxText's rows: docs/published-runs.md
+    ]
+    return tuple(_llama_run(row, found["models"][row["model_key"]]) for row in rows)
+
+
+def _llama_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
+    reported, gpus = row["reported"], row["gpus"]
+    tokens = row["global_batch"] * row["sequence"]
+    if "step_time_s" in reported:
+        seconds = reported["step_time_s"]
+    else:  # tokens a second on each GPU
+        seconds = tokens / (reported["tokens_per_s_per_gpu"] * gpus)
+    source, stack = row["source"], stack_name(row["stack"])
+    kv_heads = (row.get("benchmark_overrides") or {}).get("kv_heads", model["kv_heads"])
+    stages, vp = row["pp"], row["vp"] or 1
+    schedule = NO_PIPELINE if stages == 1 else ("interleaved" if vp > 1 else "1f1b")
+    return PublishedRun(
+        f"{model['name']} {row['precision'].upper()}, {gpus} H100, {stack}",
+        f"{source['repo']}, {source['path']} at {source['commit'][:8]}: {source['table']}",
+        model["layers"], model["hidden"], model["heads"], row["sequence"], model["vocabulary"],
+        0.0, gpus, min(row["gpus_per_node"], gpus), "net400g", DGX_H100,
+        row["dp"], row["tp"], stages, row["micro_batch"], row["global_batch"], schedule,
+        vp if stages > 1 else 1, "none", "zero-1", None, seconds, False, NEMO_ASSUMED, stack,
+        "h100", row["precision"], FLASH, row["tp"] > 1, row["cp"], model["ffn_hidden"], kv_heads,
+        model["gated_mlp"], LLAMA_FLOPS, LLAMA_CARDS[row["model_key"]],
+    )  # fmt: skip
+
+
 # NeMo's long-sequence table: Llama 2 7B in FP8 on DGX H100 at 4K to 1M tokens.
 LONG_MODEL = "llama2-7b"
 # What the table does not say of its runs' plans, taken from NeMo's recipes of the time.
@@ -372,6 +422,8 @@ def card(run: PublishedRun) -> ModelCard:
     """The run's model as counted by depth: a GPT's card from `published_cards.json`, a
     Llama's from `published_long_cards.json`."""
     cards, path, option = stored_cards(), CARDS, "--recount"
+    if run.card_from:
+        return _counted_card(run)
     if run.gated:
         cards, path, option = stored_long_cards(), LONG_CARDS, "--recount-long"
     if run.card_key not in cards:
@@ -392,6 +444,21 @@ def card(run: PublishedRun) -> ModelCard:
         },
         vocabulary=run.vocabulary,
     )
+
+
+@functools.lru_cache(maxsize=1)
+def stored_h100_cards() -> dict[str, dict[str, Any]]:
+    """The cards `benchmarks/count_h100_cards.py --store` counted, by key."""
+    return json.loads(H100_CARDS_FILE.read_text())["cards"]
+
+
+def _counted_card(run: PublishedRun) -> ModelCard:
+    """A run's card from `published_h100_cards.json`, less Keras's norm copies, at its
+    precision."""
+    stored = stored_h100_cards()[run.card_from]
+    norms = KERAS_NORM_COPIES * run.sequence * run.hidden
+    fields = {**stored, "rows": (), "activation_bytes": stored["activation_bytes"] - norms}
+    return ModelCard(**{**fields, "precision": run.precision})
 
 
 def cluster(run: PublishedRun) -> GPUCluster:
@@ -518,8 +585,8 @@ def _why(used: dict[str, Any], best: dict[str, Any]) -> str:
 
 def runs_table(best: bool = True) -> list[dict[str, Any]]:
     """`project` of every published run, the A100 runs of `RUNS` first, then the H100 rows
-    the kit can count (`h100_runs`)."""
-    return [project(run, best) for run in RUNS + h100_runs()]
+    the kit can count (`h100_runs`, `llama_runs`)."""
+    return [project(run, best) for run in RUNS + h100_runs() + llama_runs()]
 
 
 def as_record(run: PublishedRun) -> dict[str, Any]:

@@ -179,7 +179,7 @@ STACKS: dict[str, SoftwareStack] = {
     for stack in (
         SoftwareStack(
             "megatron-lm-2021",
-            MatmulEfficiency(0.6662, 66.82, 0.935, 1.078, "fitted on 10 published bf16 runs"),
+            MatmulEfficiency(0.6712, 73.01, 0.935, 1.074, "fitted on 10 published bf16 runs"),
             released="2021-04",
             device="A100",
             runs=10,
@@ -187,7 +187,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-lm-2022",
-            MatmulEfficiency(0.7417, 74.39, 0.863, 1.085, "fitted on 8 published bf16 runs"),
+            MatmulEfficiency(0.7462, 81.16, 0.865, 1.084, "fitted on 8 published bf16 runs"),
             released="2022-05",
             device="A100",
             runs=8,
@@ -195,7 +195,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "deepspeed-megatron-2021",
-            MatmulEfficiency(0.5349, 53.65, 0.975, 1.02, "fitted on 3 published bf16 runs"),
+            MatmulEfficiency(0.5368, 58.39, 0.975, 1.020, "fitted on 3 published bf16 runs"),
             released="2022-01",
             device="A100",
             runs=3,
@@ -203,7 +203,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-deepspeed-bloom",
-            MatmulEfficiency(0.5971, 59.89, 0.863, 1.085, "fitted on 1 published bf16 run"),
+            MatmulEfficiency(0.5989, 65.14, 0.863, 1.195, "fitted on 1 published bf16 run"),
             released="2022-11",
             device="A100",
             runs=1,
@@ -212,7 +212,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "nemo-24.03",
             None,
-            MatmulEfficiency(0.4335, 43.48, 0.978, 1.022, "fitted on 9 published fp8 runs"),
+            MatmulEfficiency(0.4420, 48.07, 0.972, 1.029, "fitted on 9 published fp8 runs"),
             released="2024-03",
             device="H100",
             runs=9,
@@ -220,8 +220,8 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.05",
-            MatmulEfficiency(0.5854, 58.71, 0.989, 1.01, "fitted on 5 published bf16 runs"),
-            MatmulEfficiency(0.4296, 43.08, 0.924, 1.064, "fitted on 5 published fp8 runs"),
+            MatmulEfficiency(0.5880, 63.95, 0.989, 1.010, "fitted on 5 published bf16 runs"),
+            MatmulEfficiency(0.4310, 46.88, 0.924, 1.064, "fitted on 5 published fp8 runs"),
             released="2024-05",
             device="H100",
             runs=10,
@@ -230,19 +230,28 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "nemo-24.07",
             None,
-            MatmulEfficiency(0.5177, 51.92, 0.934, 1.077, "fitted on 2 published fp8 runs"),
+            MatmulEfficiency(0.4801, 52.21, 0.863, 1.162, "fitted on 4 published fp8 runs"),
             released="2024-07",
             device="H100",
-            runs=2,
+            runs=4,
             source="NeMo's performance summary: NeMo 24.07 on DGX H100",
         ),
         SoftwareStack(
+            "nemo-24.09",
+            MatmulEfficiency(0.7281, 79.19, 0.989, 1.017, "fitted on 3 published bf16 runs"),
+            MatmulEfficiency(0.5815, 63.25, 0.929, 1.044, "fitted on 3 published fp8 runs"),
+            released="2024-09",
+            device="H100",
+            runs=6,
+            source="NVIDIA's DGX Cloud Benchmarking v24.11.1: NeMo 24.09 on DGX H100",
+        ),
+        SoftwareStack(
             "nemo-24.12",
-            MatmulEfficiency(0.6316, 63.34, 0.991, 1.014, "fitted on 5 published bf16 runs"),
-            MatmulEfficiency(0.471, 47.24, 0.966, 1.031, "fitted on 5 published fp8 runs"),
+            MatmulEfficiency(0.6642, 72.25, 0.949, 1.086, "fitted on 8 published bf16 runs"),
+            MatmulEfficiency(0.5186, 56.41, 0.885, 1.195, "fitted on 8 published fp8 runs"),
             released="2024-12",
             device="H100",
-            runs=10,
+            runs=16,
             source="NVIDIA's DGX Cloud Benchmarking v25.02.01: NeMo 24.12 on DGX H100",
         ),
     )
