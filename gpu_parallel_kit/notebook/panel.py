@@ -34,6 +34,7 @@ from . import result_tabs
 from .controls import Controls, PanelPlan
 from .plan_tab import PlanTab
 from .progress_rows import RunRow
+from .strategy_options import panel_options
 from .views import ShowOnce
 
 ERROR_STYLE = "color:#c62828;font-weight:bold"
@@ -174,7 +175,9 @@ class Panel(ShowOnce):
 def offers_html() -> str:
     """What the panel offers, from the registry and the tabs, so the words never fall behind the
     boxes: each strategy with its one-line summary and the backends it runs on, the backend
-    choice, and the result tabs. Folded: it is read once, then out of the way."""
+    choice, the result tabs, the strategies' options and the plan section. Folded: it is read
+    once, then out of the way."""
+    options = ", ".join(o.name.replace("_", " ") for o in panel_options())
     strategies = "".join(
         f"<li><code>{record.name}</code>: {html.escape(record.summary)} "
         f"<i>({', '.join(b for b in BACKENDS if b not in record.missing)})</i></li>"
@@ -186,6 +189,10 @@ def offers_html() -> str:
         "<li><b>backend</b>: TensorFlow (tf.distribute), JAX (Keras's keras.distribution), or "
         "both in one table; a strategy a backend lacks is left out with one sentence</li>"
         f"<li><b>tabs</b>: {', '.join(result_tabs.TABS)}</li>"
+        f"<li><b>options</b>, shown while a ticked strategy takes them: {options}</li>"
+        f"<li><b>{SECTIONS[1]}</b>: the plan search on a named cluster, its explanation and "
+        "plot; a plan run here from its row, the top 3 compared here; a calibration of the "
+        "devices here</li>"
         "</ul></details>"
     )
 

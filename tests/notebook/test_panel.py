@@ -240,6 +240,7 @@ def test_the_panel_says_what_it_offers_every_strategy_backend_and_tab(shell, dev
     assert all(f"<code>{name}</code>" in text for name in runnable_names())
     assert all(tab in text for tab in TABS) and "backend" in text
     assert "<code>tensor</code>: each layer" in text and "<i>(jax)</i>" in text
+    assert "capacity factor" in text and "plan a cluster run" in text
 
 
 def test_a_slurm_partition_picked_runs_the_comparison_on_one_allocation_there(shell, device_table):
