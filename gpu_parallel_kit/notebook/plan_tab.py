@@ -388,6 +388,15 @@ class PlanTab:
         self.ran.append_display_data(
             HTML(shown.to_html(index=False, border=0, classes="gpk-table", na_rep=""))
         )
+        # A failed run's whole sentence, under the table it would widen.
+        reasons = [
+            f"<p class='gpk-reason'><b>{html.escape(r.strategy)}×{r.devices} {r.status}</b>: "
+            f"{html.escape(r.reason)}</p>"
+            for r in comparison.results
+            if r.status != "ok" and r.reason
+        ]
+        if reasons:
+            self.ran.append_display_data(HTML("".join(reasons)))
         statuses = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
         verb = "Stopped" if self._cancel.is_set() else "Ran"
         self.status.value = html.escape(f"{verb} {what} here: {statuses}.")

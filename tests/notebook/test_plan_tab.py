@@ -57,11 +57,12 @@ class Calls(list):
     backends: list[str]
 
 
-def _result(run_id: str) -> RunResult:
-    return RunResult(
+def _result(run_id: str, **changed) -> RunResult:
+    fields = dict(
         run_id=run_id, experiment_id="e", strategy="data", devices=2, virtual=True,
         status="ok", global_batch=32, step_time_s=0.01, throughput_samples_s=3200.0,
     )  # fmt: skip
+    return RunResult(**{**fields, **changed})
 
 
 def panel_of(device_table) -> Panel:
@@ -223,3 +224,22 @@ def test_calibrate_shows_its_table_and_curves_and_offers_it_as_the_gpu(
     assert "matmul (TFLOP/s)" in html["data"]["text/html"] and "image/png" in image["data"]
     assert tab.gpu.value == str(kept)  # the calibration is the GPU the next search takes
     assert "Calibrated 2 cpu device(s) on tensorflow" in tab.status.value
+
+
+def test_a_failed_plan_run_says_why_under_its_table(shell, device_table, counted, monkeypatch):
+    why = "the model has 2 layers, fewer than 4 stages; use devices=2 or fewer"
+
+    def run_plan(self, plan, devices=None, *, blocks=None, cancel=None, **options):
+        return Comparison([_result("r0", status="failed", reason=why)])
+
+    monkeypatch.setattr(Experiment, "run_plan", run_plan)
+    tab = panel_of(device_table).plan_tab
+    tab.nodes.value, tab.global_batch.value = 4, 64
+    tab.search_button.click()
+    assert tab.wait(timeout=60)
+    tab.run_row(1)
+    assert tab.wait(timeout=30)
+    assert "Ran plan #1 here: 1 failed" in tab.status.value
+    table, reasons = tab.ran.outputs
+    assert "failed" in table["data"]["text/html"]
+    assert f"data×2 failed</b>: {why}" in reasons["data"]["text/html"]
