@@ -49,7 +49,8 @@ ERROR_STYLE = "color:#c62828;font-weight:bold"
 COMPARED = 3  # the leading plans "compare the top 3 here" runs
 OFFERED = 5  # the leading plans with a "run here" button each
 USUAL_LINK = "the GPU's usual"  # the inside link's entry for GPUCluster's default
-NEWEST_STACK = "the newest (or the calibration's)"  # the stack's entry for GPUCluster's default
+# The stack's entry for GPUCluster's default: the newest held, or a calibration's own.
+NEWEST_STACK = "the newest"
 # The columns of a plan run's table worth reading beside the plan: the shape that ran.
 RAN_COLUMNS = (
     "strategy", "devices", *reversed(PLAN_AXES), "schedule", "micro_batches", "status",
@@ -131,7 +132,10 @@ class PlanTab:
             layout=wide,
             style=style,
         )
-        self.stack.tooltip = "the training software the plans' steps are timed under"
+        self.stack.tooltip = (
+            "the training software the plans' steps are timed under; by default the newest the "
+            "kit holds, or a calibration's own"
+        )
         self.global_batch = widgets.IntText(
             value=global_batch, description="global batch", layout=wide, style=style
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -149,7 +150,8 @@ def test_compare_from_the_panel_in_jupyterlab(lab, tmp_path):
         expect(panel).to_be_visible(timeout=90_000)
         _wait_for_all_cells(page)
 
-        compare = panel.locator("button.widget-button", has_text="Compare")
+        # exactly "Compare": the plan section's "compare the top 3 here" holds the word too
+        compare = panel.locator("button.widget-button", has_text=re.compile("^Compare$"))
         expect(compare).to_be_enabled()
         compare.click()
         expect(compare).to_be_disabled(timeout=10_000)
@@ -342,8 +344,6 @@ def _panel_notebook(path: Path) -> None:
 
 def _tick_only(panel, *names: str) -> None:
     """Tick exactly `names` among the panel's strategy boxes, by clicks."""
-    import re
-
     from gpu_parallel_kit.strategies import runnable_names
 
     for name in runnable_names():
@@ -359,8 +359,6 @@ def _tick_only(panel, *names: str) -> None:
 def _click_and_wait(panel, button_text: str, done: str, timeout_ms: int = RUN_S) -> None:
     """Click the visible button `button_text` and wait until the panel says `done`, its buttons
     enabled again."""
-    import re
-
     from playwright.sync_api import expect
 
     button = panel.locator("button.widget-button", has_text=re.compile(f"^{button_text}$"))
