@@ -108,10 +108,20 @@ class OptionControl:
                 style=style,
             )
         self.widget.add_class(f"gpk-option-{option.name.replace('_', '-')}")
-        # One line: a Label cuts a long help with an ellipsis; its tooltip holds the whole.
+        # One line under the control, from its box's left edge to the column's right one (beside
+        # it, at 1,280 px, it had room for 20 characters): a Label cuts a long help with an
+        # ellipsis, and its tooltip holds the whole.
         self.help = widgets.Label(layout=widgets.Layout(flex="1 1 auto", min_width="0"))
         self.help.add_class("gpk-help")
-        self.row = widgets.HBox([self.widget, self.help], layout=widgets.Layout(width="100%"))
+        self.help.style.font_size = "0.85em"
+        self.help.style.text_color = "#555"
+        indent = widgets.Box(layout=widgets.Layout(flex="0 0 9.5em"))  # under the input box
+        line = widgets.HBox(
+            [indent, self.help], layout=widgets.Layout(min_width="0", margin="-6px 0 2px 0")
+        )
+        self.row = widgets.VBox(
+            [self.widget, line], layout=widgets.Layout(width="100%", min_width="0")
+        )
 
     @property
     def is_mesh(self) -> bool:
@@ -136,7 +146,11 @@ class OptionControl:
         for name in owners:
             own = next(o for o in strategy_record(name).options if o.name == self.option.name)
             helps.setdefault(own.help, []).append(name)
-        text = "; ".join(f"{' and '.join(names)}: {help}" for help, names in helps.items())
+        # Whose help it is matters only where the strategies word it differently (the mesh).
+        whose = len(helps) > 1
+        text = "; ".join(
+            f"{' and '.join(names)}: {help}" if whose else help for help, names in helps.items()
+        )
         self.help.value = text
         self.help.tooltip = text
         self.widget.tooltip = text
@@ -163,7 +177,10 @@ class StrategyOptions:
             option.name: OptionControl(option, getattr(request, option.name))
             for option in panel_options()
         }
-        self.widget = widgets.VBox([control.row for control in self.controls.values()])
+        self.widget = widgets.VBox(
+            [control.row for control in self.controls.values()],
+            layout=widgets.Layout(width="100%", min_width="0"),
+        )
         self.widget.add_class("gpk-strategy-options")
 
     def show(self, strategies: Iterable[str], devices: int) -> None:

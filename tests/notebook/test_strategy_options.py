@@ -46,7 +46,7 @@ def test_each_control_carries_its_option_own_help(shell, device_table):
     tick(panel, "expert")
     options = panel.controls.strategy_options.controls
     assert option_named("capacity_factor").help[:40] in options["capacity_factor"].help.value
-    assert options["experts"].help.value.startswith("expert: dense (")
+    assert options["experts"].help.value.startswith("dense (keras-hub's bank")
     tick(panel, "tensor", "expert")  # both take the mesh, each with its own words
     mesh = options["mesh"].help.value
     assert "tensor: devices on the (data x model) axes" in mesh
