@@ -35,7 +35,7 @@ from ..strategies import (
     strategy_record,
 )
 from ..strategies import options as strategy_options
-from ..strategies.processes import WORKERS
+from ..strategies.processes import CLUSTER, WORKERS
 from .strategy_options import StrategyOptions
 
 DEFAULT_STRATEGIES = DEFAULT_COMPARISON
@@ -80,7 +80,8 @@ class PanelPlan:
         options = self.request.plan()
         backends = options.pop("backend") or [experiment.backend]
         (picked,) = self.device_choices()
-        others = {option.name for option in strategy_options()}
+        # `cluster` stays with every run: "where" (a Slurm allocation) applies to all of them
+        others = {option.name for option in strategy_options()} - {CLUSTER.name}
         runs = []
         for strategy in self.strategies:
             record = strategy_record(strategy)

@@ -157,3 +157,30 @@ def test_run_runs_each_strategy_with_every_option_given(shell, device_table, mon
     # a comparison gives workers to multiworker alone; a run takes them
     assert ran == [("single", (0,), "jax", None), ("data", (0, 1), "jax", 2)]
     assert "Done in" in panel.status.value and panel.comparison.results[0].run_id == "r1"
+
+
+def test_run_on_a_slurm_partition_hands_every_run_the_allocation(shell, device_table, monkeypatch):
+    from gpu_parallel_kit.api import Experiment
+    from gpu_parallel_kit.cluster.slurm.allocation import SlurmCluster
+    from gpu_parallel_kit.cluster.slurm.commands import parse_partitions
+
+    from .test_plan_tab import _result
+
+    ran = []
+
+    def run(self, strategy, devices, *, cancel=None, **plan):
+        ran.append((strategy, devices, plan.get("cluster")))
+        return _result(f"r{len(ran)}")
+
+    monkeypatch.setattr(Experiment, "run", run)
+    monkeypatch.setattr(Experiment, "plan", lambda self, *args, **plan: None)
+    x, y = builders.small_data()
+    request = Request(model=builders.small_mlp, data=(x, y), batch_size=32, steps_per_epoch=3)
+    listed = parse_partitions("gpu*|up|4|64|gpu:a100:8(S:0-1)|node[1-4]")
+    panel = Panel(request, devices=device_table, partitions=listed)
+    tick(panel, "single", "data")
+    panel.controls.where.value = "gpu"
+    panel.run_button.click()
+    assert panel.wait(timeout=30)
+    allocation = SlurmCluster(nodes=1, gpus_per_node=8, partition="gpu")
+    assert ran == [("single", 1, allocation), ("data", 4, allocation)]
