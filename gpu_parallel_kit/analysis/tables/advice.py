@@ -214,7 +214,12 @@ def _why(df: pd.DataFrame, measured: pd.DataFrame, best: pd.Series) -> str:
         else:
             reason += _bound_words(top)
         return reason + _projection_hint(df)
-    if pd.notna(best["efficiency"]) and best["efficiency"] >= GOOD_EFFICIENCY:
+    if pd.isna(best["efficiency"]):  # no one-device run to take its speedup over
+        return (
+            "it is the fastest measured; with no single-device run beside it, how well it "
+            "scales is not known: add 'single' to the comparison"
+        )
+    if best["efficiency"] >= GOOD_EFFICIENCY:
         return "it is compute-bound and scales well here"
     return (
         f"it is the fastest measured, but at {best['efficiency']:.0%} efficiency the devices "

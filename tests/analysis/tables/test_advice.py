@@ -244,3 +244,9 @@ def test_the_advice_names_the_communication_share_the_table_shows():
     assert shown["comm_share"] != pytest.approx(0.0095 / shown["step_time_s"])  # rounds differ
     share = compact_frame(cmp.table).iloc[1]["comm share"]
     assert f"communication-bound at {share} of its step" in cmp.advice
+
+
+def test_a_run_without_a_single_device_beside_it_names_no_efficiency():
+    cmp = gpk.Comparison([_row("tensor", 4, 900.0, virtual=False)])
+    assert "nan" not in cmp.advice
+    assert "with no single-device run beside it, how well it scales is not known" in cmp.advice
