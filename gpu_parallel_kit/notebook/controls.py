@@ -244,7 +244,8 @@ class Controls:
             ]
         )
         workers = self.strategy_options.controls[WORKERS.name].widget
-        for control in (self.where, self.devices, *self.strategies.values(), workers):
+        watched = (self.where, self.devices, self.backend, *self.strategies.values(), workers)
+        for control in watched:
             control.observe(self._refresh, names="value")
         self._refresh()
 
@@ -302,7 +303,7 @@ class Controls:
         self.model_options.layout.display = None if staged else "none"
         picked = list(self.devices.value)
         ticked = [name for name, box in self.strategies.items() if box.value]
-        self.strategy_options.show(ticked, len(picked))
+        self.strategy_options.show(ticked, len(picked), list(self.backend.value))
         if not picked:
             self.hint.value = "<i>Pick at least one device.</i>"
             return

@@ -183,12 +183,14 @@ class StrategyOptions:
         )
         self.widget.add_class("gpk-strategy-options")
 
-    def show(self, strategies: Iterable[str], devices: int) -> None:
-        """Show the controls the ticked `strategies` take, each with their help; the mesh offers
-        the shapes of `devices`."""
+    def show(self, strategies: Iterable[str], devices: int, backends: Sequence[str] = ()) -> None:
+        """Show the controls the ticked `strategies` take on one of `backends` (every backend
+        where none is given), each with their help; the mesh offers the shapes of `devices`."""
         ticked = [strategy_record(name) for name in strategies]
         for control in self.controls.values():
+            taken = not backends or any(control.option.taken_on(b) for b in backends)
             owners = [r.name for r in ticked if control.option.name in r.option_names()]
+            owners = owners if taken else []
             control.row.layout.display = None if owners else "none"
             if owners:
                 control.describe(owners)

@@ -49,6 +49,7 @@ CONTEXT = Option(
     "devices each sample's sequence is split over, inside the data axis (context parallelism); "
     "default 1; JAX only",
     metavar="C",
+    backends=("jax",),
 )
 SEQUENCE_PARALLEL = Option(
     "sequence_parallel",
@@ -56,6 +57,7 @@ SEQUENCE_PARALLEL = Option(
     False,
     "split the blocks' norms along the sequence over the tensor axis (needs a model axis: "
     "tensor's, or each pipeline stage's mesh); JAX only",
+    backends=("jax",),
 )
 CHECKPOINTING = Option(
     "checkpointing",
@@ -64,6 +66,7 @@ CHECKPOINTING = Option(
     "recompute in the backward: 'selective' (each attention layer) or 'full' (each block); "
     "default none; JAX only",
     choices=tuple(c.value for c in Checkpointing),
+    backends=("jax",),
 )
 LONG_SEQUENCE_OPTIONS = (CONTEXT, SEQUENCE_PARALLEL, CHECKPOINTING)
 

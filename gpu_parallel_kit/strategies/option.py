@@ -36,6 +36,8 @@ class Option:
         metavar: the command line's placeholder, e.g. `"M|auto"`.
         absent: what a run whose strategy lacks the option reads (a `data` run's `workers`
             is 1, its `schedule` ""); by default, `default`.
+        backends: the backends that take it, e.g. `("jax",)`; (): every backend the strategy
+            runs on.
     """
 
     name: str
@@ -45,6 +47,7 @@ class Option:
     choices: tuple[str, ...] = ()
     metavar: str | None = None
     absent: Any = _AS_DEFAULT
+    backends: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.absent is _AS_DEFAULT:
@@ -55,6 +58,10 @@ class Option:
         """The command line's flag; a switch that is on by default reads `--no-<name>`."""
         dashed = self.name.replace("_", "-")
         return f"--no-{dashed}" if self.switch and self.default else f"--{dashed}"
+
+    def taken_on(self, backend: str) -> bool:
+        """Whether a run on `backend` takes it."""
+        return not self.backends or backend in self.backends
 
     @property
     def switch(self) -> bool:

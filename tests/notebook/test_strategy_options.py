@@ -30,15 +30,25 @@ def test_mesh_shapes_hold_exactly_the_devices():
     assert mesh_shapes(1) == [(1, 1)]
 
 
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 @pytest.mark.parametrize("strategy", ["single", "data", "tensor", "expert", "fsdp", "pipeline"])
 def test_a_control_shows_exactly_when_a_ticked_strategy_takes_its_option(
-    shell, device_table, strategy
+    shell, device_table, strategy, backend
 ):
-    panel = panel_of(device_table)
+    panel = panel_of(device_table, backend=backend)
     tick(panel, strategy)
     takes = set(strategy_record(strategy).option_names())
     shown = set(panel.controls.strategy_options.shown())
-    assert shown == {o.name for o in panel_options()} & takes
+    # on the picked backend: the long-sequence options are JAX's alone
+    assert shown == {o.name for o in panel_options() if o.taken_on(backend)} & takes
+
+
+def test_the_long_sequence_options_follow_the_backend_picked(shell, device_table):
+    panel = panel_of(device_table, backend="tensorflow")
+    tick(panel, "data")
+    assert "context" not in panel.controls.strategy_options.shown()
+    panel.controls.backend.value = ("jax",)
+    assert "context" in panel.controls.strategy_options.shown()
 
 
 def test_each_control_carries_its_option_own_help(shell, device_table):
@@ -63,7 +73,7 @@ def test_the_mesh_offers_only_the_shapes_of_the_picked_devices(shell, device_tab
 
 
 def test_picked_options_reach_the_plan(shell, device_table):
-    panel = panel_of(device_table)
+    panel = panel_of(device_table, backend="jax")
     tick(panel, "tensor", "expert", "data")
     options = panel.controls.strategy_options.controls
     options["mesh"].widget.value = (2, 2)
