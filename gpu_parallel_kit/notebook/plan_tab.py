@@ -8,9 +8,8 @@ with the best plan's explanation, and the plot; each leading plan has a "run her
 (`Experiment.run_plan` on the panel's picked devices) and "compare the top 3 here" runs
 `Experiment.compare_plans`. "Calibrate these devices" measures the picked devices
 (`gpk.calibrate`, as `%gpk calibrate` does), shows its table and curves, and offers the
-calibration as the GPU. The work goes on a background thread; Stop cancels a run, and leaves a
-search's count to finish in the background (kept for the next search) without showing its
-plans.
+calibration as the GPU. The work goes on a background thread; Stop cancels a run, and ends a
+search's count (its child process stopped; the next search counts again).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from ..options.search import (
     keywords,
 )
 from ..planning.calibration_probe import DEFAULT_BUDGET_S, calibration_folder
+from ..planning.step_count import SearchCancelled
 from ..runs.description.run_spec import RunSpec
 from ..strategies.plan_axes import PLAN_AXES, SCALED
 from .progress_rows import RunRow
@@ -258,7 +258,7 @@ class PlanTab:
         self._thread.start()
 
     def stop(self) -> None:
-        """Cancel the plan run going on; a search's count finishes in the background."""
+        """Cancel the search or plan run going on: a search's count is ended, a run stopped."""
         if self.busy:
             self._cancel.set()
             self.stop_button.disabled = True
@@ -290,12 +290,19 @@ class PlanTab:
         ticking.start()
         try:
             plans = experiment.search(
-                options.pop("gpus"), options.pop("global_batch"), progress=False, **options
+                options.pop("gpus"),
+                options.pop("global_batch"),
+                progress=False,
+                cancel=self._cancel,
+                **options,
             )
+        except SearchCancelled:
+            self.status.value = "Stopped: the count was ended; the next search counts again."
+            return
         finally:
             done.set()
             ticking.join()
-        if self._cancel.is_set():
+        if self._cancel.is_set():  # stopped after the count, while the plans were ranked
             self.status.value = "Stopped: the count is kept for the next search."
             return
         self.plans = plans

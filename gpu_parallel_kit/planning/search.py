@@ -9,6 +9,7 @@ a card (`analysis/cost_model/model_card.py`), every plan of it sized and timed o
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ..analysis.cost_model.bubble_refinement import refine
@@ -43,6 +44,7 @@ def search(
     reserve: float = RESERVE,
     attention: str | None = None,
     progress: bool = True,
+    cancel: threading.Event | None = None,
 ) -> Plans:
     """Rank every plan of `model` on the cluster `gpus` at `global_batch` samples a step.
 
@@ -71,6 +73,8 @@ def search(
             recomputed in the backward) or "as-written"; None: "flash" where the cluster's GPU
             has a fused kernel.
         progress: show the count's progress.
+        cancel: an event that stops the count (its child process ended) and raises
+            `SearchCancelled`.
 
     Returns:
         `Plans`: `.table`, `.best`, `.top(n)`, `.explain()`, `.plot()`.
@@ -97,6 +101,7 @@ def search(
         reserve,
         progress,
         attention=attention,
+        cancel=cancel,
     )
 
 
@@ -122,6 +127,7 @@ def search_experiment(
         reserve,
         options.pop("progress", True),
         attention=options.pop("attention", None),
+        cancel=options.pop("cancel", None),
         unknown=options,
     )
 
@@ -169,6 +175,7 @@ def _search(
     progress: bool,
     attention: str | None = None,
     unknown: dict[str, Any] | None = None,
+    cancel: threading.Event | None = None,
 ) -> Plans:
     if unknown:
         raise GpkError(
@@ -190,7 +197,7 @@ def _search(
     for key, value in structure.items():
         if value is not None:
             whole_number(value, key)
-    count = counted_step(source, builder, sample, record.policy, optimizer, progress)
+    count = counted_step(source, builder, sample, record.policy, optimizer, progress, cancel)
     sequence = structure.get("sequence") or sequence_of(sample.inputs)
     card = model_card(
         count, record.name, optimizer, source.name, **{**structure, "sequence": sequence}

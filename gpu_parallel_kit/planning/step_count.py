@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -60,9 +61,11 @@ def counted_step(
     policy: str,
     optimizer: Any,
     progress: bool = True,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """The count (`worker/jax/plan_count.count_for_plans`'s answer, with "cached" saying whether
-    it was kept from before): from this process, from the cache folder, else counted now."""
+    it was kept from before): from this process, from the cache folder, else counted now (a
+    set `cancel` ends the counting child and raises `SearchCancelled`)."""
     key = count_key(source, builder, sample, policy, optimizer)
     if key in _counted:
         return {**_counted[key], "cached": True}
@@ -74,7 +77,7 @@ def counted_step(
     if found is not None and (_experts_unplaced(found) or _layers_unread(found)):
         found = None  # counted before what its card now reads was: counted again
     if found is None:
-        found = _count_in_child(source, sample, policy, optimizer, progress)
+        found = _count_in_child(source, sample, policy, optimizer, progress, cancel)
         _save(path, found)
         cached = False
     else:
@@ -95,8 +98,17 @@ def _experts_unplaced(found: dict[str, Any]) -> bool:
     return bool((found.get("experts") or {}).get("experts")) and "kept_by_path" not in found
 
 
+class SearchCancelled(GpkError):
+    """A search's count stopped by its `cancel` event; nothing was kept."""
+
+
 def _count_in_child(
-    source: ModelSource, sample: CountedSample, policy: str, optimizer: Any, progress: bool
+    source: ModelSource,
+    sample: CountedSample,
+    policy: str,
+    optimizer: Any,
+    progress: bool,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     from ..runs.processes.child_process import start_child, stop_child
 
@@ -116,6 +128,11 @@ def _count_in_child(
     started = time.monotonic()
     try:
         while True:
+            if cancel is not None and cancel.is_set():
+                raise SearchCancelled(
+                    f"the search was stopped while counting the step of {source.name}; "
+                    "nothing was kept, so the next search counts it again"
+                )
             if time.monotonic() - started > COUNT_TIMEOUT_S:
                 raise GpkError(
                     f"counting the step of {source.name} took over {COUNT_TIMEOUT_S:g} s; give "

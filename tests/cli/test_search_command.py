@@ -28,7 +28,7 @@ def build():  # named as tests.cli.test_search_command:build; the stand-in never
 def counted(monkeypatch, tmp_path):
     calls = []
 
-    def count(source, sample, policy, optimizer, progress):
+    def count(source, sample, policy, optimizer, progress, cancel=None):
         calls.append(sample.inputs)
         return dict(COUNT)
 

@@ -5,6 +5,8 @@ for (tests/planning and tests/jax run them for real)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from gpu_parallel_kit.api import Experiment
@@ -23,7 +25,7 @@ from .test_search_magic import COUNT
 def counted(monkeypatch, tmp_path):
     calls = []
 
-    def count(source, sample, policy, optimizer, progress):
+    def count(source, sample, policy, optimizer, progress, cancel=None):
         calls.append(source.name)
         return dict(COUNT)
 
@@ -132,6 +134,25 @@ def test_search_shows_the_plans_their_explanation_and_plot(shell, device_table, 
     assert first.children[0].description == "run here"
     assert plan_label(1, leading.iloc[0]) in first.children[1].value
     assert "Searched in" in tab.status.value and not tab.compare_button.disabled
+
+
+def test_stop_ends_a_search_while_its_step_is_counted(shell, device_table, monkeypatch, tmp_path):
+    started = threading.Event()
+
+    def count(source, sample, policy, optimizer, progress, cancel=None):
+        started.set()
+        assert cancel is not None and cancel.wait(timeout=30)  # the tab's Stop sets it
+        raise step_count.SearchCancelled("stopped while counting")
+
+    monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(step_count, "_count_in_child", count)
+    monkeypatch.setattr(step_count, "_counted", {})
+    tab = panel_of(device_table).plan_tab
+    tab.search_button.click()
+    assert started.wait(timeout=30)
+    tab.stop_button.click()
+    assert tab.wait(timeout=30)
+    assert tab.status.value.startswith("Stopped: the count was ended") and tab.plans is None
 
 
 def test_run_here_runs_its_row_on_the_picked_devices(shell, device_table, counted, plan_runs):

@@ -22,7 +22,7 @@ COUNT = {
 def counted(monkeypatch, tmp_path):
     calls = []
 
-    def count(source, sample, policy, optimizer, progress):
+    def count(source, sample, policy, optimizer, progress, cancel=None):
         calls.append((source.name, sample.inputs))
         return dict(COUNT)
 

@@ -47,7 +47,7 @@ def counted(monkeypatch, tmp_path):
 
     calls = []
 
-    def count(source, sample, policy, optimizer, progress):
+    def count(source, sample, policy, optimizer, progress, cancel=None):
         calls.append((source.name, sample, policy, optimizer))
         return dict(COUNT)
 

@@ -162,3 +162,22 @@ def test_a_sample_the_model_does_not_take_is_one_sentence_of_the_kit(tmp_path, m
     )
     sentence = _refusal(exp.search, gpus=H100S, global_batch=64, **structure)
     assert "the data's inputs are named 'wrong' but the model's are named 'features'" in sentence
+
+
+def test_a_search_stopped_while_counting_ends_its_child_and_keeps_nothing(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from gpu_parallel_kit.planning import step_count
+
+    monkeypatch.setenv("GPK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(step_count, "_counted", {})
+    sample = {"token_ids": np.zeros(SEQUENCE, "int32"), "padding_mask": np.ones(SEQUENCE, "int32")}
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()  # once the counting child has started
+    started = time.monotonic()
+    with pytest.raises(step_count.SearchCancelled, match="the search was stopped while counting"):
+        gpk.search(build_gpt2, sample, gpk.GPUCluster("a100", nodes=2), global_batch=64,
+                   progress=False, cancel=cancel)  # fmt: skip
+    assert time.monotonic() - started < 30  # not the whole count
+    assert not list(tmp_path.glob("plan_counts/*.json"))  # nothing kept
