@@ -408,22 +408,28 @@ class TensorParallel(JaxStrategy):
     >>> exp.run(strategy="tensor", devices=4, mesh=(2, 2), backend="jax")
     """
 
-    method = (
+    layout_method = (
         "standalone: the layout's collectives alone (activations over the model axis, gradient "
         "shards over the data axis, and the gathers and reduce-scatters of weights a model's own "
         "layout places on the data axis) on arrays of the sizes they move; XLA places them "
         "inside the layers, so no step without them exists to subtract"
     )
 
+    @property
+    def method(self) -> str:
+        """How the run's collectives are timed; with sequence parallelism, each activation sum
+        as the reduce-scatter and all-gather that replace it."""
+        if not self.split.sequence_parallel:
+            return self.layout_method
+        return self.layout_method.replace(
+            "activations over the model axis",
+            "activations over the model axis, each sum a reduce-scatter and an all-gather "
+            "(sequence parallelism)",
+        )
+
     def __init__(self, spec: RunSpec, devices: list[Any]) -> None:
         super().__init__(spec, devices)
         self.layout: Layout | None = None
-        if self.split.sequence_parallel:  # the sums timed as the pair that replaces each
-            self.method = self.method.replace(
-                "activations over the model axis",
-                "activations over the model axis, each sum a reduce-scatter and an all-gather "
-                "(sequence parallelism)",
-            )
 
     def build(self, builder: Callable[[], keras.Model], sample: Any) -> keras.Model:
         data, model_axis = self.spec.mesh_shape
