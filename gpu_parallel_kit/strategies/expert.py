@@ -39,7 +39,7 @@ from .long_sequences import LONG_SEQUENCE_OPTIONS, check_sequence_split, sequenc
 from .option import Option, bad_value
 from .plan_axes import EXPERT as EXPERT_AXIS
 from .processes import CLUSTER, WORKERS, workers_option
-from .record import GridCell, Strategy
+from .record import GridCell, Strategy, run_name
 from .tensor import LAYOUT_MAP, MESH, check_layout_map, check_mesh, mesh_size
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def _label(spec: RunSpec) -> str:
     data, expert = spec.mesh_shape
     mesh = f" mesh {data}x{expert}" if data > 1 else ""
     how = f" {DISPATCHED} c={spec.capacity_factor:g}" if spec.experts == DISPATCHED else ""
-    return f"{spec.strategy}×{spec.devices.count}{mesh}{how}"
+    return f"{run_name(spec)}{mesh}{how}"
 
 
 EXPERT = Strategy(

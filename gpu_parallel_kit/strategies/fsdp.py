@@ -31,7 +31,7 @@ from .long_sequences import LONG_SEQUENCE_OPTIONS, check_sequence_split, sequenc
 from .option import Option, whole
 from .plan_axes import DATA as PLAN_DATA
 from .processes import CLUSTER, WORKERS, workers_option
-from .record import GridCell, Strategy
+from .record import GridCell, Strategy, run_name
 from .tensor import LAYOUT_MAP, MESH, OWN_LAYOUT, check_layout_map, check_mesh, mesh_size
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _in_grid(cell: GridCell) -> bool:
 def _label(spec: RunSpec) -> str:
     data, model = spec.mesh_shape
     mesh = f" mesh {data}x{model}" if model > 1 else ""
-    return f"{spec.strategy}×{spec.devices.count}{mesh}"
+    return f"{run_name(spec)}{mesh}"
 
 
 def shard_over_data(layout: Layout, data: int, min_shard_bytes: int) -> Layout:

@@ -39,8 +39,13 @@ def _never(spec: RunSpec) -> bool:
     return False
 
 
+def run_name(spec: RunSpec) -> str:
+    """A run's strategy and its devices over every worker, as its row counts them: "data×4"."""
+    return f"{spec.strategy}×{spec.replicas}"
+
+
 def _plain_label(spec: RunSpec) -> str:
-    return f"{spec.strategy}×{spec.devices.count}"
+    return run_name(spec)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from .option import Option
 from .option import mesh as mesh_shape
 from .plan_axes import TENSOR as TENSOR_AXIS
 from .processes import CLUSTER, WORKERS, workers_option
-from .record import GridCell, Strategy
+from .record import GridCell, Strategy, run_name
 
 if TYPE_CHECKING:
     from ..runs.description.run_spec import RunSpec
@@ -144,7 +144,7 @@ def _in_grid(cell: GridCell) -> bool:
 def _label(spec: RunSpec) -> str:
     data, model = spec.mesh_shape
     mesh = f" mesh {data}x{model}" if data > 1 else ""
-    return f"{spec.strategy}×{spec.devices.count}{mesh}"
+    return f"{run_name(spec)}{mesh}"
 
 
 TENSOR = Strategy(

@@ -107,3 +107,14 @@ def test_a_round_trained_by_an_earlier_rounds_process_says_so_instead_of_a_start
     progress.close(later)
     end = out.getvalue().splitlines()[-1]
     assert end == "data×2 · round 2/3: ok · median step 4.2 ms · in an earlier round's process"
+
+
+def test_a_run_over_workers_is_named_by_every_workers_devices_as_its_row_is(fake_machine):
+    from gpu_parallel_kit.runs.processes.progress_bars import run_label
+    from tests.builders import small_mlp_experiment
+
+    exp = small_mlp_experiment(backend="jax")
+    spec = exp.plan("tensor", 2, workers=2, mesh=(2, 2))
+    assert run_label(spec).startswith("tensor×4 mesh 2x2")  # the row's devices: 4
+    assert run_label(exp.plan("data", 2, workers=2)).startswith("data×4")
+    assert run_label(exp.plan("data", 2)).startswith("data×2")
