@@ -77,7 +77,7 @@ def with_counted_activations(
     rows = []
     for result in results:
         split = result.extra.get(SPLIT)
-        spec = by_run.get(_ran(dataclasses.asdict(result), split)) if split else None
+        spec = by_run.get(_ran(vars(result), split)) if split else None
         if spec is None or not result.ok:
             rows.append(result)
             continue

@@ -260,22 +260,38 @@ def stack_name(said: str) -> str:
 @functools.lru_cache(maxsize=1)
 def h100_runs() -> tuple[PublishedRun, ...]:
     """The H100 rows of `published_h100_runs.json` whose model has a stored card, as runs."""
-    rows = json.loads(H100_RUNS_FILE.read_text())["runs"]
+    rows = h100_table()["runs"]
     return tuple(_h100_run(row) for row in rows if row["model_key"] in H100_CARDS)
+
+
+@functools.lru_cache(maxsize=1)
+def h100_table() -> dict[str, Any]:
+    """`published_h100_runs.json` as stored: its models, rows and notes (read once)."""
+    return json.loads(H100_RUNS_FILE.read_text())
+
+
+def _reported_seconds(row: dict[str, Any]) -> float:
+    """A row's published step: as reported, or its global batch's tokens over the tokens a
+    second each GPU reports."""
+    reported = row["reported"]
+    if "step_time_s" in reported:
+        return reported["step_time_s"]
+    tokens = row["global_batch"] * row["sequence"]
+    return tokens / (reported["tokens_per_s_per_gpu"] * row["gpus"])
+
+
+def _source_text(row: dict[str, Any]) -> str:
+    """Where a row's figures are read: "repo, path at commit: table"."""
+    source = row["source"]
+    return f"{source['repo']}, {source['path']} at {source['commit'][:8]}: {source['table']}"
 
 
 def _h100_run(row: dict[str, Any]) -> PublishedRun:
     config = card_config(H100_CARDS[row["model_key"]])
-    reported = row["reported"]
-    tokens = row["global_batch"] * row["sequence"]
-    if "step_time_s" in reported:
-        seconds = reported["step_time_s"]
-    else:  # tokens a second on each GPU
-        seconds = tokens / (reported["tokens_per_s_per_gpu"] * row["gpus"])
-    source, stack = row["source"], stack_name(row["stack"])
+    seconds, stack = _reported_seconds(row), stack_name(row["stack"])
     return PublishedRun(
         f"{row['model']} {row['precision'].upper()}, {row['gpus']} H100, {stack}",
-        f"{source['repo']}, {source['path']} at {source['commit'][:8]}: {source['table']}",
+        _source_text(row),
         config["layers"], config["hidden"], config["heads"], row["sequence"],
         config["vocabulary"], 175e9, row["gpus"], row["gpus_per_node"], "net400g", DGX_H100,
         row["dp"], row["tp"], row["pp"], row["micro_batch"], row["global_batch"],
@@ -290,7 +306,7 @@ H100_CARDS_FILE = Path(__file__).with_name("published_h100_cards.json")
 # Llama 3.1 405B (the 126-block runs; its benchmark ran 16 KV groups) and NeMo 24.07's Llama 3
 # 8B and 70B. MaxText's rows are held out (docs/published-runs.md, "Llama rows").
 LLAMA_CARDS = {"llama3.1-405b": "llama3.1-405b-kv16", "llama3-8b": "llama3-8b",
-               "llama3-70b": "llama3-70b", "llama2-70b": "llama2-70b"}  # fmt: skip
+               "llama3-70b": "llama3-70b"}  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)
@@ -298,7 +314,7 @@ def llama_runs() -> tuple[PublishedRun, ...]:
     """The dense Llama rows of `published_h100_runs.json` from NVIDIA's NeMo recipes (dgxc and
     NeMo's performance summary) whose model has a counted card, the proxies of fewer blocks
     left out, as runs."""
-    found = json.loads(H100_RUNS_FILE.read_text())
+    found = h100_table()
     rows = [
         row
         for row in found["runs"]
@@ -310,19 +326,13 @@ def llama_runs() -> tuple[PublishedRun, ...]:
 
 
 def _llama_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
-    reported, gpus = row["reported"], row["gpus"]
-    tokens = row["global_batch"] * row["sequence"]
-    if "step_time_s" in reported:
-        seconds = reported["step_time_s"]
-    else:  # tokens a second on each GPU
-        seconds = tokens / (reported["tokens_per_s_per_gpu"] * gpus)
-    source, stack = row["source"], stack_name(row["stack"])
+    gpus, seconds, stack = row["gpus"], _reported_seconds(row), stack_name(row["stack"])
     kv_heads = (row.get("benchmark_overrides") or {}).get("kv_heads", model["kv_heads"])
     stages, vp = row["pp"], row["vp"] or 1
     schedule = NO_PIPELINE if stages == 1 else ("interleaved" if vp > 1 else "1f1b")
     return PublishedRun(
         f"{model['name']} {row['precision'].upper()}, {gpus} H100, {stack}",
-        f"{source['repo']}, {source['path']} at {source['commit'][:8]}: {source['table']}",
+        _source_text(row),
         model["layers"], model["hidden"], model["heads"], row["sequence"], model["vocabulary"],
         0.0, gpus, min(row["gpus_per_node"], gpus), "net400g", DGX_H100,
         row["dp"], row["tp"], stages, row["micro_batch"], row["global_batch"], schedule,
@@ -348,7 +358,7 @@ def long_sequence_runs() -> tuple[PublishedRun, ...]:
     """The "With CP" rows of NeMo's long-sequence table (`published_h100_runs.json`, model
     "llama2-7b"), 4K to 1M tokens, as runs; the rows of 4K to 16K ran with a context axis of
     1, which the table's "With CP" columns give."""
-    found = json.loads(H100_RUNS_FILE.read_text())
+    found = h100_table()
     rows = [row for row in found["runs"] if row["model_key"] == LONG_MODEL and row["tp"]]
     return tuple(_long_run(row, found["models"][LONG_MODEL]) for row in rows)
 
@@ -356,16 +366,16 @@ def long_sequence_runs() -> tuple[PublishedRun, ...]:
 def long_sequence_rows() -> list[dict[str, Any]]:
     """Every row of NeMo's long-sequence table as stored, "With CP" and "Without CP" alike:
     the latter's plan is not published (its "tp" is None)."""
-    rows = json.loads(H100_RUNS_FILE.read_text())["runs"]
+    rows = h100_table()["runs"]
     return [row for row in rows if row["model_key"] == LONG_MODEL]
 
 
 def _long_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
-    source, stack = row["source"], stack_name(row["stack"])
+    stack = stack_name(row["stack"])
     gpus, context, tensor = row["gpus"], row["cp"], row["tp"]
     return PublishedRun(
         f"Llama 2 7B FP8, {row['reported']['seq_len_k']}K, {gpus} H100, {stack}",
-        f"{source['repo']}, {source['path']} at {source['commit'][:8]}: {source['table']}",
+        _source_text(row),
         model["layers"], model["hidden"], model["heads"], row["sequence"], model["vocabulary"],
         6.74e9, gpus, min(row["gpus_per_node"], gpus), "net400g", DGX_H100, row["dp"], tensor,
         row["pp"], 1, row["global_batch"], "1f1b" if row["pp"] > 1 else NO_PIPELINE, 1, "none",
@@ -377,7 +387,7 @@ def _long_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
 
 def long_card_configs() -> dict[str, dict[str, int]]:
     """`llama_card`'s arguments for each sequence of NeMo's long-sequence table, by key."""
-    model = json.loads(H100_RUNS_FILE.read_text())["models"][LONG_MODEL]
+    model = h100_table()["models"][LONG_MODEL]
     found = {}
     for sequence in sorted({row["sequence"] for row in long_sequence_rows()}):
         config = {
