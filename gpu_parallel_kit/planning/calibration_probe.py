@@ -129,9 +129,10 @@ def with_model(
         g = busy.devices
         if calibration.model_step(key, g) is not None:
             continue
-        # A data-parallel share of the batch on g devices, and a pipeline's micro-batch of
-        # a quarter of it; other batches are read between these (each costs a compile).
-        batches = tuple(sorted({max(1, batch // g), max(1, batch // MICRO_BATCHES)}))
+        # A data-parallel share of the batch on g devices, a pipeline's micro-batch of a
+        # quarter of it, and the whole batch a tensor-parallel device takes where the data axis
+        # is 1; other batches are read between these (each costs a compile).
+        batches = tuple(sorted({max(1, batch // g), max(1, batch // MICRO_BATCHES), batch}))
         if shown is not None:
             shown.phase(f"the step of {spec.model.name}, {g} busy")
         plan = _plan_of(_device_plan(calibration.devices, calibration.backend), g)
@@ -144,6 +145,7 @@ def with_model(
                 devices=g,
                 batches=tuple(answer["batches"]),
                 seconds=tuple(answer["seconds"]),
+                dispatch_s=float(answer.get("dispatch_s", 0.0)),
             )
         )
     return calibration.with_model_steps(steps) if steps else calibration

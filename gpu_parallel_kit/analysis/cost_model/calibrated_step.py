@@ -9,7 +9,8 @@ calibrated rates), P the gradient bytes, B the global batch and κ_g a compiled 
     single        c(B, 1) + κ₁/s                       (s: steps per compiled call)
     data, N       c(B/N, N) + AR_N(P) + κ_N/s
     fsdp, N       c(B/N, N) + AG_N(gathered) + RS_N(scattered) + AR_N(replicated) + κ_N/s
-    tensor, D×T   c(B/(D·T), D·T) + Σ AR_T(activations) + AR_D(P/T) + κ/s
+    tensor, D×T   c(B/D, D·T)·(1 - f·(1 - 1/T)) + Σ AR_T(activations) + AR_D(P/T) + κ/s
+                  (f: the share of the step in the products of the layers the layout splits)
     pipeline, K   the schedule replayed (`step_time_model.pipeline`) with each task's share of
                   c(B/M, min(K, M)), one call per task, and the cut's bytes sent
                   point to point; then each stage's update
@@ -104,10 +105,20 @@ class RunToPredict:
         return float(self.run.extra.get("parameter_bytes") or 0.0)
 
     def fixed_s(self, devices: int) -> float:
-        """One compiled call, shared by the steps it runs."""
+        """One call of the model's step (its dispatch with the model's arrays, where timed),
+        shared by the steps it runs."""
         tuned = self.run.extra.get("tuned") or {}
         together = tuned.get("steps_per_execution") if isinstance(tuned, Mapping) else None
-        return self.calibration.call_s(self.busy(devices)) / max(int(together or 1), 1)
+        call = self.calibration.model_call_s(self.model_key, self.busy(devices))
+        return call / max(int(together or 1), 1)
+
+    def task_call_s(self, stages: int) -> float:
+        """One call of a pipeline task: a trivial call, plus the stage's share of what the
+        model's arrays add to a call of the whole step."""
+        g = self.busy(stages)
+        trivial = self.calibration.call_s(g)
+        whole = self.calibration.model_call_s(self.model_key, g)
+        return trivial + max(whole - trivial, 0.0) / max(stages, 1)
 
     def all_reduce_s(self, nbytes: float, devices: int) -> float:
         return self.calibration.collective_s("all_reduce", nbytes, devices) if devices > 1 else 0.0
@@ -155,9 +166,14 @@ def predict_fsdp(asked: RunToPredict) -> PredictedStep:
 
 
 def predict_tensor(asked: RunToPredict) -> PredictedStep:
+    """Each device takes its data row's whole share of the batch, B/D: the layers the layout
+    splits run a T-th of their products on it, the rest (norms, embeddings, residuals, the
+    loss) run whole on every device of the row."""
     run, n = asked.run, asked.run.devices
     data, model = _mesh(run, on_model=True)
-    compute, source = asked.compute_s(run.global_batch / n, n)
+    local = run.global_batch / data
+    whole, source = asked.compute_s(local, n)
+    compute = whole * (1.0 - _split_share(asked, local, n) * (1.0 - 1.0 / model))
     comm = _activations_s(asked, model) + asked.all_reduce_s(
         float(run.extra.get("gradient_bytes") or 0.0), data
     )
@@ -193,7 +209,7 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     line = cal.model_step_line(asked.model_key, 1)
     fixed_work = min(line.fixed, step / 2) if line is not None else 0.0
     per_sample = (step - fixed_work) / micro
-    call = cal.call_s(asked.busy(k))
+    call = asked.task_call_s(k)
     recomputes = "recomputes" in str(run.extra.get("stage_tasks") or "")
     forward = per_sample / 3.0
     backward = 2.0 * per_sample / 3.0 + (forward if recomputes else 0.0)
@@ -220,9 +236,16 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
         raise GpkError(f"the pipeline of {run.run_id} cannot be replayed: {error}") from None
     work = (forward + backward) * run.global_batch  # every task's compute, all stages
     calls = 2 * m * call  # the busiest device's task calls
+    update = fixed_work + k * call
+    # One thread per device dispatches its tasks, and the host runs one dispatch at a time:
+    # every stage's calls, forward, backward and update, one after another.
+    host = (2 * m + 1) * k * call
     bound = work / _aggregate_rate(asked, micro, k) + calls
     busiest = replayed.compute_s
-    update = fixed_work + k * call
+    if host > max(bound, replayed.step_time_s) + update - fixed_work:
+        # The host's dispatch, not the devices, sets the step: the last task's work after it.
+        last = (forward + backward) * micro / k
+        return _step(asked, last, 0.0, 0.0, host + fixed_work, source)
     if bound > replayed.step_time_s:  # the shared cores, not the schedule, set the step
         return _step(asked, bound - calls, replayed.exposed_comm_s, 0.0, calls + update, source)
     bubble = max(replayed.step_time_s - busiest - replayed.exposed_comm_s, 0.0)
@@ -294,6 +317,29 @@ def _counted_s(calibration: DeviceCalibration, work: WorkCount, samples: float, 
     fixed, bandwidth = calibration.elementwise_fit(g)
     nbytes = work.bytes_per_sample * samples + work.bytes_per_step
     return seconds + nbytes / bandwidth + work.kernels * fixed
+
+
+def _split_share(asked: RunToPredict, samples: float, devices: int) -> float:
+    """The share of a step at `samples` per device spent in the products of the layers the
+    run's layout splits over its model axis: their counted FLOPs (forward and backward) on
+    the calibrated products' rates, over the whole counted step; 0 where nothing is counted."""
+    layout = asked.run.extra.get("layout") or []
+    split = {
+        str(p.get("layer"))
+        for p in layout
+        if isinstance(p, Mapping) and "model" in (p.get("axes") or ())
+    }
+    work, cal = asked.work, asked.calibration
+    if work is None or not split:
+        return 0.0
+    g = asked.busy(devices)
+    whole = _counted_s(cal, work, samples, g)
+    products = math.fsum(
+        3 * cal.matmul_s(layer.forward_flops * samples, g)
+        for layer in work.layers
+        if layer.name in split and layer.forward_flops > 0
+    )
+    return min(products / whole, 1.0) if whole > 0 else 0.0
 
 
 def _activations_s(asked: RunToPredict, model: int) -> float:

@@ -108,6 +108,8 @@ class ModelStep:
     devices: int  # busy at once, each training its own copy
     batches: tuple[int, ...]
     seconds: tuple[float, ...]
+    # One call of the step, less the step: dispatch and the model's arrays passed (0: not timed).
+    dispatch_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,14 @@ class DeviceCalibration:
         if step is None:
             return None
         return max(_between(list(map(float, step.batches)), list(step.seconds), batch, True), 0.0)
+
+    def model_call_s(self, key: str, devices: int) -> float:
+        """One call of the model's step, `devices` busy: its dispatch with the model's arrays
+        where the calibration timed it, else a trivial call's."""
+        step = self.model_step(key, devices)
+        if step is not None and step.dispatch_s > 0:
+            return step.dispatch_s
+        return self.call_s(devices)
 
     def model_step_line(self, key: str, devices: int) -> Line | None:
         """Seconds per step whatever its batch, and per sample: the least-squares line
@@ -475,6 +485,7 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
                 devices=int(s["devices"]),
                 batches=tuple(s["batches"]),
                 seconds=tuple(s["seconds"]),
+                dispatch_s=float(s.get("dispatch_s", 0.0)),
             )
             for s in data.get("model_steps", ())
         )

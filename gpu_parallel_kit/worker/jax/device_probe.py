@@ -89,7 +89,7 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
     )
     # What dispatching a call of this many arrays costs, for taking off each step's call.
     passed = jax.jit(lambda state, x, y: state, donate_argnums=0)
-    seconds = []
+    seconds, dispatched = [], []
     for batch in batches:
         bx, by = batch_of(spec, batch * g)
         placed = [
@@ -112,9 +112,16 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
             held[0] = passed(held[0], *p)
             return held[0]
 
-        seconds.append(max(stepped - per_call(dispatch, _ready, calls=7), stepped / 2))
+        passing = per_call(dispatch, _ready, calls=7)
+        seconds.append(max(stepped - passing, stepped / 2))
+        dispatched.append(passing)
         state = held[0]
-    return {"devices": g, "batches": list(batches), "seconds": seconds}
+    return {
+        "devices": g,
+        "batches": list(batches),
+        "seconds": seconds,
+        "dispatch_s": sorted(dispatched)[len(dispatched) // 2],
+    }
 
 
 def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:

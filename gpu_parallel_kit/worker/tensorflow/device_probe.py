@@ -142,8 +142,10 @@ def _collective(
 
 
 def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> dict[str, Any]:
-    """The seconds of one training step of a copy of the model on each device, all at once:
-    a call's time less that of a call that runs nothing on the same devices."""
+    """The seconds of one training step of a copy of the model on each device, all at once,
+    as a difference of two loops of steps inside one call (`tf.range`, as Keras runs several
+    steps per execution), so the call is not in it; and what the call itself costs, dispatch
+    and the model's captured variables: a call of one step less one step in the loop."""
     names = configure_worker_devices(plan)
     x, y = batch_of(spec, 2)
     models = []
@@ -152,19 +154,8 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
             model = counted_model(spec, x)
             model.train_on_batch(x, y)  # builds what the step updates: optimizer slots, metrics
             models.append(model)
-    # A call that runs nothing on the same devices: its cost is dispatch, left out of a step.
-    marks = []
-    for name in names:
-        with tf.device(name):
-            marks.append(tf.Variable(0.0))
 
-    @tf.function
-    def empty():
-        for name, mark in zip(names, marks, strict=True):
-            with tf.device(name):
-                mark.assign_add(1.0)
-
-    seconds = []
+    seconds, dispatch = [], []
     for batch in batches:
         bx, by = batch_of(spec, batch)
         placed = []
@@ -175,14 +166,24 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
                 )
 
         @tf.function
-        def steps(placed=placed):
-            for name, model, (px, py) in zip(names, models, placed, strict=True):
-                with tf.device(name):
-                    model.train_step((px, py))
+        def steps(k, placed=placed):
+            for _ in tf.range(k):
+                for name, model, (px, py) in zip(names, models, placed, strict=True):
+                    with tf.device(name):
+                        model.train_step((px, py))
+            return [model.optimizer.iterations for model in models]
 
-        stepped = per_call(steps, _done, 5)
-        seconds.append(max(stepped - per_call(empty, _done, 5), stepped / 2))
-    return {"devices": len(names), "batches": list(batches), "seconds": seconds}
+        step = per_repetition(lambda k, steps=steps: steps(tf.constant(k)), _done)
+        one = tf.constant(1)
+        called = per_call(lambda steps=steps, one=one: steps(one), _done, 5)
+        seconds.append(step)
+        dispatch.append(max(called - step, 0.0))
+    return {
+        "devices": len(names),
+        "batches": list(batches),
+        "seconds": seconds,
+        "dispatch_s": sorted(dispatch)[len(dispatch) // 2],
+    }
 
 
 def _done(value: Any) -> None:

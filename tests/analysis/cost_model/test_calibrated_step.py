@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.calibrated_step import far_off_part, predict
+from gpu_parallel_kit.analysis.cost_model.counted_work import LayerWork, WorkCount
 from gpu_parallel_kit.analysis.cost_model.device_calibration import ModelStep
 from gpu_parallel_kit.analysis.tables.comparison_table import comparison_table
 from gpu_parallel_kit.errors import GpkError
@@ -15,10 +16,11 @@ from .test_device_calibration import busy, calibration
 PARAMS = 400_000
 
 
-def cal4(shared: bool = True):
+def cal4(shared: bool = True, dispatch_s: float = 0.0):
     """Steps of 1, 2 and 4 ms at 64, 128 and 256 samples on one device; with `shared` cores,
     g busy devices each take g times as long (they do one device's worth of work together),
-    else each as long as one alone."""
+    else each as long as one alone; a call of the step dispatches in `dispatch_s` (0: not
+    timed, a trivial call's)."""
     steps = tuple(
         ModelStep(
             "k",
@@ -26,6 +28,7 @@ def cal4(shared: bool = True):
             g,
             (64, 128, 256),
             tuple(t * (g if shared else 1) for t in (0.001, 0.002, 0.004)),
+            dispatch_s,
         )
         for g in (1, 2, 4)
     )
@@ -78,6 +81,52 @@ def test_tensor_adds_each_activation_all_reduce_on_the_model_axis():
     assert p.communication_s == pytest.approx(expected)
 
 
+def test_a_call_of_the_step_costs_the_dispatch_timed_with_the_models_arrays():
+    cal = cal4(dispatch_s=0.0008)
+    p = predict(run("data", 4, gradient_bytes=PARAMS), cal, "k", None)
+    assert p.fixed_s == pytest.approx(0.0008 / 8)  # one call per 8 steps
+    assert cal.model_call_s("k", 4) == 0.0008 and cal.model_call_s("other", 4) == cal.call_s(4)
+
+
+def split_work(split_flops: float, whole_flops: float) -> WorkCount:
+    """A step whose layer "a" does `split_flops` of forward products per sample and "b" the
+    rest of `whole_flops`; nothing else counted."""
+    return WorkCount(
+        "literal",
+        3 * whole_flops,
+        0.0,
+        0.0,
+        0.0,
+        layers=(
+            LayerWork("a", "Dense", split_flops, 0.0, 10),
+            LayerWork("b", "Dense", whole_flops - split_flops, 0.0, 10),
+        ),
+    )
+
+
+def layout(*layers):
+    return [{"layer": name, "axes": [axes, "model"]} for name, axes in layers]
+
+
+def test_tensor_runs_the_whole_batch_with_a_tth_of_its_split_products():
+    cal = cal4()
+    whole = cal.model_step_s("k", 256, 2)  # mesh (1, 2): each device takes all 256 samples
+    flops = 2 * 128**3 / 256  # one 128³ product per sample: every product at the same rate
+    nothing = predict(run("tensor", 2, layout=layout()), cal, "k", split_work(flops, 2 * flops))
+    assert nothing.compute_s == pytest.approx(whole)
+    half = predict(
+        run("tensor", 2, layout=layout(("a", ""))), cal, "k", split_work(flops, 2 * flops)
+    )
+    assert half.compute_s == pytest.approx(whole * (1 - 0.5 / 2))  # half the step split in 2
+    every = predict(
+        run("tensor", 2, layout=layout(("a", ""), ("b", ""))),
+        cal,
+        "k",
+        split_work(flops, 2 * flops),
+    )
+    assert every.compute_s == pytest.approx(whole / 2)
+
+
 def pipeline_run():
     stages = [
         {"stage": 0, "layers": ["a"], "parameter_bytes": PARAMS / 2},
@@ -100,6 +149,15 @@ def test_a_pipeline_on_shared_cores_takes_at_least_its_total_work():
     # sharing its cores do no faster than one.
     assert shared.compute_s == pytest.approx(0.004, rel=1e-6)
     assert shared.bubble_s == 0 and shared.step_s > alone.step_s
+
+
+def test_a_pipeline_whose_host_dispatches_slower_than_its_devices_work_takes_every_call():
+    slow = 0.002  # a call of the whole step; a task's is a trivial call plus half of the rest
+    p = predict(pipeline_run(), cal4(shared=False, dispatch_s=slow), "k", None)
+    task = cal4().call_s(2) + (slow - cal4().call_s(2)) / 2
+    # Two stages of 4 forwards, 4 backwards and an update each, one dispatch at a time.
+    assert p.fixed_s >= (2 * 4 + 1) * 2 * task
+    assert p.step_s > predict(pipeline_run(), cal4(shared=False), "k", None).step_s
 
 
 def test_a_strategy_without_a_predictor_and_another_backend_are_sentences():
