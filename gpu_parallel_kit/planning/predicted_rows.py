@@ -16,12 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.cost_model.calibrated_step import far_off_part, predict
+from ..analysis.cost_model.calibrated_step import far_off_part, predict, reads_counted_work
 from ..analysis.cost_model.counted_work import WorkCount
 from ..analysis.cost_model.device_calibration import DeviceCalibration
 from ..errors import GpkError
 from ..runs.description.run_spec import RunSpec
-from ..strategies import has
 from .calibration_probe import calibration_folder, kept, with_model
 from .phase_progress import PhaseProgress
 
@@ -99,9 +98,9 @@ def with_predictions(
 def _work(
     results: Sequence[RunResult], counted: Callable[[], Mapping[str, Any]], timed: bool
 ) -> Mapping[str, WorkCount]:
-    """The counted steps, where the model's step was not timed or a pipeline's stage shares
-    need them; none otherwise."""
-    if timed and not any(has(r.strategy, "stages") for r in results if r.ok):
+    """The counted steps, where the model's step was not timed or a prediction reads them
+    (a pipeline's stage shares, a layout's split layers); none otherwise."""
+    if timed and not any(reads_counted_work(r) for r in results if r.ok):
         return {}
     try:
         found = counted()

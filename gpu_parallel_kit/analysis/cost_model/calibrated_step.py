@@ -323,12 +323,7 @@ def _split_share(asked: RunToPredict, samples: float, devices: int) -> float:
     """The share of a step at `samples` per device spent in the products of the layers the
     run's layout splits over its model axis: their counted FLOPs (forward and backward) on
     the calibrated products' rates, over the whole counted step; 0 where nothing is counted."""
-    layout = asked.run.extra.get("layout") or []
-    split = {
-        str(p.get("layer"))
-        for p in layout
-        if isinstance(p, Mapping) and "model" in (p.get("axes") or ())
-    }
+    split = _split_layers(asked.run)
     work, cal = asked.work, asked.calibration
     if work is None or not split:
         return 0.0
@@ -340,6 +335,22 @@ def _split_share(asked: RunToPredict, samples: float, devices: int) -> float:
         if layer.name in split and layer.forward_flops > 0
     )
     return min(products / whole, 1.0) if whole > 0 else 0.0
+
+
+def _split_layers(run: RunResult) -> set[str]:
+    """The layers whose weights the run's layout splits over its model axis."""
+    layout = run.extra.get("layout") or []
+    return {
+        str(p.get("layer"))
+        for p in layout
+        if isinstance(p, Mapping) and "model" in (p.get("axes") or ())
+    }
+
+
+def reads_counted_work(run: RunResult) -> bool:
+    """Whether predicting `run` reads the model's counted step beside its timed one: a
+    pipeline's stage shares, a layout's split layers."""
+    return bool(run.extra.get("stages")) or bool(_split_layers(run))
 
 
 def _activations_s(asked: RunToPredict, model: int) -> float:
