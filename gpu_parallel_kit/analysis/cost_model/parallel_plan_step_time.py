@@ -83,7 +83,7 @@ def step_time(
         data_s = _data_comm_s(card, plan, links["data"], shard - held) + _data_comm_s(
             card, plan, links["data"], held, plan.expert
         )
-    expert_s = _expert_comm_s(card, plan, _expert_link(cluster, plan), blocks)
+    expert_s = _expert_comm_s(card, plan, cluster, blocks)
     sends_s = _stage_sends_s(card, plan, links["stages"], split)
     ring_s, attention_flops = _context_ring(card, plan, _context_link(cluster, plan))
     bubble = _bubble(
@@ -296,26 +296,30 @@ def _data_comm_s(
     return factor * ring_all_reduce_s(grads, plan.data * plan.context // expert, link)
 
 
-def _expert_link(cluster: GPUCluster, plan: Plan) -> Interconnect | None:
-    """The link an expert group's all-to-alls cross: its ranks sit next to the tensor and
-    context groups' (Megatron-Core orders tensor, context, expert, data), so inside a node
-    while tensor × context × expert fits one."""
-    if plan.expert == 1:
-        return None
-    group = plan.tensor * plan.context * plan.expert
-    return cluster.inside if group <= cluster.per_node else cluster.between
-
-
-def _expert_comm_s(card: ModelCard, plan: Plan, link: Interconnect | None, blocks: int) -> float:
+def _expert_comm_s(card: ModelCard, plan: Plan, cluster: GPUCluster, blocks: int) -> float:
     """Each block's four all-to-alls per micro-batch (its tokens to their top-k experts and
     back, forward and backward alike), for the stage's blocks and every micro-batch: of a
-    device's s·h·top-k values, (e−1)/e leave it, in e−1 messages."""
-    if link is None:
+    device's s·h·top-k values, (e−1)/e leave it, in e−1 messages. An expert group's ranks sit
+    next to the tensor and context groups' (Megatron-Core orders tensor, context, expert,
+    data), so it stays inside a node while tensor × context × expert fits one; a group over
+    several nodes sends over the network only what is bound for the other nodes' ranks, and
+    the rest over the node's own links at the same time."""
+    if plan.expert == 1:
         return 0.0
     routed = card.routed_bytes * plan.micro_batch_size / (plan.tensor * plan.context)
-    leaving = routed * (plan.expert - 1) / plan.expert
-    one = link.latency_s * (plan.expert - 1) + leaving / link.bandwidth_bytes_s
+    local = min(plan.expert, max(1, cluster.per_node // (plan.tensor * plan.context)))
+    one = _all_to_all_s(routed * (local - 1) / plan.expert, local - 1, cluster.inside)
+    if local < plan.expert:
+        away = plan.expert - local
+        one = max(one, _all_to_all_s(routed * away / plan.expert, away, cluster.between))
     return 4 * one * blocks * plan.micro_batches
+
+
+def _all_to_all_s(leaving: float, messages: int, link: Interconnect) -> float:
+    """`leaving` bytes sent over `link` in `messages` messages."""
+    if messages == 0:
+        return 0.0
+    return link.latency_s * messages + leaving / link.bandwidth_bytes_s
 
 
 def _stage_sends_s(
