@@ -74,13 +74,15 @@ def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> floa
 
 
 def all_runs() -> tuple[PublishedRun, ...]:
-    """The A100 runs, the H100 rows the kit can count (GPT-3 175B, then the Llama rows), and
-    the rows of NeMo's long-sequence table with their plans, in that order."""
+    """The A100 runs, the H100 rows the kit can count (GPT-3 175B, then the Llama rows), the
+    rows of NeMo's long-sequence table with their plans, and Megatron-Bridge's rows, in that
+    order."""
     return (
         RUNS
         + published_runs.h100_runs()
         + published_runs.llama_runs()
         + published_runs.long_sequence_runs()
+        + published_runs.bridge_runs()
     )
 
 

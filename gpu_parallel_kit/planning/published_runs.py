@@ -34,6 +34,8 @@ LONG_CARDS = Path(__file__).with_name("published_long_cards.json")
 # How a run's published FLOPs are counted (`published_flops`).
 NARAYANAN_FLOPS = "narayanan"  # a GPT's (96 or 72)·B·s·L·h²·(1 + s/6h + V/16Lh)
 LLAMA_FLOPS = "nemo-llama2"  # NeMo's and Megatron-LM's, a gated MLP and full s² attention
+PUBLISHED_FLOPS = "published"  # the source's own: its TFLOP/s per GPU over its step
+BRIDGE = "Megatron-Bridge"  # how the archive's rows name their stack: "Megatron-Bridge, 26.04 ..."
 KERAS_NORM_COPIES = 12  # bytes a token and unit of width Keras's layer norms keep beyond Megatron's
 PLAN_FIELDS = tuple(field.name for field in fields(Plan))
 PARTS = PART_COLUMNS
@@ -79,9 +81,16 @@ class PublishedRun:
         gated: whether the MLP is gated (SwiGLU, a Llama's): its card is a counted Llama
             (`published_long_cards.json`), not a GPT.
         flops_counted: how the published FLOPs are counted (`published_flops`):
-            `NARAYANAN_FLOPS` or `LLAMA_FLOPS`.
+            `NARAYANAN_FLOPS`, `LLAMA_FLOPS`, or `PUBLISHED_FLOPS` where the source gives its
+            TFLOP/s beside its step.
         card_from: the key of its model's card in `published_h100_cards.json`, where it is
             counted there ("": by its config, as above).
+        expert: the expert axis: data replicas sharing a block's experts (`Plan.expert`).
+        balanced_experts: whether the run forced every expert an even share of the tokens
+            (Megatron-Core's `moe_router_force_load_balancing`): the busiest expert holds no
+            more than its share, a capacity factor of 1.
+        stage_blocks: the blocks each stage holds, where the run split them its own way
+            (`Plan.stage_blocks`; (): the kit's split).
     """
 
     name: str
@@ -120,6 +129,9 @@ class PublishedRun:
     gated: bool = False
     flops_counted: str = NARAYANAN_FLOPS
     card_from: str = ""  # a card of `published_h100_cards.json`, by its key
+    expert: int = 1  # the expert axis, inside the data axis
+    balanced_experts: bool = False  # every expert forced an even share: capacity factor 1
+    stage_blocks: tuple[int, ...] = ()  # blocks per stage; (): the kit's split
 
     @property
     def sequence_parallel(self) -> bool:
@@ -250,10 +262,12 @@ NEMO_ASSUMED = (
 
 def stack_name(said: str) -> str:
     """The kit's name of a stack a source names: "NeMo 24.05 container ..." is "nemo-24.05",
-    and a patch release its release's ("NeMo 24.03.01 ..." is "nemo-24.03")."""
-    words = said.split()
-    if len(words) >= 2 and words[0] == "NeMo":
-        return "nemo-" + ".".join(words[1].split(".")[:2])
+    "Megatron-Bridge, 26.04 NeMo Container ..." is "megatron-bridge-26.04", and a patch
+    release its release's ("NeMo 24.03.01 ..." is "nemo-24.03")."""
+    words = said.replace(",", "").split()
+    known = {"NeMo": "nemo", BRIDGE: "megatron-bridge"}
+    if len(words) >= 2 and words[0] in known:
+        return f"{known[words[0]]}-" + ".".join(words[1].split(".")[:2])
     raise GpkError(f"no stack is named for {said!r}")
 
 
@@ -302,11 +316,39 @@ def _h100_run(row: dict[str, Any]) -> PublishedRun:
 
 
 H100_CARDS_FILE = Path(__file__).with_name("published_h100_cards.json")
-# The Llama rows of NVIDIA's NeMo recipes whose model `published_h100_cards.json` holds: dgxc's
-# Llama 3.1 405B (the 126-block runs; its benchmark ran 16 KV groups) and NeMo 24.07's Llama 3
-# 8B and 70B. MaxText's rows are held out (docs/published-runs.md, "Llama rows").
-LLAMA_CARDS = {"llama3.1-405b": "llama3.1-405b-kv16", "llama3-8b": "llama3-8b",
-               "llama3-70b": "llama3-70b"}  # fmt: skip
+# The models of NVIDIA's recipes whose card `published_h100_cards.json` holds: dgxc's Llama 3.1
+# 405B (the 126-block runs), NeMo 24.07's Llama 3 8B and 70B, and Megatron-Bridge's Llama 3 and
+# 3.1 and mixtures of experts. MaxText's rows are held out (docs/published-runs.md, "Llama
+# rows"), and so are the rows of models without a card (Nemotron-4 340B).
+RECIPE_MODELS = ("llama3.1-405b", "llama3-8b", "llama3-70b", "qwen3-30b-a3b",
+                 "qwen3-235b-a22b", "gpt-oss-120b")  # fmt: skip
+# Megatron-Bridge's recipes of these rows: fused attention, the distributed optimizer (zero-1),
+# sequence parallelism where TP > 1, no recomputation, and in MoE runs every expert forced an
+# even share of the tokens, none dropped (the archive's own note).
+BRIDGE_ASSUMED = (
+    "flash attention, the distributed optimizer (zero-1; Megatron FSDP where the table gives "
+    "FSDP), sequence parallelism where TP > 1, no recomputation (gpt-oss recomputes its layer "
+    "norms and expert activations only: not modelled); experts force-balanced and dropless "
+    "(capacity factor 1), EP above DP folded over the tensor ranks (ETP 1): Megatron-Bridge's "
+    "H100 recipes at 067f987d and the archive's note; the step from tokens/s/GPU"
+)
+
+
+def _card_key(row: dict[str, Any]) -> str:
+    """The key of a row's model in `published_h100_cards.json`: its model's, or, where the
+    benchmark ran other KV groups than the released model (dgxc's 405B ran 16), that shape's."""
+    kv_heads = (row.get("benchmark_overrides") or {}).get("kv_heads")
+    return f"{row['model_key']}-kv{kv_heads}" if kv_heads else row["model_key"]
+
+
+def _recipe_rows(said: str) -> list[dict[str, Any]]:
+    """The rows of `published_h100_runs.json` whose stack text starts with `said` and whose
+    model has a counted card, the proxies of fewer blocks left out."""
+    return [
+        row
+        for row in h100_table()["runs"]
+        if row["model_key"] in RECIPE_MODELS and not row["proxy"] and row["stack"].startswith(said)
+    ]
 
 
 @functools.lru_cache(maxsize=1)
@@ -314,32 +356,96 @@ def llama_runs() -> tuple[PublishedRun, ...]:
     """The dense Llama rows of `published_h100_runs.json` from NVIDIA's NeMo recipes (dgxc and
     NeMo's performance summary) whose model has a counted card, the proxies of fewer blocks
     left out, as runs."""
-    found = h100_table()
-    rows = [
-        row
-        for row in found["runs"]
-        if row["model_key"] in LLAMA_CARDS
-        and not row["proxy"]
-        and row["stack"].startswith("NeMo")  # MaxText's rows: docs/published-runs.md
-    ]
-    return tuple(_llama_run(row, found["models"][row["model_key"]]) for row in rows)
+    models = h100_table()["models"]
+    return tuple(_recipe_run(row, models[row["model_key"]]) for row in _recipe_rows("NeMo"))
 
 
-def _llama_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
+# Megatron-Bridge's rows the kit does not project, and why (docs/published-runs.md,
+# "Megatron-Bridge's rows in the fit").
+BRIDGE_HELD_OUT = {
+    "gpt-oss-120b": "its plan does not fit by the kit's count: keras-hub's gpt-oss card keeps "
+    "133 GB of activations on the first of 4 stages (the archive's run fits in 80 GB)",
+    "qwen3-30b-a3b PP 2": "TP1 PP2 EP8 with 12 or 24 chunks of 1-2 blocks: the kit counts a "
+    "pipeline's sends at its fill and drain only, not each chunk's, and the archive gives this "
+    "plan 5,113 and 9,058 tokens/s/GPU a point release apart",
+}
+
+
+def _held_out(row: dict[str, Any]) -> bool:
+    """Whether a Megatron-Bridge row is held out of the runs (`BRIDGE_HELD_OUT`)."""
+    return row["model_key"] in BRIDGE_HELD_OUT or f"{row['model_key']} PP {row['pp']}" in (
+        BRIDGE_HELD_OUT
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def bridge_runs(held_out: bool = False) -> tuple[PublishedRun, ...]:
+    """The DGX-H100 pretraining rows of Megatron-Bridge's performance archive: Llama 3 and 3.1
+    and the mixtures of experts Qwen3-30B-A3B and Qwen3-235B-A22B, as runs; with `held_out`,
+    the rows of `BRIDGE_HELD_OUT` instead."""
+    models = h100_table()["models"]
+    rows = [row for row in _recipe_rows(BRIDGE) if _held_out(row) == held_out]
+    return tuple(_recipe_run(row, models[row["model_key"]]) for row in rows)
+
+
+def _recipe_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
+    """A row of NVIDIA's recipes as a run: NeMo's (its FLOPs NeMo's Llama formula) or
+    Megatron-Bridge's (its FLOPs as it publishes them, beside its tokens)."""
     gpus, seconds, stack = row["gpus"], _reported_seconds(row), stack_name(row["stack"])
-    kv_heads = (row.get("benchmark_overrides") or {}).get("kv_heads", model["kv_heads"])
     stages, vp = row["pp"], row["vp"] or 1
     schedule = NO_PIPELINE if stages == 1 else ("interleaved" if vp > 1 else "1f1b")
+    bridge = row["stack"].startswith(BRIDGE)
+    release = row["stack"].split()[1] if bridge else ""
+    name = f"{model['name']} {row['precision'].upper()}, {gpus} H100, "
     return PublishedRun(
-        f"{model['name']} {row['precision'].upper()}, {gpus} H100, {stack}",
+        name + (f"{BRIDGE} {release}" if bridge else stack),
         _source_text(row),
         model["layers"], model["hidden"], model["heads"], row["sequence"], model["vocabulary"],
         0.0, gpus, min(row["gpus_per_node"], gpus), "net400g", DGX_H100,
         row["dp"], row["tp"], stages, row["micro_batch"], row["global_batch"], schedule,
-        vp if stages > 1 else 1, "none", "zero-1", None, seconds, False, NEMO_ASSUMED, stack,
-        "h100", row["precision"], FLASH, row["tp"] > 1, row["cp"], model["ffn_hidden"], kv_heads,
-        model["gated_mlp"], LLAMA_FLOPS, LLAMA_CARDS[row["model_key"]],
+        vp if stages > 1 else 1, "none", "fsdp" if row.get("fsdp") else "zero-1",
+        row["reported"]["model_tflops_per_gpu"] if bridge else None, seconds, False,
+        BRIDGE_ASSUMED if bridge else NEMO_ASSUMED, stack, "h100", row["precision"], FLASH,
+        row["tp"] > 1, row["cp"], model["ffn_hidden"],
+        (row.get("benchmark_overrides") or {}).get("kv_heads", model["kv_heads"]),
+        model["gated_mlp"], PUBLISHED_FLOPS if bridge else LLAMA_FLOPS, _card_key(row),
+        _expert_axis(row), bool(model.get("experts")),
+        _stage_blocks(model["layers"], stages, vp if stages > 1 else 1),
     )  # fmt: skip
+
+
+def _stage_blocks(layers: int, stages: int, chunks: int) -> tuple[int, ...]:
+    """Blocks per stage where the interleaved schedule's chunks do not divide the blocks:
+    Megatron-Core then counts the embedding and the loss as a block each
+    (`account_for_embedding_in_pipeline_split`, `account_for_loss_in_pipeline_split`), so the
+    first stage and the last hold one block fewer (Llama 3.1 405B's 126 blocks on PP 8 VP 8:
+    15, 16 × 6, 15). (): the kit's own split."""
+    if chunks == 1 or layers % (stages * chunks) == 0:
+        return ()
+    if (layers + 2) % (stages * chunks):
+        raise GpkError(
+            f"{layers} blocks, with the embedding and the loss, do not fill {stages} stages of "
+            f"{chunks} chunks evenly"
+        )
+    each = (layers + 2) // stages
+    return (each - 1, *(each,) * (stages - 2), each - 1)
+
+
+def _expert_axis(row: dict[str, Any]) -> int:
+    """The kit's expert axis for a row's EP: inside the data axis where EP divides it, else
+    folded over the tensor ranks as Megatron-Core's MoE parallel folding places it (ETP 1:
+    Qwen3-235B-A22B's EP 32 over TP 2 × DP 16 is the kit's tensor 2, expert 16, each device
+    holding 1/32 of the experts either way)."""
+    expert = row.get("ep") or 1
+    if row["dp"] % expert == 0:
+        return expert
+    folded = expert // row["tp"]
+    if expert % row["tp"] or row["dp"] % folded or (row.get("etp") or 1) != 1:
+        raise GpkError(
+            f"{row['id']}: EP {expert} neither divides DP {row['dp']} nor folds over TP "
+            f"{row['tp']} with ETP 1"
+        )
+    return folded
 
 
 # NeMo's long-sequence table: Llama 2 7B in FP8 on DGX H100 at 4K to 1M tokens.
@@ -468,6 +574,8 @@ def _counted_card(run: PublishedRun) -> ModelCard:
     stored = stored_h100_cards()[run.card_from]
     norms = KERAS_NORM_COPIES * run.sequence * run.hidden
     fields = {**stored, "rows": (), "activation_bytes": stored["activation_bytes"] - norms}
+    if run.balanced_experts:
+        fields["capacity_factor"] = 1.0
     return ModelCard(**{**fields, "precision": run.precision})
 
 
@@ -497,6 +605,8 @@ def plan(run: PublishedRun) -> Plan:
         attention=run.attention,
         sequence_parallel=run.sequence_parallel,
         context=run.context,
+        expert=run.expert,
+        stage_blocks=run.stage_blocks,
     )
 
 
@@ -506,8 +616,11 @@ def published_flops(run: PublishedRun) -> float:
     `llama2` formula (`nemo/utils/flops_formulas.py`, Megatron-LM's
     `num_floating_point_operations` alike): B·s·L·h²·(12 + 12·g/a + 18·f/h + 12·s/h + 6·V/Lh),
     g the key-value heads and f the gated MLP's width, every score of s² counted (a causal
-    kernel computes about half of them)."""
+    kernel computes about half of them); where the source gives its TFLOP/s beside its step
+    (`PUBLISHED_FLOPS`), the two multiplied."""
     B, s, L, h, V = run.global_batch, run.sequence, run.layers, run.hidden, run.vocabulary
+    if run.flops_counted == PUBLISHED_FLOPS:
+        return run.tflops_per_gpu * 1e12 * run.gpus * run.iteration_s
     if run.flops_counted == LLAMA_FLOPS:
         groups = (run.kv_heads or run.heads) / run.heads
         return (
@@ -595,7 +708,8 @@ def _why(used: dict[str, Any], best: dict[str, Any]) -> str:
 
 def runs_table(best: bool = True) -> list[dict[str, Any]]:
     """`project` of every published run, the A100 runs of `RUNS` first, then the H100 rows
-    the kit can count (`h100_runs`, `llama_runs`)."""
+    the kit can count (`h100_runs`, `llama_runs`; Megatron-Bridge's are fitted by stack
+    alone, `efficiency_fit.leave_one_out_by_stack`)."""
     return [project(run, best) for run in RUNS + h100_runs() + llama_runs()]
 
 

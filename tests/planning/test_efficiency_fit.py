@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.matmul_efficiency import FITTED
+from gpu_parallel_kit.analysis.cost_model.parallel_plan_memory import memory
 from gpu_parallel_kit.analysis.cost_model.roofline import Efficiency
 from gpu_parallel_kit.analysis.cost_model.software_stack import STACKS, newest_stack
-from gpu_parallel_kit.planning import efficiency_fit
+from gpu_parallel_kit.planning import efficiency_fit, published_runs
 from gpu_parallel_kit.planning.published_runs import RUNS
 
 # Kit ÷ published throughput, each run by the fit without it. The production runs (MT-NLG's,
@@ -34,6 +35,11 @@ MISSES = {
     "Llama 3.1 405B FP8, 576 H100, nemo-24.12",
 }
 MISSED = (0.80, 1.25)
+# Megatron-Bridge 26.06 holds two runs, a dense Llama 3.1 405B and Qwen3-30B-A3B (3 B active),
+# each projected by the other alone: the mixture's small expert matmuls reach less of the peak
+# than its shapes give, so the 405B is projected ×0.69 (docs/published-runs.md,
+# "Megatron-Bridge's rows in the fit").
+BRIDGE_MISSES = {"Llama 3.1 405B FP8, 1024 H100, Megatron-Bridge 26.06": (0.65, 0.75)}
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +75,7 @@ def test_each_run_projected_by_its_stack_without_itself_is_within_the_target(lef
            if groups.count(group) > 1]  # fmt: skip
     low, high = BY_STACK
     outside = {row.name for row in own if not low <= row.ratio <= high}
-    assert outside == MISSES and len(own) == len(held) - 1
+    assert outside == MISSES | set(BRIDGE_MISSES) and len(own) == len(held) - 1
     assert all(MISSED[0] <= row.ratio <= MISSED[1] for row in own if row.name in MISSES)
     assert all(row.stack == run.stack for row, run in zip(left_out_by_stack, held, strict=True)
                if row in own)  # fmt: skip
@@ -79,6 +85,42 @@ def test_each_run_projected_by_its_stack_without_itself_is_within_the_target(lef
     others = [row for row in left_out_by_stack if row not in own]
     assert [row.stack for row in others] == [newest_stack().name]
     assert all(low <= row.ratio <= high for row in others), others
+
+
+def test_megatron_bridges_rows_are_each_projected_by_their_own_stack(left_out_by_stack):
+    runs = efficiency_fit.all_runs()
+    bridge = [(row, run) for row, run in zip(left_out_by_stack, runs, strict=True)
+              if run.stack.startswith("megatron-bridge-")]  # fmt: skip
+    # 26 rows: 5 of gpt-oss-120b and 3 of Qwen3-30B-A3B on PP 2 held out (BRIDGE_HELD_OUT)
+    assert len(bridge) == 18 and len(published_runs.bridge_runs(held_out=True)) == 8
+    assert {run.stack for _, run in bridge} == {
+        "megatron-bridge-25.11", "megatron-bridge-26.02", "megatron-bridge-26.04",
+        "megatron-bridge-26.06",
+    }  # fmt: skip
+    assert {run.card_from for _, run in bridge} >= {"qwen3-30b-a3b", "qwen3-235b-a22b"}
+    low, high = BY_STACK
+    for row, run in bridge:
+        assert row.stack == run.stack, row.name
+        if row.name in BRIDGE_MISSES:
+            low_missed, high_missed = BRIDGE_MISSES[row.name]
+            assert low_missed <= row.ratio <= high_missed, row
+        else:
+            assert low <= row.ratio <= high, row
+    # Each plan fits its H100s' 80 GB by the kit's count
+    for _, run in bridge:
+        used = memory(published_runs.card(run), published_runs.plan(run)).total
+        assert used <= 80e9 * 0.95, (run.name, used / 1e9)
+
+
+def test_the_bridge_rows_held_out_do_not_fit_or_disagree_with_themselves():
+    held = published_runs.bridge_runs(held_out=True)
+    gpt_oss = [run for run in held if run.card_from == "gpt-oss-120b"]
+    assert len(gpt_oss) == 5
+    for run in gpt_oss:  # the kit's count of gpt-oss's activations: far beyond 80 GB
+        assert memory(published_runs.card(run), published_runs.plan(run)).total > 150e9
+    qwen = [run for run in held if run.card_from == "qwen3-30b-a3b"]
+    same = sorted(efficiency_fit.published_step_s(r) for r in qwen if r.global_batch == 1024)
+    assert len(qwen) == 3 and same[1] / same[0] > 1.7  # one plan, ×1.77 apart (26.02, 26.02.01)
 
 
 def test_the_h100_runs_in_bf16_and_fp8_are_held_with_the_a100_ones(left_out_by_stack):

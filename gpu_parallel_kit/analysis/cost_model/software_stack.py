@@ -179,7 +179,7 @@ STACKS: dict[str, SoftwareStack] = {
     for stack in (
         SoftwareStack(
             "megatron-lm-2021",
-            MatmulEfficiency(0.6712, 73.01, 0.935, 1.074, "fitted on 10 published bf16 runs"),
+            MatmulEfficiency(0.6706, 72.21, 0.935, 1.075, "fitted on 10 published bf16 runs"),
             released="2021-04",
             device="A100",
             runs=10,
@@ -187,7 +187,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-lm-2022",
-            MatmulEfficiency(0.7462, 81.16, 0.865, 1.084, "fitted on 8 published bf16 runs"),
+            MatmulEfficiency(0.7456, 80.29, 0.864, 1.084, "fitted on 8 published bf16 runs"),
             released="2022-05",
             device="A100",
             runs=8,
@@ -195,7 +195,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "deepspeed-megatron-2021",
-            MatmulEfficiency(0.5368, 58.39, 0.975, 1.020, "fitted on 3 published bf16 runs"),
+            MatmulEfficiency(0.5366, 57.78, 0.975, 1.020, "fitted on 3 published bf16 runs"),
             released="2022-01",
             device="A100",
             runs=3,
@@ -203,7 +203,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-deepspeed-bloom",
-            MatmulEfficiency(0.5989, 65.14, 0.863, 1.195, "fitted on 1 published bf16 run"),
+            MatmulEfficiency(0.5987, 64.47, 0.772, 1.278, "fitted on 1 published bf16 run"),
             released="2022-11",
             device="A100",
             runs=1,
@@ -212,7 +212,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "nemo-24.03",
             None,
-            MatmulEfficiency(0.4420, 48.07, 0.972, 1.029, "fitted on 9 published fp8 runs"),
+            MatmulEfficiency(0.4409, 47.47, 0.974, 1.028, "fitted on 9 published fp8 runs"),
             released="2024-03",
             device="H100",
             runs=9,
@@ -220,8 +220,8 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.05",
-            MatmulEfficiency(0.5880, 63.95, 0.989, 1.010, "fitted on 5 published bf16 runs"),
-            MatmulEfficiency(0.4310, 46.88, 0.924, 1.064, "fitted on 5 published fp8 runs"),
+            MatmulEfficiency(0.5877, 63.28, 0.989, 1.010, "fitted on 5 published bf16 runs"),
+            MatmulEfficiency(0.4308, 46.39, 0.924, 1.064, "fitted on 5 published fp8 runs"),
             released="2024-05",
             device="H100",
             runs=10,
@@ -230,7 +230,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "nemo-24.07",
             None,
-            MatmulEfficiency(0.4801, 52.21, 0.863, 1.162, "fitted on 4 published fp8 runs"),
+            MatmulEfficiency(0.4797, 51.66, 0.862, 1.162, "fitted on 4 published fp8 runs"),
             released="2024-07",
             device="H100",
             runs=4,
@@ -238,8 +238,8 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.09",
-            MatmulEfficiency(0.7281, 79.19, 0.989, 1.017, "fitted on 3 published bf16 runs"),
-            MatmulEfficiency(0.5815, 63.25, 0.929, 1.044, "fitted on 3 published fp8 runs"),
+            MatmulEfficiency(0.7275, 78.34, 0.989, 1.017, "fitted on 3 published bf16 runs"),
+            MatmulEfficiency(0.5812, 62.58, 0.929, 1.044, "fitted on 3 published fp8 runs"),
             released="2024-09",
             device="H100",
             runs=6,
@@ -247,12 +247,48 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.12",
-            MatmulEfficiency(0.6642, 72.25, 0.949, 1.086, "fitted on 8 published bf16 runs"),
-            MatmulEfficiency(0.5186, 56.41, 0.885, 1.195, "fitted on 8 published fp8 runs"),
+            MatmulEfficiency(0.6638, 71.48, 0.949, 1.086, "fitted on 8 published bf16 runs"),
+            MatmulEfficiency(0.5184, 55.82, 0.885, 1.195, "fitted on 8 published fp8 runs"),
             released="2024-12",
             device="H100",
             runs=16,
             source="NVIDIA's DGX Cloud Benchmarking v25.02.01: NeMo 24.12 on DGX H100",
+        ),
+        SoftwareStack(
+            "megatron-bridge-25.11",
+            None,
+            MatmulEfficiency(0.5046, 54.34, 0.908, 1.096, "fitted on 4 published fp8 runs"),
+            released="2025-11",
+            device="H100",
+            runs=4,
+            source="Megatron-Bridge's performance archive: NeMo 25.11 on DGX H100",
+        ),
+        SoftwareStack(
+            "megatron-bridge-26.02",
+            None,
+            MatmulEfficiency(0.5272, 56.77, 0.903, 1.066, "fitted on 5 published fp8 runs"),
+            released="2026-02",
+            device="H100",
+            runs=5,
+            source="Megatron-Bridge's performance archive: NeMo 26.02 and 26.02.01 on DGX H100",
+        ),
+        SoftwareStack(
+            "megatron-bridge-26.04",
+            None,
+            MatmulEfficiency(0.5040, 54.27, 0.772, 1.180, "fitted on 7 published fp8 runs"),
+            released="2026-04",
+            device="H100",
+            runs=7,
+            source="Megatron-Bridge's performance archive: NeMo 26.04 and 26.04.01 on DGX H100",
+        ),
+        SoftwareStack(
+            "megatron-bridge-26.06",
+            None,
+            MatmulEfficiency(0.4597, 49.51, 0.823, 1.278, "fitted on 2 published fp8 runs"),
+            released="2026-06",
+            device="H100",
+            runs=2,
+            source="Megatron-Bridge's performance archive: NeMo 26.06 on DGX H100",
         ),
     )
 }
