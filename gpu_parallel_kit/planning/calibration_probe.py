@@ -146,6 +146,7 @@ def with_model(
                 batches=tuple(answer["batches"]),
                 seconds=tuple(answer["seconds"]),
                 dispatch_s=float(answer.get("dispatch_s", 0.0)),
+                task_s=float(answer.get("task_s", 0.0)),
             )
         )
     return calibration.with_model_steps(steps) if steps else calibration

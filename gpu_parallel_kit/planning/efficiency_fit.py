@@ -74,15 +74,15 @@ def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> floa
 
 
 def all_runs() -> tuple[PublishedRun, ...]:
-    """The A100 runs, the H100 rows the kit can count (GPT-3 175B, then the Llama rows), the
-    rows of NeMo's long-sequence table with their plans, and Megatron-Bridge's rows, in that
+    """The A100 runs, the H100 rows the kit can count (GPT-3 175B, the Llama rows, then
+    Megatron-Bridge's), and the rows of NeMo's long-sequence table with their plans, in that
     order."""
     return (
         RUNS
         + published_runs.h100_runs()
         + published_runs.llama_runs()
-        + published_runs.long_sequence_runs()
         + published_runs.bridge_runs()
+        + published_runs.long_sequence_runs()
     )
 
 
@@ -117,7 +117,7 @@ def point(run: PublishedRun) -> Measured:
 
 def _shape(run: PublishedRun) -> float:
     """H of the run's plan: its matmuls' weighted inverse size on one device."""
-    return card_inverse_size(published_runs.card(run), run.tensor, run.micro_batch_size)
+    return card_inverse_size(published_runs.card(run), run.tensor, run.micro_batch_size, run.expert)
 
 
 def fitted(runs: tuple[PublishedRun, ...] = RUNS) -> MatmulEfficiency:

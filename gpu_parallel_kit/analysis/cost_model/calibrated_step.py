@@ -113,12 +113,9 @@ class RunToPredict:
         return call / max(int(together or 1), 1)
 
     def task_call_s(self, stages: int) -> float:
-        """One call of a pipeline task: a trivial call, plus the stage's share of what the
-        model's arrays add to a call of the whole step."""
-        g = self.busy(stages)
-        trivial = self.calibration.call_s(g)
-        whole = self.calibration.model_call_s(self.model_key, g)
-        return trivial + max(whole - trivial, 0.0) / max(stages, 1)
+        """What one pipeline task costs the host beyond its work (a put, a call, a wait), as
+        the calibration timed it for this model."""
+        return self.calibration.task_call_s(self.model_key, self.busy(stages))
 
     def all_reduce_s(self, nbytes: float, devices: int) -> float:
         return self.calibration.collective_s("all_reduce", nbytes, devices) if devices > 1 else 0.0

@@ -110,6 +110,8 @@ class ModelStep:
     seconds: tuple[float, ...]
     # One call of the step, less the step: dispatch and the model's arrays passed (0: not timed).
     dispatch_s: float = 0.0
+    # A pipeline task's cost to the host: a put, a call of the forward on two rows, a wait.
+    task_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,14 @@ class DeviceCalibration:
         if step is not None and step.dispatch_s > 0:
             return step.dispatch_s
         return self.call_s(devices)
+
+    def task_call_s(self, key: str, devices: int) -> float:
+        """What one pipeline task of the model costs the host beyond its work, `devices`
+        busy: a put, a call and a wait where timed, else a call of the model's step."""
+        step = self.model_step(key, devices)
+        if step is not None and step.task_s > 0:
+            return step.task_s
+        return self.model_call_s(key, devices)
 
     def model_step_line(self, key: str, devices: int) -> Line | None:
         """Seconds per step whatever its batch, and per sample: the least-squares line
@@ -486,6 +496,7 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
                 batches=tuple(s["batches"]),
                 seconds=tuple(s["seconds"]),
                 dispatch_s=float(s.get("dispatch_s", 0.0)),
+                task_s=float(s.get("task_s", 0.0)),
             )
             for s in data.get("model_steps", ())
         )

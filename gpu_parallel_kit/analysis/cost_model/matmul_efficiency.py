@@ -130,7 +130,9 @@ class MatmulEfficiency:
         shapes the fit, made on Transformer blocks, does not know."""
         if card.rows:
             return DEFAULT_EFFICIENCY
-        return _plan_band(self, card_inverse_size(card, plan.tensor, plan.micro_batch_size))
+        return _plan_band(
+            self, card_inverse_size(card, plan.tensor, plan.micro_batch_size, plan.expert)
+        )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -157,13 +159,15 @@ def transformer_matmuls(
     tensor: int,
     micro_batch_size: int,
     layers: int = 1,
+    mlp: bool = True,
 ) -> tuple[Matmul, ...]:
     """One block's matmuls on one of `tensor` devices, and the head's, for one micro-batch.
 
     Megatron-LM's split: the QKV and first MLP matmuls split their columns by t, the attention
     projection and second MLP matmul their depth, the attention core its heads, the head its
     vocabulary. The head's FLOPs are one block's share of it, over `layers` blocks (the head
-    runs once per micro-batch, not per block).
+    runs once per micro-batch, not per block). Without `mlp`, the block's MLP is left out (a
+    mixture of experts': `expert_matmuls`).
     """
     tokens = micro_batch_size * sequence
     h, t, s = hidden, tensor, sequence
@@ -171,9 +175,12 @@ def transformer_matmuls(
     dense = (
         Matmul(tokens, max(1, 3 * h // t), h, 2.0 * tokens * h * 3 * h / t),
         Matmul(tokens, h, max(1, h // t), 2.0 * tokens * h * h / t),
-        Matmul(tokens, max(1, 4 * h // t), h, 2.0 * tokens * h * 4 * h / t),
-        Matmul(tokens, h, max(1, 4 * h // t), 2.0 * tokens * 4 * h * h / t),
     )
+    if mlp:
+        dense += (
+            Matmul(tokens, max(1, 4 * h // t), h, 2.0 * tokens * h * 4 * h / t),
+            Matmul(tokens, h, max(1, 4 * h // t), 2.0 * tokens * 4 * h * h / t),
+        )
     # QKᵀ and the scores times V, one pair per head and sample on the device
     core = 2.0 * micro_batch_size * heads / t * s * s * size
     attention = (Matmul(s, s, size, core), Matmul(s, size, s, core))
@@ -190,13 +197,46 @@ def inverse_size(matmuls: Sequence[Matmul]) -> float:
     return math.fsum(w * m.inverse_size for w, m in zip(weights, matmuls, strict=True)) / total
 
 
-def card_inverse_size(card: ModelCard, tensor: int, micro_batch_size: int) -> float:
+def card_inverse_size(
+    card: ModelCard, tensor: int, micro_batch_size: int, expert: int = 1
+) -> float:
     """H of a Transformer card's plan on one device (`transformer_matmuls`), its vocabulary read
-    off the card's parameters (a GPT's L·(12h² + 13h) + (V + s)·h)."""
+    off the card's parameters (a GPT's L·(12h² + 13h) + (V + s)·h); a mixture of experts' with
+    its experts' matmuls in place of the MLP's (`expert_matmuls`), under an expert axis of
+    `expert`."""
+    if card.has_experts:
+        width = round(card.block_expert_parameters / (3 * card.experts * card.hidden))
+        return inverse_size(
+            transformer_matmuls(
+                card.hidden, card.heads, card.sequence, card.vocabulary, tensor,
+                micro_batch_size, card.layers, mlp=False,
+            )
+            + expert_matmuls(
+                card.hidden, width, card.experts, card.top_k, card.sequence * micro_batch_size,
+                tensor, expert,
+            )
+        )  # fmt: skip
     return _transformer_inverse_size(
         card.hidden, card.heads, card.sequence, card.layers, card.parameters, tensor,
         micro_batch_size,
     )  # fmt: skip
+
+
+def expert_matmuls(
+    hidden: int, width: int, experts: int, top_k: int, tokens: int, tensor: int, expert: int
+) -> tuple[Matmul, ...]:
+    """A block's routed experts' matmuls on one device, for one micro-batch of `tokens`: each
+    expert's gated MLP (gate and up as one h × 2f, then f × h, f = `width` split by the tensor
+    axis) over its even share of the tokens the `expert` replicas route to it. Their FLOPs are
+    the device's: its tokens' top-k experts' (every MoE the kit counts is gated: 3·h·f
+    weights an expert)."""
+    rows = max(1, tokens * expert * top_k // experts)
+    f = max(1, width // tensor)
+    routed = 2.0 * tokens * top_k * hidden * width / tensor
+    return (
+        Matmul(rows, max(1, 2 * width // tensor), hidden, 2 * routed),
+        Matmul(rows, hidden, f, routed),
+    )
 
 
 @functools.lru_cache(maxsize=4096)

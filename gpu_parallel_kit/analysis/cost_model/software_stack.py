@@ -179,7 +179,7 @@ STACKS: dict[str, SoftwareStack] = {
     for stack in (
         SoftwareStack(
             "megatron-lm-2021",
-            MatmulEfficiency(0.6706, 72.21, 0.935, 1.075, "fitted on 10 published bf16 runs"),
+            MatmulEfficiency(0.6953, 102.94, 0.930, 1.060, "fitted on 10 published bf16 runs"),
             released="2021-04",
             device="A100",
             runs=10,
@@ -187,7 +187,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-lm-2022",
-            MatmulEfficiency(0.7456, 80.29, 0.864, 1.084, "fitted on 8 published bf16 runs"),
+            MatmulEfficiency(0.7673, 113.60, 0.872, 1.079, "fitted on 8 published bf16 runs"),
             released="2022-05",
             device="A100",
             runs=8,
@@ -195,7 +195,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "deepspeed-megatron-2021",
-            MatmulEfficiency(0.5366, 57.78, 0.975, 1.020, "fitted on 3 published bf16 runs"),
+            MatmulEfficiency(0.5457, 80.79, 0.975, 1.020, "fitted on 3 published bf16 runs"),
             released="2022-01",
             device="A100",
             runs=3,
@@ -203,7 +203,7 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "megatron-deepspeed-bloom",
-            MatmulEfficiency(0.5987, 64.47, 0.772, 1.278, "fitted on 1 published bf16 run"),
+            MatmulEfficiency(0.6075, 89.93, 0.868, 1.196, "fitted on 1 published bf16 run"),
             released="2022-11",
             device="A100",
             runs=1,
@@ -212,7 +212,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "nemo-24.03",
             None,
-            MatmulEfficiency(0.4409, 47.47, 0.974, 1.028, "fitted on 9 published fp8 runs"),
+            MatmulEfficiency(0.4859, 71.94, 0.916, 1.059, "fitted on 9 published fp8 runs"),
             released="2024-03",
             device="H100",
             runs=9,
@@ -220,8 +220,8 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.05",
-            MatmulEfficiency(0.5877, 63.28, 0.989, 1.010, "fitted on 5 published bf16 runs"),
-            MatmulEfficiency(0.4308, 46.39, 0.924, 1.064, "fitted on 5 published fp8 runs"),
+            MatmulEfficiency(0.6004, 88.89, 0.989, 1.010, "fitted on 5 published bf16 runs"),
+            MatmulEfficiency(0.4377, 64.80, 0.924, 1.064, "fitted on 5 published fp8 runs"),
             released="2024-05",
             device="H100",
             runs=10,
@@ -230,7 +230,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "nemo-24.07",
             None,
-            MatmulEfficiency(0.4797, 51.66, 0.862, 1.162, "fitted on 4 published fp8 runs"),
+            MatmulEfficiency(0.4917, 72.79, 0.874, 1.150, "fitted on 4 published fp8 runs"),
             released="2024-07",
             device="H100",
             runs=4,
@@ -238,8 +238,8 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.09",
-            MatmulEfficiency(0.7275, 78.34, 0.989, 1.017, "fitted on 3 published bf16 runs"),
-            MatmulEfficiency(0.5812, 62.58, 0.929, 1.044, "fitted on 3 published fp8 runs"),
+            MatmulEfficiency(0.7480, 110.74, 0.989, 1.017, "fitted on 3 published bf16 runs"),
+            MatmulEfficiency(0.5942, 87.96, 0.929, 1.044, "fitted on 3 published fp8 runs"),
             released="2024-09",
             device="H100",
             runs=6,
@@ -247,8 +247,8 @@ STACKS: dict[str, SoftwareStack] = {
         ),
         SoftwareStack(
             "nemo-24.12",
-            MatmulEfficiency(0.6638, 71.48, 0.949, 1.086, "fitted on 8 published bf16 runs"),
-            MatmulEfficiency(0.5184, 55.82, 0.885, 1.195, "fitted on 8 published fp8 runs"),
+            MatmulEfficiency(0.6804, 100.73, 0.949, 1.086, "fitted on 8 published bf16 runs"),
+            MatmulEfficiency(0.5284, 78.23, 0.884, 1.196, "fitted on 8 published fp8 runs"),
             released="2024-12",
             device="H100",
             runs=16,
@@ -257,7 +257,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "megatron-bridge-25.11",
             None,
-            MatmulEfficiency(0.5046, 54.34, 0.908, 1.096, "fitted on 4 published fp8 runs"),
+            MatmulEfficiency(0.5429, 80.37, 0.956, 1.053, "fitted on 4 published fp8 runs"),
             released="2025-11",
             device="H100",
             runs=4,
@@ -266,7 +266,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "megatron-bridge-26.02",
             None,
-            MatmulEfficiency(0.5272, 56.77, 0.903, 1.066, "fitted on 5 published fp8 runs"),
+            MatmulEfficiency(0.5834, 86.38, 0.981, 1.035, "fitted on 5 published fp8 runs"),
             released="2026-02",
             device="H100",
             runs=5,
@@ -275,7 +275,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "megatron-bridge-26.04",
             None,
-            MatmulEfficiency(0.5040, 54.27, 0.772, 1.180, "fitted on 7 published fp8 runs"),
+            MatmulEfficiency(0.5891, 87.22, 0.868, 1.195, "fitted on 7 published fp8 runs"),
             released="2026-04",
             device="H100",
             runs=7,
@@ -284,7 +284,7 @@ STACKS: dict[str, SoftwareStack] = {
         SoftwareStack(
             "megatron-bridge-26.06",
             None,
-            MatmulEfficiency(0.4597, 49.51, 0.823, 1.278, "fitted on 2 published fp8 runs"),
+            MatmulEfficiency(0.5312, 78.64, 0.914, 1.135, "fitted on 2 published fp8 runs"),
             released="2026-06",
             device="H100",
             runs=2,

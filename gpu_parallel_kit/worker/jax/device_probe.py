@@ -66,6 +66,15 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
     model = counted_model(spec, x)
     model.train_on_batch(x, y)  # builds what the step updates: optimizer slots, metrics
 
+    # What a pipeline task costs the host beyond its work: its input put on its device, one
+    # compiled call of the model's forward on two rows, and the wait for its result.
+    forward = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=True)[0])
+    weights = [jax.device_put(np.asarray(v), devices[0]) for v in model.trainable_variables]
+    others = [jax.device_put(np.asarray(v), devices[0]) for v in model.non_trainable_variables]
+    task_s = per_call(
+        lambda: forward(weights, others, jax.device_put(x, devices[0])), _ready, calls=20
+    )
+
     def local_step(state, x, y):
         _, state = model.train_step(state, (x, y))  # Keras's own: loss, optimizer, metrics
         return state
@@ -121,6 +130,7 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
         "batches": list(batches),
         "seconds": seconds,
         "dispatch_s": sorted(dispatched)[len(dispatched) // 2],
+        "task_s": task_s,
     }
 
 

@@ -183,7 +183,20 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
         "batches": list(batches),
         "seconds": seconds,
         "dispatch_s": sorted(dispatch)[len(dispatch) // 2],
+        "task_s": _task_s(names[0], models[0], x),
     }
+
+
+def _task_s(name: str, model: Any, x: Any) -> float:
+    """What a pipeline task costs the host beyond its work: its input put on its device, one
+    compiled call of the model's forward on two rows, and the wait for its result."""
+    forward = tf.function(lambda px: model(px, training=True))
+
+    def task() -> Any:
+        with tf.device(name):
+            return forward(tf.nest.map_structure(tf.identity, x))
+
+    return per_call(task, _done, 20)
 
 
 def _done(value: Any) -> None:

@@ -152,11 +152,12 @@ def test_a_pipeline_on_shared_cores_takes_at_least_its_total_work():
 
 
 def test_a_pipeline_whose_host_dispatches_slower_than_its_devices_work_takes_every_call():
-    slow = 0.002  # a call of the whole step; a task's is a trivial call plus half of the rest
-    p = predict(pipeline_run(), cal4(shared=False, dispatch_s=slow), "k", None)
-    task = cal4().call_s(2) + (slow - cal4().call_s(2)) / 2
+    slow = 0.002  # a call of the step; a task's where the calibration timed none
+    cal = cal4(shared=False, dispatch_s=slow)
+    p = predict(pipeline_run(), cal, "k", None)
+    assert cal.task_call_s("k", 2) == slow
     # Two stages of 4 forwards, 4 backwards and an update each, one dispatch at a time.
-    assert p.fixed_s >= (2 * 4 + 1) * 2 * task
+    assert p.fixed_s >= (2 * 4 + 1) * 2 * slow
     assert p.step_s > predict(pipeline_run(), cal4(shared=False), "k", None).step_s
 
 
