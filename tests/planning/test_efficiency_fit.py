@@ -26,20 +26,20 @@ PRODUCTION = ("MT-NLG", "BLOOM")
 BY_STACK = (0.85, 1.15)
 ALONE = (1.0, 1.28)
 # The runs that miss the target, each named and held within MISSED, so that a change to them is
-# seen (docs/published-runs.md, "The Llama rows"): two of NeMo's performance summary (a table
-# whose revisions gave one of its rows as 726, 745 and 716 tokens/s/GPU), and dgxc's Llama
-# 3.1 405B FP8 on 576 H100s under NeMo 24.12 (×0.8497).
+# seen (docs/published-runs.md, "The Llama rows"): NeMo's performance summary's Llama 3 8B (a
+# table whose revisions gave one of its rows as 726, 745 and 716 tokens/s/GPU), and dgxc's
+# Llama 3.1 405B FP8 on 576 H100s under NeMo 24.12 (×0.849). GPT-3 175B FP8 on 512 H100s
+# under NeMo 24.07, a third until the experts' matmuls had their own shapes, is at ×0.851.
 MISSES = {
     "Llama 3 8B FP8, 8 H100, nemo-24.07",
-    "GPT3-175B FP8, 512 H100, nemo-24.07",
     "Llama 3.1 405B FP8, 576 H100, nemo-24.12",
 }
 MISSED = (0.80, 1.25)
 # Megatron-Bridge 26.06 holds two runs, a dense Llama 3.1 405B and Qwen3-30B-A3B (3 B active),
-# each projected by the other alone: the mixture's small expert matmuls reach less of the peak
-# than its shapes give, so the 405B is projected ×0.69 (docs/published-runs.md,
+# each projected by the other alone: the mixture reaches less of the peak than even its
+# experts' small matmuls give, so the 405B is projected ×0.81 (docs/published-runs.md,
 # "Megatron-Bridge's rows in the fit").
-BRIDGE_MISSES = {"Llama 3.1 405B FP8, 1024 H100, Megatron-Bridge 26.06": (0.65, 0.75)}
+BRIDGE_MISSES = {"Llama 3.1 405B FP8, 1024 H100, Megatron-Bridge 26.06": (0.78, 0.84)}
 
 
 @pytest.fixture(scope="module")
