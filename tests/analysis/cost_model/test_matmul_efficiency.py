@@ -100,3 +100,22 @@ def test_a_bad_efficiency_is_refused_in_one_sentence():
         me.MatmulEfficiency(peak_share=1.5, edge=200)
     with pytest.raises(GpkError, match="bracket 1"):
         me.MatmulEfficiency(peak_share=0.7, edge=200, low=1.1)
+
+
+def test_a_mixtures_matmuls_are_its_experts_over_their_share_of_the_tokens():
+    # Qwen3-30B-A3B's shape: 128 experts of a gated 768-wide MLP, top 8, 48 blocks
+    h, f, experts, k, s, layers, vocabulary = 2048, 768, 128, 8, 4096, 48, 151936
+    weights = layers * experts * 3 * h * f
+    card = ModelCard(
+        parameters=weights + layers * 4 * h * h + vocabulary * h, layers=layers, hidden=h,
+        heads=32, sequence=s, flops_per_sample=1e14, activation_bytes=1e9,
+        vocabulary=vocabulary, experts=experts, top_k=k, expert_parameters=weights,
+    )  # fmt: skip
+    gate_up, down = me.expert_matmuls(h, f, experts, k, s, 1, 16)
+    assert (gate_up.rows, gate_up.columns, gate_up.depth) == (4096, 2 * f, h)  # 16·s·8/128
+    assert (down.columns, down.depth) == (h, f) and gate_up.flops == 2 * down.flops
+    # more tokens an expert under a wider expert axis: larger matmuls
+    assert me.card_inverse_size(card, 1, 1, 16) < me.card_inverse_size(card, 1, 1)
+    # read as a GPT, its 30 B parameters made a head of millions of tokens: far smaller H
+    as_gpt = dataclasses.replace(card, experts=0, top_k=0, expert_parameters=0.0)
+    assert me.card_inverse_size(card, 1, 1, 16) > 2 * me.card_inverse_size(as_gpt, 1, 1)
