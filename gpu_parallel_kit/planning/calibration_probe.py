@@ -147,6 +147,11 @@ def with_model(
                 seconds=tuple(answer["seconds"]),
                 dispatch_s=float(answer.get("dispatch_s", 0.0)),
                 task_s=float(answer.get("task_s", 0.0)),
+                reduce_s=float(answer.get("reduce_s", 0.0)),
+                reduce_bytes=int(answer.get("reduce_bytes", 0)),
+                reduce_batch=int(answer.get("reduce_batch", 0)),
+                loop_step_s=float(answer.get("loop_step_s", 0.0)),
+                loop_call_s=float(answer.get("loop_call_s", 0.0)),
             )
         )
     return calibration.with_model_steps(steps) if steps else calibration

@@ -105,20 +105,39 @@ class RunToPredict:
         return float(self.run.extra.get("parameter_bytes") or 0.0)
 
     def fixed_s(self, devices: int) -> float:
-        """One call of the model's step (its dispatch with the model's arrays, where timed),
-        shared by the steps it runs."""
+        """What each step pays beyond its work: Keras's fit loop per step and a share of one
+        call, as the calibration timed them; else one call of the model's step (its dispatch
+        with the model's arrays), shared by the steps it runs."""
         tuned = self.run.extra.get("tuned") or {}
         together = tuned.get("steps_per_execution") if isinstance(tuned, Mapping) else None
-        call = self.calibration.model_call_s(self.model_key, self.busy(devices))
-        return call / max(int(together or 1), 1)
+        together = max(int(together or 1), 1)
+        g = self.busy(devices)
+        loop = self.calibration.fit_step_s(self.model_key, g, together)
+        if loop is not None:  # Keras's fit loop, timed around a step of no work
+            return loop
+        return self.calibration.model_call_s(self.model_key, g) / together
 
     def task_call_s(self, stages: int) -> float:
         """What one pipeline task costs the host beyond its work (a put, a call, a wait), as
         the calibration timed it for this model."""
         return self.calibration.task_call_s(self.model_key, self.busy(stages))
 
+    def collective_s(self, kind: str, nbytes: float, devices: int) -> float:
+        """The probe's `kind` of `nbytes` over `devices` (0 on one device)."""
+        if devices <= 1:
+            return 0.0
+        return self.calibration.collective_s(kind, nbytes, devices)
+
+    def arrival_s(self, compute: float, devices: int) -> float:
+        """What a step with collectives waits at them beyond their own time: the devices
+        reach them apart by a share of the work before each, so by that share of the step's
+        compute however many there are (`DeviceCalibration.arrival_share`)."""
+        if devices <= 1:
+            return 0.0
+        return compute * self.calibration.arrival_share(self.model_key, self.busy(devices))
+
     def all_reduce_s(self, nbytes: float, devices: int) -> float:
-        return self.calibration.collective_s("all_reduce", nbytes, devices) if devices > 1 else 0.0
+        return self.collective_s("all_reduce", nbytes, devices)
 
 
 def predict(
@@ -142,7 +161,7 @@ def predict_data(asked: RunToPredict) -> PredictedStep:
     run, n = asked.run, asked.run.devices
     compute, source = asked.compute_s(run.global_batch / n, n)
     gradients = float(run.extra.get("gradient_bytes") or asked.parameter_bytes())
-    comm = asked.all_reduce_s(gradients, n)
+    comm = asked.all_reduce_s(gradients, n) + asked.arrival_s(compute, n)
     return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
 
 
@@ -150,14 +169,15 @@ def predict_fsdp(asked: RunToPredict) -> PredictedStep:
     run, n = asked.run, asked.run.devices
     data, model = _mesh(run, on_model=False)
     compute, source = asked.compute_s(run.global_batch / n, n)
-    extra, cal = run.extra, asked.calibration
+    extra = run.extra
     gathered = float(extra.get("all_gather_bytes") or 0.0)
     scattered = float(extra.get("reduce_scatter_bytes") or 0.0)
     comm = (
-        (cal.collective_s("all_gather", gathered / 2 / data, data) * 2 if gathered else 0.0)
-        + (cal.collective_s("reduce_scatter", scattered, data) if scattered else 0.0)
+        (asked.collective_s("all_gather", gathered / 2 / data, data) * 2 if gathered else 0.0)
+        + (asked.collective_s("reduce_scatter", scattered, data) if scattered else 0.0)
         + asked.all_reduce_s(float(extra.get("gradient_bytes") or 0.0), data)
         + _activations_s(asked, model)
+        + asked.arrival_s(compute, n)
     )
     return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
 
@@ -171,8 +191,10 @@ def predict_tensor(asked: RunToPredict) -> PredictedStep:
     local = run.global_batch / data
     whole, source = asked.compute_s(local, n)
     compute = whole * (1.0 - _split_share(asked, local, n) * (1.0 - 1.0 / model))
-    comm = _activations_s(asked, model) + asked.all_reduce_s(
-        float(run.extra.get("gradient_bytes") or 0.0), data
+    comm = (
+        _activations_s(asked, model)
+        + asked.all_reduce_s(float(run.extra.get("gradient_bytes") or 0.0), data)
+        + asked.arrival_s(compute, n)
     )
     return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
 
@@ -182,8 +204,9 @@ def predict_expert(asked: RunToPredict) -> PredictedStep:
     compute, source = asked.compute_s(run.global_batch / n, n)
     dispatched = float(run.extra.get("dispatched_bytes") or 0.0)
     comm = (
-        2 * asked.calibration.collective_s("all_to_all", dispatched / n, n) if dispatched else 0.0
+        2 * asked.collective_s("all_to_all", dispatched / n, n) if dispatched else 0.0
     ) + asked.all_reduce_s(float(run.extra.get("gradient_bytes") or 0.0), n)
+    comm += asked.arrival_s(compute, n)
     return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
 
 
@@ -196,7 +219,9 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     per stage for it."""
     run, cal = asked.run, asked.calibration
     stages = sorted(run.extra.get("stages") or (), key=lambda s: s["stage"])
-    k = len(stages) or run.devices
+    v = max(int(run.extra.get("virtual_stages") or 1), 1)  # model chunks per device
+    chunks = len(stages) or run.devices * v
+    k = max(chunks // v, 1)  # devices
     m = run.micro_batches or 1
     micro = run.global_batch / m
     # The step at the micro-batch, less its part whatever the batch (the update, read off the
@@ -210,15 +235,15 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     recomputes = "recomputes" in str(run.extra.get("stage_tasks") or "")
     forward = per_sample / 3.0
     backward = 2.0 * per_sample / 3.0 + (forward if recomputes else 0.0)
-    shares = _stage_shares(stages, asked.work, k)
+    shares = _stage_shares(stages, asked.work, chunks)
     workload = Workload(
         forward_s=forward + call / micro,
         backward_s=backward + call / micro,
         parameter_bytes=asked.parameter_bytes(),
     )
     cuts = [c / 2 / run.global_batch for c in run.extra.get("cut_bytes") or []]
-    if len(cuts) != k - 1:
-        cuts = [0.0] * (k - 1)
+    if len(cuts) != chunks - 1:
+        cuts = [0.0] * (chunks - 1)
     partition = Partition(shares, shares, shares, tuple(cuts))
     try:
         replayed = pipeline(
@@ -228,20 +253,21 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
             global_batch=run.global_batch,
             micro_batches=m,
             schedule=run.schedule or "gpipe",
+            virtual_stages=v,
         )
     except GpkError as error:
         raise GpkError(f"the pipeline of {run.run_id} cannot be replayed: {error}") from None
     work = (forward + backward) * run.global_batch  # every task's compute, all stages
-    calls = 2 * m * call  # the busiest device's task calls
+    calls = 2 * m * v * call  # the busiest device's task calls
     update = fixed_work + k * call
     # One thread per device dispatches its tasks, and the host runs one dispatch at a time:
-    # every stage's calls, forward, backward and update, one after another.
-    host = (2 * m + 1) * k * call
+    # every stage's calls, forward and backward, and each device's update, one after another.
+    host = (2 * m * chunks + k) * call
     bound = work / _aggregate_rate(asked, micro, k) + calls
     busiest = replayed.compute_s
     if host > max(bound, replayed.step_time_s) + update - fixed_work:
         # The host's dispatch, not the devices, sets the step: the last task's work after it.
-        last = (forward + backward) * micro / k
+        last = (forward + backward) * micro / chunks
         return _step(asked, last, 0.0, 0.0, host + fixed_work, source)
     if bound > replayed.step_time_s:  # the shared cores, not the schedule, set the step
         return _step(asked, bound - calls, replayed.exposed_comm_s, 0.0, calls + update, source)
@@ -359,7 +385,7 @@ def _activations_s(asked: RunToPredict, model: int) -> float:
     data = max(run.devices // model, 1)
     local = run.global_batch / data
     return math.fsum(
-        asked.calibration.collective_s("all_reduce", c["elements_per_sample"] * local * 4, model)
+        asked.collective_s("all_reduce", c["elements_per_sample"] * local * 4, model)
         for c in collectives
         if isinstance(c, Mapping) and c.get("elements_per_sample")
     )

@@ -112,6 +112,15 @@ class ModelStep:
     dispatch_s: float = 0.0
     # A pipeline task's cost to the host: a put, a call of the forward on two rows, a wait.
     task_s: float = 0.0
+    # An all-reduce of the gradients' bytes timed inside the step, at a data-parallel share of
+    # the batch (0: not timed): devices reach it from real work, later than from a probe's loop.
+    reduce_s: float = 0.0
+    reduce_bytes: int = 0
+    reduce_batch: int = 0  # the batch per device it was timed at
+    # Keras's fit loop around a step of next to no work on these devices: per step (the batch
+    # fed and spread, callbacks) and per compiled call (0: not timed).
+    loop_step_s: float = 0.0
+    loop_call_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -228,6 +237,28 @@ class DeviceCalibration:
         if step is not None and step.dispatch_s > 0:
             return step.dispatch_s
         return self.call_s(devices)
+
+    def arrival_share(self, key: str, devices: int) -> float:
+        """The share of the model's step its devices spend waiting at a collective inside the
+        step, `devices` busy: what the gradients' all-reduce took inside the step beyond the
+        probe's all-reduce of as many bytes, over the step's own time. Devices that share
+        cores reach a collective apart, by a share of the work before it; 0 where not timed."""
+        step = self.model_step(key, devices)
+        if step is None or step.reduce_s <= 0 or step.reduce_bytes <= 0 or devices <= 1:
+            return 0.0
+        probe = self.collective_s("all_reduce", step.reduce_bytes, devices)
+        work = self.model_step_s(key, step.reduce_batch or step.batches[0], devices) or 0.0
+        return max(step.reduce_s - probe, 0.0) / work if work > 0 else 0.0
+
+    def fit_step_s(self, key: str, devices: int, steps_per_call: int) -> float | None:
+        """What Keras's `fit` loop adds to each step on `devices` busy devices beyond the
+        step's work, at `steps_per_call` steps per compiled call: its per-step part and a
+        share of a call (the model's own call where that costs more); None: not timed."""
+        step = self.model_step(key, devices)
+        if step is None or step.loop_step_s <= 0:
+            return None
+        call = max(step.loop_call_s, self.model_call_s(key, devices))
+        return step.loop_step_s + call / max(steps_per_call, 1)
 
     def task_call_s(self, key: str, devices: int) -> float:
         """What one pipeline task of the model costs the host beyond its work, `devices`
@@ -497,6 +528,11 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
                 seconds=tuple(s["seconds"]),
                 dispatch_s=float(s.get("dispatch_s", 0.0)),
                 task_s=float(s.get("task_s", 0.0)),
+                reduce_s=float(s.get("reduce_s", 0.0)),
+                reduce_bytes=int(s.get("reduce_bytes", 0)),
+                reduce_batch=int(s.get("reduce_batch", 0)),
+                loop_step_s=float(s.get("loop_step_s", 0.0)),
+                loop_call_s=float(s.get("loop_call_s", 0.0)),
             )
             for s in data.get("model_steps", ())
         )

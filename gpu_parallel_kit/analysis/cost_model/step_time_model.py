@@ -179,9 +179,13 @@ def pipeline(
     micro_batches: int = 1,
     schedule: str = "gpipe",
     overlap: bool = False,
+    virtual_stages: int = 1,
 ) -> Prediction:
-    """K stages on K devices running `schedule` (naive, gpipe or 1f1b) over M micro-batches."""
-    run = _replay(workload, partition, link, global_batch, micro_batches, schedule, overlap)
+    """K·v stages on K devices running `schedule` over M micro-batches (`partition` holds a
+    share for each of the K·v stages; v > 1 for interleaved schedules only)."""
+    run = _replay(
+        workload, partition, link, global_batch, micro_batches, schedule, overlap, virtual_stages
+    )
     return make_prediction(
         workload,
         "pipeline",
@@ -246,8 +250,10 @@ def _replay(
     micro_batches: int,
     schedule: str,
     overlap: bool,
+    virtual_stages: int = 1,
 ) -> ReplayedStep:
-    plan = build_schedule(schedule, partition.stages, micro_batches)
+    devices = max(partition.stages // virtual_stages, 1)
+    plan = build_schedule(schedule, devices, micro_batches, virtual_stages)
     micro = global_batch / micro_batches
     forward = [share * workload.forward_s * micro for share in partition.forward]
     backward = [share * workload.backward_s * micro for share in partition.backward]

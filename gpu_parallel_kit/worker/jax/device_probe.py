@@ -10,6 +10,7 @@ See `analysis/cost_model/device_calibration.py` for what the caller makes of the
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -30,6 +31,8 @@ Held = TypeVar("Held")  # what `_ready` waits for and hands back
 
 AXIS = "probe"
 LOAD_SIZE = 128  # the product each device computes before each collective it is timed in
+LOOP_STEPS = 64  # steps of each timed fit of Keras's loop
+STEP_TIMING_S = 0.25  # a model's step is called until its calls took this long (7 at least)
 
 
 def calibrate_with_jax(plan: DevicePlan, probe: ProbePlan, sender: Connection) -> None:
@@ -114,24 +117,127 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
             held[0] = step(held[0], *p)
             return held[0]
 
-        stepped = per_call(call, _ready, calls=7)
+        stepped = per_call(call, _ready, calls=7, at_least_s=STEP_TIMING_S)
         state = held[0]
 
         def dispatch(p: Any = placed, held: list[Any] = held) -> Any:
             held[0] = passed(held[0], *p)
             return held[0]
 
-        passing = per_call(dispatch, _ready, calls=7)
+        passing = per_call(dispatch, _ready, calls=7, at_least_s=STEP_TIMING_S)
         seconds.append(max(stepped - passing, stepped / 2))
         dispatched.append(passing)
         state = held[0]
+    loop_step_s, loop_call_s = _fit_loop_s(devices)
+    reduce_s, reduce_bytes = 0.0, 0
+    share = spec.training.batch_size // g
+    if g > 1 and share in batches:
+        reduce_bytes = 4 * sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+        reduce_s, state = _in_step_reduce(jax, mesh, step, model, state, spec, share, g)
     return {
         "devices": g,
         "batches": list(batches),
         "seconds": seconds,
         "dispatch_s": sorted(dispatched)[len(dispatched) // 2],
         "task_s": task_s,
+        "reduce_s": reduce_s,
+        "reduce_bytes": reduce_bytes,
+        "reduce_batch": share,
+        "loop_step_s": loop_step_s,
+        "loop_call_s": loop_call_s,
     }
+
+
+def _fit_loop_s(devices: list[Any]) -> tuple[float, float]:
+    """Keras's `fit` loop on these devices around a step with next to no work (a batch spread
+    by `keras.distribution.DataParallel` where there are several): seconds per step and per
+    compiled call, from fits at 1 and at 8 steps per call (t(s) = step + call / s)."""
+    import keras
+    import numpy as np
+
+    g = len(devices)
+    previous = keras.distribution.distribution()
+    if g > 1:
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    try:
+        per_step = {}
+        for together in (1, 8):
+            model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse", steps_per_execution=together)
+            x = np.zeros((8 * g * LOOP_STEPS, 8), np.float32)
+            y = np.zeros((8 * g * LOOP_STEPS, 1), np.float32)
+            model.fit(x, y, batch_size=8 * g, epochs=1, verbose=0)  # compiles
+            times = []
+            for _ in range(3):
+                start = time.perf_counter()
+                model.fit(x, y, batch_size=8 * g, epochs=1, verbose=0)
+                times.append((time.perf_counter() - start) / LOOP_STEPS)
+            per_step[together] = statistics.median(times)
+    finally:
+        keras.distribution.set_distribution(previous)
+    call = max(per_step[1] - per_step[8], 0.0) * 8 / 7
+    return max(per_step[1] - call, 0.0), call
+
+
+def _in_step_reduce(
+    jax: ModuleType,
+    mesh: Any,
+    step: Callable[..., Any],
+    model: Any,
+    state: Any,
+    spec: RunSpec,
+    share: int,
+    g: int,
+) -> tuple[float, Any]:
+    """What the gradients' all-reduce adds to the model's step where a data-parallel step
+    has it, between the backward and the update, at a data-parallel share of the batch: the
+    devices reach it from the step's own work, not from a probe's short loop. Calls of the
+    step with and without it alternate; the difference of their medians (0 at least), and
+    the state."""
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from ..work_count import batch_of
+
+    apply = model.optimizer.stateless_apply
+
+    def reduced_step(state, x, y):
+        def reduced_apply(variables, grads, trainable):
+            return apply(variables, jax.lax.pmean(grads, AXIS), trainable)
+
+        model.optimizer.stateless_apply = reduced_apply
+        try:
+            _, state = model.train_step(state, (x, y))
+        finally:
+            model.optimizer.stateless_apply = apply
+        return state
+
+    reduced = jax.jit(
+        jax.shard_map(
+            reduced_step,
+            mesh=mesh,
+            in_specs=(P(), P(AXIS), P(AXIS)),
+            out_specs=P(),
+            check_vma=False,
+        ),
+        donate_argnums=0,
+    )
+    split = NamedSharding(mesh, P(AXIS))
+    bx, by = batch_of(spec, share * g)
+    x, y = (jax.tree.map(lambda a: jax.device_put(np.asarray(a), split), t) for t in (bx, by))
+    held = [state]
+    plain, with_reduce = [], []
+    for round_ in range(16):
+        start = time.perf_counter()
+        held[0] = _ready(step(held[0], x, y))
+        middle = time.perf_counter()
+        held[0] = _ready(reduced(held[0], x, y))
+        end = time.perf_counter()
+        if round_ > 0:  # the first compiles
+            plain.append(middle - start)
+            with_reduce.append(end - middle)
+    return max(statistics.median(with_reduce) - statistics.median(plain), 0.0), held[0]
 
 
 def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:

@@ -18,15 +18,21 @@ Result = TypeVar("Result")  # what a timed call returns: the backend's arrays or
 
 REPEATS = 3  # timed calls per loop length; the median is kept
 TARGET_S = 0.004  # the longer loop of a point lasts about this long
+MAX_CALLS = 400  # the most calls `per_call` times to fill its time
 
 
 def per_call(
-    call: Callable[[], Result], ready: Callable[[Result], object], calls: int = 20
+    call: Callable[[], Result],
+    ready: Callable[[Result], object],
+    calls: int = 20,
+    at_least_s: float = 0.0,
 ) -> float:
-    """The median time of one call, dispatch and wait included (after one untimed call)."""
+    """The median time of one call, dispatch and wait included (after one untimed call):
+    `calls` calls, and more until they took `at_least_s` in all (at most `MAX_CALLS`), so a
+    short call is timed often enough for its median to hold."""
     ready(call())
-    times = []
-    for _ in range(calls):
+    times: list[float] = []
+    while len(times) < calls or (sum(times) < at_least_s and len(times) < MAX_CALLS):
         start = time.perf_counter()
         ready(call())
         times.append(time.perf_counter() - start)

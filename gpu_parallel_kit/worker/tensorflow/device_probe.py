@@ -175,7 +175,7 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
 
         step = per_repetition(lambda k, steps=steps: steps(tf.constant(k)), _done)
         one = tf.constant(1)
-        called = per_call(lambda steps=steps, one=one: steps(one), _done, 5)
+        called = per_call(lambda steps=steps, one=one: steps(one), _done, 5, at_least_s=0.25)
         seconds.append(step)
         dispatch.append(max(called - step, 0.0))
     return {
