@@ -39,16 +39,18 @@ def per_call(
     return statistics.median(times)
 
 
-def per_repetition(run: Callable[[int], Result], ready: Callable[[Result], object]) -> float:
-    """One repetition's time: (t(3k) - t(k)) / 2k, k grown until t(3k) reaches TARGET_S, so
+def per_repetition(
+    run: Callable[[int], Result], ready: Callable[[Result], object], target_s: float = TARGET_S
+) -> float:
+    """One repetition's time: (t(3k) - t(k)) / 2k, k grown until t(3k) reaches `target_s`, so
     neither the call's dispatch nor the loop's entry is in it."""
     ready(run(1))  # compiles
     k = 1
     while True:
         long = _timed(run, ready, 3 * k)
-        if long >= TARGET_S or k >= 1 << 16:
+        if long >= target_s or k >= 1 << 16:
             break
-        k *= max(2, min(16, int(TARGET_S / max(long, 1e-6))))
+        k *= max(2, min(16, int(target_s / max(long, 1e-6))))
     short = _timed(run, ready, k)
     return max(long - short, 1e-9) / (2 * k)
 

@@ -28,6 +28,7 @@ from ..work_count import answer, batch_of, counted_model
 from .device_setup import configure_worker_devices
 
 CALLS = 20  # timed calls of a collective
+STEPS_S = 0.06  # the longer loop of a model's steps lasts about this long
 
 
 def calibrate_with_tensorflow(plan: DevicePlan, probe: ProbePlan, sender: Connection) -> None:
@@ -173,9 +174,9 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
                         model.train_step((px, py))
             return [model.optimizer.iterations for model in models]
 
-        step = per_repetition(lambda k, steps=steps: steps(tf.constant(k)), _done)
+        step = per_repetition(lambda k, steps=steps: steps(tf.constant(k)), _done, STEPS_S)
         one = tf.constant(1)
-        called = per_call(lambda steps=steps, one=one: steps(one), _done, 5, at_least_s=0.25)
+        called = per_call(lambda steps=steps, one=one: steps(one), _done, 5, at_least_s=STEPS_S)
         seconds.append(step)
         dispatch.append(max(called - step, 0.0))
     return {

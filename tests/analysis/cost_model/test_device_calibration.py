@@ -193,3 +193,40 @@ def test_a_calibration_is_a_software_stack_measured_on_its_devices():
     cluster = GPUCluster(device=cal, nodes=1, per_node=2)
     assert cluster.stack == stack and cluster.label.endswith("under calibrated")
     assert GPUCluster(device=cal, per_node=2, stack="nemo-24.12").stack.name == "nemo-24.12"
+
+
+def timed_model(**figures) -> DeviceCalibration:
+    """Two busy devices; the model's step 2 ms at 128 samples each, with `figures` set."""
+    return calibration(
+        model_steps=(ModelStep("k", "mlp", 2, (64, 128), (0.001, 0.002), **figures),)
+    )
+
+
+def test_arrival_share_is_the_in_step_reduce_beyond_the_probe_over_the_step():
+    nbytes = 1 << 20
+    probe = calibration().collective_s("all_reduce", nbytes, 2)
+    cal = timed_model(reduce_s=probe + 0.0004, reduce_bytes=nbytes, reduce_batch=128)
+    assert cal.arrival_share("k", 2) == pytest.approx(0.0004 / 0.002)  # 0.4 ms of a 2 ms step
+    faster = timed_model(reduce_s=probe / 2, reduce_bytes=nbytes, reduce_batch=128)
+    assert faster.arrival_share("k", 2) == 0  # never below the probe's own time
+    assert timed_model().arrival_share("k", 2) == 0  # not timed
+    assert cal.arrival_share("other", 2) == 0
+
+
+def test_the_fit_loop_charges_its_step_and_a_share_of_the_dearer_call():
+    cal = timed_model(loop_step_s=0.0003, loop_call_s=0.0008, dispatch_s=0.0002)
+    assert cal.fit_step_s("k", 2, 8) == pytest.approx(0.0003 + 0.0008 / 8)
+    dear = timed_model(loop_step_s=0.0003, loop_call_s=0.0001, dispatch_s=0.0016)
+    assert dear.fit_step_s("k", 2, 8) == pytest.approx(0.0003 + 0.0016 / 8)
+    assert timed_model().fit_step_s("k", 2, 8) is None
+
+
+def test_a_tasks_host_cost_is_its_own_timing_else_a_call_of_the_step():
+    assert timed_model(task_s=0.0005, dispatch_s=0.0002).task_call_s("k", 2) == 0.0005
+    assert timed_model(dispatch_s=0.0002).task_call_s("k", 2) == 0.0002
+    assert timed_model().task_call_s("k", 2) == calibration().call_s(2)
+
+
+def test_the_new_figures_survive_the_json_round_trip(tmp_path):
+    cal = timed_model(task_s=0.0005, reduce_s=0.001, reduce_bytes=10, loop_step_s=0.0003)
+    assert DeviceCalibration.load(cal.save(tmp_path / "c.json")).model_steps == cal.model_steps
