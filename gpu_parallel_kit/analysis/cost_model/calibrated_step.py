@@ -148,6 +148,12 @@ def predict(
     record = strategy_record(run.strategy)
     if record.predictor is None:
         raise GpkError(f"strategy={run.strategy!r} has no calibrated prediction yet")
+    if run.workers > 1:
+        raise GpkError(
+            f"run {run.run_id} spans {run.workers} worker processes, whose collectives go "
+            "between processes, and a calibration times them inside one: its step is not "
+            "predicted; compare it with a run of as many devices in one process"
+        )
     calibration.check_for(run.backend, run.device_kind, run.devices)
     return resolve(record.predictor)(RunToPredict(run, calibration, model_key, work))
 

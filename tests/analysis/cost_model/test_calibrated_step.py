@@ -167,6 +167,9 @@ def test_a_strategy_without_a_predictor_and_another_backend_are_sentences():
         predict(RunResult(**{**run("single", 1).__dict__, "backend": "tensorflow"}), cal, "k", None)
     with pytest.raises(GpkError, match="neither a timed model step nor a counted step"):
         predict(run("single", 1), cal, "other-model", None)
+    over_workers = RunResult(**{**run("data", 2).__dict__, "workers": 2})
+    with pytest.raises(GpkError, match="spans 2 worker processes"):
+        predict(over_workers, cal, "k", None)
 
 
 def test_far_off_names_the_part_furthest_from_its_measurement():
