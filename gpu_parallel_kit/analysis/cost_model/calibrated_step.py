@@ -7,8 +7,9 @@ busy (the model's own step timed by the calibration, else its counted FLOPs and 
 calibrated rates), P the gradient bytes, B the global batch and κ_g a compiled call::
 
     single        c(B, 1) + κ₁/s                       (s: steps per compiled call)
-    data, N       c(B/N, N) + AR_N(P) + κ_N/s
-    fsdp, N       c(B/N, N) + AG_N(gathered) + RS_N(scattered) + AR_N(replicated) + κ_N/s
+    data, N       c(B/N, N)·(1 + a_N) + AR_N(P) + κ_N/s
+    fsdp, N       c(B/N, N)·(1 + a_N) + AG_N(gathered) + RS_N(scattered) + AR_N(replicated)
+                  + κ_N/s         (a_N: what splitting the batch adds, timed on the model)
     tensor, D×T   c(B/D, D·T)·(1 - f·(1 - 1/T)) + Σ AR_T(activations) + AR_D(P/T) + κ/s
                   (f: the share of the step in the products of the layers the layout splits)
     pipeline, K   the schedule replayed (`step_time_model.pipeline`) with each task's share of
@@ -129,9 +130,10 @@ class RunToPredict:
         return self.calibration.collective_s(kind, nbytes, devices)
 
     def arrival_s(self, compute: float, devices: int) -> float:
-        """What a step with collectives waits at them beyond their own time: the devices
-        reach them apart by a share of the work before each, so by that share of the step's
-        compute however many there are (`DeviceCalibration.arrival_share`)."""
+        """What a step whose batch XLA splits over the devices (data, fsdp) costs beyond its
+        work and the probe's collectives: the share of its compute the calibration measured
+        a data-parallel step of the model adding (`DeviceCalibration.arrival_share`). It is
+        not carried to other programs: a tensor-parallel step's collectives sit elsewhere."""
         if devices <= 1:
             return 0.0
         return compute * self.calibration.arrival_share(self.model_key, self.busy(devices))
@@ -197,10 +199,8 @@ def predict_tensor(asked: RunToPredict) -> PredictedStep:
     local = run.global_batch / data
     whole, source = asked.compute_s(local, n)
     compute = whole * (1.0 - _split_share(asked, local, n) * (1.0 - 1.0 / model))
-    comm = (
-        _activations_s(asked, model)
-        + asked.all_reduce_s(float(run.extra.get("gradient_bytes") or 0.0), data)
-        + asked.arrival_s(compute, n)
+    comm = _activations_s(asked, model) + asked.all_reduce_s(
+        float(run.extra.get("gradient_bytes") or 0.0), data
     )
     return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
 
@@ -212,7 +212,6 @@ def predict_expert(asked: RunToPredict) -> PredictedStep:
     comm = (
         2 * asked.collective_s("all_to_all", dispatched / n, n) if dispatched else 0.0
     ) + asked.all_reduce_s(float(run.extra.get("gradient_bytes") or 0.0), n)
-    comm += asked.arrival_s(compute, n)
     return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
 
 

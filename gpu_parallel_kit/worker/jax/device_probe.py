@@ -133,7 +133,7 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
     share = spec.training.batch_size // g
     if g > 1 and share in batches:
         reduce_bytes = 4 * sum(int(np.prod(v.shape)) for v in model.trainable_variables)
-        reduce_s, state = _in_step_reduce(jax, mesh, step, model, state, spec, share, g)
+        reduce_s, state = _in_step_reduce(jax, mesh, step, local_step, state, spec, share, g)
     return {
         "devices": g,
         "batches": list(batches),
@@ -183,61 +183,45 @@ def _in_step_reduce(
     jax: ModuleType,
     mesh: Any,
     step: Callable[..., Any],
-    model: Any,
+    local_step: Callable[..., Any],
     state: Any,
     spec: RunSpec,
     share: int,
     g: int,
 ) -> tuple[float, Any]:
-    """What the gradients' all-reduce adds to the model's step where a data-parallel step
-    has it, between the backward and the update, at a data-parallel share of the batch: the
-    devices reach it from the step's own work, not from a probe's short loop. Calls of the
-    step with and without it alternate; the difference of their medians (0 at least), and
-    the state."""
+    """What spreading the model's step over the devices adds to each device's own step, at a
+    data-parallel share of the batch: the same step compiled as Keras's `DataParallel` has
+    XLA partition it (the batch split, the state replicated, the gradients' all-reduce where
+    the partitioner puts it) against each device's step alone. The devices reach the
+    all-reduce from the step's own work, not from a probe's short loop. Calls of the two
+    alternate; the difference of their medians (0 at least), and the state."""
     import numpy as np
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     from ..work_count import batch_of
 
-    apply = model.optimizer.stateless_apply
-
-    def reduced_step(state, x, y):
-        def reduced_apply(variables, grads, trainable):
-            return apply(variables, jax.lax.pmean(grads, AXIS), trainable)
-
-        model.optimizer.stateless_apply = reduced_apply
-        try:
-            _, state = model.train_step(state, (x, y))
-        finally:
-            model.optimizer.stateless_apply = apply
-        return state
-
-    reduced = jax.jit(
-        jax.shard_map(
-            reduced_step,
-            mesh=mesh,
-            in_specs=(P(), P(AXIS), P(AXIS)),
-            out_specs=P(),
-            check_vma=False,
-        ),
+    split, replicated = NamedSharding(mesh, P(AXIS)), NamedSharding(mesh, P())
+    partitioned = jax.jit(
+        local_step,
+        in_shardings=(replicated, split, split),
+        out_shardings=replicated,
         donate_argnums=0,
     )
-    split = NamedSharding(mesh, P(AXIS))
     bx, by = batch_of(spec, share * g)
     x, y = (jax.tree.map(lambda a: jax.device_put(np.asarray(a), split), t) for t in (bx, by))
     held = [state]
-    plain, with_reduce = [], []
+    alone, spread = [], []
     for round_ in range(16):
         start = time.perf_counter()
         held[0] = _ready(step(held[0], x, y))
         middle = time.perf_counter()
-        held[0] = _ready(reduced(held[0], x, y))
+        held[0] = _ready(partitioned(held[0], x, y))
         end = time.perf_counter()
         if round_ > 0:  # the first compiles
-            plain.append(middle - start)
-            with_reduce.append(end - middle)
-    return max(statistics.median(with_reduce) - statistics.median(plain), 0.0), held[0]
+            alone.append(middle - start)
+            spread.append(end - middle)
+    return max(statistics.median(spread) - statistics.median(alone), 0.0), held[0]
 
 
 def measure(plan: DevicePlan, probe: ProbePlan) -> dict[str, Any]:

@@ -88,6 +88,30 @@ def test_a_call_of_the_step_costs_the_dispatch_timed_with_the_models_arrays():
     assert cal.model_call_s("k", 4) == 0.0008 and cal.model_call_s("other", 4) == cal.call_s(4)
 
 
+def test_splitting_the_batch_adds_its_timed_share_to_data_rows_and_not_to_tensor_rows():
+    plain = cal4()
+    base = [
+        ModelStep(
+            s.key,
+            s.model,
+            s.devices,
+            s.batches,
+            s.seconds,
+            reduce_s=plain.collective_s("all_reduce", PARAMS, 4) + 0.002 if s.devices == 4 else 0,
+            reduce_bytes=PARAMS if s.devices == 4 else 0,
+            reduce_batch=64 if s.devices == 4 else 0,
+        )
+        for s in plain.model_steps
+    ]
+    cal = plain.with_model_steps(base)
+    assert cal.arrival_share("k", 4) == pytest.approx(0.5)  # 2 ms more on a 4 ms step
+    before = predict(run("data", 4, gradient_bytes=PARAMS), plain, "k", None)
+    after = predict(run("data", 4, gradient_bytes=PARAMS), cal, "k", None)
+    assert after.communication_s - before.communication_s == pytest.approx(0.5 * 0.004)
+    tensor = run("tensor", 4, collectives=[{"elements_per_sample": 64}])
+    assert predict(tensor, cal, "k", None) == predict(tensor, plain, "k", None)
+
+
 def split_work(split_flops: float, whole_flops: float) -> WorkCount:
     """A step whose layer "a" does `split_flops` of forward products per sample and "b" the
     rest of `whole_flops`; nothing else counted."""
