@@ -190,14 +190,24 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
 
 def _task_s(name: str, model: Any, x: Any) -> float:
     """What a pipeline task costs the host beyond its work: its input put on its device, one
-    compiled call of the model's forward on two rows, and the wait for its result."""
+    compiled call of the model on two rows, and the wait for its result; the mean of a
+    forward task and a backward one (the gradients of the outputs' sum), whose many small
+    operations each cost a launch."""
     forward = tf.function(lambda px: model(px, training=True))
 
-    def task() -> Any:
-        with tf.device(name):
-            return forward(tf.nest.map_structure(tf.identity, x))
+    @tf.function
+    def backward(px: Any) -> Any:
+        with tf.GradientTape() as tape:
+            total = tf.add_n([tf.reduce_sum(o) for o in tf.nest.flatten(model(px, training=True))])
+        return tape.gradient(total, model.trainable_variables)
 
-    return per_call(task, _done, 20)
+    def task(call: Any) -> Any:
+        with tf.device(name):
+            return call(tf.nest.map_structure(tf.identity, x))
+
+    return (
+        per_call(lambda: task(forward), _done, 20) + per_call(lambda: task(backward), _done, 20)
+    ) / 2
 
 
 def _done(value: Any) -> None:
