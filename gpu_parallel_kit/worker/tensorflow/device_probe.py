@@ -190,24 +190,14 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
 
 def _task_s(name: str, model: Any, x: Any) -> float:
     """What a pipeline task costs the host beyond its work: its input put on its device, one
-    compiled call of the model on two rows, and the wait for its result; the mean of a
-    forward task and a backward one (the gradients of the outputs' sum), whose many small
-    operations each cost a launch."""
+    compiled call of the model's forward on two rows, and the wait for its result."""
     forward = tf.function(lambda px: model(px, training=True))
 
-    @tf.function
-    def backward(px: Any) -> Any:
-        with tf.GradientTape() as tape:
-            total = tf.add_n([tf.reduce_sum(o) for o in tf.nest.flatten(model(px, training=True))])
-        return tape.gradient(total, model.trainable_variables)
-
-    def task(call: Any) -> Any:
+    def task() -> Any:
         with tf.device(name):
-            return call(tf.nest.map_structure(tf.identity, x))
+            return forward(tf.nest.map_structure(tf.identity, x))
 
-    return (
-        per_call(lambda: task(forward), _done, 20) + per_call(lambda: task(backward), _done, 20)
-    ) / 2
+    return per_call(task, _done, 20)
 
 
 def _done(value: Any) -> None:
