@@ -228,6 +228,11 @@ class DeviceCalibration:
         step = self.model_step(key, devices)
         if step is None:
             return None
+        smallest = min(range(len(step.batches)), key=lambda i: step.batches[i])
+        if batch < step.batches[smallest]:
+            # Below the batches timed, the step shrinks with the batch, no faster: a line
+            # carried down through a CPU's cache effects would reach zero before it.
+            return step.seconds[smallest] * batch / step.batches[smallest]
         return max(_between(list(map(float, step.batches)), list(step.seconds), batch, True), 0.0)
 
     def model_call_s(self, key: str, devices: int) -> float:

@@ -230,3 +230,10 @@ def test_a_tasks_host_cost_is_its_own_timing_else_a_call_of_the_step():
 def test_the_new_figures_survive_the_json_round_trip(tmp_path):
     cal = timed_model(task_s=0.0005, reduce_s=0.001, reduce_bytes=10, loop_step_s=0.0003)
     assert DeviceCalibration.load(cal.save(tmp_path / "c.json")).model_steps == cal.model_steps
+
+
+def test_a_step_below_the_batches_timed_shrinks_with_its_batch_and_stays_positive():
+    cal = timed_model()  # 1 ms at 64 samples, 2 ms at 128
+    steep = calibration(model_steps=(ModelStep("k", "mlp", 1, (64, 256), (0.001, 0.016)),))
+    assert cal.model_step_s("k", 32, 2) == pytest.approx(0.0005)
+    assert steep.model_step_s("k", 32, 1) == pytest.approx(0.0005)  # the line would give < 0
