@@ -18,8 +18,8 @@ from typing import Any
 
 from ..analysis.cost_model.device_calibration import (
     DeviceCalibration,
-    ModelStep,
     from_probes,
+    model_step_from,
     newest,
 )
 from ..backends import backend_record
@@ -138,22 +138,7 @@ def with_model(
         plan = _plan_of(_device_plan(calibration.devices, calibration.backend), g)
         entry = _entry(calibration.backend, "model_step_entry")
         answer = _in_child(entry, calibration.backend, plan, spec, batches)
-        steps.append(
-            ModelStep(
-                key=key,
-                model=spec.model.name,
-                devices=g,
-                batches=tuple(answer["batches"]),
-                seconds=tuple(answer["seconds"]),
-                dispatch_s=float(answer.get("dispatch_s", 0.0)),
-                task_s=float(answer.get("task_s", 0.0)),
-                reduce_s=float(answer.get("reduce_s", 0.0)),
-                reduce_bytes=int(answer.get("reduce_bytes", 0)),
-                reduce_batch=int(answer.get("reduce_batch", 0)),
-                loop_step_s=float(answer.get("loop_step_s", 0.0)),
-                loop_call_s=float(answer.get("loop_call_s", 0.0)),
-            )
-        )
+        steps.append(model_step_from(answer, key, spec.model.name, g))
     return calibration.with_model_steps(steps) if steps else calibration
 
 

@@ -525,20 +525,7 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
     try:
         busy = tuple(_busy(b) for b in data["busy"])
         steps = tuple(
-            ModelStep(
-                key=s["key"],
-                model=s["model"],
-                devices=int(s["devices"]),
-                batches=tuple(s["batches"]),
-                seconds=tuple(s["seconds"]),
-                dispatch_s=float(s.get("dispatch_s", 0.0)),
-                task_s=float(s.get("task_s", 0.0)),
-                reduce_s=float(s.get("reduce_s", 0.0)),
-                reduce_bytes=int(s.get("reduce_bytes", 0)),
-                reduce_batch=int(s.get("reduce_batch", 0)),
-                loop_step_s=float(s.get("loop_step_s", 0.0)),
-                loop_call_s=float(s.get("loop_call_s", 0.0)),
-            )
+            model_step_from(s, s["key"], s["model"], int(s["devices"]))
             for s in data.get("model_steps", ())
         )
         return DeviceCalibration(
@@ -559,6 +546,25 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
         raise GpkError(
             f"the calibration {path or 'given'} lacks {error}; calibrate again with gpk.calibrate()"
         ) from None
+
+
+def model_step_from(timed: Mapping[str, Any], key: str, model: str, devices: int) -> ModelStep:
+    """The `ModelStep` of a probing child's answer or a file's entry: its batches and seconds,
+    and the figures around the step, 0 where not timed (a file from before they were)."""
+    return ModelStep(
+        key=key,
+        model=model,
+        devices=devices,
+        batches=tuple(timed["batches"]),
+        seconds=tuple(timed["seconds"]),
+        dispatch_s=float(timed.get("dispatch_s", 0.0)),
+        task_s=float(timed.get("task_s", 0.0)),
+        reduce_s=float(timed.get("reduce_s", 0.0)),
+        reduce_bytes=int(timed.get("reduce_bytes", 0)),
+        reduce_batch=int(timed.get("reduce_batch", 0)),
+        loop_step_s=float(timed.get("loop_step_s", 0.0)),
+        loop_call_s=float(timed.get("loop_call_s", 0.0)),
+    )
 
 
 def from_probes(
