@@ -258,7 +258,7 @@ class Experiment:
         Raises:
             GpkError: the mistake, in one sentence.
         """
-        given = given_options(strategy_options, Experiment.plan)
+        given = given_options(strategy_options, Experiment.plan, Experiment.compare)
         backend = one_backend(backend) or self.backend
         check_strategy(strategy)
         record = check_backend(backend, strategy)

@@ -149,6 +149,8 @@ def test_an_unknown_option_is_one_sentence_naming_the_nearest():
     with pytest.raises(TypeError) as caught:
         exp.plan("data", 2, frobnicate=1)
     assert "drop it" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(TypeError, match=r"rounds= is an option of compare\(\), not of plan"):
+        exp.run("data", 2, rounds=3)
 
 
 def test_another_strategys_option_in_a_spec_is_one_sentence_naming_its_owners():

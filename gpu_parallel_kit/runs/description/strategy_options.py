@@ -48,12 +48,20 @@ def strategy_keywords(plan: Callable[..., Any]) -> Callable[..., Any]:
     return plan
 
 
-def given_options(given: Mapping[str, Any], plan: Callable[..., Any]) -> dict[str, Any]:
+def given_options(
+    given: Mapping[str, Any], plan: Callable[..., Any], compare: Callable[..., Any] | None = None
+) -> dict[str, Any]:
     """Every strategy's option by name, as given or its default; an unknown keyword is a
-    TypeError naming the nearest of `plan`'s, as Python's own for a misspelt keyword."""
+    TypeError naming the nearest of `plan`'s, as Python's own for a misspelt keyword, or
+    saying that `compare` takes it where it does (`rounds=` given to `run()`)."""
     known = {option.name: option.default for option in options()}
     for name in given:
         if name not in known:
+            if compare is not None and name in inspect.signature(compare).parameters:
+                raise TypeError(
+                    f"{name}= is an option of compare(), not of plan() or run(); give it to "
+                    "compare(), or drop it"
+                )
             keywords = [k for k in inspect.signature(plan).parameters if k != "self"]
             nearest = difflib.get_close_matches(name, keywords, n=1)
             hint = f"did you mean {nearest[0]}=?" if nearest else "drop it"
