@@ -360,12 +360,12 @@ def llama_runs() -> tuple[PublishedRun, ...]:
     return tuple(_recipe_run(row, models[row["model_key"]]) for row in _recipe_rows("NeMo"))
 
 
-# Megatron-Bridge's rows the kit does not project, and why (docs/published-runs.md,
-# "Megatron-Bridge's rows in the fit").
-BRIDGE_HELD_OUT = {
-    "gpt-oss-120b": "its plan does not fit by the kit's count: keras-hub's gpt-oss card keeps "
-    "133 GB of activations on the first of 4 stages (the archive's run fits in 80 GB)",
-    "qwen3-30b-a3b PP 2": "TP1 PP2 EP8 with 12 or 24 chunks of 1-2 blocks: the kit counts a "
+# Megatron-Bridge's rows the kit does not project, and why, by (model, pipeline stages); None:
+# at any stages (docs/published-runs.md, "Megatron-Bridge's rows in the fit").
+BRIDGE_HELD_OUT: dict[tuple[str, int | None], str] = {
+    ("gpt-oss-120b", None): "its plan does not fit by the kit's count: keras-hub's gpt-oss card "
+    "keeps 133 GB of activations on the first of 4 stages (the archive's run fits in 80 GB)",
+    ("qwen3-30b-a3b", 2): "TP1 PP2 EP8 with 12 or 24 chunks of 1-2 blocks: the kit counts a "
     "pipeline's sends at its fill and drain only, not each chunk's, and the archive gives this "
     "plan 5,113 and 9,058 tokens/s/GPU a point release apart",
 }
@@ -373,9 +373,7 @@ BRIDGE_HELD_OUT = {
 
 def _held_out(row: dict[str, Any]) -> bool:
     """Whether a Megatron-Bridge row is held out of the runs (`BRIDGE_HELD_OUT`)."""
-    return row["model_key"] in BRIDGE_HELD_OUT or f"{row['model_key']} PP {row['pp']}" in (
-        BRIDGE_HELD_OUT
-    )
+    return any((row["model_key"], stages) in BRIDGE_HELD_OUT for stages in (None, row["pp"]))
 
 
 @functools.lru_cache(maxsize=2)

@@ -44,10 +44,6 @@ def run_name(spec: RunSpec) -> str:
     return f"{spec.strategy}×{spec.replicas}"
 
 
-def _plain_label(spec: RunSpec) -> str:
-    return run_name(spec)
-
-
 @dataclass(frozen=True)
 class Strategy:
     """One strategy: its names, where it runs, its options, rules, looks and cost model."""
@@ -89,7 +85,7 @@ class Strategy:
     plan: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     check: Callable[[RunSpec], None] = _no_checks  # its own checks on a whole RunSpec
     in_grid: Callable[[GridCell], bool] = _always  # whether compare() runs it on these devices
-    label: Callable[[RunSpec], str] = _plain_label  # progress rows: "pipeline×2 gpipe M=4"
+    label: Callable[[RunSpec], str] = run_name  # progress rows: "pipeline×2 gpipe M=4"
     projector: str | None = None  # "module:function" that projects it onto other hardware
     # "module:function" that predicts a measured run's step from a calibration of its devices
     predictor: str | None = None

@@ -123,12 +123,6 @@ class RunToPredict:
         the calibration timed it for this model."""
         return self.calibration.task_call_s(self.model_key, self.busy(stages))
 
-    def collective_s(self, kind: str, nbytes: float, devices: int) -> float:
-        """The probe's `kind` of `nbytes` over `devices` (0 on one device)."""
-        if devices <= 1:
-            return 0.0
-        return self.calibration.collective_s(kind, nbytes, devices)
-
     def arrival_s(self, compute: float, devices: int) -> float:
         """What a step whose batch XLA splits over the devices (data, fsdp) costs beyond its
         work and the probe's collectives: the share of its compute the calibration measured
@@ -139,7 +133,7 @@ class RunToPredict:
         return compute * self.calibration.arrival_share(self.model_key, self.busy(devices))
 
     def all_reduce_s(self, nbytes: float, devices: int) -> float:
-        return self.collective_s("all_reduce", nbytes, devices)
+        return self.calibration.collective_s("all_reduce", nbytes, devices)
 
 
 def predict(
@@ -177,12 +171,12 @@ def predict_fsdp(asked: RunToPredict) -> PredictedStep:
     run, n = asked.run, asked.run.devices
     data, model = _mesh(run, on_model=False)
     compute, source = asked.compute_s(run.global_batch / n, n)
-    extra = run.extra
+    extra, cal = run.extra, asked.calibration
     gathered = float(extra.get("all_gather_bytes") or 0.0)
     scattered = float(extra.get("reduce_scatter_bytes") or 0.0)
     comm = (
-        (asked.collective_s("all_gather", gathered / 2 / data, data) * 2 if gathered else 0.0)
-        + (asked.collective_s("reduce_scatter", scattered, data) if scattered else 0.0)
+        (cal.collective_s("all_gather", gathered / 2 / data, data) * 2 if gathered else 0.0)
+        + (cal.collective_s("reduce_scatter", scattered, data) if scattered else 0.0)
         + asked.all_reduce_s(float(extra.get("gradient_bytes") or 0.0), data)
         + _activations_s(asked, model)
         + asked.arrival_s(compute, n)
@@ -210,7 +204,7 @@ def predict_expert(asked: RunToPredict) -> PredictedStep:
     compute, source = asked.compute_s(run.global_batch / n, n)
     dispatched = float(run.extra.get("dispatched_bytes") or 0.0)
     comm = (
-        2 * asked.collective_s("all_to_all", dispatched / n, n) if dispatched else 0.0
+        2 * asked.calibration.collective_s("all_to_all", dispatched / n, n) if dispatched else 0.0
     ) + asked.all_reduce_s(float(run.extra.get("gradient_bytes") or 0.0), n)
     return _step(asked, compute, comm, 0.0, asked.fixed_s(n), source)
 
@@ -270,7 +264,7 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     host = (2 * m * chunks + k) * call
     bound = work / _aggregate_rate(asked, micro, k) + calls
     busiest = replayed.compute_s
-    if host > max(bound, replayed.step_time_s) + update - fixed_work:
+    if host > max(bound, replayed.step_time_s) + k * call:  # beside the updates' calls
         # The host's dispatch, not the devices, sets the step: the last task's work after it.
         last = (forward + backward) * micro / chunks
         return _step(asked, last, 0.0, 0.0, host + fixed_work, source)
@@ -390,7 +384,7 @@ def _activations_s(asked: RunToPredict, model: int) -> float:
     data = max(run.devices // model, 1)
     local = run.global_batch / data
     return math.fsum(
-        asked.collective_s("all_reduce", c["elements_per_sample"] * local * 4, model)
+        asked.calibration.collective_s("all_reduce", c["elements_per_sample"] * local * 4, model)
         for c in collectives
         if isinstance(c, Mapping) and c.get("elements_per_sample")
     )

@@ -24,7 +24,7 @@ import json
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -112,8 +112,9 @@ class ModelStep:
     dispatch_s: float = 0.0
     # A pipeline task's cost to the host: a put, a call of the forward on two rows, a wait.
     task_s: float = 0.0
-    # An all-reduce of the gradients' bytes timed inside the step, at a data-parallel share of
-    # the batch (0: not timed): devices reach it from real work, later than from a probe's loop.
+    # What splitting the batch adds to each device's step, at a data-parallel share of it: the
+    # step as XLA partitions Keras's DataParallel less the step alone (0: not timed). It holds
+    # the gradients' all-reduce, of `reduce_bytes`, as the devices reach it from real work.
     reduce_s: float = 0.0
     reduce_bytes: int = 0
     reduce_batch: int = 0  # the batch per device it was timed at
@@ -244,10 +245,11 @@ class DeviceCalibration:
         return self.call_s(devices)
 
     def arrival_share(self, key: str, devices: int) -> float:
-        """The share of the model's step its devices spend waiting at a collective inside the
-        step, `devices` busy: what the gradients' all-reduce took inside the step beyond the
-        probe's all-reduce of as many bytes, over the step's own time. Devices that share
-        cores reach a collective apart, by a share of the work before it; 0 where not timed."""
+        """The share of the model's step that splitting its batch over `devices` busy devices
+        adds beyond the probe's all-reduce of the gradients' bytes: the partitioned step less
+        the step alone (`ModelStep.reduce_s`), less that all-reduce, over the step's own time.
+        Devices that share cores reach the all-reduce apart, and XLA's partitioned program
+        costs more than each device's own; 0 where not timed."""
         step = self.model_step(key, devices)
         if step is None or step.reduce_s <= 0 or step.reduce_bytes <= 0 or devices <= 1:
             return 0.0
@@ -550,20 +552,19 @@ def from_dict(data: Mapping[str, Any], path: str = "") -> DeviceCalibration:
 
 def model_step_from(timed: Mapping[str, Any], key: str, model: str, devices: int) -> ModelStep:
     """The `ModelStep` of a probing child's answer or a file's entry: its batches and seconds,
-    and the figures around the step, 0 where not timed (a file from before they were)."""
+    and the figures around the step, their defaults where not timed (a file from before)."""
+    around = {
+        f.name: type(f.default)(timed[f.name])
+        for f in fields(ModelStep)
+        if f.name in timed and f.name not in ("key", "model", "devices", "batches", "seconds")
+    }
     return ModelStep(
         key=key,
         model=model,
         devices=devices,
         batches=tuple(timed["batches"]),
         seconds=tuple(timed["seconds"]),
-        dispatch_s=float(timed.get("dispatch_s", 0.0)),
-        task_s=float(timed.get("task_s", 0.0)),
-        reduce_s=float(timed.get("reduce_s", 0.0)),
-        reduce_bytes=int(timed.get("reduce_bytes", 0)),
-        reduce_batch=int(timed.get("reduce_batch", 0)),
-        loop_step_s=float(timed.get("loop_step_s", 0.0)),
-        loop_call_s=float(timed.get("loop_call_s", 0.0)),
+        **around,
     )
 
 
