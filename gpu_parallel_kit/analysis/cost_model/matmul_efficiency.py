@@ -206,19 +206,39 @@ def card_inverse_size(
     `expert`."""
     if card.has_experts:
         width = round(card.block_expert_parameters / (3 * card.experts * card.hidden))
-        return inverse_size(
-            transformer_matmuls(
-                card.hidden, card.heads, card.sequence, card.vocabulary, tensor,
-                micro_batch_size, card.layers, mlp=False,
-            )
-            + expert_matmuls(
-                card.hidden, width, card.experts, card.top_k, card.sequence * micro_batch_size,
-                tensor, expert,
-            )
+        return _mixture_inverse_size(
+            card.hidden, card.heads, card.sequence, card.vocabulary, card.layers, width,
+            card.experts, card.top_k, tensor, micro_batch_size, expert,
         )  # fmt: skip
     return _transformer_inverse_size(
         card.hidden, card.heads, card.sequence, card.layers, card.parameters, tensor,
         micro_batch_size,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def _mixture_inverse_size(
+    hidden: int,
+    heads: int,
+    sequence: int,
+    vocabulary: int,
+    layers: int,
+    width: int,
+    experts: int,
+    top_k: int,
+    tensor: int,
+    micro_batch_size: int,
+    expert: int,
+) -> float:
+    """H of a mixture of experts' plan: its attention and head (`transformer_matmuls` without
+    the MLP) and its experts' matmuls (`expert_matmuls`); kept, as a search asks it per plan."""
+    return inverse_size(
+        transformer_matmuls(
+            hidden, heads, sequence, vocabulary, tensor, micro_batch_size, layers, mlp=False
+        )
+        + expert_matmuls(
+            hidden, width, experts, top_k, sequence * micro_batch_size, tensor, expert
+        )
     )  # fmt: skip
 
 
