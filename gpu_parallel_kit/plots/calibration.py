@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .style import DisplayFigure
+from .style import DisplayFigure, plain_log_ticks
 
 UNITS = {"matmul": ("FLOPs per product", "FLOP/s per device")}
 BYTES = ("bytes per device", "bytes/s per device")
@@ -39,10 +39,11 @@ def calibration_figure(
             ax.annotate(f"{name} peak", (0.02, 0.9), xycoords="axes fraction", fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        plain_log_ticks(ax, plain=False)  # bytes and FLOPs span decades: powers of ten
         ax.set_title(kind.replace("_", "-"), fontsize=10)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(which="both", labelsize=7)
         ax.legend(fontsize=7)
     for ax in axes[len(kinds) :]:
         ax.set_visible(False)

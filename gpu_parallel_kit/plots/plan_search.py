@@ -4,9 +4,8 @@ GPU's usable memory as a line and the best plan marked."""
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.ticker import StrMethodFormatter
 
-from .style import DisplayFigure
+from .style import DisplayFigure, plain_log_ticks
 
 FIT_COLOUR, MISS_COLOUR, BEST_COLOUR = "tab:blue", "0.7", "tab:red"
 
@@ -45,12 +44,7 @@ def plans_figure(table: pd.DataFrame, room: float, title: str) -> DisplayFigure:
         )
     axes.set_xscale("log")
     axes.set_yscale("log")
-    # "6" and "20", not "6 × 10⁰" and "2 × 10¹"; the memory axis spans decades: majors only.
-    axes.xaxis.set_major_formatter(StrMethodFormatter("{x:,.4g}"))
-    axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.4g}"))
-    low, high = axes.get_ylim()
-    if high <= 30 * low:  # within about a decade and a half the 2, 3, ... 9 ticks say more
-        axes.yaxis.set_minor_formatter(StrMethodFormatter("{x:,.4g}"))
+    plain_log_ticks(axes, minors=("y",))  # the memory axis spans decades: majors only
     axes.set_xlabel("memory per GPU (GB)")
     axes.set_ylabel("step time (s)")
     axes.set_title(title, fontsize=10, wrap=True)

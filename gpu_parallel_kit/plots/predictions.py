@@ -12,7 +12,7 @@ import math
 import pandas as pd
 
 from ..errors import GpkError
-from .style import DisplayFigure, strategy_color
+from .style import DisplayFigure, plain_log_ticks, strategy_color
 
 BAND = (0.7, 1.4)
 
@@ -56,6 +56,7 @@ def prediction_figure(df: pd.DataFrame) -> DisplayFigure:
     ax.set_yscale("log")
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
+    plain_log_ticks(ax)
     ax.set_xlabel("measured step (ms)")
     ax.set_ylabel("predicted step (ms)")
     ratios = rows["predicted_step_time_s"] / rows["step_time_s"]

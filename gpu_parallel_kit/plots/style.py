@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
 
 from ..analysis.cost_model.compute_source import uncounted
 from ..backends import Backend, of_row, tagged
@@ -24,6 +25,25 @@ from ..strategies.expert import EXPERT_KINDS
 from .figure_data import png_metadata
 
 OTHER_COLOR = "tab:purple"  # a strategy no record knows, e.g. one an older kit logged
+
+
+def plain_log_ticks(axes: Axes, plain: bool = True, minors: Sequence[str] = ("x", "y")) -> None:
+    """Log axes labelled "6" and "20", not "6 × 10⁰" and "2 × 10¹" (`plain`), the 2, 3, … 9
+    of the `minors` axes labelled too where they span under about a decade and a half; else
+    (`plain=False`) matplotlib's powers of ten, and on such a short span, which may hold no
+    power of ten, ticks at 2 and 5 of each decade as "2e+10" (matplotlib's own minor labels
+    overlap there)."""
+    for name, axis, (low, high) in (
+        ("x", axes.xaxis, axes.get_xlim()),
+        ("y", axes.yaxis, axes.get_ylim()),
+    ):
+        short = name in minors and low > 0 and high <= 30 * low
+        if plain:
+            axis.set_major_formatter(StrMethodFormatter("{x:,.4g}"))
+        elif short:
+            axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+        labels = StrMethodFormatter("{x:,.4g}" if plain else "{x:.2g}")
+        axis.set_minor_formatter(labels if short else NullFormatter())
 
 
 def strategy_color(name: str) -> str:
