@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import statistics
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -632,5 +633,49 @@ def calibrate(
         spec = experiment.plan("single", 1)
     key = work_key(spec, CountBatches(0, 0)) if spec is not None else ""
     return calibrate_devices(
-        devices, backend, budget_s, spec=spec, model_key=key, save=save, progress=progress
+        devices,
+        backend,
+        budget_s,
+        spec=spec,
+        model_key=key,
+        pipeline_task=functools.partial(_pipeline_task_s, backend),
+        save=save,
+        progress=progress,
     )
+
+
+def _pipeline_task_s(backend: str, devices: int) -> float:
+    """One task of the kit's pipeline runner on `devices` devices around next to no work: a
+    GPipe pipeline of `no_work_model`, a layer a stage, run as any run is, its step over its
+    tasks (each stage's forward and backward per micro-batch, and its update); the median of
+    `NO_WORK_RUNS` runs, as one run's step moves by a fifth from process to process."""
+    import numpy as np
+
+    from .planning.calibration_probe import (
+        MICRO_BATCHES,
+        NO_WORK_RUNS,
+        NO_WORK_WIDTH,
+        no_work_model,
+    )
+
+    batch = 8 * MICRO_BATCHES
+    x = np.zeros((batch * 64, NO_WORK_WIDTH), np.float32)
+    experiment = Experiment(
+        model=lambda: no_work_model(devices),
+        data=(x, x),
+        backend=backend,
+        batch_size=batch,
+        progress=False,
+    )
+    steps = []
+    for _ in range(NO_WORK_RUNS):
+        spec = experiment.plan("pipeline", devices, schedule="gpipe", micro_batches=MICRO_BATCHES)
+        result = run_isolated(spec)
+        if result.ok and result.step_time_s:
+            steps.append(result.step_time_s)
+    if not steps:
+        raise GpkError(
+            f"the calibration's pipeline of no work on {devices} devices failed "
+            f"({result.reason or result.status}); calibrate again, or report it"
+        )
+    return statistics.median(steps) / ((2 * MICRO_BATCHES + 1) * devices)

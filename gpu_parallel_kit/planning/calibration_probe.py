@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,24 @@ DEFAULT_BUDGET_S = 60.0  # the whole probe, children's start included, on the de
 DEFAULT_CPU_DEVICES = 4  # virtual devices probed on a CPU: the lab's largest comparison
 MIN_BUDGET_S = 10.0
 MICRO_BATCHES = 4  # the micro-batches a pipeline's step is timed at, beside the whole batch
+NO_WORK_WIDTH = 4  # the model of no work's inputs and units
+NO_WORK_RUNS = 3  # runs of the pipeline of no work per count of busy devices; their median
+
+
+def no_work_model(layers: int) -> Any:
+    """A model of next to no work, one small layer per pipeline stage: what the pipeline
+    runner costs per task around it is the runner's own cost (`BusyDevices.pipeline_task_s`).
+    Built in the run's child, which imports Keras."""
+    import keras  # noqa: PLC0415 - in the child only
+
+    model = keras.Sequential(
+        [keras.Input((NO_WORK_WIDTH,))]
+        + [keras.layers.Dense(NO_WORK_WIDTH, name=f"no_work_{i}") for i in range(layers)]
+    )
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
 CHILD_TIMEOUT_S = 300.0
 
 
@@ -59,6 +78,7 @@ def calibrate(
     *,
     spec: RunSpec | None = None,
     model_key: str | None = None,
+    pipeline_task: Callable[[int], float] | None = None,
     save: bool = True,
     progress: bool = True,
 ) -> DeviceCalibration:
@@ -76,6 +96,9 @@ def calibrate(
         budget_s: seconds the generic probe may take (the model's step comes on top).
         spec: a run of the model whose own step is timed too (`gpk.calibrate(model=...)`),
             kept under `model_key` (`runs/scheduling/step_counting.work_key`).
+        pipeline_task: seconds of one task of the kit's pipeline runner around no work on
+            g devices (`gpk.calibrate` runs a pipeline of a model of no work), timed for
+            every count of two or more busy devices.
         save: keep it in the cache folder (`<cache>/calibrations`), where `compare()` finds it.
         progress: show a bar (a line where output cannot be redrawn).
 
@@ -105,6 +128,13 @@ def calibrate(
         calibration = from_probes(
             backend, answers, time.monotonic() - started, host=platform.node()
         )
+        if pipeline_task is not None:
+            tasks = {}
+            for g in counts[1:]:
+                shown.phase(f"the pipeline runner, {g} busy")
+                tasks[g] = pipeline_task(g)
+                shown.tick()
+            calibration = calibration.with_pipeline_tasks(tasks)
         if spec is not None:
             if not model_key:
                 raise GpkError("a model's step is kept under its key; give model_key=")

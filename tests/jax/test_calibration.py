@@ -53,6 +53,8 @@ def test_the_calibration_measured_every_busy_count_and_kept_itself(calibrated):
     assert kinds == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_receive"}
     assert all(p.seconds > 0 for p in (*two.matmuls, *two.elementwise, *two.collectives))
     assert {s.devices for s in calibration.model_steps} == {1, 2}  # the model's step, timed
+    # The pipeline runner's own task around no work, timed where a pipeline has two stages.
+    assert [b.pipeline_task_s > 0 for b in calibration.busy] == [False, True]
     for step in calibration.model_steps:  # a task's host cost and Keras's loop, every count
         assert step.task_s > 0 and step.dispatch_s > 0 and step.loop_step_s + step.loop_call_s > 0
     two_busy = calibration.model_step(calibration.model_steps[0].key, 2)

@@ -97,6 +97,9 @@ class BusyDevices:
     elementwise: tuple[ElementwisePoint, ...]
     call_s: float  # one compiled call's fixed cost: dispatch and wait
     collectives: tuple[CollectivePoint, ...] = ()
+    # One task of the kit's pipeline runner around next to no work: the step of a GPipe
+    # pipeline of a model of no work over these devices, over its tasks (0: not timed).
+    pipeline_task_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -269,11 +272,14 @@ class DeviceCalibration:
 
     def task_call_s(self, key: str, devices: int) -> float:
         """What one pipeline task of the model costs the host beyond its work, `devices`
-        busy: a put, a call and a wait where timed, else a call of the model's step."""
+        busy: the model's put, call and wait where timed (else a call of its step), or the
+        pipeline runner's own task around no work where that costs more."""
         step = self.model_step(key, devices)
-        if step is not None and step.task_s > 0:
-            return step.task_s
-        return self.model_call_s(key, devices)
+        own = step.task_s if step is not None and step.task_s > 0 else None
+        if own is None:
+            own = self.model_call_s(key, devices)
+        runner = next((b.pipeline_task_s for b in self.busy if b.devices == devices), 0.0)
+        return max(own, runner)
 
     def model_step_line(self, key: str, devices: int) -> Line | None:
         """Seconds per step whatever its batch, and per sample: the least-squares line
@@ -283,6 +289,15 @@ class DeviceCalibration:
             return None
         fixed, per_sample = _least_squares(list(map(float, step.batches)), list(step.seconds))
         return Line(max(fixed, 0.0), max(per_sample, 0.0))
+
+    def with_pipeline_tasks(self, seconds: Mapping[int, float]) -> DeviceCalibration:
+        """This calibration with the pipeline runner's task (`BusyDevices.pipeline_task_s`)
+        timed on each count of busy devices `seconds` names."""
+        busy = tuple(
+            replace(b, pipeline_task_s=float(seconds[b.devices])) if b.devices in seconds else b
+            for b in self.busy
+        )
+        return replace(self, busy=busy)
 
     def with_model_steps(self, steps: Iterable[ModelStep]) -> DeviceCalibration:
         """This calibration with `steps` added (a model's earlier steps replaced)."""
@@ -441,6 +456,10 @@ class DeviceCalibration:
                     ("elementwise", g, f"{p.elements:,} values", p.seconds, p.bytes / p.seconds)
                 )
             rows.append(("call", g, "one compiled call", busy.call_s, math.nan))
+            if busy.pipeline_task_s > 0:
+                rows.append(
+                    ("pipeline task", g, "the runner's, no work", busy.pipeline_task_s, math.nan)
+                )
             for p in busy.collectives:
                 rows.append((p.kind, g, f"{p.bytes:,} B", p.seconds, p.bytes / p.seconds))
         for s in self.model_steps:
@@ -602,6 +621,7 @@ def _busy(points: Mapping[str, Any]) -> BusyDevices:
         elementwise=tuple(ElementwisePoint(**p) for p in points["elementwise"]),
         call_s=float(points["call_s"]),
         collectives=tuple(CollectivePoint(**p) for p in points["collectives"]),
+        pipeline_task_s=float(points.get("pipeline_task_s", 0.0)),
     )
 
 

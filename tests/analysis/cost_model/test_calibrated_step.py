@@ -185,6 +185,14 @@ def test_a_pipeline_whose_host_dispatches_slower_than_its_devices_work_takes_eve
     assert p.step_s > predict(pipeline_run(), cal4(shared=False), "k", None).step_s
 
 
+def test_the_pipeline_runners_own_task_cost_is_dispatched_like_the_models():
+    runner = 0.002  # the runner's task around no work, dearer than a call of the model's step
+    cal = cal4(shared=False).with_pipeline_tasks({2: runner})
+    p = predict(pipeline_run(), cal, "k", None)
+    assert p.fixed_s >= (2 * 4 + 1) * 2 * runner
+    assert p.step_s > predict(pipeline_run(), cal4(shared=False), "k", None).step_s
+
+
 def test_a_strategy_without_a_predictor_and_another_backend_are_sentences():
     cal = cal4()
     with pytest.raises(GpkError, match="this run is on tensorflow"):

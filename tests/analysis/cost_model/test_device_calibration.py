@@ -227,9 +227,22 @@ def test_a_tasks_host_cost_is_its_own_timing_else_a_call_of_the_step():
     assert timed_model().task_call_s("k", 2) == calibration().call_s(2)
 
 
+def test_a_tasks_host_cost_is_the_pipeline_runners_where_that_costs_more():
+    timed = timed_model(task_s=0.0002, dispatch_s=0.0001)
+    runner = timed.with_pipeline_tasks({2: 0.0005})
+    assert runner.at(2).pipeline_task_s == 0.0005 and runner.at(1).pipeline_task_s == 0
+    assert runner.task_call_s("k", 2) == 0.0005  # the runner's own cost, beyond the model's
+    assert timed.with_pipeline_tasks({2: 0.0001}).task_call_s("k", 2) == 0.0002
+    assert runner.task_call_s("other", 2) == 0.0005  # no step of that model: the runner's
+    shown = runner.table()
+    assert list(shown[shown.measured == "pipeline task"].seconds) == [0.0005]
+
+
 def test_the_new_figures_survive_the_json_round_trip(tmp_path):
     cal = timed_model(task_s=0.0005, reduce_s=0.001, reduce_bytes=10, loop_step_s=0.0003)
-    assert DeviceCalibration.load(cal.save(tmp_path / "c.json")).model_steps == cal.model_steps
+    cal = cal.with_pipeline_tasks({2: 0.0004})
+    loaded = DeviceCalibration.load(cal.save(tmp_path / "c.json"))
+    assert loaded.model_steps == cal.model_steps and loaded.busy == cal.busy
 
 
 def test_a_step_below_the_batches_timed_shrinks_with_its_batch_and_stays_positive():
