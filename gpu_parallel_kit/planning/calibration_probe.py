@@ -35,6 +35,7 @@ DEFAULT_BUDGET_S = 60.0  # the whole probe, children's start included, on the de
 DEFAULT_CPU_DEVICES = 4  # virtual devices probed on a CPU: the lab's largest comparison
 MIN_BUDGET_S = 10.0
 MICRO_BATCHES = 4  # the micro-batches a pipeline's step is timed at, beside the whole batch
+FINE_MICRO_BATCHES = 8  # and a finer split, as 1F1B runs take: small batches cost what they cost
 NO_WORK_WIDTH = 4  # the model of no work's inputs and units
 NO_WORK_RUNS = 3  # runs of the pipeline of no work per count of busy devices; their median
 
@@ -151,8 +152,8 @@ def with_model(
     calibration: DeviceCalibration, spec: RunSpec, key: str, shown: Any = None
 ) -> DeviceCalibration:
     """`calibration` with the model step of `spec` timed on each count g it measured, at the
-    batch a run of g devices gives each device and at a quarter of the batch (a pipeline's
-    micro-batch), kept under `key`."""
+    batch a run of g devices gives each device, at a quarter and an eighth of the batch (a
+    pipeline's micro-batches) and at the whole batch, kept under `key`."""
     batch = spec.training.batch_size
     steps = []
     for busy in calibration.busy:
@@ -160,9 +161,12 @@ def with_model(
         if calibration.model_step(key, g) is not None:
             continue
         # A data-parallel share of the batch on g devices, a pipeline's micro-batch of a
-        # quarter of it, and the whole batch a tensor-parallel device takes where the data axis
-        # is 1; other batches are read between these (each costs a compile).
-        batches = tuple(sorted({max(1, batch // g), max(1, batch // MICRO_BATCHES), batch}))
+        # quarter and an eighth of it, and the whole batch a tensor-parallel device takes where
+        # the data axis is 1; other batches are read between these (each costs a compile). A
+        # CPU's step per sample is not one figure: caches make a small batch cheaper or dearer
+        # per sample, by model, so the small ones are timed rather than scaled.
+        shares = (g, MICRO_BATCHES, FINE_MICRO_BATCHES, 1)
+        batches = tuple(sorted({max(1, batch // share) for share in shares}))
         if shown is not None:
             shown.phase(f"the step of {spec.model.name}, {g} busy")
         plan = _plan_of(_device_plan(calibration.devices, calibration.backend), g)

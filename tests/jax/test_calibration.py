@@ -60,6 +60,8 @@ def test_the_calibration_measured_every_busy_count_and_kept_itself(calibrated):
     two_busy = calibration.model_step(calibration.model_steps[0].key, 2)
     # The gradients' all-reduce inside the step, at the data-parallel share of the batch.
     assert two_busy.reduce_bytes > 0 and two_busy.reduce_batch == 32
+    # A data-parallel share, a pipeline's micro-batches of a quarter and an eighth, the whole.
+    assert two_busy.batches == (8, 16, 32, 64)
     saved = list((cache / "calibrations").glob("jax-cpu-2-*.json"))
     assert len(saved) == 1 and gpk.DeviceCalibration.load(saved[0]) == calibration
 

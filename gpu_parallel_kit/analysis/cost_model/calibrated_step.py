@@ -13,7 +13,8 @@ calibrated rates), P the gradient bytes, B the global batch and κ_g a compiled 
     tensor, D×T   c(B/D, D·T)·(1 - f·(1 - 1/T)) + Σ AR_T(activations) + AR_D(P/T) + κ/s
                   (f: the share of the step in the products of the layers the layout splits)
     pipeline, K   the schedule replayed (`step_time_model.pipeline`) with each task's share of
-                  c(B/M, min(K, M)), one call per task, and the cut's bytes sent
+                  c(B/M, min(K, M)), one call per task of the built schedule (three a
+                  micro-batch where it splits the backward), and the cut's bytes sent
                   point to point; then each stage's update
     expert, N     c(B/N, N) + 2 · A2A_N(dispatched tokens) + AR_N(P) + κ_N/s
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ...errors import GpkError
+from ...pipeline.schedules import build_schedule, splits_backward
 from ...runs.results.run_result import RunResult
 from ...strategies import resolve, strategy_record
 from ...strategies.tensor import MeshShape
@@ -231,13 +233,19 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     fixed_work = min(line.fixed, step / 2) if line is not None else 0.0
     per_sample = (step - fixed_work) / micro
     call = asked.task_call_s(k)
+    schedule = run.schedule or "gpipe"
+    try:
+        plan = build_schedule(schedule, k, m, v)
+    except GpkError as error:
+        raise GpkError(f"the pipeline of {run.run_id} cannot be replayed: {error}") from None
+    passes = 3 if splits_backward(plan) else 2  # tasks per micro-batch and chunk: F, B, or F, I, W
     recomputes = "recomputes" in str(run.extra.get("stage_tasks") or "")
     forward = per_sample / 3.0
     backward = 2.0 * per_sample / 3.0 + (forward if recomputes else 0.0)
     shares = _stage_shares(stages, asked.work, chunks)
     workload = Workload(
         forward_s=forward + call / micro,
-        backward_s=backward + call / micro,
+        backward_s=backward + (passes - 1) * call / micro,
         parameter_bytes=asked.parameter_bytes(),
     )
     cuts = [c / 2 / run.global_batch for c in run.extra.get("cut_bytes") or []]
@@ -251,17 +259,17 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
             _link(cal, k),
             global_batch=run.global_batch,
             micro_batches=m,
-            schedule=run.schedule or "gpipe",
+            schedule=schedule,
             virtual_stages=v,
         )
     except GpkError as error:
         raise GpkError(f"the pipeline of {run.run_id} cannot be replayed: {error}") from None
     work = (forward + backward) * run.global_batch  # every task's compute, all stages
-    calls = 2 * m * v * call  # the busiest device's task calls
+    calls = max(len(tasks) for tasks in plan) * call  # the busiest device's task calls
     update = fixed_work + k * call
     # One thread per device dispatches its tasks, and the host runs one dispatch at a time:
-    # every stage's calls, forward and backward, and each device's update, one after another.
-    host = (2 * m * chunks + k) * call
+    # every task of every device, and each device's update, one after another.
+    host = (sum(len(tasks) for tasks in plan) + k) * call
     bound = work / _aggregate_rate(asked, micro, k) + calls
     busiest = replayed.compute_s
     if host > max(bound, replayed.step_time_s) + k * call:  # beside the updates' calls

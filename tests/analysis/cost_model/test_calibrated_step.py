@@ -185,6 +185,16 @@ def test_a_pipeline_whose_host_dispatches_slower_than_its_devices_work_takes_eve
     assert p.step_s > predict(pipeline_run(), cal4(shared=False), "k", None).step_s
 
 
+def test_a_schedule_that_splits_the_backward_dispatches_three_tasks_a_micro_batch():
+    slow = 0.002
+    cal = cal4(shared=False, dispatch_s=slow)
+    one_f_one_b = predict(pipeline_run(), cal, "k", None)
+    zero_bubble = RunResult(**{**pipeline_run().__dict__, "schedule": "zb-h1"})
+    split = predict(zero_bubble, cal, "k", None)
+    # Two stages of 4 forwards, 4 input and 4 weight backwards, and an update each.
+    assert split.fixed_s >= (3 * 4 + 1) * 2 * slow > one_f_one_b.fixed_s
+
+
 def test_the_pipeline_runners_own_task_cost_is_dispatched_like_the_models():
     runner = 0.002  # the runner's task around no work, dearer than a call of the model's step
     cal = cal4(shared=False).with_pipeline_tasks({2: runner})
