@@ -28,7 +28,9 @@ from ..work_count import answer, batch_of, counted_model
 from .device_setup import configure_worker_devices
 
 CALLS = 20  # timed calls of a collective
-STEPS_S = 0.06  # the longer loop of a model's steps lasts about this long
+# The longer loop of a model's steps lasts at least this long: a step of 20 ms is then the
+# difference of loops 16 steps apart, where 60 ms made it 2 and calibrations moved it by half.
+STEPS_S = 0.25
 
 
 def calibrate_with_tensorflow(plan: DevicePlan, probe: ProbePlan, sender: Connection) -> None:
