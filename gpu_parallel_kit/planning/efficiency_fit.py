@@ -75,13 +75,14 @@ def step_s(run: PublishedRun, efficiency: Efficiency | MatmulEfficiency) -> floa
 
 def all_runs() -> tuple[PublishedRun, ...]:
     """The A100 runs, the H100 rows the kit can count (GPT-3 175B, the Llama rows, then
-    Megatron-Bridge's), and the rows of NeMo's long-sequence table with their plans, in that
-    order."""
+    Megatron-Bridge's, then dgxc's MaxText rows), and the rows of NeMo's long-sequence table
+    with their plans, in that order."""
     return (
         RUNS
         + published_runs.h100_runs()
         + published_runs.llama_runs()
         + published_runs.bridge_runs()
+        + published_runs.maxtext_runs()
         + published_runs.long_sequence_runs()
     )
 

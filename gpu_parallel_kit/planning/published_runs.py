@@ -36,6 +36,7 @@ NARAYANAN_FLOPS = "narayanan"  # a GPT's (96 or 72)·B·s·L·h²·(1 + s/6h + V
 LLAMA_FLOPS = "nemo-llama2"  # NeMo's and Megatron-LM's, a gated MLP and full s² attention
 PUBLISHED_FLOPS = "published"  # the source's own: its TFLOP/s per GPU over its step
 BRIDGE = "Megatron-Bridge"  # how the archive's rows name their stack: "Megatron-Bridge, 26.04 ..."
+MAXTEXT = "MaxText"  # dgxc's MaxText rows: "MaxText on JAX, container nvcr.io/nvidia/jax:..."
 KERAS_NORM_COPIES = 12  # bytes a token and unit of width Keras's layer norms keep beyond Megatron's
 PLAN_FIELDS = tuple(field.name for field in fields(Plan))
 PARTS = PART_COLUMNS
@@ -268,6 +269,11 @@ def stack_name(said: str) -> str:
     known = {"NeMo": "nemo", BRIDGE: "megatron-bridge"}
     if len(words) >= 2 and words[0] in known:
         return f"{known[words[0]]}-" + ".".join(words[1].split(".")[:2])
+    if words and words[0] == MAXTEXT:  # its JAX container's date or release: "jax:25.01-..."
+        container = next(w for w in words if w.startswith("nvcr.io/nvidia/jax:"))
+        tag = container.split(":", 1)[1].removeprefix("maxtext-").split("-")
+        release = ".".join(tag[:2]) if tag[0].isdigit() and len(tag[0]) == 4 else tag[0]
+        return f"maxtext-{release}"
     raise GpkError(f"no stack is named for {said!r}")
 
 
@@ -317,11 +323,22 @@ def _h100_run(row: dict[str, Any]) -> PublishedRun:
 
 H100_CARDS_FILE = Path(__file__).with_name("published_h100_cards.json")
 # The models of NVIDIA's recipes whose card `published_h100_cards.json` holds: dgxc's Llama 3.1
-# 405B (the 126-block runs), NeMo 24.07's Llama 3 8B and 70B, and Megatron-Bridge's Llama 3 and
-# 3.1 and mixtures of experts. MaxText's rows are held out (docs/published-runs.md, "Llama
-# rows"), and so are the rows of models without a card (Nemotron-4 340B).
-RECIPE_MODELS = ("llama3.1-405b", "llama3-8b", "llama3-70b", "qwen3-30b-a3b",
+# 405B (the 126-block runs), NeMo 24.07's Llama 3 8B and 70B, Megatron-Bridge's Llama 3 and
+# 3.1 and mixtures of experts, and dgxc's MaxText Llama 2 and 3 70B. The rows of models without
+# a card are held out (Nemotron-4 340B).
+RECIPE_MODELS = ("llama3.1-405b", "llama3-8b", "llama3-70b", "llama2-70b", "qwen3-30b-a3b",
                  "qwen3-235b-a22b", "gpt-oss-120b")  # fmt: skip
+# MaxText's recipes of dgxc's rows: JAX's FSDP over every GPU (a hybrid of FSDP groups and
+# replicas above 128 or 256 GPUs, moving the same bytes a step), cuDNN's flash attention, and
+# whole blocks recomputed: the table does not say MaxText's recomputation, and by the kit's
+# count only whole blocks recomputed fit the plans in 80 GB (31-38 GB, against 213-281 GB
+# keeping every activation).
+MAXTEXT_ASSUMED = (
+    "JAX FSDP over the data axis (its gathers and reduce-scatters 1.5 all-reduces of the "
+    "gradients' bytes, NCCL's rings spread over each node's network links), flash attention, "
+    "whole blocks recomputed (the only recomputation by which the plan fits 80 GB): MaxText's "
+    "GPU recipe as dgxc's README gives it, its recomputation not stated beside the table"
+)
 # Megatron-Bridge's recipes of these rows: fused attention, the distributed optimizer (zero-1),
 # sequence parallelism where TP > 1, no recomputation, and in MoE runs every expert forced an
 # even share of the tokens, none dropped (the archive's own note).
@@ -377,6 +394,14 @@ def _held_out(row: dict[str, Any]) -> bool:
 
 
 @functools.lru_cache(maxsize=2)
+def maxtext_runs() -> tuple[PublishedRun, ...]:
+    """dgxc's MaxText rows (Llama 2 70B at 4,096 and Llama 3 70B at 8,192 tokens, FSDP over 64
+    to 2,048 H100s, BF16 and FP8) as runs, each of its container's stack."""
+    models = h100_table()["models"]
+    return tuple(_recipe_run(row, models[row["model_key"]]) for row in _recipe_rows(MAXTEXT))
+
+
+@functools.lru_cache(maxsize=2)
 def bridge_runs(held_out: bool = False) -> tuple[PublishedRun, ...]:
     """The DGX-H100 pretraining rows of Megatron-Bridge's performance archive: Llama 3 and 3.1
     and the mixtures of experts Qwen3-30B-A3B and Qwen3-235B-A22B, as runs; with `held_out`,
@@ -395,15 +420,18 @@ def _recipe_run(row: dict[str, Any], model: dict[str, Any]) -> PublishedRun:
     bridge = row["stack"].startswith(BRIDGE)
     release = row["stack"].split()[1] if bridge else ""
     name = f"{model['name']} {row['precision'].upper()}, {gpus} H100, "
+    maxtext = row["stack"].startswith(MAXTEXT)
+    assumed = BRIDGE_ASSUMED if bridge else MAXTEXT_ASSUMED if maxtext else NEMO_ASSUMED
     return PublishedRun(
         name + (f"{BRIDGE} {release}" if bridge else stack),
         _source_text(row),
         model["layers"], model["hidden"], model["heads"], row["sequence"], model["vocabulary"],
         0.0, gpus, min(row["gpus_per_node"], gpus), "net400g", DGX_H100,
         row["dp"], row["tp"], stages, row["micro_batch"], row["global_batch"], schedule,
-        vp if stages > 1 else 1, "none", "fsdp" if row.get("fsdp") else "zero-1",
+        vp if stages > 1 else 1, "full" if maxtext else "none",
+        "fsdp" if row.get("fsdp") else "zero-1",
         row["reported"]["model_tflops_per_gpu"] if bridge else None, seconds, False,
-        BRIDGE_ASSUMED if bridge else NEMO_ASSUMED, stack, "h100", row["precision"], FLASH,
+        assumed, stack, "h100", row["precision"], FLASH,
         row["tp"] > 1, row["cp"], model["ffn_hidden"],
         (row.get("benchmark_overrides") or {}).get("kv_heads", model["kv_heads"]),
         model["gated_mlp"], PUBLISHED_FLOPS if bridge else LLAMA_FLOPS, _card_key(row),

@@ -4,6 +4,8 @@ lands near its published throughput."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpu_parallel_kit.analysis.cost_model.matmul_efficiency import FITTED
@@ -66,6 +68,7 @@ def test_the_stored_stacks_are_the_fits():
                     (kept.peak_share, kept.edge, kept.low, kept.high), rel=2e-3
                 ), f"re-fit {name} {precision}: {got!r}; store it in software_stack.STACKS"
         assert stack.runs == STACKS[name].runs == sum(r.stack == name for r in held)
+        assert stack.shapes == STACKS[name].shapes >= 1, name
 
 
 def test_each_run_projected_by_its_stack_without_itself_is_within_the_target(left_out_by_stack):
@@ -110,6 +113,50 @@ def test_megatron_bridges_rows_are_each_projected_by_their_own_stack(left_out_by
     for _, run in bridge:
         used = memory(published_runs.card(run), published_runs.plan(run)).total
         assert used <= 80e9 * 0.95, (run.name, used / 1e9)
+
+
+def test_maxtexts_fsdp_rows_are_each_projected_by_their_containers_stack(left_out_by_stack):
+    runs = efficiency_fit.all_runs()
+    maxtext = [(row, run) for row, run in zip(left_out_by_stack, runs, strict=True)
+               if run in published_runs.maxtext_runs()]  # fmt: skip
+    assert len(maxtext) == 22
+    assert {run.stack for _, run in maxtext} == {"maxtext-2024.12", "maxtext-25.01"}
+    low, high = BY_STACK
+    for row, run in maxtext:
+        assert row.stack == run.stack and low <= row.ratio <= high, row
+        plan = published_runs.plan(run)
+        assert plan.sharding == "fsdp" and plan.tensor == plan.stages == 1
+        # Whole blocks recomputed: the one recomputation by which the plan fits 80 GB.
+        assert memory(published_runs.card(run), plan).total <= 80e9 * 0.95, run.name
+        kept = dataclasses.replace(run, recompute="none")
+        assert memory(published_runs.card(kept), published_runs.plan(kept)).total > 80e9
+
+
+def test_a_stack_fitted_on_one_matmul_shape_is_not_the_default():
+    """MaxText's containers are the newest stacks with bf16 runs, each of one model at one
+    micro-batch: the default is the newest fitted on several shapes."""
+    one_shape = [s for s in STACKS.values() if s.shapes == 1 and s.matmul is not None]
+    assert {"maxtext-2024.12", "maxtext-25.01"} <= {s.name for s in one_shape}
+    default = newest_stack()
+    assert default.shapes > 1 and default.name == "nemo-24.12"
+    assert max(s.released for s in one_shape) > default.released
+
+
+def test_maxtexts_containers_name_their_stacks():
+    assert (
+        published_runs.stack_name(
+            "MaxText on JAX, container nvcr.io/nvidia/jax:maxtext-2024-12-09 (FW_VERSION "
+            "2024.12.09); DGX Cloud Benchmarking v24.11.1"
+        )
+        == "maxtext-2024.12"
+    )
+    assert (
+        published_runs.stack_name(
+            "MaxText on JAX, container nvcr.io/nvidia/jax:25.01-maxtext-py3; DGX Cloud "
+            "Benchmarking v25.02.01"
+        )
+        == "maxtext-25.01"
+    )
 
 
 def test_the_bridge_rows_held_out_do_not_fit_or_disagree_with_themselves():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GpkError, whole_number
-from ...strategies.plan_axes import PLAN_AXES
+from ...strategies.plan_axes import DATA, PLAN_AXES
 from .hardware_presets import USUAL_DEVICE, Device, Interconnect, interconnect
 from .hardware_presets import device as device_preset
 from .software_stack import SoftwareStack, software_stack
@@ -145,12 +145,29 @@ class GPUCluster:
             size = sizes[axis]
             if size == 1:
                 found[axis] = None
-            else:
-                # A pipeline with one cut between nodes has its sends bounded by `between`.
-                crosses = _crosses_nodes(self.gpus, self.per_node, stride, size)
-                found[axis] = self.between if crosses else self.inside
+            elif not _crosses_nodes(self.gpus, self.per_node, stride, size):
+                found[axis] = self.inside
+            elif axis == DATA:  # a step's few large collectives, spread over the node's links
+                found[axis] = self.spread_link(min(size, max(1, self.per_node // stride)))
+            else:  # a cut's sends, or a tensor group's per-layer collectives: one GPU's link
+                found[axis] = self.between
             stride *= size
         return found
+
+    def spread_link(self, local: int) -> Interconnect:
+        """The link a collective crosses whose group spans nodes with `local` of its GPUs on
+        each: NCCL runs a ring per GPU of a node, each leaving the node through that GPU's own
+        network link and carrying 1/`local` of the bytes, so the network is `local` times as
+        wide for it, up to the node's own links."""
+        if local <= 1:
+            return self.between
+        wide = min(self.between.bandwidth_bytes_s * local, self.inside.bandwidth_bytes_s)
+        return Interconnect(
+            f"{self.between.name} ×{local}",
+            wide,
+            self.between.latency_s,
+            f"{self.between.source}; {local} GPUs of each node in the group, a ring each",
+        )
 
 
 def _crosses_nodes(ranks: int, per_node: int, stride: int, size: int) -> bool:

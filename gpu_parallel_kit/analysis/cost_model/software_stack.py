@@ -56,6 +56,8 @@ class SoftwareStack:
         released: when the stack's runs were published, "YYYY-MM": the newest is the default.
         device: the GPU its runs ran on, or the calibrated devices.
         runs: the published runs it was fitted on (0 for a calibration).
+        shapes: the distinct matmul shapes (`inverse_size`) among those runs: a stack fitted on
+            one shape knows its share of peak there, not how it moves with shape.
         source: where its figures come from.
         calibrated: True for a stack measured on the devices at hand.
     """
@@ -69,6 +71,7 @@ class SoftwareStack:
     released: str = ""
     device: str = ""
     runs: int = 0
+    shapes: int = 0
     source: str = ""
     calibrated: bool = False
 
@@ -145,6 +148,7 @@ def fit_stacks(
     pooled = [r for found in ratios.values() for r in found]
     fitted = dict(stacks)
     runs: dict[str, int] = {}
+    seen: dict[str, set[float]] = {}
     for key, group in groups.items():
         name, precision = key
         # One run says nothing of its group's spread: it takes every run's.
@@ -156,7 +160,10 @@ def fit_stacks(
         )  # fmt: skip
         field = "fp8" if precision == FP8 else "matmul"
         runs[name] = runs.get(name, 0) + len(group)
-        fitted[name] = replace(fitted[name], **{field: matmul}, runs=runs[name])
+        seen.setdefault(name, set()).update(round(p.inverse_size, 9) for p in group)
+        fitted[name] = replace(
+            fitted[name], **{field: matmul}, runs=runs[name], shapes=len(seen[name])
+        )
     return fitted
 
 
@@ -183,6 +190,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2021-04",
             device="A100",
             runs=10,
+            shapes=10,
             source="Narayanan et al., SC 2021: Megatron-LM of 2021 on Selene",
         ),
         SoftwareStack(
@@ -191,6 +199,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2022-05",
             device="A100",
             runs=8,
+            shapes=4,
             source="Korthikanti et al., MLSys 2023: Megatron-LM of 2022 on Selene",
         ),
         SoftwareStack(
@@ -199,6 +208,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2022-01",
             device="A100",
             runs=3,
+            shapes=1,
             source="Smith et al., 2022: MT-NLG's DeepSpeed with Megatron-LM on Selene",
         ),
         SoftwareStack(
@@ -207,6 +217,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2022-11",
             device="A100",
             runs=1,
+            shapes=1,
             source="BigScience, 2022: BLOOM's Megatron-DeepSpeed on Jean Zay",
         ),
         SoftwareStack(
@@ -216,6 +227,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2024-03",
             device="H100",
             runs=9,
+            shapes=9,
             source="NeMo's long-sequence table: NeMo 24.03.01 on DGX H100, Llama 2 7B, 4K-1M",
         ),
         SoftwareStack(
@@ -225,6 +237,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2024-05",
             device="H100",
             runs=10,
+            shapes=1,
             source="NVIDIA's DGX Cloud Benchmarking v24.11.1: NeMo 24.05 on DGX H100",
         ),
         SoftwareStack(
@@ -234,6 +247,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2024-07",
             device="H100",
             runs=4,
+            shapes=4,
             source="NeMo's performance summary: NeMo 24.07 on DGX H100",
         ),
         SoftwareStack(
@@ -243,6 +257,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2024-09",
             device="H100",
             runs=6,
+            shapes=1,
             source="NVIDIA's DGX Cloud Benchmarking v24.11.1: NeMo 24.09 on DGX H100",
         ),
         SoftwareStack(
@@ -252,6 +267,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2024-12",
             device="H100",
             runs=16,
+            shapes=2,
             source="NVIDIA's DGX Cloud Benchmarking v25.02.01: NeMo 24.12 on DGX H100",
         ),
         SoftwareStack(
@@ -261,6 +277,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2025-11",
             device="H100",
             runs=4,
+            shapes=4,
             source="Megatron-Bridge's performance archive: NeMo 25.11 on DGX H100",
         ),
         SoftwareStack(
@@ -270,6 +287,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2026-02",
             device="H100",
             runs=5,
+            shapes=3,
             source="Megatron-Bridge's performance archive: NeMo 26.02 and 26.02.01 on DGX H100",
         ),
         SoftwareStack(
@@ -279,6 +297,7 @@ STACKS: dict[str, SoftwareStack] = {
             released="2026-04",
             device="H100",
             runs=7,
+            shapes=4,
             source="Megatron-Bridge's performance archive: NeMo 26.04 and 26.04.01 on DGX H100",
         ),
         SoftwareStack(
@@ -288,7 +307,30 @@ STACKS: dict[str, SoftwareStack] = {
             released="2026-06",
             device="H100",
             runs=2,
+            shapes=2,
             source="Megatron-Bridge's performance archive: NeMo 26.06 on DGX H100",
+        ),
+        SoftwareStack(
+            "maxtext-2024.12",
+            MatmulEfficiency(0.9369, 138.71, 0.987, 1.010, "fitted on 6 published bf16 runs"),
+            MatmulEfficiency(0.7412, 109.73, 0.939, 1.146, "fitted on 6 published fp8 runs"),
+            released="2024-12",
+            device="H100",
+            runs=12,
+            shapes=1,
+            source="NVIDIA's DGX Cloud Benchmarking v24.11.1: MaxText on JAX "
+            "(jax:maxtext-2024-12-09) on DGX H100",
+        ),
+        SoftwareStack(
+            "maxtext-25.01",
+            MatmulEfficiency(0.8705, 128.88, 0.982, 1.011, "fitted on 5 published bf16 runs"),
+            MatmulEfficiency(0.7566, 112.01, 0.979, 1.030, "fitted on 5 published fp8 runs"),
+            released="2025-01",
+            device="H100",
+            runs=10,
+            shapes=1,
+            source="NVIDIA's DGX Cloud Benchmarking v25.02.01: MaxText on JAX "
+            "(jax:25.01-maxtext) on DGX H100",
         ),
     )
 }
@@ -297,9 +339,14 @@ STACKS: dict[str, SoftwareStack] = {
 def newest_stack(
     stacks: Mapping[str, SoftwareStack] | None = None, precision: str = "bf16"
 ) -> SoftwareStack:
-    """The stack released last, of several runs, fitted at `precision`: the default for a
-    cluster that names none."""
-    held = [s for s in (stacks or STACKS).values() if s.runs > 1 and s.fitted(precision)]
+    """The stack released last, fitted at `precision` on runs of several matmul shapes: the
+    default for a cluster that names none. (A stack fitted on one model's runs of one shape,
+    such as MaxText's, says its share of peak there only.)"""
+    held = [
+        s
+        for s in (stacks or STACKS).values()
+        if s.runs > 1 and s.shapes > 1 and s.fitted(precision)
+    ]
     return max(held, key=lambda s: s.released)
 
 

@@ -61,6 +61,20 @@ def test_groups_wider_than_a_node_cross_the_network(a100s):
     assert one_node.links(data=2, tensor=4, stages=1)["data"] is INTERCONNECTS["nvlink4"]
 
 
+def test_a_group_with_several_gpus_on_each_node_spreads_over_their_links(a100s):
+    """A data group's gradients: NCCL runs a ring through each GPU of a node in the group,
+    each leaving by that GPU's own link, so 2 GPUs a node double the network's width. A tensor
+    group's per-layer collectives keep one GPU's link."""
+    two = a100s.links(data=32, tensor=4, stages=1)["data"]  # 2 replicas' GPUs on each node
+    assert two.bandwidth_bytes_s == 2 * NET400G.bandwidth_bytes_s
+    assert two.latency_s == NET400G.latency_s
+    fsdp = a100s.links(data=128, tensor=1, stages=1)["data"]
+    assert fsdp.bandwidth_bytes_s == min(8 * NET400G.bandwidth_bytes_s, NVLINK3.bandwidth_bytes_s)
+    # One GPU of each node in the group: its own link alone, as before.
+    assert a100s.links(data=16, tensor=8, stages=1)["data"] is NET400G
+    assert a100s.links(data=4, tensor=32, stages=1)["tensor"] is NET400G
+
+
 def test_a_collective_over_some_gpus_uses_the_link_they_need(a100s):
     assert a100s.link_for(8) is NVLINK3 and a100s.link_for(9) is NET400G
     with pytest.raises(GpkError, match="devices=200 is more than the cluster's 128 GPUs"):
