@@ -105,6 +105,8 @@ def plot(rows: list[dict[str, object]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gpu_parallel_kit.plots.style import plain_log_ticks
+
     figure, ax = plt.subplots(figsize=(6, 5), layout="constrained")
     for model in dict.fromkeys(r["model"] for r in rows):
         mine = [
@@ -125,6 +127,7 @@ def plot(rows: list[dict[str, object]], path: str) -> None:
     )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax)  # "2", "20": milliseconds read as numbers, as the kit's own plots
     ax.set_xlabel("measured step (ms)")
     ax.set_ylabel("predicted step (ms)")
     ax.set_title("Calibrated prediction against measurement\n(shaded: within 0.7-1.4)")
