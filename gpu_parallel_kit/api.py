@@ -648,7 +648,8 @@ def _pipeline_task_s(backend: str, devices: int) -> float:
     """One task of the kit's pipeline runner on `devices` devices around next to no work: a
     GPipe pipeline of `no_work_model`, a layer a stage, run as any run is, its step over its
     tasks (each stage's forward and backward per micro-batch, and its update); the median of
-    `NO_WORK_RUNS` runs, as one run's step moves by a fifth from process to process."""
+    `NO_WORK_RUNS` runs, as one run's step moves by a fifth from process to process; 0 where
+    none of them finished, so a failing pipeline costs the calibration nothing else."""
     import numpy as np
 
     from .planning.calibration_probe import (
@@ -673,9 +674,6 @@ def _pipeline_task_s(backend: str, devices: int) -> float:
         result = run_isolated(spec)
         if result.ok and result.step_time_s:
             steps.append(result.step_time_s)
-    if not steps:
-        raise GpkError(
-            f"the calibration's pipeline of no work on {devices} devices failed "
-            f"({result.reason or result.status}); calibrate again, or report it"
-        )
+    if not steps:  # the rest of the calibration stands: tasks are then charged the model's own
+        return 0.0
     return statistics.median(steps) / ((2 * MICRO_BATCHES + 1) * devices)
