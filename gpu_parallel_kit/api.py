@@ -644,20 +644,15 @@ def calibrate(
     )
 
 
-def _pipeline_task_s(backend: str, devices: int) -> float:
+def _pipeline_task_s(backend: str, devices: int, runs: int) -> float:
     """One task of the kit's pipeline runner on `devices` devices around next to no work: a
     GPipe pipeline of `no_work_model`, a layer a stage, run as any run is, its step over its
     tasks (each stage's forward and backward per micro-batch, and its update); the median of
-    `NO_WORK_RUNS` runs, as one run's step moves by a fifth from process to process; 0 where
-    none of them finished, so a failing pipeline costs the calibration nothing else."""
+    `runs` runs, as one run's step moves by a fifth from process to process; 0 where none of
+    them finished, so a failing pipeline costs the calibration nothing else."""
     import numpy as np
 
-    from .planning.calibration_probe import (
-        MICRO_BATCHES,
-        NO_WORK_RUNS,
-        NO_WORK_WIDTH,
-        no_work_model,
-    )
+    from .planning.calibration_probe import MICRO_BATCHES, NO_WORK_WIDTH, no_work_model
 
     batch = 8 * MICRO_BATCHES
     x = np.zeros((batch * 64, NO_WORK_WIDTH), np.float32)
@@ -669,7 +664,7 @@ def _pipeline_task_s(backend: str, devices: int) -> float:
         progress=False,
     )
     steps = []
-    for _ in range(NO_WORK_RUNS):
+    for _ in range(runs):
         spec = experiment.plan("pipeline", devices, schedule="gpipe", micro_batches=MICRO_BATCHES)
         result = run_isolated(spec)
         if result.ok and result.step_time_s:

@@ -37,7 +37,14 @@ MIN_BUDGET_S = 10.0
 MICRO_BATCHES = 4  # the micro-batches a pipeline's step is timed at, beside the whole batch
 FINE_MICRO_BATCHES = 8  # and a finer split, as 1F1B runs take: small batches cost what they cost
 NO_WORK_WIDTH = 4  # the model of no work's inputs and units
-NO_WORK_RUNS = 3  # runs of the pipeline of no work per count of busy devices; their median
+NO_WORK_RUNS = 3  # runs of the pipeline of no work per count of busy devices at the default
+# budget (their median: one run's step moves by a fifth from process to process); fewer with less
+
+
+def no_work_runs(budget_s: float) -> int:
+    """Runs of the pipeline of no work per count of busy devices within `budget_s`: three at the
+    default budget, one at a quarter of it or less (a run takes 2-4 s)."""
+    return max(1, min(NO_WORK_RUNS, round(NO_WORK_RUNS * budget_s / DEFAULT_BUDGET_S)))
 
 
 def no_work_model(layers: int) -> Any:
@@ -79,7 +86,7 @@ def calibrate(
     *,
     spec: RunSpec | None = None,
     model_key: str | None = None,
-    pipeline_task: Callable[[int], float] | None = None,
+    pipeline_task: Callable[[int, int], float] | None = None,
     save: bool = True,
     progress: bool = True,
 ) -> DeviceCalibration:
@@ -98,8 +105,9 @@ def calibrate(
         spec: a run of the model whose own step is timed too (`gpk.calibrate(model=...)`),
             kept under `model_key` (`runs/scheduling/step_counting.work_key`).
         pipeline_task: seconds of one task of the kit's pipeline runner around no work on
-            g devices (`gpk.calibrate` runs a pipeline of a model of no work), timed for
-            every count of two or more busy devices.
+            g devices, the median of n runs (`gpk.calibrate` runs a pipeline of a model of no
+            work), timed for every count of two or more busy devices: `no_work_runs(budget_s)`
+            runs each.
         save: keep it in the cache folder (`<cache>/calibrations`), where `compare()` finds it.
         progress: show a bar (a line where output cannot be redrawn).
 
@@ -133,7 +141,7 @@ def calibrate(
             tasks = {}
             for g in counts[1:]:
                 shown.phase(f"the pipeline runner, {g} busy")
-                tasks[g] = pipeline_task(g)
+                tasks[g] = pipeline_task(g, no_work_runs(budget_s))
                 shown.tick()
             calibration = calibration.with_pipeline_tasks(tasks)
         if spec is not None:

@@ -250,3 +250,11 @@ def test_a_step_below_the_batches_timed_shrinks_with_its_batch_and_stays_positiv
     steep = calibration(model_steps=(ModelStep("k", "mlp", 1, (64, 256), (0.001, 0.016)),))
     assert cal.model_step_s("k", 32, 2) == pytest.approx(0.0005)
     assert steep.model_step_s("k", 32, 1) == pytest.approx(0.0005)  # the line would give < 0
+
+
+def test_the_pipeline_of_no_work_runs_as_often_as_the_budget_allows():
+    from gpu_parallel_kit.planning.calibration_probe import DEFAULT_BUDGET_S, no_work_runs
+
+    assert no_work_runs(DEFAULT_BUDGET_S) == 3  # their median, at the default budget
+    assert no_work_runs(DEFAULT_BUDGET_S / 4) == 1  # a short probe: one run per count
+    assert no_work_runs(10 * DEFAULT_BUDGET_S) == 3
