@@ -28,9 +28,11 @@ from ..work_count import answer, batch_of, counted_model
 from .device_setup import configure_worker_devices
 
 CALLS = 20  # timed calls of a collective
-# The longer loop of a model's steps lasts at least this long: a step of 20 ms is then the
-# difference of loops 16 steps apart, where 60 ms made it 2 and calibrations moved it by half.
-STEPS_S = 0.25
+# The longer loop of a model's steps lasts at least this long, and the two loops are at least
+# this many steps apart: a step of 20 ms was the difference of loops 2 steps apart, and three
+# calibrations moved it by half.
+STEPS_S = 0.06
+STEPS_APART = 16
 
 
 def calibrate_with_tensorflow(plan: DevicePlan, probe: ProbePlan, sender: Connection) -> None:
@@ -176,7 +178,9 @@ def model_steps(plan: DevicePlan, spec: RunSpec, batches: tuple[int, ...]) -> di
                         model.train_step((px, py))
             return [model.optimizer.iterations for model in models]
 
-        step = per_repetition(lambda k, steps=steps: steps(tf.constant(k)), _done, STEPS_S)
+        step = per_repetition(
+            lambda k, steps=steps: steps(tf.constant(k)), _done, STEPS_S, STEPS_APART
+        )
         one = tf.constant(1)
         called = per_call(lambda steps=steps, one=one: steps(one), _done, 5, at_least_s=STEPS_S)
         seconds.append(step)
