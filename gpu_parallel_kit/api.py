@@ -652,6 +652,7 @@ def _pipeline_task_s(backend: str, devices: int, runs: int) -> float:
     them finished, so a failing pipeline costs the calibration nothing else."""
     import numpy as np
 
+    from .pipeline.schedules import build_schedule
     from .planning.calibration_probe import MICRO_BATCHES, NO_WORK_WIDTH, no_work_model
 
     batch = 8 * MICRO_BATCHES
@@ -671,4 +672,5 @@ def _pipeline_task_s(backend: str, devices: int, runs: int) -> float:
             steps.append(result.step_time_s)
     if not steps:  # the rest of the calibration stands: tasks are then charged the model's own
         return 0.0
-    return statistics.median(steps) / ((2 * MICRO_BATCHES + 1) * devices)
+    plan = build_schedule("gpipe", devices, MICRO_BATCHES)
+    return statistics.median(steps) / (sum(len(tasks) for tasks in plan) + devices)

@@ -393,7 +393,7 @@ def _held_out(row: dict[str, Any]) -> bool:
     return any((row["model_key"], stages) in BRIDGE_HELD_OUT for stages in (None, row["pp"]))
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)
 def maxtext_runs() -> tuple[PublishedRun, ...]:
     """dgxc's MaxText rows (Llama 2 70B at 4,096 and Llama 3 70B at 8,192 tokens, FSDP over 64
     to 2,048 H100s, BF16 and FP8) as runs, each of its container's stack."""

@@ -121,8 +121,8 @@ class RunToPredict:
         return self.calibration.model_call_s(self.model_key, g) / together
 
     def task_call_s(self, stages: int) -> float:
-        """What one pipeline task costs the host beyond its work (a put, a call, a wait), as
-        the calibration timed it for this model."""
+        """What one pipeline task costs the host beyond its work: the model's put, call and
+        wait, or the pipeline runner's own around no work where dearer, as calibrated."""
         return self.calibration.task_call_s(self.model_key, self.busy(stages))
 
     def arrival_s(self, compute: float, devices: int) -> float:

@@ -342,11 +342,7 @@ def newest_stack(
     """The stack released last, fitted at `precision` on runs of several matmul shapes: the
     default for a cluster that names none. (A stack fitted on one model's runs of one shape,
     such as MaxText's, says its share of peak there only.)"""
-    held = [
-        s
-        for s in (stacks or STACKS).values()
-        if s.runs > 1 and s.shapes > 1 and s.fitted(precision)
-    ]
+    held = [s for s in (stacks or STACKS).values() if s.shapes > 1 and s.fitted(precision)]
     return max(held, key=lambda s: s.released)
 
 
