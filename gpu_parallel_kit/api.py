@@ -652,8 +652,12 @@ def _pipeline_task_s(backend: str, devices: int, runs: int) -> float:
     them finished, so a failing pipeline costs the calibration nothing else."""
     import numpy as np
 
-    from .pipeline.schedules import build_schedule
-    from .planning.calibration_probe import MICRO_BATCHES, NO_WORK_WIDTH, no_work_model
+    from .planning.calibration_probe import (
+        MICRO_BATCHES,
+        NO_WORK_WIDTH,
+        no_work_model,
+        no_work_tasks,
+    )
 
     batch = 8 * MICRO_BATCHES
     x = np.zeros((batch * 64, NO_WORK_WIDTH), np.float32)
@@ -672,5 +676,4 @@ def _pipeline_task_s(backend: str, devices: int, runs: int) -> float:
             steps.append(result.step_time_s)
     if not steps:  # the rest of the calibration stands: tasks are then charged the model's own
         return 0.0
-    plan = build_schedule("gpipe", devices, MICRO_BATCHES)
-    return statistics.median(steps) / (sum(len(tasks) for tasks in plan) + devices)
+    return statistics.median(steps) / no_work_tasks(devices)
