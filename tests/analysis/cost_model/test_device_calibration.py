@@ -258,3 +258,32 @@ def test_the_pipeline_of_no_work_runs_as_often_as_the_budget_allows():
     assert no_work_runs(DEFAULT_BUDGET_S) == 3  # their median, at the default budget
     assert no_work_runs(DEFAULT_BUDGET_S / 4) == 1  # a short probe: one run per count
     assert no_work_runs(10 * DEFAULT_BUDGET_S) == 3
+
+
+def test_the_pipeline_runner_is_timed_on_two_devices_and_charged_to_every_count(monkeypatch):
+    from gpu_parallel_kit.planning import calibration_probe
+
+    def probe_answer(entry, backend, plan, probe):
+        return {
+            "devices": probe.devices,
+            "device_names": [f"/cpu:{i}" for i in range(probe.devices)],
+            "device_kind": "cpu",
+            "description": "x86_64",
+            "matmuls": [{"m": 64, "k": 64, "n": 64, "seconds": 1e-5}],
+            "elementwise": [{"elements": 256, "seconds": 1e-6}],
+            "call_s": 1e-5,
+            "collectives": [],
+            "versions": {"jax": "0"},
+        }
+
+    asked = []
+    monkeypatch.setattr(calibration_probe, "_in_child", probe_answer)
+    cal = calibration_probe.calibrate(
+        4,
+        "jax",
+        pipeline_task=lambda g, runs: asked.append((g, runs)) or 0.0003,
+        save=False,
+        progress=False,
+    )
+    assert asked == [(2, calibration_probe.NO_WORK_RUNS)]
+    assert [b.pipeline_task_s for b in cal.busy] == [0.0, 0.0003, 0.0003]
