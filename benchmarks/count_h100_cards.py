@@ -3,7 +3,8 @@
     python benchmarks/count_h100_cards.py [--only KEY ...] [--store]
 
 Each model of `gpu_parallel_kit/planning/published_h100_cards.py` (Llama 3 8B and 70B, Llama 3.1
-405B with 8 and with 16 KV groups, Llama 2 70B, Qwen3-30B-A3B, Qwen3-235B-A22B, gpt-oss-120b)
+405B with 8 and with 16 KV groups, Llama 2 70B, Qwen3-30B-A3B, Qwen3-235B-A22B, gpt-oss-120b,
+Nemotron-4 340B as a Llama block of as many MLP weights)
 is built as keras-hub builds it at its released shape, with its language-model head, and one
 sample at its runs' sequence is counted at 1 and 2 blocks at full width and extrapolated to its
 depth under `mixed_bfloat16` (`worker/jax/hub_cards.py`), no weight allocated, and made the
@@ -11,8 +12,8 @@ search's card (`model_card`). One model at a time, each in a fresh process with 
 and TensorFlow kept out. Prints each card's parameters (and active parameters) against the
 published counts; `--store` merges the cards
 into `gpu_parallel_kit/planning/published_h100_cards.json`, keyed by the runs' `model_key`,
-with how each was counted, its config, its sources and the seconds its count took. Nemotron-4
-340B is not counted: no keras-hub backbone builds its shape (`UNCOUNTED` says why).
+with how each was counted, its config, its sources and the seconds its count took. A model no
+keras-hub backbone builds would be in `UNCOUNTED`, with why; none is now.
 """
 
 from __future__ import annotations

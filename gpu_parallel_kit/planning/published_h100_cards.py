@@ -97,6 +97,8 @@ def _qwen3_moe(layers: int, hidden: int, heads: int, ffn: int, moe_ffn: int) -> 
     )
 
 
+# Nemotron-4 340B's squared-ReLU MLP of 73,728 as a gated MLP of as many weights.
+NEMOTRON_GATED_FFN = 2 * 73728 // 3
 QWEN3_CARD = "Qwen/{} model card (Hugging Face), Model Overview: Number of Parameters"
 HUB_MODELS = (
     HubModel(
@@ -199,18 +201,30 @@ HUB_MODELS = (
         + "; openai/gpt-oss-120b config.json",
         published_source=GPT_OSS_120B.source,
     ),
+    HubModel(
+        "nemotron4-340b",
+        "Nemotron-4 340B",
+        "LlamaBackbone",
+        _llama(256000, 96, 18432, 96, 8, NEMOTRON_GATED_FFN),
+        4096,
+        341e9,
+        config_source=NEMO.format("nemotron.py (Nemotron4Config340B)")
+        + "; Nemotron-4 340B Technical Report (NVIDIA, arXiv 2406.11704), Table 1",
+        published_source="Nemotron-4 340B Technical Report (NVIDIA, arXiv 2406.11704), "
+        "section 2.1 (9.4 B embedding and 331.6 B non-embedding parameters)",
+        note=(
+            "keras-hub has no Nemotron, and none of its backbones pairs grouped KV heads with "
+            "an ungated MLP: counted as a Llama block whose gated MLP is two-thirds as wide "
+            "(3 × 18,432 × 49,152 weights, as many as Nemotron's squared-ReLU MLP of 2 × "
+            "18,432 × 73,728, and the same matmul FLOPs); what differs is the MLP's "
+            "activations (two inputs of 49,152 kept where Nemotron keeps one of 73,728, a "
+            "third more) and its elementwise work"
+        ),
+    ),
 )
 BY_KEY = {model.key: model for model in HUB_MODELS}
-# Models of the runs no keras-hub backbone builds at their shape, and why.
-UNCOUNTED = {
-    "nemotron4-340b": (
-        "Nemotron-4 340B's MLP is squared-ReLU without gating and its attention has 8 KV groups "
-        "of 96 heads; keras-hub 0.32 has no Nemotron, and none of its backbones pairs grouped "
-        "KV heads with an ungated MLP (its ungated ones, GPT-2, GPT-NeoX, OPT, BLOOM and "
-        "Falcon, all have as many KV heads as query heads: 96 would add 2 × 18,432 × 16,896 "
-        "weights a block, 60 B in all, 18 % over its 340 B)"
-    ),
-}
+# Models of the runs no keras-hub backbone builds at their shape, and why (none now).
+UNCOUNTED: dict[str, str] = {}
 
 
 def load_cards(path: Path = H100_CARDS) -> dict[str, Any]:

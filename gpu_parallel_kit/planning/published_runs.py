@@ -323,11 +323,11 @@ def _h100_run(row: dict[str, Any]) -> PublishedRun:
 
 H100_CARDS_FILE = Path(__file__).with_name("published_h100_cards.json")
 # The models of NVIDIA's recipes whose card `published_h100_cards.json` holds: dgxc's Llama 3.1
-# 405B (the 126-block runs), NeMo 24.07's Llama 3 8B and 70B, Megatron-Bridge's Llama 3 and
-# 3.1 and mixtures of experts, and dgxc's MaxText Llama 2 and 3 70B. The rows of models without
-# a card are held out (Nemotron-4 340B).
+# 405B (the 126-block runs) and Nemotron-4 340B, NeMo 24.07's Llama 3 8B and 70B and
+# Nemotron-4 340B, Megatron-Bridge's Llama 3 and 3.1 and mixtures of experts, and dgxc's MaxText
+# Llama 2 and 3 70B.
 RECIPE_MODELS = ("llama3.1-405b", "llama3-8b", "llama3-70b", "llama2-70b", "qwen3-30b-a3b",
-                 "qwen3-235b-a22b", "gpt-oss-120b")  # fmt: skip
+                 "qwen3-235b-a22b", "gpt-oss-120b", "nemotron4-340b")  # fmt: skip
 # MaxText's recipes of dgxc's rows: JAX's FSDP over every GPU (a hybrid of FSDP groups and
 # replicas above 128 or 256 GPUs, moving the same bytes a step), cuDNN's flash attention, and
 # whole blocks recomputed: the table does not say MaxText's recomputation, and by the kit's

@@ -41,8 +41,15 @@ def run_key(key: str) -> str:
 
 def test_every_model_is_counted_or_said_why_not():
     assert set(CARDS) == set(COUNTED) == set(BY_KEY)
-    assert set(KEPT["uncounted"]) == set(UNCOUNTED) == {"nemotron4-340b"}
+    assert set(KEPT["uncounted"]) == set(UNCOUNTED) == set()  # Nemotron-4 340B is counted now
     assert not set(UNCOUNTED) & set(CARDS)
+
+
+def test_nemotrons_gated_stand_in_holds_its_ungated_mlps_weights():
+    nemotron = BY_KEY["nemotron4-340b"].config
+    hidden, ffn = nemotron["hidden_dim"], nemotron["intermediate_dim"]
+    assert 3 * hidden * ffn == 2 * hidden * 73728  # its squared-ReLU MLP's two matrices
+    assert CARDS["nemotron4-340b"]["layers"] == 96
 
 
 @pytest.mark.parametrize("model", HUB_MODELS, ids=ids)
