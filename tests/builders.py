@@ -66,6 +66,22 @@ def saved_weights(path):
         return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
 
+def side_by_side(calls, at_once: int = 2):
+    """Start each of `calls` (a dict of name to a function of no argument), `at_once` at a
+    time, and give back a dict of name to its future: `.result()` waits for that call and
+    raises what it raised.
+
+    A run's process spends most of its life compiling on one core, so two runs started
+    together keep a two-core machine's cores busy; the training gate still lets one train
+    at a time (`runs/scheduling/training_gate.py`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(at_once, thread_name_prefix="side-by-side")
+    futures = {name: pool.submit(call) for name, call in calls.items()}
+    pool.shutdown(wait=False)
+    return futures
+
+
 def largest_difference(weights, reference):
     """The largest absolute difference between two lists of weight arrays."""
     return max(float(np.max(np.abs(a - b))) for a, b in zip(weights, reference, strict=True))

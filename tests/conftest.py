@@ -19,6 +19,10 @@ from tests.builders import instant_result
 
 HEAVY = ("tensorflow", "jax")
 FAST = "not slow"
+# The environment the session started with, for the notebooks it executes: a notebook may start
+# while any test runs, and none of a test's own settings (monkeypatch.setenv) may reach it. No
+# server starts ahead of a notebook's runs, as none does of a test's (`isolated_workdir`).
+SESSION_ENVIRONMENT = {**os.environ, "GPK_WARM": "0"}
 
 
 class _HeavyImports:
@@ -164,10 +168,22 @@ def executed_notebooks(request, tmp_path_factory) -> Any:
                 else {*NOTEBOOKS}
             )
     executed = ExecutedNotebooks(
-        tmp_path_factory.mktemp("executed_notebooks"), [p for p in NOTEBOOKS if p in wanted]
+        tmp_path_factory.mktemp("executed_notebooks"),
+        [p for p in NOTEBOOKS if p in wanted],
+        SESSION_ENVIRONMENT,
     )
     yield executed
     executed.close()
+
+
+@pytest.fixture
+def notebooks_started_ahead(request) -> None:
+    """Start the session's notebooks (`executed_notebooks`) now, beside a test that mostly
+    waits, where the session has tests that read them; nothing otherwise."""
+    if any("executed_notebooks" in getattr(i, "fixturenames", ()) for i in request.session.items):
+        executed = request.getfixturevalue("executed_notebooks")
+        if hasattr(executed, "start"):  # not copies executed before (GPK_EXECUTED_NOTEBOOKS)
+            executed.start()
 
 
 def pytest_configure(config: pytest.Config) -> None:

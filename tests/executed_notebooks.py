@@ -4,7 +4,8 @@ Three tests need them: `tests/test_notebooks.py` checks that each runs top to bo
 `tests/notebook/test_browser.py` opens the executed copies in JupyterLab to check that every
 table fits its output area, and `tests/test_docs_site.py` renders them into the user guide.
 Executing a notebook costs tens of seconds to minutes; doing it once for all three keeps CI's
-time where it was. The first ask starts every notebook, two at a time (a notebook spends much of
+time where it was. The first ask starts every notebook (or `start()` does, from a test that mostly
+waits: `notebooks_started_ahead` in tests/conftest.py), two at a time (a notebook spends much of
 its time starting processes, so two share the machine's cores better than one), each in a child
 process of its own with its own environment; every ask then waits for its own. A notebook that
 raised keeps its error, and every later ask raises it again.
@@ -38,18 +39,31 @@ class ExecutedNotebooks:
     """`executed(path)` is the path of `path`'s executed copy in `folder` (outputs and widget
     state saved), executed on first ask."""
 
-    def __init__(self, folder: Path, notebooks: list[Path] | None = None) -> None:
-        """`notebooks`: those the session will ask for, all started at the first ask (default
-        every notebook)."""
+    def __init__(
+        self,
+        folder: Path,
+        notebooks: list[Path] | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        """`notebooks`: those the session will ask for, all started at the first ask or at
+        `start()` (default every notebook). `environment`: each child's (default this
+        process's when the child starts); a session passes the one it started with, so what a
+        test sets for itself never reaches a notebook started beside it."""
         self.folder = folder
         self.notebooks = NOTEBOOKS if notebooks is None else notebooks
+        self.environment = environment
         self._runs: dict[str, Future[str]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._children: set[subprocess.Popen] = set()
 
-    def __call__(self, path: Path) -> Path:
+    def start(self) -> None:
+        """Start every notebook now, without waiting for any: a test that mostly waits (on
+        Slurm's clock, say) lends them the machine's idle cores."""
         if not self._runs:
             self._start_all()
+
+    def __call__(self, path: Path) -> Path:
+        self.start()
         if path.name not in self._runs:  # a notebook outside the set: on its own
             self._runs[path.name] = self._start(path)
         failure = self._runs[path.name].result()
@@ -79,7 +93,12 @@ class ExecutedNotebooks:
         """Execute `path` in a child process; '' when it ran through, else its output."""
         command = [sys.executable, "-m", "tests.executed_notebooks", str(path), str(self.folder)]
         child = subprocess.Popen(
-            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            command,
+            cwd=ROOT,
+            env=self.environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self._children.add(child)
         try:

@@ -72,19 +72,6 @@ def test_a_cancelled_allocation_ends_every_remaining_row(tmp_path):
     assert held.job_id not in jobs()
 
 
-def test_an_allocation_past_its_time_limit_ends_every_remaining_row():
-    # Slurm counts time limits in minutes: this test waits one.
-    with gpk.SlurmCluster(time="00:01:00") as held:
-        comparison = compare_until(lambda: None, held, steps_per_epoch=4000)
-    first, second = comparison.results
-    assert (first.status, first.reason) == (
-        "timeout",
-        f"the Slurm allocation {held.job_id} reached its time limit",
-    )
-    assert second.status == "failed" and "has ended" in second.reason
-    assert held.job_id not in jobs()
-
-
 def test_a_node_marked_down_ends_the_row_in_one_sentence():
     try:
         with gpk.SlurmCluster(time="00:10:00") as held:
@@ -127,6 +114,21 @@ def test_a_killed_kernel_leaves_no_allocation(tmp_path):
         kernel.wait()
     _wait(lambda: job not in jobs(), f"job {job} to leave squeue", GONE_WITHIN_S)
     assert job not in jobs()
+
+
+def test_an_allocation_past_its_time_limit_ends_every_remaining_row(notebooks_started_ahead):
+    # Slurm counts time limits in minutes: this test waits one, and the session's notebooks
+    # start executing beside it on the core its one training process leaves idle (last in
+    # the file, so no other allocation's test runs beside them).
+    with gpk.SlurmCluster(time="00:01:00") as held:
+        comparison = compare_until(lambda: None, held, steps_per_epoch=4000)
+    first, second = comparison.results
+    assert (first.status, first.reason) == (
+        "timeout",
+        f"the Slurm allocation {held.job_id} reached its time limit",
+    )
+    assert second.status == "failed" and "has ended" in second.reason
+    assert held.job_id not in jobs()
 
 
 def _wait(done, what, bound_s=120.0):

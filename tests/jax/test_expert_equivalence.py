@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 import gpu_parallel_kit as gpk
-from tests.builders import largest_difference, saved_weights
+from tests.builders import largest_difference, saved_weights, side_by_side
 from tests.hub_models import SEQUENCE
 from tests.moe_models import (
     BUILDERS,
@@ -63,22 +63,39 @@ def _experiment(name: str, **settings) -> gpk.Experiment:
     )
 
 
+def _family_plans(name: str) -> dict[str, dict]:
+    """The plans a family is run on: its own layout map only where keras-hub gives one."""
+    own = name == "qwen3_moe"
+    return {plan: s for plan, s in PLANS.items() if own or not plan.startswith("own")}
+
+
 @pytest.fixture(scope="module", params=list(BUILDERS))
 def trained_alone(request, tmp_path_factory):
-    experiment = _experiment(request.param)
-    path = tmp_path_factory.mktemp(request.param) / "single.npz"
-    result = experiment.run("single", 1, save_weights=str(path))
+    """The family's one-device weights, and its runs of every plan started beside it, two at a
+    time (`builders.side_by_side`): `runs[plan]` is a future of (result, saved weights' path)."""
+    name = request.param
+    experiment = _experiment(name)
+    folder = tmp_path_factory.mktemp(name)
+
+    def run(strategy: str, plan: str, settings: dict):
+        path = folder / f"{plan}.npz"
+        return experiment.run(strategy, **settings, save_weights=str(path)), path
+
+    calls = {"single": lambda: run("single", "single", dict(devices=1))}
+    for plan, settings in _family_plans(name).items():
+        calls[plan] = lambda plan=plan, settings=settings: run("expert", plan, settings)
+    runs = side_by_side(calls)
+    result, path = runs.pop("single").result()
     assert result.ok, result.reason
-    return request.param, experiment, saved_weights(path)
+    return name, experiment, saved_weights(path), runs
 
 
 @pytest.mark.parametrize("plan", list(PLANS))
-def test_expert_trains_the_weights_of_one_device(trained_alone, plan, tmp_path, record_property):
-    name, experiment, reference = trained_alone
-    if plan.startswith("own") and name != "qwen3_moe":
-        pytest.skip("keras-hub's Mixtral has no get_layout_map")
-    path = tmp_path / f"{plan}.npz"
-    result = experiment.run("expert", **PLANS[plan], save_weights=str(path))
+def test_expert_trains_the_weights_of_one_device(trained_alone, plan, record_property):
+    name, experiment, reference, runs = trained_alone
+    if plan not in runs:
+        pytest.skip(f"keras-hub's {name} backbone has no get_layout_map")
+    result, path = runs[plan].result()
     assert result.ok, f"{name} {plan}: {result.reason}"
     difference = largest_difference(saved_weights(path), reference)
     record_property("difference", difference)  # the closing notes' figures, in --junitxml
@@ -95,7 +112,7 @@ def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
     trained_alone, tmp_path
 ):
     """The kit's JAX stages cut the MoE blocks whole, each stage keeping its router's loss."""
-    name, experiment, reference = trained_alone
+    name, experiment, reference, _ = trained_alone
     if name not in PIPELINED:
         pytest.skip("a pipeline of MoE blocks is covered on Mixtral and Qwen3-MoE")
     path = tmp_path / "pipeline.npz"
@@ -121,7 +138,7 @@ def test_a_pipeline_of_a_mixture_of_experts_trains_the_weights_of_one_device(
 def test_the_router_loss_moves_the_weights_so_the_equalities_show_it_kept(trained_alone, tmp_path):
     """Without its load-balancing loss Mixtral trains other weights than with it, beyond the
     tolerance: so a dispatched or pipelined run that dropped the loss could not pass above."""
-    name, _, reference = trained_alone
+    name, _, reference, _ = trained_alone
     if name != "mixtral":
         pytest.skip("the loss is switched off on Mixtral")
     path = tmp_path / "without.npz"
@@ -137,7 +154,7 @@ def test_experts_over_two_processes_train_the_weights_of_one_device(trained_alon
     """One mesh over 2 workers × 1 device through `jax.distributed`, an expert pair each,
     dispatched: the layout the dense bank shares, and the all-to-alls across the processes
     (gloo), dropping no token."""
-    name, experiment, reference = trained_alone
+    name, experiment, reference, _ = trained_alone
     if name != "mixtral":
         pytest.skip("two processes are covered on Mixtral")
     path = tmp_path / "workers.npz"

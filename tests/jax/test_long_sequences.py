@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 import gpu_parallel_kit as gpk
-from tests.builders import largest_difference, saved_weights
+from tests.builders import largest_difference, saved_weights, side_by_side
 from tests.hub_models import llama3_long, long_tokens
 
 pytestmark = pytest.mark.slow
@@ -46,17 +46,32 @@ def trained_alone(tmp_path_factory):
         progress=False,
         measure_comm=False,
     )
-    path = tmp_path_factory.mktemp("alone") / "single.npz"
-    result = experiment.run("single", 1, save_weights=str(path))
+    folder = tmp_path_factory.mktemp("alone")
+
+    def run(plan: str, settings: dict):
+        path = folder / f"{plan}.npz"
+        return experiment.run(**settings, save_weights=str(path)), path
+
+    # The plans in one process each start beside the single run, two at a time
+    # (`builders.side_by_side`); those over several processes run in their own test, alone.
+    calls = {"single": lambda: run("single", dict(strategy="single", devices=1))}
+    for plan, settings in PLANS.items():
+        if "workers" not in settings:
+            calls[plan] = lambda plan=plan, settings=settings: run(plan, settings)
+    runs = side_by_side(calls)
+    result, path = runs.pop("single").result()
     assert result.ok, result.reason
-    return experiment, saved_weights(path)
+    return experiment, saved_weights(path), runs
 
 
 @pytest.mark.parametrize("plan", list(PLANS))
 def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, plan, tmp_path):
-    experiment, reference = trained_alone
-    path = tmp_path / f"{plan}.npz"
-    result = experiment.run(**PLANS[plan], save_weights=str(path))
+    experiment, reference, runs = trained_alone
+    if plan in runs:
+        result, path = runs[plan].result()
+    else:
+        path = tmp_path / f"{plan}.npz"
+        result = experiment.run(**PLANS[plan], save_weights=str(path))
     assert result.ok, f"{plan}: {result.reason}"
     assert largest_difference(saved_weights(path), reference) <= TOLERANCE, plan
     options = PLANS[plan]
@@ -78,7 +93,7 @@ def test_a_long_sequence_option_trains_the_weights_of_one_device(trained_alone, 
 def test_a_context_axis_collectives_are_measured_beside_their_counted_bytes(trained_alone):
     """The step's activations carry the context axis's layout, so a data run's exposed
     all-reduce cannot be taken per device: its collectives are timed alone instead."""
-    experiment, _ = trained_alone
+    experiment, _, _ = trained_alone
     result = experiment.run("data", 2, context=2, measure_comm=True)
     assert result.ok, result.reason
     assert result.extra["standalone_collectives_s"] > 0  # below its noise, comm_time_s is blank
@@ -88,7 +103,7 @@ def test_a_context_axis_collectives_are_measured_beside_their_counted_bytes(trai
 
 def test_sequence_parallelisms_collectives_are_timed_as_the_pair_they_are(trained_alone):
     """Each tensor-parallel sum becomes a reduce-scatter and an all-gather: timed so, alone."""
-    experiment, _ = trained_alone
+    experiment, _, _ = trained_alone
     result = experiment.run("tensor", 2, sequence_parallel=True, measure_comm=True)
     assert result.ok, result.reason
     assert result.extra["standalone_collectives_s"] > 0
@@ -132,7 +147,7 @@ def test_pipeline_stages_with_tensor_and_sequence_parallelism_train_one_devices_
 ):
     """Two stages, each on a tensor 2 sub-mesh whose blocks' norms split along the sequence:
     the stages trace their layers under their own activation layouts."""
-    experiment, reference = trained_alone
+    experiment, reference, _ = trained_alone
     path = tmp_path / "pipeline.npz"
     result = experiment.run(
         "pipeline", 4, mesh=(1, 2), schedule="gpipe", micro_batches=2,
@@ -191,7 +206,7 @@ def test_a_searched_plans_long_sequence_options_run_as_planned(trained_alone, se
     says what ran, and `scaled` names none of them."""
     from gpu_parallel_kit.analysis.cost_model.parallel_plan import Plan
 
-    experiment, _ = trained_alone
+    experiment, _, _ = trained_alone
     fields = dict(stages=1, micro_batch_size=2, micro_batches=1, schedule="-",
                   virtual_stages=1, checkpointing="none") | searched  # fmt: skip
     plan = dataclasses.asdict(Plan(**fields))
