@@ -141,21 +141,23 @@ def test_another_format_or_a_broken_file_is_one_sentence(tmp_path):
         DeviceCalibration.load(tmp_path / "missing.json")
 
 
+def probe_answer(g: int) -> dict:
+    """What a probe child answers for `g` busy devices: one point of each kind."""
+    return {
+        "devices": g,
+        "device_names": [f"/cpu:{i}" for i in range(g)],
+        "device_kind": "cpu",
+        "description": "x86_64",
+        "matmuls": [{"m": 64, "k": 64, "n": 64, "seconds": 1e-5}],
+        "elementwise": [{"elements": 256, "seconds": 1e-6}],
+        "call_s": 1e-5,
+        "collectives": [],
+        "versions": {"jax": "0"},
+    }
+
+
 def test_from_probes_orders_counts_and_takes_the_widest_names():
-    answers = [
-        {
-            "devices": g,
-            "device_names": [f"/cpu:{i}" for i in range(g)],
-            "device_kind": "cpu",
-            "description": "x86_64",
-            "matmuls": [{"m": 64, "k": 64, "n": 64, "seconds": 1e-5}],
-            "elementwise": [{"elements": 256, "seconds": 1e-6}],
-            "call_s": 1e-5,
-            "collectives": [],
-            "versions": {"jax": "0"},
-        }
-        for g in (4, 1, 2)
-    ]
+    answers = [probe_answer(g) for g in (4, 1, 2)]
     cal = from_probes("jax", answers, 12.0, now=NOW)
     assert [b.devices for b in cal.busy] == [1, 2, 4]
     assert cal.devices == 4 and cal.created_at.startswith("2026-12-06")
@@ -263,21 +265,9 @@ def test_the_pipeline_of_no_work_runs_as_often_as_the_budget_allows():
 def test_the_pipeline_runner_is_timed_on_two_devices_and_charged_to_every_count(monkeypatch):
     from gpu_parallel_kit.planning import calibration_probe
 
-    def probe_answer(entry, backend, plan, probe):
-        return {
-            "devices": probe.devices,
-            "device_names": [f"/cpu:{i}" for i in range(probe.devices)],
-            "device_kind": "cpu",
-            "description": "x86_64",
-            "matmuls": [{"m": 64, "k": 64, "n": 64, "seconds": 1e-5}],
-            "elementwise": [{"elements": 256, "seconds": 1e-6}],
-            "call_s": 1e-5,
-            "collectives": [],
-            "versions": {"jax": "0"},
-        }
-
     asked = []
-    monkeypatch.setattr(calibration_probe, "_in_child", probe_answer)
+    answer = lambda entry, backend, plan, probe: probe_answer(probe.devices)  # noqa: E731
+    monkeypatch.setattr(calibration_probe, "_in_child", answer)
     cal = calibration_probe.calibrate(
         4,
         "jax",
