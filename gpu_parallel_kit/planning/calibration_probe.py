@@ -147,9 +147,9 @@ def calibrate(
         )
         if pipeline_task is not None and len(counts) > 1:
             # Timed on the fewest devices a pipeline has and charged to every count: over more
-            # devices than cores, a pipeline of no work costs more a task than real work's
-            # (on JAX, 4 devices of 2 cores: 0.13-0.18 ms, where the MLP's tasks with their
-            # work cost 0.08-0.11 ms), so a figure there is no floor real work stays above.
+            # devices than cores, a pipeline of no work costs more a task than real work's (on
+            # JAX, 4 devices of 2 cores: 0.14 ms, the median of 24 runs, where the MLP's tasks
+            # with their work cost 0.08-0.12 ms), so a figure there is no floor.
             shown.phase(f"the pipeline runner, {counts[1]} busy")
             task_s = pipeline_task(counts[1], no_work_runs(budget_s))
             shown.tick()
