@@ -38,13 +38,13 @@ MIN_BUDGET_S = 10.0
 MICRO_BATCHES = 4  # the micro-batches a pipeline's step is timed at, beside the whole batch
 FINE_MICRO_BATCHES = 8  # and a finer split, as 1F1B runs take: small batches cost what they cost
 NO_WORK_WIDTH = 4  # the model of no work's inputs and units
-NO_WORK_RUNS = 3  # runs of the pipeline of no work per count of busy devices at the default
-# budget (their median: one run's step moves by a fifth from process to process); fewer with less
+NO_WORK_RUNS = 3  # runs of the pipeline of no work, on two devices, at the default budget
+# (their median: one run's step moves by a fifth from process to process); fewer with less
 
 
 def no_work_runs(budget_s: float) -> int:
-    """Runs of the pipeline of no work per count of busy devices within `budget_s`: three at the
-    default budget, one at a quarter of it or less (a run takes 2-4 s)."""
+    """Runs of the pipeline of no work within `budget_s`: three at the default budget, one at a
+    quarter of it or less (a run takes 2-4 s)."""
     return max(1, min(NO_WORK_RUNS, round(NO_WORK_RUNS * budget_s / DEFAULT_BUDGET_S)))
 
 

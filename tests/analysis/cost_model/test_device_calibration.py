@@ -258,7 +258,7 @@ def test_the_pipeline_of_no_work_runs_as_often_as_the_budget_allows():
     from gpu_parallel_kit.planning.calibration_probe import DEFAULT_BUDGET_S, no_work_runs
 
     assert no_work_runs(DEFAULT_BUDGET_S) == 3  # their median, at the default budget
-    assert no_work_runs(DEFAULT_BUDGET_S / 4) == 1  # a short probe: one run per count
+    assert no_work_runs(DEFAULT_BUDGET_S / 4) == 1  # a short probe: one run
     assert no_work_runs(10 * DEFAULT_BUDGET_S) == 3
 
 
