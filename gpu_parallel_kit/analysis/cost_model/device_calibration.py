@@ -458,7 +458,8 @@ class DeviceCalibration:
             rows.append(("call", g, "one compiled call", busy.call_s, math.nan))
             if busy.pipeline_task_s > 0:
                 rows.append(
-                    ("pipeline task", g, "the runner's, no work", busy.pipeline_task_s, math.nan)
+                    # timed on two devices and charged to every count (`calibration_probe`)
+                    ("pipeline task", g, "runner, no work, on 2", busy.pipeline_task_s, math.nan)
                 )
             for p in busy.collectives:
                 rows.append((p.kind, g, f"{p.bytes:,} B", p.seconds, p.bytes / p.seconds))
