@@ -179,3 +179,9 @@ def micro_batch_count(schedule: Sequence[Sequence[Task]]) -> int:
 def splits_backward(schedule: Sequence[Sequence[Task]]) -> bool:
     """Whether the backward is split into input (I) and weight (W) passes."""
     return any(t.kind is WEIGHT for tasks in schedule for t in tasks)
+
+
+def host_dispatches(schedule: Sequence[Sequence[Task]]) -> int:
+    """The calls one host dispatches a step of this schedule: every task of every device, and
+    each device's update of its weights."""
+    return sum(len(tasks) for tasks in schedule) + len(schedule)

@@ -25,7 +25,7 @@ from ..analysis.cost_model.device_calibration import (
 )
 from ..backends import backend_record
 from ..errors import GpkError, whole_number
-from ..pipeline.schedules import build_schedule
+from ..pipeline.schedules import build_schedule, host_dispatches
 from ..runs.description.device_choice import DevicePlan, default_backend, plan_devices
 from ..runs.description.device_probe import ProbePlan
 from ..runs.description.run_spec import RunSpec
@@ -65,8 +65,7 @@ def no_work_model(layers: int) -> Any:
 def no_work_tasks(devices: int) -> int:
     """Tasks of the pipeline of no work's step on `devices` stages: each stage's forward and
     backward per micro-batch as its GPipe schedule orders them, and each stage's update."""
-    plan = build_schedule("gpipe", devices, MICRO_BATCHES)
-    return sum(len(tasks) for tasks in plan) + devices
+    return host_dispatches(build_schedule("gpipe", devices, MICRO_BATCHES))
 
 
 CHILD_TIMEOUT_S = 300.0

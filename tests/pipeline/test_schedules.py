@@ -16,6 +16,7 @@ from gpu_parallel_kit.pipeline.schedules import (
     device_of,
     execution_order,
     format_grid,
+    host_dispatches,
     max_live_micro_batches,
     splits_backward,
     stage_count,
@@ -401,3 +402,19 @@ def test_schedules_do_not_import_tensorflow():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "stages", "micro_batches", "chunks", "calls"),
+    [
+        ("gpipe", 2, 4, 1, 2 * 2 * 4 + 2),  # F and B per micro-batch and stage, each update
+        ("gpipe", 4, 4, 1, 4 * 2 * 4 + 4),
+        ("interleaved", 2, 4, 2, 2 * 2 * 2 * 4 + 2),  # per chunk too; one update a device
+        ("zb-h1", 2, 4, 1, 2 * 3 * 4 + 2),  # F, I and W
+    ],
+)
+def test_the_host_dispatches_every_task_and_each_devices_update(
+    name, stages, micro_batches, chunks, calls
+):
+    schedule = build_schedule(name, stages, micro_batches, virtual_stages=chunks)
+    assert host_dispatches(schedule) == calls

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ...errors import GpkError
-from ...pipeline.schedules import build_schedule, splits_backward
+from ...pipeline.schedules import build_schedule, host_dispatches, splits_backward
 from ...runs.results.run_result import RunResult
 from ...strategies import resolve, strategy_record
 from ...strategies.tensor import MeshShape
@@ -269,7 +269,7 @@ def predict_pipeline(asked: RunToPredict) -> PredictedStep:
     update = fixed_work + k * call
     # One thread per device dispatches its tasks, and the host runs one dispatch at a time:
     # every task of every device, and each device's update, one after another.
-    host = (sum(len(tasks) for tasks in plan) + k) * call
+    host = host_dispatches(plan) * call
     bound = work / _aggregate_rate(asked, micro, k) + calls
     busiest = replayed.compute_s
     if host > max(bound, replayed.step_time_s) + k * call:  # beside the updates' calls
