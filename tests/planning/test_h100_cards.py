@@ -45,11 +45,17 @@ def test_every_model_is_counted_or_said_why_not():
     assert not set(UNCOUNTED) & set(CARDS)
 
 
-def test_nemotrons_gated_stand_in_holds_its_ungated_mlps_weights():
-    nemotron = BY_KEY["nemotron4-340b"].config
-    hidden, ffn = nemotron["hidden_dim"], nemotron["intermediate_dim"]
-    assert 3 * hidden * ffn == 2 * hidden * 73728  # its squared-ReLU MLP's two matrices
-    assert CARDS["nemotron4-340b"]["layers"] == 96
+def test_nemotrons_stand_in_card_holds_nemotrons_own_weights():
+    # Nemotron-4 340B as NeMo builds it (Nemotron4Config340B): width 18,432, 8 KV groups of
+    # head width 192, a squared-ReLU MLP of 73,728 in two matrices; counted here by hand, not
+    # from the gated stand-in keras-hub built.
+    h, kv, mlp = 18432, 8 * 192, 73728
+    block = 2 * h * h + 2 * h * kv + 2 * h * mlp  # Q, O; K, V; the MLP's two matrices
+    card = CARDS["nemotron4-340b"]
+    assert card["block_parameters"] == block + 2 * h  # and the stand-in's two RMS norms
+    # The technical report's 331.6 B weights outside the embeddings, and 9.4 B in them.
+    assert 96 * block / 331.6e9 == pytest.approx(1, abs=1e-3)
+    assert card["parameters"] - 96 * card["block_parameters"] - h == pytest.approx(9.4e9, rel=5e-3)
 
 
 @pytest.mark.parametrize("model", HUB_MODELS, ids=ids)
