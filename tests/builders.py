@@ -66,18 +66,23 @@ def saved_weights(path):
         return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
 
-def side_by_side(calls, at_once: int = 2):
-    """Start each of `calls` (a dict of name to a function of no argument), `at_once` at a
-    time, and give back a dict of name to its future: `.result()` waits for that call and
-    raises what it raised.
+def runs_side_by_side(experiment, folder, plans, at_once: int = 2):
+    """Start `experiment.run(**settings)` for each of `plans` (a dict of name to settings,
+    strategy included), `at_once` at a time, each saving its weights to `folder/<name>.npz`;
+    give back a dict of name to a future of (its row, its weights' path): `.result()` waits
+    for that run and raises what it raised.
 
     A run's process spends most of its life compiling on one core, so two runs started
     together keep a two-core machine's cores busy; the training gate still lets one train
     at a time (`runs/scheduling/training_gate.py`)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    def run(name, settings):
+        path = folder / f"{name}.npz"
+        return experiment.run(**settings, save_weights=str(path)), path
+
     pool = ThreadPoolExecutor(at_once, thread_name_prefix="side-by-side")
-    futures = {name: pool.submit(call) for name, call in calls.items()}
+    futures = {name: pool.submit(run, name, settings) for name, settings in plans.items()}
     pool.shutdown(wait=False)
     return futures
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 import gpu_parallel_kit as gpk
-from tests.builders import largest_difference, saved_weights, side_by_side
+from tests.builders import largest_difference, runs_side_by_side, saved_weights
 from tests.hub_models import SEQUENCE
 from tests.moe_models import (
     BUILDERS,
@@ -72,19 +72,12 @@ def _family_plans(name: str) -> dict[str, dict]:
 @pytest.fixture(scope="module", params=list(BUILDERS))
 def trained_alone(request, tmp_path_factory):
     """The family's one-device weights, and its runs of every plan started beside it, two at a
-    time (`builders.side_by_side`): `runs[plan]` is a future of (result, saved weights' path)."""
+    time (`builders.runs_side_by_side`): `runs[plan]` is a future of (row, weights' path)."""
     name = request.param
     experiment = _experiment(name)
-    folder = tmp_path_factory.mktemp(name)
-
-    def run(strategy: str, plan: str, settings: dict):
-        path = folder / f"{plan}.npz"
-        return experiment.run(strategy, **settings, save_weights=str(path)), path
-
-    calls = {"single": lambda: run("single", "single", dict(devices=1))}
-    for plan, settings in _family_plans(name).items():
-        calls[plan] = lambda plan=plan, settings=settings: run("expert", plan, settings)
-    runs = side_by_side(calls)
+    plans = {"single": dict(strategy="single", devices=1)}
+    plans |= {plan: dict(strategy="expert", **s) for plan, s in _family_plans(name).items()}
+    runs = runs_side_by_side(experiment, tmp_path_factory.mktemp(name), plans)
     result, path = runs.pop("single").result()
     assert result.ok, result.reason
     return name, experiment, saved_weights(path), runs

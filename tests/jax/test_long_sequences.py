@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 import gpu_parallel_kit as gpk
-from tests.builders import largest_difference, saved_weights, side_by_side
+from tests.builders import largest_difference, runs_side_by_side, saved_weights
 from tests.hub_models import llama3_long, long_tokens
 
 pytestmark = pytest.mark.slow
@@ -46,19 +46,11 @@ def trained_alone(tmp_path_factory):
         progress=False,
         measure_comm=False,
     )
-    folder = tmp_path_factory.mktemp("alone")
-
-    def run(plan: str, settings: dict):
-        path = folder / f"{plan}.npz"
-        return experiment.run(**settings, save_weights=str(path)), path
-
     # The plans in one process each start beside the single run, two at a time
-    # (`builders.side_by_side`); those over several processes run in their own test, alone.
-    calls = {"single": lambda: run("single", dict(strategy="single", devices=1))}
-    for plan, settings in PLANS.items():
-        if "workers" not in settings:
-            calls[plan] = lambda plan=plan, settings=settings: run(plan, settings)
-    runs = side_by_side(calls)
+    # (`builders.runs_side_by_side`); those over several processes run in their own test, alone.
+    plans = {"single": dict(strategy="single", devices=1)}
+    plans |= {plan: s for plan, s in PLANS.items() if "workers" not in s}
+    runs = runs_side_by_side(experiment, tmp_path_factory.mktemp("alone"), plans)
     result, path = runs.pop("single").result()
     assert result.ok, result.reason
     return experiment, saved_weights(path), runs
